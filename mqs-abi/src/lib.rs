@@ -1,0 +1,18 @@
+//! The `mpi_interface.h` message-queue debugging ABI in Rust.
+//!
+//! [`ffi`] holds the types bindgen generates from `include/mpi_interface.h`,
+//! once for each interface level: [`ffi::mpi1`] (compatibility 2) and
+//! [`ffi::mpi2`] (`FOR_MPI2`, compatibility 3). They are never written by
+//! hand; `tests/layout.rs` checks them against the C compiler.
+//!
+//! [`model`] is a small safe layer over them: return codes, op classes and
+//! statuses as Rust types, and owned communicators and operations with their
+//! fixed-size C strings decoded.
+
+pub mod ffi;
+pub mod model;
+
+pub use model::{
+    decode_c_chars, encode_c_chars, Communicator, OpClass, OpStatus, PendingOperation,
+    ProcessLocation, ReturnCode,
+};

@@ -1,0 +1,409 @@
+//! A safe model over the raw ABI structures.
+//!
+//! Values keep what the DLL wrote, without second-guessing it: a DLL that
+//! writes ANY_SOURCE as 4294967295 gets 4294967295 here, so hosts can show
+//! and cross-check exactly what each DLL reports.
+
+use std::ffi::c_char;
+use std::fmt;
+
+use crate::ffi::mpi1::{mqs_communicator, mqs_pending_operation};
+use crate::ffi::mpi2::mqs_process_location;
+
+/// What an ABI function returned: one of the three shared codes, or a code
+/// private to the side that returned it (>= `mqs_first_user_code`), which
+/// only that side can turn into text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReturnCode {
+    Ok,
+    NoInformation,
+    EndOfList,
+    /// Any other value; meaningful only to the side that returned it.
+    Other(i32),
+}
+
+impl ReturnCode {
+    pub fn from_raw(code: i32) -> Self {
+        match code {
+            0 => Self::Ok,
+            1 => Self::NoInformation,
+            2 => Self::EndOfList,
+            other => Self::Other(other),
+        }
+    }
+
+    pub fn to_raw(self) -> i32 {
+        match self {
+            Self::Ok => 0,
+            Self::NoInformation => 1,
+            Self::EndOfList => 2,
+            Self::Other(code) => code,
+        }
+    }
+
+    pub fn is_ok(self) -> bool {
+        self == Self::Ok
+    }
+}
+
+impl fmt::Display for ReturnCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Ok => f.write_str("mqs_ok"),
+            Self::NoInformation => f.write_str("mqs_no_information"),
+            Self::EndOfList => f.write_str("mqs_end_of_list"),
+            Self::Other(code) => write!(f, "code {code}"),
+        }
+    }
+}
+
+/// The three queues of a communicator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum OpClass {
+    PendingSends,
+    PendingReceives,
+    UnexpectedMessages,
+}
+
+impl OpClass {
+    /// Every class, in the order hosts traditionally ask for them.
+    pub const ALL: [OpClass; 3] = [
+        OpClass::PendingSends,
+        OpClass::PendingReceives,
+        OpClass::UnexpectedMessages,
+    ];
+
+    pub fn from_raw(value: i32) -> Option<Self> {
+        match value {
+            0 => Some(Self::PendingSends),
+            1 => Some(Self::PendingReceives),
+            2 => Some(Self::UnexpectedMessages),
+            _ => None,
+        }
+    }
+
+    pub fn to_raw(self) -> i32 {
+        self as i32
+    }
+
+    /// Short stable name, used in text and JSON output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::PendingSends => "sends",
+            Self::PendingReceives => "receives",
+            Self::UnexpectedMessages => "unexpected",
+        }
+    }
+}
+
+/// The `status` of a pending operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OpStatus {
+    Pending,
+    Matched,
+    Complete,
+    /// A value outside the enum, kept so that a misbehaving DLL is visible.
+    Unknown(i32),
+}
+
+impl OpStatus {
+    pub fn from_raw(value: i32) -> Self {
+        match value {
+            0 => Self::Pending,
+            1 => Self::Matched,
+            2 => Self::Complete,
+            other => Self::Unknown(other),
+        }
+    }
+
+    pub fn to_raw(self) -> i32 {
+        match self {
+            Self::Pending => 0,
+            Self::Matched => 1,
+            Self::Complete => 2,
+            Self::Unknown(v) => v,
+        }
+    }
+
+    pub fn name(self) -> String {
+        match self {
+            Self::Pending => "pending".into(),
+            Self::Matched => "matched".into(),
+            Self::Complete => "complete".into(),
+            Self::Unknown(v) => format!("status {v}"),
+        }
+    }
+}
+
+/// Decodes a fixed-size C character array: up to the first NUL or the end of
+/// the array, whichever comes first, with invalid UTF-8 replaced.
+pub fn decode_c_chars(chars: &[c_char]) -> String {
+    // c_char is i8 or u8 depending on the platform; the bytes are what matter.
+    let bytes: Vec<u8> = chars
+        .iter()
+        .map(|&c| c as u8)
+        .take_while(|&b| b != 0)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Writes `text` into a fixed-size C character array, always NUL-terminated,
+/// truncated at a character boundary if it does not fit; the rest is zeroed.
+/// Returns whether the whole text fitted.
+pub fn encode_c_chars(text: &str, out: &mut [c_char]) -> bool {
+    out.fill(0);
+    let Some(room) = out.len().checked_sub(1) else {
+        return text.is_empty();
+    };
+    let mut end = text.len().min(room);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    for (slot, &b) in out.iter_mut().zip(text.as_bytes()[..end].iter()) {
+        *slot = b as c_char;
+    }
+    end == text.len()
+}
+
+/// A communicator as a DLL described it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Communicator {
+    pub unique_id: u64,
+    pub local_rank: i64,
+    pub size: i64,
+    pub name: String,
+}
+
+impl Communicator {
+    pub fn from_raw(raw: &mqs_communicator) -> Self {
+        Self {
+            unique_id: raw.unique_id,
+            local_rank: raw.local_rank,
+            size: raw.size,
+            name: decode_c_chars(&raw.name),
+        }
+    }
+
+    /// Fills a raw structure (as a DLL does); the name is truncated to fit.
+    pub fn write_raw(&self, raw: &mut mqs_communicator) {
+        raw.unique_id = self.unique_id;
+        raw.local_rank = self.local_rank;
+        raw.size = self.size;
+        encode_c_chars(&self.name, &mut raw.name);
+    }
+}
+
+/// A pending send, posted receive or unexpected message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingOperation {
+    pub status: OpStatus,
+    pub desired_local_rank: i64,
+    pub desired_global_rank: i64,
+    /// `None` when the DLL set `tag_wild` (MPI_ANY_TAG).
+    pub desired_tag: Option<i64>,
+    pub desired_length: i64,
+    pub system_buffer: bool,
+    pub buffer: u64,
+    pub actual_local_rank: i64,
+    pub actual_global_rank: i64,
+    pub actual_tag: i64,
+    pub actual_length: i64,
+    /// The lines of `extra_text` up to the first empty one.
+    pub extra_text: Vec<String>,
+}
+
+impl Default for PendingOperation {
+    fn default() -> Self {
+        Self::from_raw(&mqs_pending_operation::default())
+    }
+}
+
+impl PendingOperation {
+    pub fn from_raw(raw: &mqs_pending_operation) -> Self {
+        let extra_text = raw
+            .extra_text
+            .iter()
+            .map(|line| decode_c_chars(line))
+            .take_while(|line| !line.is_empty())
+            .collect();
+        Self {
+            status: OpStatus::from_raw(raw.status),
+            desired_local_rank: raw.desired_local_rank,
+            desired_global_rank: raw.desired_global_rank,
+            desired_tag: (raw.tag_wild == 0).then_some(raw.desired_tag),
+            desired_length: raw.desired_length,
+            system_buffer: raw.system_buffer != 0,
+            buffer: raw.buffer,
+            actual_local_rank: raw.actual_local_rank,
+            actual_global_rank: raw.actual_global_rank,
+            actual_tag: raw.actual_tag,
+            actual_length: raw.actual_length,
+            extra_text,
+        }
+    }
+
+    /// Fills a raw structure (as a DLL does). Lines past the fifth are
+    /// dropped and long lines truncated; an empty line would end the list
+    /// for readers, so it is written as a single space.
+    pub fn write_raw(&self, raw: &mut mqs_pending_operation) {
+        raw.status = self.status.to_raw();
+        raw.desired_local_rank = self.desired_local_rank;
+        raw.desired_global_rank = self.desired_global_rank;
+        raw.tag_wild = i32::from(self.desired_tag.is_none());
+        raw.desired_tag = self.desired_tag.unwrap_or(0);
+        raw.desired_length = self.desired_length;
+        raw.system_buffer = i32::from(self.system_buffer);
+        raw.buffer = self.buffer;
+        raw.actual_local_rank = self.actual_local_rank;
+        raw.actual_global_rank = self.actual_global_rank;
+        raw.actual_tag = self.actual_tag;
+        raw.actual_length = self.actual_length;
+        for (i, slot) in raw.extra_text.iter_mut().enumerate() {
+            match self.extra_text.get(i) {
+                Some(line) if line.is_empty() => {
+                    encode_c_chars(" ", slot);
+                }
+                Some(line) => {
+                    encode_c_chars(line, slot);
+                }
+                None => slot.fill(0),
+            }
+        }
+    }
+}
+
+/// Where a process created by the MPI lives (MPI-2 `mqs_process_location`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ProcessLocation {
+    pub pid: i64,
+    pub image_name: String,
+    pub host_name: String,
+}
+
+impl ProcessLocation {
+    pub fn from_raw(raw: &mqs_process_location) -> Self {
+        Self {
+            pid: raw.pid,
+            image_name: decode_c_chars(&raw.image_name),
+            host_name: decode_c_chars(&raw.host_name),
+        }
+    }
+
+    pub fn write_raw(&self, raw: &mut mqs_process_location) {
+        raw.pid = self.pid;
+        encode_c_chars(&self.image_name, &mut raw.image_name);
+        encode_c_chars(&self.host_name, &mut raw.host_name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chars(bytes: &[u8]) -> Vec<c_char> {
+        bytes.iter().map(|&b| b as c_char).collect()
+    }
+
+    #[test]
+    fn return_codes_round_trip() {
+        for raw in [0, 1, 2, 3, 99, 100, 147, -1] {
+            assert_eq!(ReturnCode::from_raw(raw).to_raw(), raw);
+        }
+        assert_eq!(ReturnCode::from_raw(1), ReturnCode::NoInformation);
+        assert_eq!(ReturnCode::from_raw(100), ReturnCode::Other(100));
+    }
+
+    #[test]
+    fn op_classes_match_the_header() {
+        use crate::ffi::mpi1 as c;
+        assert_eq!(OpClass::PendingSends.to_raw(), c::mqs_pending_sends as i32);
+        assert_eq!(OpClass::PendingReceives.to_raw(), c::mqs_pending_receives as i32);
+        assert_eq!(
+            OpClass::UnexpectedMessages.to_raw(),
+            c::mqs_unexpected_messages as i32
+        );
+        assert_eq!(OpClass::from_raw(3), None);
+        assert_eq!(OpStatus::from_raw(c::mqs_st_matched as i32), OpStatus::Matched);
+        assert_eq!(ReturnCode::from_raw(c::mqs_end_of_list as i32), ReturnCode::EndOfList);
+    }
+
+    #[test]
+    fn decode_stops_at_nul_and_at_the_end() {
+        assert_eq!(decode_c_chars(&chars(b"MPI_COMM_WORLD\0junk")), "MPI_COMM_WORLD");
+        // No NUL at all: bounded by the array.
+        assert_eq!(decode_c_chars(&chars(b"abcd")), "abcd");
+        assert_eq!(decode_c_chars(&chars(b"")), "");
+        // Invalid UTF-8 is replaced, not rejected.
+        assert_eq!(decode_c_chars(&chars(b"a\xffb\0")), "a\u{fffd}b");
+    }
+
+    #[test]
+    fn encode_truncates_at_char_boundaries() {
+        let mut buf = [1 as c_char; 5];
+        assert!(encode_c_chars("abcd", &mut buf));
+        assert_eq!(decode_c_chars(&buf), "abcd");
+        assert!(!encode_c_chars("abcdef", &mut buf));
+        assert_eq!(decode_c_chars(&buf), "abcd");
+        assert_eq!(buf[4], 0);
+        // "ééé" is 6 bytes: only whole characters fit in 4.
+        assert!(!encode_c_chars("ééé", &mut buf));
+        assert_eq!(decode_c_chars(&buf), "éé");
+        let mut empty: [c_char; 0] = [];
+        assert!(!encode_c_chars("x", &mut empty));
+    }
+
+    #[test]
+    fn communicator_round_trip() {
+        let comm = Communicator {
+            unique_id: 0x1234,
+            local_rank: 1,
+            size: 2,
+            name: "MPI_COMM_WORLD".into(),
+        };
+        let mut raw = mqs_communicator::default();
+        comm.write_raw(&mut raw);
+        assert_eq!(Communicator::from_raw(&raw), comm);
+        // A name without a NUL in the whole array is cut at 64 bytes.
+        raw.name.fill(b'x' as c_char);
+        assert_eq!(Communicator::from_raw(&raw).name.len(), 64);
+    }
+
+    #[test]
+    fn operation_round_trip_and_extra_text() {
+        let op = PendingOperation {
+            status: OpStatus::Matched,
+            desired_local_rank: -1,
+            desired_global_rank: -1,
+            desired_tag: None,
+            desired_length: 64,
+            system_buffer: true,
+            buffer: 0xdead_beef,
+            actual_local_rank: 1,
+            actual_global_rank: 3,
+            actual_tag: 7,
+            actual_length: 32,
+            extra_text: vec!["first".into(), "second".into()],
+        };
+        let mut raw = mqs_pending_operation::default();
+        op.write_raw(&mut raw);
+        assert_eq!(raw.tag_wild, 1);
+        assert_eq!(PendingOperation::from_raw(&raw), op);
+
+        // Lines after the first empty one are not shown.
+        raw.extra_text[1].fill(0);
+        encode_c_chars("hidden", &mut raw.extra_text[2]);
+        assert_eq!(PendingOperation::from_raw(&raw).extra_text, vec!["first"]);
+    }
+
+    #[test]
+    fn location_round_trip() {
+        let loc = ProcessLocation {
+            pid: 4242,
+            image_name: "/usr/bin/a.out".into(),
+            host_name: "node1".into(),
+        };
+        let mut raw = mqs_process_location::default();
+        loc.write_raw(&mut raw);
+        assert_eq!(ProcessLocation::from_raw(&raw), loc);
+    }
+}
