@@ -1,0 +1,42 @@
+//! Everything about message-queue DLLs: finding and trusting one
+//! (`locate`), loading and checking it (`library`), the callbacks it calls
+//! (`callbacks`, over the handle objects in `handles`), and driving it
+//! through a dump (`session`).
+
+mod callbacks;
+mod handles;
+pub mod library;
+pub mod locate;
+pub mod session;
+
+pub use callbacks::{codes as host_codes, set_verbose};
+pub use library::Dll;
+pub use session::{ImageId, ProcessId, Session};
+
+/// What the DLL may look up in an image: the host's symbol tables and DWARF
+/// behind a small interface, so the DLL layer does not depend on how they
+/// are read (and unit tests can give fixed answers).
+pub trait ImageSymbols {
+    /// Runtime address of a data symbol (file-static ones included).
+    fn find_symbol(&self, name: &str) -> Option<u64>;
+    /// Runtime address of a function.
+    fn find_function(&self, name: &str) -> Option<u64>;
+    /// Layout of a named type (typedef name or struct tag).
+    fn find_type(&self, name: &str) -> Option<TypeLayout>;
+}
+
+/// What the DLL can learn about a type: its size and top-level members.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TypeLayout {
+    pub size: Option<u64>,
+    pub fields: Vec<(String, u64)>,
+}
+
+impl TypeLayout {
+    pub fn field_offset(&self, name: &str) -> Option<u64> {
+        self.fields
+            .iter()
+            .find(|(field, _)| field == name)
+            .map(|&(_, offset)| offset)
+    }
+}

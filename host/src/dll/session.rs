@@ -1,0 +1,406 @@
+//! One debugging session with a DLL: the images, processes and (MPI-2) job
+//! handed to it, the calling sequence of the interface, and the walk of its
+//! iterators into the owned dump model.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::time::Instant;
+
+use mqs_abi::ffi::mpi1::{mqs_communicator, mqs_pending_operation};
+use mqs_abi::{Communicator, OpClass, PendingOperation, ReturnCode};
+
+use super::callbacks;
+use super::handles::{ImageHandle, JobHandle, ProcessHandle};
+use super::library::{static_str, Dll};
+use super::ImageSymbols;
+use crate::dump::{CommunicatorDump, CommunicatorList, DumpStats, Queue, Section};
+use crate::target::Target;
+use crate::{Error, Result};
+
+/// Bounds on what the host accepts from a DLL, so that a DLL that never
+/// says mqs_end_of_list cannot hang or exhaust the host.
+pub const MAX_COMMUNICATORS: usize = 1 << 17;
+pub const MAX_OPERATIONS: usize = 1 << 22;
+/// Largest group the host allocates for mqs_get_comm_group.
+const MAX_GROUP: i64 = 1 << 24;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageId(usize);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessId(usize);
+
+/// The session borrows the targets of its processes for `'t`.
+#[derive(Debug)]
+pub struct Session<'t> {
+    dll: &'static Dll,
+    job: Option<Box<JobHandle>>,
+    images: Vec<Box<ImageHandle>>,
+    processes: Vec<Box<ProcessHandle<'t>>>,
+}
+
+impl<'t> Session<'t> {
+    /// Starts a session; with an MPI-2 DLL this sets up the job object.
+    pub fn new(dll: &'static Dll) -> Result<Self> {
+        let mut session = Self {
+            dll,
+            job: None,
+            images: Vec::new(),
+            processes: Vec::new(),
+        };
+        if let Some(mpi2) = dll.entry.mpi2.filter(|_| dll.is_mpi2()) {
+            let job = JobHandle::new();
+            let table: *const c_void = (&raw const callbacks::mpi2::JOB).cast();
+            // SAFETY: a registered job handle and a static table of the
+            // MPI-2 layout this DLL declared.
+            let rc = unsafe { (mpi2.setup_job)(job.as_ptr().cast_mut(), table) };
+            session.job = Some(job);
+            session.check("mqs_setup_job", rc)?;
+        }
+        Ok(session)
+    }
+
+    pub fn dll(&self) -> &'static Dll {
+        self.dll
+    }
+
+    fn check(&self, call: &'static str, rc: c_int) -> Result<()> {
+        match ReturnCode::from_raw(rc) {
+            ReturnCode::Ok => Ok(()),
+            _ => Err(Error::Dll {
+                call,
+                detail: self.dll.error_string(rc),
+            }),
+        }
+    }
+
+    /// Hands an executable image to the DLL and asks whether it has queues.
+    /// The image stays in the session (to be destroyed properly) even when
+    /// this fails.
+    pub fn add_image(&mut self, name: &str, symbols: Box<dyn ImageSymbols>) -> Result<ImageId> {
+        let image = ImageHandle::new(name.to_string(), symbols);
+        let handle = image.as_ptr().cast_mut();
+        self.images.push(image);
+        let id = ImageId(self.images.len() - 1);
+        let table: *const c_void = if self.dll.is_mpi2() {
+            (&raw const callbacks::mpi2::IMAGE).cast()
+        } else {
+            (&raw const callbacks::mpi1::IMAGE).cast()
+        };
+        // SAFETY: a registered image handle and a static table.
+        let rc = unsafe { (self.dll.entry.setup_image)(handle, table) };
+        self.check("mqs_setup_image", rc)?;
+        let mut message: *mut c_char = std::ptr::null_mut();
+        // SAFETY: as above; the DLL may store a static string in `message`.
+        let rc = unsafe { (self.dll.entry.image_has_queues)(handle, &mut message) };
+        if rc != 0 {
+            return Err(self.no_queues(id, rc, message));
+        }
+        Ok(id)
+    }
+
+    /// The error for a failed has_queues: the DLL's message (its format's
+    /// `%s` filled with the image name), plus what the host could not find.
+    fn no_queues(&self, image: ImageId, rc: c_int, message: *const c_char) -> Error {
+        let image = &self.images[image.0];
+        // SAFETY: has_queues messages are static strings or NULL.
+        let text = unsafe { static_str(message) }
+            .map(|m| format_has_queues_message(&m, &image.name))
+            .unwrap_or_default();
+        let mut detail = if text.is_empty() {
+            format!("the DLL cannot show message queues ({})", self.dll.error_string(rc))
+        } else {
+            text
+        };
+        let missing = image.missing.borrow();
+        if !missing.is_empty() {
+            detail.push_str(&format!(
+                " [not found in the MPI's symbols and debug info: {}]",
+                missing.join(", ")
+            ));
+        }
+        Error::NoDebugInfo { detail }
+    }
+
+    /// Names the DLL asked for and the image did not have.
+    pub fn missing_names(&self, image: ImageId) -> Vec<String> {
+        self.images[image.0].missing.borrow().clone()
+    }
+
+    /// Hands a process to the DLL. `global_rank` is its MPI_COMM_WORLD rank
+    /// (its identity in the job for MPI-2 DLLs), -1 if unknown.
+    pub fn add_process(
+        &mut self,
+        image: ImageId,
+        target: Box<dyn Target + 't>,
+        global_rank: i32,
+        pointer_size: i32,
+    ) -> Result<ProcessId> {
+        let image_handle: &ImageHandle = &self.images[image.0];
+        let process =
+            ProcessHandle::new(target, image_handle, self.job.as_deref(), global_rank, pointer_size);
+        let handle = process.as_ptr().cast_mut();
+        let identity = self.register_identity(&process, global_rank);
+        process.identity.set(identity);
+        self.processes.push(process);
+        let id = ProcessId(self.processes.len() - 1);
+
+        let table: *const c_void = if self.dll.is_mpi2() {
+            (&raw const callbacks::mpi2::PROCESS).cast()
+        } else {
+            (&raw const callbacks::mpi1::PROCESS).cast()
+        };
+        // SAFETY: a registered process handle and a static table.
+        let rc = unsafe { (self.dll.entry.setup_process)(handle, table) };
+        self.check("mqs_setup_process", rc)?;
+        if let Some(mpi2) = self.dll.entry.mpi2.filter(|_| self.dll.is_mpi2()) {
+            // SAFETY: registered handle.
+            let rc = unsafe { (mpi2.set_process_identity)(handle, identity) };
+            self.check("mqs_set_process_identity", rc)?;
+        }
+        let mut message: *mut c_char = std::ptr::null_mut();
+        // SAFETY: registered handle; the DLL may store a static string.
+        let rc = unsafe { (self.dll.entry.process_has_queues)(handle, &mut message) };
+        if rc != 0 {
+            return Err(self.no_queues(image, rc, message));
+        }
+        Ok(id)
+    }
+
+    /// MPI-2: places the process in the job's table. COMM_WORLD ranks are
+    /// identities 0..n; others take the next free slot after them.
+    fn register_identity(&self, process: &ProcessHandle<'_>, global_rank: i32) -> i32 {
+        let Some(job) = &self.job else {
+            return global_rank;
+        };
+        let mut table = job.processes.borrow_mut();
+        let index = match usize::try_from(global_rank) {
+            Ok(rank) if table.get(rank).is_none_or(|p| p.is_null()) => rank,
+            _ => table.iter().position(|p| p.is_null()).unwrap_or(table.len()),
+        };
+        if table.len() <= index {
+            table.resize(index + 1, std::ptr::null());
+        }
+        table[index] = process.as_ptr();
+        i32::try_from(index).unwrap_or(-1)
+    }
+
+    /// Walks every communicator and queue of a process.
+    pub fn dump(&self, id: ProcessId) -> (Section<CommunicatorList>, DumpStats) {
+        let process = &self.processes[id.0];
+        let start = Instant::now();
+        let fetches_before = process.fetches.get();
+        let bytes_before = process.fetched_bytes.get();
+        let syscalls_before = process.target.syscalls();
+        let section = self.walk_communicators(process);
+        let stats = DumpStats {
+            fetches: process.fetches.get() - fetches_before,
+            fetched_bytes: process.fetched_bytes.get() - bytes_before,
+            syscalls: process.target.syscalls().saturating_sub(syscalls_before),
+            elapsed_ms: start.elapsed().as_secs_f64() * 1e3,
+        };
+        (section, stats)
+    }
+
+    fn walk_communicators(&self, process: &ProcessHandle<'_>) -> Section<CommunicatorList> {
+        let entry = &self.dll.entry;
+        let handle = process.as_ptr().cast_mut();
+        // SAFETY (all DLL calls below): `handle` is a registered process
+        // handle set up with mqs_setup_process; out-structures are zeroed
+        // host-owned values of the interface's layout.
+        let rc = unsafe { (entry.update_communicator_list)(handle) };
+        if rc != 0 {
+            return self.section_error("mqs_update_communicator_list", rc);
+        }
+        // SAFETY: see above.
+        let rc = unsafe { (entry.setup_communicator_iterator)(handle) };
+        match ReturnCode::from_raw(rc) {
+            ReturnCode::Ok => {}
+            ReturnCode::EndOfList => return Section::Ok { value: CommunicatorList { list: vec![] } },
+            ReturnCode::NoInformation => {
+                return Section::NotAvailable {
+                    reason: "the DLL has no information about communicators".into(),
+                }
+            }
+            ReturnCode::Other(_) => return self.section_error("mqs_setup_communicator_iterator", rc),
+        }
+        let mut list = Vec::new();
+        loop {
+            if list.len() >= MAX_COMMUNICATORS {
+                break;
+            }
+            let mut out = mqs_communicator::default();
+            // SAFETY: see above.
+            let rc = unsafe { (entry.get_communicator)(handle, (&raw mut out).cast()) };
+            if rc != 0 {
+                if list.is_empty() {
+                    return self.section_error("mqs_get_communicator", rc);
+                }
+                break;
+            }
+            let mut comm = CommunicatorDump::new(Communicator::from_raw(&out));
+            comm.group = self.comm_group(handle, comm.size);
+            for class in OpClass::ALL {
+                *comm.queue_mut(class) = self.walk_queue(handle, class);
+            }
+            list.push(comm);
+            // SAFETY: see above. Never called again after end of list: both
+            // shipped DLLs dereference NULL if it is.
+            let rc = unsafe { (entry.next_communicator)(handle) };
+            if rc != 0 {
+                break;
+            }
+        }
+        Section::Ok {
+            value: CommunicatorList { list },
+        }
+    }
+
+    fn comm_group(&self, handle: *mut c_void, size: i64) -> Option<Vec<i64>> {
+        let get = self.dll.entry.get_comm_group?;
+        if !(1..=MAX_GROUP).contains(&size) {
+            return None;
+        }
+        let mut ranks: Vec<c_int> = vec![-1; usize::try_from(size).ok()?];
+        // SAFETY: the array has `size` ints, the size the DLL reported.
+        let rc = unsafe { get(handle, ranks.as_mut_ptr().cast()) };
+        (rc == 0).then(|| ranks.into_iter().map(i64::from).collect())
+    }
+
+    fn walk_queue(&self, handle: *mut c_void, class: OpClass) -> Section<Queue> {
+        let entry = &self.dll.entry;
+        // SAFETY: registered, set-up process handle.
+        let rc = unsafe { (entry.setup_operation_iterator)(handle, class.to_raw()) };
+        match ReturnCode::from_raw(rc) {
+            ReturnCode::Ok => {}
+            ReturnCode::EndOfList => {
+                return Section::Ok {
+                    value: Queue {
+                        operations: vec![],
+                        truncated: None,
+                    },
+                }
+            }
+            ReturnCode::NoInformation => {
+                return Section::NotAvailable {
+                    reason: format!("the DLL has no information about {}", class.name()),
+                }
+            }
+            ReturnCode::Other(_) => return self.section_error("mqs_setup_operation_iterator", rc),
+        }
+        let mut operations = Vec::new();
+        let mut truncated = None;
+        loop {
+            if operations.len() >= MAX_OPERATIONS {
+                truncated = Some(format!("stopped after {MAX_OPERATIONS} operations"));
+                break;
+            }
+            let mut out = mqs_pending_operation::default();
+            // SAFETY: registered handle; zeroed host-owned operation.
+            let rc = unsafe { (entry.next_operation)(handle, (&raw mut out).cast()) };
+            match ReturnCode::from_raw(rc) {
+                ReturnCode::Ok => operations.push(PendingOperation::from_raw(&out).into()),
+                ReturnCode::EndOfList => break,
+                _ => {
+                    truncated = Some(format!(
+                        "mqs_next_operation failed: {}",
+                        self.dll.error_string(rc)
+                    ));
+                    break;
+                }
+            }
+        }
+        Section::Ok {
+            value: Queue {
+                operations,
+                truncated,
+            },
+        }
+    }
+
+    fn section_error<T>(&self, call: &str, rc: c_int) -> Section<T> {
+        Section::Error {
+            message: format!("{call}: {}", self.dll.error_string(rc)),
+        }
+    }
+
+    /// The target of a process, e.g. for its read counters.
+    pub fn target(&self, id: ProcessId) -> &dyn Target {
+        &*self.processes[id.0].target
+    }
+
+    /// Fetch callbacks so far for a process.
+    pub fn fetches(&self, id: ProcessId) -> u64 {
+        self.processes[id.0].fetches.get()
+    }
+}
+
+impl Drop for Session<'_> {
+    /// Destroys in the order the interface wants: processes, then the job
+    /// (after all of its processes), then images.
+    fn drop(&mut self) {
+        let entry = &self.dll.entry;
+        for process in self.processes.drain(..) {
+            let info = process.info.replace(std::ptr::null_mut());
+            if !info.is_null() {
+                // SAFETY: the DLL's own process info, given back once.
+                unsafe { (entry.destroy_process_info)(info) };
+            }
+        }
+        if let (Some(job), Some(mpi2)) = (self.job.take(), entry.mpi2) {
+            let info = job.info.replace(std::ptr::null_mut());
+            if !info.is_null() {
+                // SAFETY: the DLL's own job info, given back once.
+                unsafe { (mpi2.destroy_job_info)(info) };
+            }
+        }
+        for image in self.images.drain(..) {
+            let info = image.info.replace(std::ptr::null_mut());
+            if !info.is_null() {
+                // SAFETY: the DLL's own image info, given back once.
+                unsafe { (entry.destroy_image_info)(info) };
+            }
+        }
+    }
+}
+
+/// Fills the `%s` of a has_queues message with the image name, as the DLL
+/// intends, without handing its text to printf; "%%" becomes "%".
+pub fn format_has_queues_message(format: &str, image: &str) -> String {
+    let mut out = String::with_capacity(format.len() + image.len());
+    let mut chars = format.chars().peekable();
+    let mut filled = false;
+    while let Some(c) = chars.next() {
+        if c == '%' {
+            match chars.peek() {
+                Some('s') if !filled => {
+                    chars.next();
+                    out.push_str(image);
+                    filled = true;
+                    continue;
+                }
+                Some('%') => {
+                    chars.next();
+                    out.push('%');
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        out.push(c);
+    }
+    // One line: messages meant for a pop-up come with newlines.
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::format_has_queues_message as fmt;
+
+    #[test]
+    fn has_queues_message_is_filled_once_and_flattened() {
+        assert_eq!(fmt("no queues in\n'%s'\n", "/bin/a"), "no queues in '/bin/a'");
+        assert_eq!(fmt("%s and %s", "x"), "x and %s");
+        assert_eq!(fmt("100%% sure: %s", "x"), "100% sure: x");
+        assert_eq!(fmt("no image here", "x"), "no image here");
+    }
+}

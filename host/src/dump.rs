@@ -1,0 +1,160 @@
+//! The owned model of what a dump found: job -> processes -> communicators
+//! -> queues. Rendering and analysis work on this, never on raw memory.
+//!
+//! It serialises to the `--json` output; the schema is documented in
+//! `docs/json.md` and versioned by [`SCHEMA_VERSION`].
+
+use mqs_abi::{Communicator, OpClass, PendingOperation};
+use serde::Serialize;
+
+/// Bumped on any incompatible change of the JSON output.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct JobDump {
+    pub schema_version: u32,
+    pub processes: Vec<ProcessDump>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DllInfo {
+    pub path: String,
+    pub version: String,
+    pub compatibility: i32,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ProcessDump {
+    pub pid: i32,
+    /// Rank in MPI_COMM_WORLD as the host knows it (MPIR, or -1).
+    pub global_rank: i32,
+    pub executable: String,
+    pub dll: DllInfo,
+    /// The communicator list, or why there is none.
+    pub communicators: Section<CommunicatorList>,
+    pub stats: DumpStats,
+}
+
+/// Counters of one process's dump.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DumpStats {
+    /// fetch_data callbacks the DLL made.
+    pub fetches: u64,
+    pub fetched_bytes: u64,
+    /// Reading system calls the host made on the target (0 for sources
+    /// without system calls).
+    pub syscalls: u64,
+    pub elapsed_ms: f64,
+}
+
+/// Something the DLL may or may not be able to say.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Section<T> {
+    /// The DLL answered (possibly with a truncated list, see `error`).
+    Ok {
+        #[serde(flatten)]
+        value: T,
+    },
+    /// The DLL answered mqs_no_information: it cannot tell (not "empty").
+    NotAvailable { reason: String },
+    /// The DLL failed.
+    Error { message: String },
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CommunicatorList {
+    pub list: Vec<CommunicatorDump>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CommunicatorDump {
+    pub unique_id: u64,
+    pub name: String,
+    pub size: i64,
+    pub local_rank: i64,
+    /// Global rank of each member, when the DLL can tell (mqs_get_comm_group).
+    pub group: Option<Vec<i64>>,
+    pub sends: Section<Queue>,
+    pub receives: Section<Queue>,
+    pub unexpected: Section<Queue>,
+}
+
+impl CommunicatorDump {
+    pub fn new(comm: Communicator) -> Self {
+        let pending = || Section::NotAvailable {
+            reason: "not asked".into(),
+        };
+        Self {
+            unique_id: comm.unique_id,
+            name: comm.name,
+            size: comm.size,
+            local_rank: comm.local_rank,
+            group: None,
+            sends: pending(),
+            receives: pending(),
+            unexpected: pending(),
+        }
+    }
+
+    pub fn queue(&self, class: OpClass) -> &Section<Queue> {
+        match class {
+            OpClass::PendingSends => &self.sends,
+            OpClass::PendingReceives => &self.receives,
+            OpClass::UnexpectedMessages => &self.unexpected,
+        }
+    }
+
+    pub fn queue_mut(&mut self, class: OpClass) -> &mut Section<Queue> {
+        match class {
+            OpClass::PendingSends => &mut self.sends,
+            OpClass::PendingReceives => &mut self.receives,
+            OpClass::UnexpectedMessages => &mut self.unexpected,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Queue {
+    pub operations: Vec<Operation>,
+    /// Set when the DLL stopped with an error (or the host's bound was hit)
+    /// after producing `operations`.
+    pub truncated: Option<String>,
+}
+
+/// One pending operation, as the DLL reported it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Operation {
+    pub status: String,
+    pub desired_local_rank: i64,
+    pub desired_global_rank: i64,
+    /// None: MPI_ANY_TAG (the DLL set tag_wild).
+    pub desired_tag: Option<i64>,
+    pub desired_length: i64,
+    pub system_buffer: bool,
+    pub buffer: u64,
+    pub actual_local_rank: i64,
+    pub actual_global_rank: i64,
+    pub actual_tag: i64,
+    pub actual_length: i64,
+    pub extra_text: Vec<String>,
+}
+
+impl From<PendingOperation> for Operation {
+    fn from(op: PendingOperation) -> Self {
+        Self {
+            status: op.status.name(),
+            desired_local_rank: op.desired_local_rank,
+            desired_global_rank: op.desired_global_rank,
+            desired_tag: op.desired_tag,
+            desired_length: op.desired_length,
+            system_buffer: op.system_buffer,
+            buffer: op.buffer,
+            actual_local_rank: op.actual_local_rank,
+            actual_global_rank: op.actual_global_rank,
+            actual_tag: op.actual_tag,
+            actual_length: op.actual_length,
+            extra_text: op.extra_text,
+        }
+    }
+}

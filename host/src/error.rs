@@ -1,0 +1,151 @@
+//! The host's one error type. Each variant is a category a user can act on;
+//! `mqs-dump` turns them into one line with the fix and a distinct exit code.
+
+use std::fmt;
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("no process with pid {pid}")]
+    NoSuchProcess { pid: i32 },
+
+    #[error("permission denied for pid {pid}: {reason}")]
+    PermissionDenied { pid: i32, reason: PermissionReason },
+
+    #[error("process {pid} exited while it was being read")]
+    ProcessGone { pid: i32 },
+
+    /// A read of target memory failed or came back short.
+    #[error("cannot read {len} bytes at {addr:#x} in pid {pid}: {detail}")]
+    Read {
+        pid: i32,
+        addr: u64,
+        len: usize,
+        detail: String,
+    },
+
+    #[error("ptrace {op} on thread {tid} failed: {errno}")]
+    Ptrace {
+        op: &'static str,
+        tid: i32,
+        errno: nix::errno::Errno,
+    },
+
+    /// An ELF or DWARF file that could not be parsed.
+    #[error("{}: {detail}", path.display())]
+    ObjectFile { path: PathBuf, detail: String },
+
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+
+    /// The process has no `MPIR_dll_name` (and no --dll was given).
+    #[error("pid {pid} is not an MPI process: {detail}")]
+    NotMpi { pid: i32, detail: String },
+
+    #[error("message-queue DLL {}: {detail}", path.display())]
+    DllMissing { path: PathBuf, detail: String },
+
+    #[error("message-queue DLL {}: not loadable: {detail}", path.display())]
+    DllLoad { path: PathBuf, detail: String },
+
+    #[error("message-queue DLL {}: incompatible: {detail}", path.display())]
+    DllIncompatible { path: PathBuf, detail: String },
+
+    #[error("message-queue DLL {}: untrusted: {detail}", path.display())]
+    DllUntrusted { path: PathBuf, detail: String },
+
+    /// The DLL says the MPI lacks what it needs to read the queues.
+    #[error("{detail}")]
+    NoDebugInfo { detail: String },
+
+    /// The DLL returned an error code where the host needed success.
+    #[error("the DLL failed in {call}: {detail}")]
+    Dll { call: &'static str, detail: String },
+
+    #[error("{0}")]
+    Usage(String),
+}
+
+/// Why the kernel refused us access to a process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PermissionReason {
+    /// The process belongs to another user and we are not root.
+    NotRoot { target_uid: u32 },
+    /// Yama's /proc/sys/kernel/yama/ptrace_scope forbids the attach.
+    PtraceScope(u32),
+    /// We are root in name but lack CAP_SYS_PTRACE (a container, say).
+    NoCapSysPtrace,
+    /// Another debugger already traces the process.
+    AlreadyTraced { tracer_pid: i32, tracer_name: String },
+    Other(String),
+}
+
+impl fmt::Display for PermissionReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotRoot { target_uid } => write!(
+                f,
+                "it belongs to uid {target_uid}; run as that user or as root (sudo)"
+            ),
+            Self::PtraceScope(level) => write!(
+                f,
+                "Yama ptrace_scope is {level}; run as root, or set it to 0 with \
+                 'sysctl kernel.yama.ptrace_scope=0'"
+            ),
+            Self::NoCapSysPtrace => f.write_str(
+                "CAP_SYS_PTRACE is missing; add it (e.g. docker run --cap-add=SYS_PTRACE)",
+            ),
+            Self::AlreadyTraced {
+                tracer_pid,
+                tracer_name,
+            } => write!(
+                f,
+                "it is already traced by pid {tracer_pid} ({tracer_name}); detach that debugger first"
+            ),
+            Self::Other(detail) => f.write_str(detail),
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Exit codes of the tools, one per category a user or script acts on.
+pub mod exit_code {
+    pub const OTHER: i32 = 1;
+    pub const USAGE: i32 = 2;
+    pub const NO_SUCH_PROCESS: i32 = 3;
+    pub const PERMISSION_DENIED: i32 = 4;
+    pub const NOT_MPI: i32 = 5;
+    pub const NO_DEBUG_INFO: i32 = 6;
+    pub const DLL_MISSING: i32 = 7;
+    pub const DLL_NOT_LOADABLE: i32 = 8;
+    pub const DLL_INCOMPATIBLE: i32 = 9;
+    pub const DLL_UNTRUSTED: i32 = 10;
+    pub const PROCESS_GONE: i32 = 11;
+}
+
+impl Error {
+    pub fn exit_code(&self) -> i32 {
+        use exit_code::*;
+        match self {
+            Self::NoSuchProcess { .. } => NO_SUCH_PROCESS,
+            Self::PermissionDenied { .. } => PERMISSION_DENIED,
+            Self::ProcessGone { .. } => PROCESS_GONE,
+            Self::NotMpi { .. } => NOT_MPI,
+            Self::NoDebugInfo { .. } => NO_DEBUG_INFO,
+            Self::DllMissing { .. } => DLL_MISSING,
+            Self::DllLoad { .. } => DLL_NOT_LOADABLE,
+            Self::DllIncompatible { .. } => DLL_INCOMPATIBLE,
+            Self::DllUntrusted { .. } => DLL_UNTRUSTED,
+            Self::Usage(_) => USAGE,
+            Self::Read { .. }
+            | Self::Ptrace { .. }
+            | Self::ObjectFile { .. }
+            | Self::Io { .. }
+            | Self::Dll { .. } => OTHER,
+        }
+    }
+}

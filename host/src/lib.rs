@@ -1,0 +1,12 @@
+//! The debugger side of the message-queue ABI: read live MPI processes,
+//! resolve their symbols and types, load a message-queue DLL and drive it.
+
+pub mod dll;
+pub mod dump;
+pub mod error;
+pub mod inspect;
+pub mod render;
+pub mod symbols;
+pub mod target;
+
+pub use error::{exit_code, Error, PermissionReason, Result};

@@ -1,0 +1,228 @@
+//! Turning a dump into text for people and JSON for programs.
+
+use std::fmt::Write;
+
+use mqs_abi::OpClass;
+
+use crate::dump::{CommunicatorDump, JobDump, Operation, ProcessDump, Queue, Section};
+
+/// Pretty JSON, schema in docs/json.md.
+pub fn json(job: &JobDump) -> String {
+    // Serialising plain owned data cannot fail; fall back to a JSON error
+    // object rather than panic if it ever did.
+    serde_json::to_string_pretty(job)
+        .unwrap_or_else(|e| format!("{{\"error\": \"cannot serialise the dump: {e}\"}}"))
+}
+
+/// The readable listing.
+pub fn text(job: &JobDump) -> String {
+    let mut out = String::new();
+    for process in &job.processes {
+        process_text(&mut out, process);
+    }
+    out
+}
+
+fn process_text(out: &mut String, p: &ProcessDump) {
+    let rank = if p.global_rank >= 0 {
+        format!("rank {}", p.global_rank)
+    } else {
+        "rank unknown".into()
+    };
+    let _ = writeln!(out, "Process {} ({rank}): {}", p.pid, p.executable);
+    let _ = writeln!(
+        out,
+        "  DLL {} [{}, interface {}]",
+        p.dll.path, p.dll.version, p.dll.compatibility
+    );
+    match &p.communicators {
+        Section::Ok { value } if value.list.is_empty() => {
+            let _ = writeln!(out, "  no communicators");
+        }
+        Section::Ok { value } => {
+            for comm in &value.list {
+                communicator_text(out, comm);
+            }
+        }
+        Section::NotAvailable { reason } => {
+            let _ = writeln!(out, "  communicators not available: {reason}");
+        }
+        Section::Error { message } => {
+            let _ = writeln!(out, "  communicators could not be read: {message}");
+        }
+    }
+    out.push('\n');
+}
+
+fn communicator_text(out: &mut String, c: &CommunicatorDump) {
+    let name = if c.name.is_empty() { "(unnamed)" } else { &c.name };
+    let _ = writeln!(
+        out,
+        "  Communicator {name}: size {}, local rank {}, id {:#x}",
+        c.size, c.local_rank, c.unique_id
+    );
+    if let Some(group) = &c.group {
+        let ranks: Vec<String> = group.iter().map(|r| r.to_string()).collect();
+        let _ = writeln!(out, "    global ranks: {}", ranks.join(" "));
+    }
+    for class in OpClass::ALL {
+        queue_text(out, class, c.queue(class));
+    }
+}
+
+fn queue_title(class: OpClass) -> &'static str {
+    match class {
+        OpClass::PendingSends => "Pending sends",
+        OpClass::PendingReceives => "Posted receives",
+        OpClass::UnexpectedMessages => "Unexpected messages",
+    }
+}
+
+fn queue_text(out: &mut String, class: OpClass, queue: &Section<Queue>) {
+    let title = queue_title(class);
+    match queue {
+        Section::Ok { value } => {
+            if value.operations.is_empty() && value.truncated.is_none() {
+                let _ = writeln!(out, "    {title}: none");
+                return;
+            }
+            let _ = writeln!(out, "    {title}: {}", value.operations.len());
+            for (i, op) in value.operations.iter().enumerate() {
+                operation_text(out, class, i, op);
+            }
+            if let Some(why) = &value.truncated {
+                let _ = writeln!(out, "      (list incomplete: {why})");
+            }
+        }
+        Section::NotAvailable { reason } => {
+            let _ = writeln!(out, "    {title}: not available ({reason})");
+        }
+        Section::Error { message } => {
+            let _ = writeln!(out, "    {title}: error: {message}");
+        }
+    }
+}
+
+fn rank(local: i64, global: i64) -> String {
+    if local < 0 {
+        return "ANY".into();
+    }
+    if global < 0 {
+        format!("{local}")
+    } else {
+        format!("{local} (global {global})")
+    }
+}
+
+fn operation_text(out: &mut String, class: OpClass, index: usize, op: &Operation) {
+    let peer = rank(op.desired_local_rank, op.desired_global_rank);
+    let direction = if class == OpClass::PendingSends { "to" } else { "from" };
+    let tag = op
+        .desired_tag
+        .map_or_else(|| "ANY".to_string(), |t| t.to_string());
+    let _ = writeln!(
+        out,
+        "      [{index}] {} {direction} {peer} tag {tag} length {} buffer {:#x}{}",
+        op.status,
+        op.desired_length,
+        op.buffer,
+        if op.system_buffer { " (system buffer)" } else { "" }
+    );
+    if op.status != "pending" {
+        let _ = writeln!(
+            out,
+            "          matched {} tag {} length {}",
+            rank(op.actual_local_rank, op.actual_global_rank),
+            op.actual_tag,
+            op.actual_length
+        );
+    }
+    for line in &op.extra_text {
+        let _ = writeln!(out, "          {line}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dump::{CommunicatorList, DllInfo, DumpStats, SCHEMA_VERSION};
+
+    fn sample() -> JobDump {
+        let op = Operation {
+            status: "pending".into(),
+            desired_local_rank: -1,
+            desired_global_rank: -1,
+            desired_tag: None,
+            desired_length: 32,
+            system_buffer: false,
+            buffer: 0x1000,
+            actual_local_rank: 0,
+            actual_global_rank: 0,
+            actual_tag: 0,
+            actual_length: 0,
+            extra_text: vec!["request 0x2000".into()],
+        };
+        JobDump {
+            schema_version: SCHEMA_VERSION,
+            processes: vec![ProcessDump {
+                pid: 42,
+                global_rank: 0,
+                executable: "/bin/app".into(),
+                dll: DllInfo {
+                    path: "/lib/dll.so".into(),
+                    version: "test".into(),
+                    compatibility: 2,
+                },
+                communicators: Section::Ok {
+                    value: CommunicatorList {
+                        list: vec![CommunicatorDump {
+                            unique_id: 0,
+                            name: "MPI_COMM_WORLD".into(),
+                            size: 2,
+                            local_rank: 0,
+                            group: Some(vec![0, 1]),
+                            sends: Section::Ok {
+                                value: Queue {
+                                    operations: vec![],
+                                    truncated: None,
+                                },
+                            },
+                            receives: Section::Ok {
+                                value: Queue {
+                                    operations: vec![op],
+                                    truncated: None,
+                                },
+                            },
+                            unexpected: Section::NotAvailable {
+                                reason: "no ob1 debug info".into(),
+                            },
+                        }],
+                    },
+                },
+                stats: DumpStats::default(),
+            }],
+        }
+    }
+
+    #[test]
+    fn text_lists_queues_with_any_and_not_available() {
+        let text = text(&sample());
+        assert!(text.contains("Communicator MPI_COMM_WORLD: size 2, local rank 0, id 0x0"), "{text}");
+        assert!(text.contains("Pending sends: none"), "{text}");
+        assert!(text.contains("[0] pending from ANY tag ANY length 32 buffer 0x1000"), "{text}");
+        assert!(text.contains("Unexpected messages: not available (no ob1 debug info)"), "{text}");
+        assert!(text.contains("request 0x2000"), "{text}");
+    }
+
+    #[test]
+    fn json_distinguishes_empty_from_not_available() {
+        let v: serde_json::Value = serde_json::from_str(&json(&sample())).unwrap();
+        let comm = &v["processes"][0]["communicators"]["list"][0];
+        assert_eq!(v["processes"][0]["communicators"]["status"], "ok");
+        assert_eq!(comm["sends"]["status"], "ok");
+        assert_eq!(comm["sends"]["operations"].as_array().unwrap().len(), 0);
+        assert_eq!(comm["unexpected"]["status"], "not_available");
+        assert_eq!(comm["receives"]["operations"][0]["desired_tag"], serde_json::Value::Null);
+        assert_eq!(comm["receives"]["operations"][0]["desired_local_rank"], -1);
+    }
+}

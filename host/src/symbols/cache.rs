@@ -1,0 +1,60 @@
+//! Parsed object files shared between processes: the ranks of a job run the
+//! same binaries, so each file is opened, read and indexed once.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use super::debug_files::DebugDirs;
+use super::elf::ElfFile;
+use super::mapped::MappedFile;
+use super::object::{lock, ObjectSymbols};
+use crate::Result;
+
+/// Which build of a file: its build-id, or (mtime, size) without one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Identity {
+    BuildId(Vec<u8>),
+    Stamp(Option<SystemTime>, u64),
+}
+
+/// Hands out one `ObjectSymbols` per (path, identity).
+#[derive(Debug)]
+pub struct SymbolCache {
+    dirs: Arc<DebugDirs>,
+    objects: Mutex<HashMap<(PathBuf, Identity), Arc<ObjectSymbols>>>,
+}
+
+impl SymbolCache {
+    /// `debug_dirs` are searched for separate debug files before
+    /// `/usr/lib/debug`.
+    pub fn new(debug_dirs: Vec<PathBuf>) -> Self {
+        Self {
+            dirs: Arc::new(DebugDirs::new(debug_dirs)),
+            objects: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The object at `path`, parsed now or earlier.
+    pub fn object(&self, path: &Path) -> Result<Arc<ObjectSymbols>> {
+        let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+        let file = MappedFile::open(&path)?;
+        let elf = ElfFile::parse(file.clone())?;
+        let identity = match &elf.build_id {
+            Some(id) => Identity::BuildId(id.clone()),
+            None => {
+                let (mtime, size) = file.stamp();
+                Identity::Stamp(mtime, size)
+            }
+        };
+        let key = (path, identity);
+        if let Some(hit) = lock(&self.objects).get(&key) {
+            return Ok(hit.clone());
+        }
+        // Read outside the lock: a stripped object's debug file may take a
+        // while (its CRC covers the whole file).
+        let object = Arc::new(ObjectSymbols::from_elf(elf, self.dirs.clone())?);
+        Ok(lock(&self.objects).entry(key).or_insert(object).clone())
+    }
+}

@@ -1,0 +1,195 @@
+//! The symbols and types of one process: its loaded objects in load order,
+//! each with its load bias.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+use super::cache::SymbolCache;
+use super::object::{lock, Lookup, ObjectSymbols, Symbol};
+use super::types::{TypeInfo, TypeQuery};
+use crate::target::MappedObject;
+use crate::Result;
+
+#[derive(Debug, Clone)]
+struct Loaded {
+    object: Arc<ObjectSymbols>,
+    bias: u64,
+}
+
+/// Symbol and type lookup over all objects a process has loaded.
+#[derive(Debug)]
+pub struct SymbolIndex {
+    cache: Arc<SymbolCache>,
+    objects: RwLock<Vec<Loaded>>,
+    /// Answers to `find_type`. Objects are only ever appended, and earlier
+    /// objects win, so only "not found" can change when one is added.
+    types: Mutex<HashMap<String, Option<Arc<TypeInfo>>>>,
+    skipped: Mutex<Vec<(PathBuf, String)>>,
+}
+
+impl SymbolIndex {
+    /// An index over `objects`, each `(path, load bias)`, in load order
+    /// (the executable first), with a cache of its own.
+    pub fn new(objects: Vec<(PathBuf, u64)>, debug_dirs: Vec<PathBuf>) -> Result<Self> {
+        Self::with_cache(Arc::new(SymbolCache::new(debug_dirs)), objects)
+    }
+
+    /// Like `new`, sharing parsed files with other processes through `cache`.
+    pub fn with_cache(cache: Arc<SymbolCache>, objects: Vec<(PathBuf, u64)>) -> Result<Self> {
+        let index = Self {
+            cache,
+            objects: RwLock::new(Vec::new()),
+            types: Mutex::new(HashMap::new()),
+            skipped: Mutex::new(Vec::new()),
+        };
+        for (path, bias) in objects {
+            index.add_object(&path, bias)?;
+        }
+        Ok(index)
+    }
+
+    /// An index over the objects of a process's maps (executable first),
+    /// with biases from their lowest mappings. Mapped files that are not
+    /// ELF (shared-memory segments, locale archives) or were deleted since
+    /// they were mapped are skipped; [`Self::skipped`] says which and why.
+    pub fn from_mapped(objects: &[MappedObject], debug_dirs: Vec<PathBuf>) -> Result<Self> {
+        let index = Self::with_cache(Arc::new(SymbolCache::new(debug_dirs)), Vec::new())?;
+        for object in objects {
+            index.add_mapped(object);
+        }
+        Ok(index)
+    }
+
+    /// Adds a mapped object (one that appeared in the maps after start,
+    /// say), or records why it was skipped. Returns whether it was added.
+    pub fn add_mapped(&self, mapped: &MappedObject) -> bool {
+        let added = if mapped.deleted {
+            Err("deleted since it was mapped: the path may name another file".to_owned())
+        } else {
+            self.add_at_lowest_mapping(mapped).map_err(|e| e.to_string())
+        };
+        match added {
+            Ok(()) => true,
+            Err(reason) => {
+                lock(&self.skipped).push((mapped.path.clone(), reason));
+                false
+            }
+        }
+    }
+
+    fn add_at_lowest_mapping(&self, mapped: &MappedObject) -> Result<()> {
+        let object = self.cache.object(&mapped.path)?;
+        // The ELF header's mapping is the reference when there is one.
+        let (start, offset) = match mapped.file_offset_zero_start {
+            Some(start) => (start, 0),
+            None => (mapped.base, mapped.base_offset),
+        };
+        let bias = object.load_bias(start, offset)?;
+        self.push(object, bias);
+        Ok(())
+    }
+
+    /// Mapped files that `from_mapped`/`add_mapped` left out, and why.
+    pub fn skipped(&self) -> Vec<(PathBuf, String)> {
+        lock(&self.skipped).clone()
+    }
+
+    /// Adds an object loaded later (dlopen: Open MPI's components appear in
+    /// the maps after start). Adding the same path at the same bias again
+    /// does nothing.
+    pub fn add_object(&self, path: &Path, bias: u64) -> Result<()> {
+        let object = self.cache.object(path)?;
+        self.push(object, bias);
+        Ok(())
+    }
+
+    fn push(&self, object: Arc<ObjectSymbols>, bias: u64) {
+        {
+            let mut objects = self.objects.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if objects
+                .iter()
+                .any(|l| Arc::ptr_eq(&l.object, &object) && l.bias == bias)
+            {
+                return;
+            }
+            objects.push(Loaded { object, bias });
+        }
+        lock(&self.types).retain(|_, found| found.is_some());
+    }
+
+    /// The objects, in order, with their biases.
+    pub fn objects(&self) -> Vec<(Arc<ObjectSymbols>, u64)> {
+        self.snapshot().into_iter().map(|l| (l.object, l.bias)).collect()
+    }
+
+    /// The runtime address of the data symbol `name`: a GLOBAL/WEAK
+    /// definition in any object (the first in object order) before a LOCAL
+    /// one (file-static; again the first object's).
+    pub fn find_symbol(&self, name: &str) -> Option<u64> {
+        self.find(|object| object.data_symbol(name))
+    }
+
+    /// The runtime address of the function `name`, preferring globals the
+    /// same way.
+    pub fn find_function(&self, name: &str) -> Option<u64> {
+        self.find(|object| object.function_symbol(name))
+    }
+
+    /// The layout of the type `name`: a typedef name, a tag (`foo`, or
+    /// `struct foo` / `union foo` / `enum foo` / `class foo` for tags only),
+    /// a base type (`int`, `long int`) or a C++ `ns::T`. Objects are
+    /// searched in order; a declaration-only struct (a typedef of an opaque
+    /// struct, say) is completed from the definition in any object.
+    pub fn find_type(&self, name: &str) -> Option<Arc<TypeInfo>> {
+        if let Some(hit) = lock(&self.types).get(name) {
+            return hit.clone();
+        }
+        let found = self.resolve_type(&TypeQuery::parse(name));
+        lock(&self.types).insert(name.to_owned(), found.clone());
+        found
+    }
+
+    fn resolve_type(&self, query: &TypeQuery) -> Option<Arc<TypeInfo>> {
+        let objects = self.snapshot();
+        let mut declared = None;
+        for loaded in &objects {
+            match loaded.object.lookup_type(query) {
+                Lookup::Found(info) => return Some(info),
+                Lookup::Declared(tag) => {
+                    declared.get_or_insert(tag);
+                }
+                Lookup::Missing => {}
+            }
+        }
+        let tag = declared?;
+        objects.iter().find_map(|loaded| match loaded.object.lookup_type(&tag) {
+            Lookup::Found(info) => Some(info),
+            Lookup::Declared(_) | Lookup::Missing => None,
+        })
+    }
+
+    fn find(&self, lookup: impl Fn(&ObjectSymbols) -> Option<Symbol>) -> Option<u64> {
+        let objects = self.snapshot();
+        let mut local = None;
+        for loaded in &objects {
+            if let Some(symbol) = lookup(&loaded.object) {
+                let address = symbol.value.wrapping_add(loaded.bias);
+                if symbol.global {
+                    return Some(address);
+                }
+                local.get_or_insert(address);
+            }
+        }
+        local
+    }
+
+    /// A copy of the object list, so lookups (which may index DWARF for a
+    /// while) never hold the lock.
+    fn snapshot(&self) -> Vec<Loaded> {
+        self.objects
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}

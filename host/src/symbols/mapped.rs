@@ -1,0 +1,62 @@
+//! Read-only memory maps of object files: symbol tables and DWARF are read
+//! in place, so tens of MB of debug info cost page faults, not copies.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use memmap2::Mmap;
+
+use crate::{Error, Result};
+
+/// One file mapped into our address space.
+#[derive(Debug)]
+pub(crate) struct MappedFile {
+    path: PathBuf,
+    map: Mmap,
+    /// (mtime, size) when mapped: the cache key of files without a build-id.
+    stamp: (Option<SystemTime>, u64),
+}
+
+impl MappedFile {
+    pub(crate) fn open(path: &Path) -> Result<Arc<Self>> {
+        let io = |source| Error::Io {
+            path: path.to_owned(),
+            source,
+        };
+        // Stat before opening: processes map devices (/dev/zero, RDMA
+        // devices) whose open may have side effects.
+        if !std::fs::metadata(path).map_err(io)?.is_file() {
+            return Err(Error::ObjectFile {
+                path: path.to_owned(),
+                detail: "not a regular file".into(),
+            });
+        }
+        let file = File::open(path).map_err(io)?;
+        let meta = file.metadata().map_err(io)?;
+        // SAFETY: the map is private and read-only and we never write through
+        // it. Another process rewriting or truncating the file while it is
+        // mapped could change the bytes under us or raise SIGBUS; every
+        // debugger that maps binaries accepts this, and all parsing of the
+        // bytes is bounds-checked, so changed contents only give wrong answers.
+        let map = unsafe { Mmap::map(&file) }.map_err(io)?;
+        Ok(Arc::new(Self {
+            path: path.to_owned(),
+            map,
+            stamp: (meta.modified().ok(), meta.len()),
+        }))
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    pub(crate) fn stamp(&self) -> (Option<SystemTime>, u64) {
+        self.stamp
+    }
+}

@@ -1,0 +1,353 @@
+//! A page cache over a [`Target`] for one stopped snapshot.
+//!
+//! A message-queue DLL reads target memory a few bytes at a time; through
+//! the cache each 4 KiB page costs one system call at most, and a read
+//! spanning several missing pages fetches them together. Valid only while
+//! the target does not change: call [`PageCache::invalidate`] after resuming.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt;
+
+use super::{MappedObject, Target, PAGE_SIZE};
+use crate::{Error, Result};
+
+const PAGE: usize = PAGE_SIZE as usize;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Calls to `read`.
+    pub reads: u64,
+    /// Bytes those calls returned.
+    pub bytes: u64,
+    /// Reading system calls the underlying target made.
+    pub syscalls: u64,
+    /// Readable pages held.
+    pub pages_cached: u64,
+}
+
+enum Page {
+    Data(Box<[u8]>),
+    /// Known unreadable (unmapped, or not readable) in this snapshot.
+    Unreadable,
+}
+
+#[derive(Default)]
+struct State {
+    /// By page number (address / PAGE_SIZE).
+    pages: HashMap<u64, Page>,
+    reads: u64,
+    bytes: u64,
+}
+
+/// Reads through a cache of whole pages. Single-threaded: uses interior
+/// mutability so that it can be read through `&self` like any target.
+pub struct PageCache<T: Target> {
+    inner: T,
+    state: RefCell<State>,
+}
+
+impl<T: Target> PageCache<T> {
+    pub fn new(inner: T) -> Self {
+        Self {
+            inner,
+            state: RefCell::default(),
+        }
+    }
+
+    pub fn stats(&self) -> CacheStats {
+        let state = self.state.borrow();
+        CacheStats {
+            reads: state.reads,
+            bytes: state.bytes,
+            syscalls: self.inner.syscalls(),
+            pages_cached: state
+                .pages
+                .values()
+                .filter(|p| matches!(p, Page::Data(_)))
+                .count() as u64,
+        }
+    }
+
+    /// Forgets every page (the target ran, or is about to be stopped again);
+    /// the counters keep counting.
+    pub fn invalidate(&self) {
+        self.state.borrow_mut().pages.clear();
+    }
+
+    pub fn get_ref(&self) -> &T {
+        &self.inner
+    }
+
+    pub fn into_inner(self) -> T {
+        self.inner
+    }
+
+    /// Makes sure pages `first..=last` are known, readable or not, fetching
+    /// each run of missing pages with one call to the target.
+    fn fill(&self, first: u64, last: u64) -> Result<()> {
+        let mut state = self.state.borrow_mut();
+        let mut page = first;
+        while page <= last {
+            if state.pages.contains_key(&page) {
+                page += 1;
+                continue;
+            }
+            let mut end = page + 1;
+            while end <= last && !state.pages.contains_key(&end) {
+                end += 1;
+            }
+            self.fetch(&mut state, page, end)?;
+            page = end;
+        }
+        Ok(())
+    }
+
+    /// Fetches pages `page..end`, all missing.
+    fn fetch(&self, state: &mut State, mut page: u64, end: u64) -> Result<()> {
+        while page < end {
+            let mut buf = vec![0; (end - page) as usize * PAGE];
+            let n = self.inner.read_prefix(page * PAGE_SIZE, &mut buf)?;
+            for chunk in buf[..n / PAGE * PAGE].chunks_exact(PAGE) {
+                state.pages.insert(page, Page::Data(chunk.into()));
+                page += 1;
+            }
+            if page < end {
+                // Ask the target why this page failed: only "unreadable" is
+                // remembered; "the process is gone" is the caller's error.
+                let mut one = vec![0; PAGE];
+                let known = match self.inner.read(page * PAGE_SIZE, &mut one) {
+                    Ok(()) => Page::Data(one.into()),
+                    Err(Error::Read { .. }) => Page::Unreadable,
+                    Err(other) => return Err(other),
+                };
+                state.pages.insert(page, known);
+                page += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies cached bytes into `buf` until the first unreadable page.
+    fn copy_prefix(&self, addr: u64, buf: &mut [u8]) -> usize {
+        let state = self.state.borrow();
+        let mut done = 0;
+        while done < buf.len() {
+            let at = addr + done as u64;
+            let Some(Page::Data(data)) = state.pages.get(&(at / PAGE_SIZE)) else {
+                break;
+            };
+            let offset = (at % PAGE_SIZE) as usize;
+            let len = (PAGE - offset).min(buf.len() - done);
+            buf[done..done + len].copy_from_slice(&data[offset..offset + len]);
+            done += len;
+        }
+        done
+    }
+
+    /// Fills the pages under `addr..addr + len`, returning the range's end.
+    fn prepare(&self, addr: u64, len: usize) -> Result<u64> {
+        let end = addr.checked_add(len as u64).ok_or_else(|| Error::Read {
+            pid: self.inner.pid(),
+            addr,
+            len,
+            detail: "range wraps around".into(),
+        })?;
+        self.fill(addr / PAGE_SIZE, (end - 1) / PAGE_SIZE)?;
+        Ok(end)
+    }
+}
+
+impl<T: Target> Target for PageCache<T> {
+    fn pid(&self) -> i32 {
+        self.inner.pid()
+    }
+
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<()> {
+        self.state.borrow_mut().reads += 1;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        self.prepare(addr, buf.len())?;
+        let n = self.copy_prefix(addr, buf);
+        if n < buf.len() {
+            let bad = (addr + n as u64) / PAGE_SIZE * PAGE_SIZE;
+            return Err(Error::Read {
+                pid: self.inner.pid(),
+                addr,
+                len: buf.len(),
+                detail: format!("the page at {bad:#x} is not readable"),
+            });
+        }
+        self.state.borrow_mut().bytes += buf.len() as u64;
+        Ok(())
+    }
+
+    fn read_prefix(&self, addr: u64, buf: &mut [u8]) -> Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        self.prepare(addr, buf.len())?;
+        Ok(self.copy_prefix(addr, buf))
+    }
+
+    fn mapped_objects(&self) -> Result<Vec<MappedObject>> {
+        self.inner.mapped_objects()
+    }
+
+    fn syscalls(&self) -> u64 {
+        self.inner.syscalls()
+    }
+}
+
+impl<T: Target + fmt::Debug> fmt::Debug for PageCache<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PageCache")
+            .field("inner", &self.inner)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// A fake address space: pages 0x10..0x20 readable except 0x14, each byte
+    /// the low byte of its address; counts calls like a syscall.
+    #[derive(Debug, Default)]
+    struct Fake {
+        calls: Cell<u64>,
+        gone: Cell<bool>,
+    }
+
+    impl Fake {
+        fn readable(addr: u64) -> bool {
+            let page = addr / PAGE_SIZE;
+            (0x10..0x20).contains(&page) && page != 0x14
+        }
+    }
+
+    impl Target for Fake {
+        fn pid(&self) -> i32 {
+            1
+        }
+        fn read(&self, addr: u64, buf: &mut [u8]) -> Result<()> {
+            let n = self.read_prefix(addr, buf)?;
+            if n < buf.len() {
+                return Err(Error::Read {
+                    pid: 1,
+                    addr,
+                    len: buf.len(),
+                    detail: "fake".into(),
+                });
+            }
+            Ok(())
+        }
+        fn read_prefix(&self, addr: u64, buf: &mut [u8]) -> Result<usize> {
+            self.calls.set(self.calls.get() + 1);
+            if self.gone.get() {
+                return Err(Error::ProcessGone { pid: 1 });
+            }
+            for (i, b) in buf.iter_mut().enumerate() {
+                let at = addr + i as u64;
+                if !Self::readable(at) {
+                    return Ok(i);
+                }
+                *b = at as u8;
+            }
+            Ok(buf.len())
+        }
+        fn mapped_objects(&self) -> Result<Vec<MappedObject>> {
+            Ok(Vec::new())
+        }
+        fn syscalls(&self) -> u64 {
+            self.calls.get()
+        }
+    }
+
+    fn expected(addr: u64, len: usize) -> Vec<u8> {
+        (0..len as u64).map(|i| (addr + i) as u8).collect()
+    }
+
+    #[test]
+    fn hits_cost_nothing() {
+        let cache = PageCache::new(Fake::default());
+        let mut buf = [0; 8];
+        cache.read(0x10_010, &mut buf).unwrap();
+        assert_eq!(buf.to_vec(), expected(0x10_010, 8));
+        for i in 0..100 {
+            cache.read(0x10_000 + i * 40, &mut buf).unwrap();
+        }
+        let s = cache.stats();
+        assert_eq!(s.reads, 101);
+        assert_eq!(s.bytes, 808);
+        assert_eq!(s.syscalls, 1);
+        assert_eq!(s.pages_cached, 1);
+    }
+
+    #[test]
+    fn spanning_read_fetches_missing_run_at_once() {
+        let cache = PageCache::new(Fake::default());
+        let mut buf = vec![0; 3 * PAGE];
+        cache.read(0x10_800, &mut buf).unwrap();
+        assert_eq!(buf, expected(0x10_800, 3 * PAGE));
+        assert_eq!(cache.stats().syscalls, 1);
+        assert_eq!(cache.stats().pages_cached, 4);
+        cache.read(0x11_000, &mut buf[..2 * PAGE]).unwrap();
+        assert_eq!(cache.stats().syscalls, 1, "all cached");
+        // Missing pages on both sides of a cached one: one call per run.
+        let cache = PageCache::new(Fake::default());
+        cache.read(0x16_000, &mut buf[..8]).unwrap();
+        cache.read(0x15_000, &mut buf).unwrap();
+        assert_eq!(buf, expected(0x15_000, 3 * PAGE));
+        assert_eq!(cache.stats().syscalls, 3);
+    }
+
+    #[test]
+    fn unreadable_page_fails_without_poisoning_neighbours() {
+        let cache = PageCache::new(Fake::default());
+        let mut buf = vec![0; 16];
+        let err = cache.read(0x14_000 - 8, &mut buf).unwrap_err();
+        assert!(matches!(err, Error::Read { addr: 0x13_ff8, len: 16, .. }), "{err}");
+        // Both neighbours read fine, the bad page keeps failing without new calls.
+        cache.read(0x13_ff0, &mut buf).unwrap();
+        cache.read(0x15_000, &mut buf).unwrap();
+        let calls = cache.stats().syscalls;
+        assert!(cache.read(0x14_100, &mut buf).is_err());
+        assert_eq!(cache.stats().syscalls, calls);
+        let mut all = vec![0; 3 * PAGE];
+        assert_eq!(cache.read_prefix(0x13_000, &mut all).unwrap(), PAGE);
+        // A run with a hole in the middle: the pages after it are fetched too.
+        let cache = PageCache::new(Fake::default());
+        assert!(cache.read(0x13_000, &mut all).is_err());
+        assert_eq!(cache.stats().pages_cached, 2);
+    }
+
+    #[test]
+    fn gone_is_not_cached_as_unreadable() {
+        let cache = PageCache::new(Fake::default());
+        cache.get_ref().gone.set(true);
+        let mut buf = [0; 8];
+        assert!(matches!(
+            cache.read(0x10_000, &mut buf),
+            Err(Error::ProcessGone { pid: 1 })
+        ));
+        cache.get_ref().gone.set(false);
+        cache.read(0x10_000, &mut buf).unwrap();
+    }
+
+    #[test]
+    fn invalidate_refetches() {
+        let cache = PageCache::new(Fake::default());
+        let mut buf = [0; 8];
+        cache.read(0x10_000, &mut buf).unwrap();
+        cache.invalidate();
+        assert_eq!(cache.stats().pages_cached, 0);
+        cache.read(0x10_000, &mut buf).unwrap();
+        assert_eq!(cache.stats().syscalls, 2);
+        assert!(cache.read(u64::MAX - 3, &mut buf).is_err());
+        assert!(cache.read(0, &mut []).is_ok());
+    }
+}

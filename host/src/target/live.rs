@@ -1,0 +1,316 @@
+//! A live Linux process as a [`Target`].
+//!
+//! Memory comes from `process_vm_readv`, one remote iovec per page so that
+//! the returned count says exactly where readable memory ends (the call
+//! returns short, without an error, at an unmapped page). Where it is not
+//! available or not permitted we fall back to `pread` on /proc/PID/mem, which
+//! also stops at the first unreadable page.
+
+use std::cell::{Cell, RefCell};
+use std::fs::File;
+use std::io::{self, IoSliceMut};
+use std::os::unix::fs::FileExt;
+
+use nix::errno::Errno;
+use nix::sys::uio::{process_vm_readv, RemoteIoVec};
+use nix::unistd::Pid;
+
+use super::ptrace::{StoppedThreads, ThreadStop};
+use super::{maps, procfs, MappedObject, Target, PAGE_SIZE};
+use crate::{Error, Result};
+
+/// The most iovecs one `process_vm_readv` accepts (IOV_MAX).
+const IOV_MAX: usize = 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Stop every thread (PTRACE_SEIZE + PTRACE_INTERRUPT) for a consistent
+    /// snapshot; resume them on detach or drop.
+    Stop,
+    /// Read the running process: no ptrace, the process never pauses, but
+    /// what is read may change between reads.
+    NoStop,
+}
+
+/// A live process, read in place.
+///
+/// In [`Mode::Stop`] it traces the process, and the kernel takes ptrace
+/// requests only from the thread that attached: `LiveProcess` is therefore
+/// neither `Send` nor `Sync`, and detaches (on [`LiveProcess::detach`] or
+/// drop) from the thread that attached. Should that thread exit first, the
+/// kernel detaches and the process runs on.
+#[derive(Debug)]
+pub struct LiveProcess {
+    pid: i32,
+    start_time: u64,
+    mode: Mode,
+    stopped: Option<StoppedThreads>,
+    /// /proc/PID/mem, opened when first needed.
+    mem: RefCell<Option<File>>,
+    /// process_vm_readv failed with ENOSYS or EPERM: use `mem` from now on.
+    use_mem: Cell<bool>,
+    syscalls: Cell<u64>,
+}
+
+impl LiveProcess {
+    /// Opens process `pid`, stopping it in [`Mode::Stop`].
+    pub fn attach(pid: i32, mode: Mode) -> Result<Self> {
+        if pid <= 0 {
+            return Err(Error::NoSuchProcess { pid });
+        }
+        let stat = procfs::stat(pid).map_err(|e| maps::proc_error(pid, e, false))?;
+        if !procfs::is_alive(pid, stat.start_time) {
+            return Err(Error::ProcessGone { pid });
+        }
+        let mut this = Self {
+            pid,
+            start_time: stat.start_time,
+            mode,
+            stopped: None,
+            mem: RefCell::new(None),
+            use_mem: Cell::new(false),
+            syscalls: Cell::new(0),
+        };
+        match mode {
+            Mode::Stop => this.stopped = Some(StoppedThreads::stop(pid)?),
+            // Nothing else checks access up front: opening /proc/PID/mem
+            // takes the same permission as reading, and we keep it.
+            Mode::NoStop => {
+                this.mem_file()?;
+            }
+        }
+        Ok(this)
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The stopped threads (none in [`Mode::NoStop`]).
+    pub fn threads(&self) -> &[ThreadStop] {
+        self.stopped.as_ref().map_or(&[], |s| s.threads())
+    }
+
+    /// Resumes every thread and stops tracing them. Dropping does the same,
+    /// silently.
+    pub fn detach(mut self) -> Result<()> {
+        match self.stopped.take() {
+            Some(mut stopped) => stopped.resume(),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the process still exists (and is not a zombie, nor a later
+    /// process with the same pid).
+    pub fn is_alive(&self) -> bool {
+        procfs::is_alive(self.pid, self.start_time)
+    }
+
+    fn count_syscall(&self) {
+        self.syscalls.set(self.syscalls.get() + 1);
+    }
+
+    fn mem_file(&self) -> Result<std::cell::RefMut<'_, File>> {
+        let mut slot = self.mem.borrow_mut();
+        if slot.is_none() {
+            let path = procfs::mem_path(self.pid);
+            *slot = Some(File::open(&path).map_err(|e| maps::proc_error(self.pid, e, true))?);
+        }
+        Ok(std::cell::RefMut::map(slot, |f| f.as_mut().expect("just opened")))
+    }
+
+    /// process_vm_readv over `addr..addr + buf.len()`: the readable prefix.
+    fn read_vm(&self, addr: u64, buf: &mut [u8]) -> Result<usize, Errno> {
+        let mut done = 0;
+        let mut iovs = Vec::new();
+        while done < buf.len() {
+            // Up to IOV_MAX page-sized pieces per call.
+            iovs.clear();
+            let mut at = addr + done as u64;
+            let mut chunk = 0;
+            while done + chunk < buf.len() && iovs.len() < IOV_MAX {
+                let len = ((PAGE_SIZE - at % PAGE_SIZE) as usize).min(buf.len() - done - chunk);
+                iovs.push(RemoteIoVec {
+                    base: at as usize,
+                    len,
+                });
+                at += len as u64;
+                chunk += len;
+            }
+            self.count_syscall();
+            let local = &mut buf[done..done + chunk];
+            let n = match process_vm_readv(
+                Pid::from_raw(self.pid),
+                &mut [IoSliceMut::new(local)],
+                &iovs,
+            ) {
+                Ok(n) => n,
+                // Nothing at all was readable.
+                Err(Errno::EFAULT) => 0,
+                Err(errno) => return Err(errno),
+            };
+            done += n;
+            if n < chunk {
+                break;
+            }
+        }
+        Ok(done)
+    }
+
+    /// pread on /proc/PID/mem: the readable prefix.
+    fn read_mem(&self, addr: u64, buf: &mut [u8]) -> Result<usize> {
+        let file = self.mem_file()?;
+        let mut done = 0;
+        while done < buf.len() {
+            self.count_syscall();
+            match file.read_at(&mut buf[done..], addr + done as u64) {
+                // 0: the address space is gone (the process exited).
+                Ok(0) => break,
+                Ok(n) => done += n,
+                // EIO: the first page asked for is unreadable.
+                Err(e) if e.raw_os_error() == Some(libc::EIO) => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if procfs::is_gone(&e) => return Err(Error::ProcessGone { pid: self.pid }),
+                Err(e) => return Err(self.read_error(addr, buf.len(), e.to_string())),
+            }
+        }
+        Ok(done)
+    }
+
+    fn read_error(&self, addr: u64, len: usize, detail: String) -> Error {
+        Error::Read {
+            pid: self.pid,
+            addr,
+            len,
+            detail,
+        }
+    }
+}
+
+impl Target for LiveProcess {
+    fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<()> {
+        let n = self.read_prefix(addr, buf)?;
+        if n == buf.len() {
+            return Ok(());
+        }
+        // A short read of a process that has just exited is not about the
+        // address.
+        if !self.is_alive() {
+            return Err(Error::ProcessGone { pid: self.pid });
+        }
+        Err(self.read_error(
+            addr,
+            buf.len(),
+            format!("no readable memory at {:#x}", addr + n as u64),
+        ))
+    }
+
+    fn read_prefix(&self, addr: u64, buf: &mut [u8]) -> Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        if addr.checked_add(buf.len() as u64).is_none() {
+            return Err(self.read_error(addr, buf.len(), "range wraps around".into()));
+        }
+        if !self.use_mem.get() {
+            match self.read_vm(addr, buf) {
+                Ok(n) => return Ok(n),
+                Err(Errno::ENOSYS | Errno::EPERM) => self.use_mem.set(true),
+                Err(Errno::ESRCH) => return Err(Error::ProcessGone { pid: self.pid }),
+                Err(errno) => return Err(self.read_error(addr, buf.len(), errno.to_string())),
+            }
+        }
+        self.read_mem(addr, buf)
+    }
+
+    fn mapped_objects(&self) -> Result<Vec<MappedObject>> {
+        maps::mapped_objects(self.pid)
+    }
+
+    fn syscalls(&self) -> u64 {
+        self.syscalls.get()
+    }
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KNOWN: [u8; 6000] = {
+        let mut a = [0; 6000];
+        let mut i = 0;
+        while i < a.len() {
+            a[i] = (i * 7 + 3) as u8;
+            i += 1;
+        }
+        a
+    };
+    static STATIC_KNOWN: [u8; 6000] = KNOWN;
+
+    /// Maps two pages, unmaps the second again and fills the first with 0xab:
+    /// returns the address of the hole.
+    fn hole_after_page() -> u64 {
+        let page = PAGE_SIZE as usize;
+        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+        // SAFETY: a fresh anonymous mapping at an address the kernel picks.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), 2 * page, prot, flags, -1, 0) };
+        assert_ne!(p, libc::MAP_FAILED);
+        let hole = p as usize + page;
+        // SAFETY: unmaps the second page of that mapping; nothing refers to it.
+        assert_eq!(unsafe { libc::munmap(hole as *mut libc::c_void, page) }, 0);
+        // SAFETY: the first page is mapped read-write and only ours. It is
+        // leaked on purpose: one page per test run.
+        unsafe { p.cast::<u8>().write_bytes(0xab, page) };
+        hole as u64
+    }
+
+    #[test]
+    fn both_read_paths_agree() {
+        let me = LiveProcess::attach(std::process::id() as i32, Mode::NoStop).unwrap();
+        let hole = hole_after_page();
+        // More than IOV_MAX pages, so that process_vm_readv takes several calls.
+        let big: Vec<u8> = (0..5 << 20).map(|i: u32| (i % 251) as u8).collect();
+        for use_mem in [false, true] {
+            me.use_mem.set(use_mem);
+            let mut buf = vec![0; KNOWN.len()];
+            me.read(STATIC_KNOWN.as_ptr() as u64, &mut buf).unwrap();
+            assert_eq!(buf, KNOWN);
+
+            let before = me.syscalls();
+            let mut copy = vec![0; big.len()];
+            me.read(big.as_ptr() as u64, &mut copy).unwrap();
+            assert!(copy == big);
+            let calls = me.syscalls() - before;
+            assert!(if use_mem { calls >= 1 } else { calls >= 2 }, "{calls}");
+
+            let mut buf = [0; 16];
+            assert_eq!(me.read_prefix(hole - 10, &mut buf).unwrap(), 10);
+            assert_eq!(buf[..10], [0xab; 10]);
+            let err = me.read(hole - 10, &mut buf).unwrap_err();
+            assert!(
+                matches!(err, Error::Read { len: 16, .. })
+                    && err.to_string().contains(&format!("{hole:#x}")),
+                "{err}"
+            );
+            assert_eq!(me.read_prefix(hole, &mut buf).unwrap(), 0);
+            assert!(me.read(u64::MAX - 4, &mut buf).is_err());
+            me.read(hole, &mut []).unwrap();
+        }
+    }
+
+    #[test]
+    fn no_such_process() {
+        for pid in [0, -1, i32::MAX] {
+            for mode in [Mode::Stop, Mode::NoStop] {
+                let err = LiveProcess::attach(pid, mode).unwrap_err();
+                assert!(matches!(err, Error::NoSuchProcess { pid: p } if p == pid), "{err}");
+            }
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! Holding every thread of a process in a ptrace-stop, and letting go.
+//!
+//! Stop: PTRACE_SEIZE each thread listed in /proc/PID/task, PTRACE_INTERRUPT
+//! it, wait until it reports a stop, and rescan until no new thread appears (a
+//! thread can create others until it is stopped). SEIZE, unlike
+//! PTRACE_ATTACH, sends no SIGSTOP, so a detach, ours or the kernel's when the
+//! tracing thread exits, leaves nothing stopped behind.
+//!
+//! A thread may report a signal-delivery-stop instead of the interrupt stop
+//! (a signal arrived after SEIZE). It is stopped all the same, so we keep it
+//! there and pass the signal on at PTRACE_DETACH, which delivers it with its
+//! original siginfo; suppressing it and sending it again later could not.
+//!
+//! The kernel accepts ptrace requests only from the thread that attached, so
+//! [`StoppedThreads`] is neither `Send` nor `Sync`.
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::ffi::c_void;
+use std::marker::PhantomData;
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::sys::ptrace;
+use nix::sys::signal::{signal, SigHandler, SigSet, Signal};
+use nix::unistd::Pid;
+
+use super::{diagnose, maps, procfs};
+use crate::{Error, Result};
+
+/// How long a thread may take to reach the stop. Only a thread stuck in
+/// uninterruptible sleep (a hung NFS read, say) takes more than microseconds.
+const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One stopped thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadStop {
+    pub tid: i32,
+    /// The signal the thread was about to receive when it stopped (a crashing
+    /// rank shows its SIGSEGV here). It is delivered when we detach.
+    pub signal: Option<i32>,
+}
+
+/// Every thread of one process, held in a ptrace-stop until dropped.
+#[derive(Debug)]
+pub(crate) struct StoppedThreads {
+    pid: i32,
+    stopped: Vec<ThreadStop>,
+    /// Seized and interrupted, stop not yet seen.
+    stopping: Vec<i32>,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl StoppedThreads {
+    pub(crate) fn stop(pid: i32) -> Result<Self> {
+        release_stragglers();
+        let mut this = Self {
+            pid,
+            stopped: Vec::new(),
+            stopping: Vec::new(),
+            _not_send: PhantomData,
+        };
+        // Every tid ever seen, so that a zombie leader still listed in
+        // /proc/PID/task is not retried forever. On error, drop releases
+        // what was seized.
+        let mut seen = HashSet::new();
+        loop {
+            let tids = procfs::tasks(pid).map_err(|e| maps::proc_error(pid, e, true))?;
+            let mut fresh = false;
+            for tid in tids {
+                if seen.insert(tid) {
+                    fresh = true;
+                    this.seize(tid)?;
+                }
+            }
+            if !fresh {
+                break;
+            }
+            this.await_stops()?;
+        }
+        if this.stopped.is_empty() {
+            return Err(Error::ProcessGone { pid });
+        }
+        Ok(this)
+    }
+
+    pub(crate) fn threads(&self) -> &[ThreadStop] {
+        &self.stopped
+    }
+
+    fn seize(&mut self, tid: i32) -> Result<()> {
+        match ptrace::seize(Pid::from_raw(tid), ptrace::Options::empty()) {
+            Ok(()) => {}
+            Err(Errno::ESRCH) => return Ok(()),
+            // The kernel refuses to trace a zombie with EPERM too.
+            Err(Errno::EPERM) if procfs::thread_is_dead(self.pid, tid) => return Ok(()),
+            Err(errno @ (Errno::EPERM | Errno::EACCES)) => {
+                return Err(diagnose::permission_error(self.pid, errno))
+            }
+            Err(errno) => {
+                return Err(Error::Ptrace {
+                    op: "PTRACE_SEIZE",
+                    tid,
+                    errno,
+                })
+            }
+        }
+        self.stopping.push(tid);
+        match ptrace::interrupt(Pid::from_raw(tid)) {
+            // ESRCH: it just exited; await_stops collects the exit.
+            Ok(()) | Err(Errno::ESRCH) => Ok(()),
+            Err(errno) => Err(Error::Ptrace {
+                op: "PTRACE_INTERRUPT",
+                tid,
+                errno,
+            }),
+        }
+    }
+
+    /// Waits until every thread in `stopping` has stopped or exited.
+    fn await_stops(&mut self) -> Result<()> {
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        let mut nap = Duration::from_micros(10);
+        loop {
+            let mut i = 0;
+            while i < self.stopping.len() {
+                let tid = self.stopping[i];
+                match poll(tid) {
+                    Ok(Poll::Running) => i += 1,
+                    Ok(Poll::Stopped(signal)) => {
+                        self.stopping.swap_remove(i);
+                        self.stopped.push(ThreadStop { tid, signal });
+                    }
+                    Ok(Poll::Exited) => {
+                        self.stopping.swap_remove(i);
+                    }
+                    Err(errno) => {
+                        return Err(Error::Ptrace {
+                            op: "waitpid",
+                            tid,
+                            errno,
+                        })
+                    }
+                }
+            }
+            let Some(&late) = self.stopping.first() else {
+                return Ok(());
+            };
+            if Instant::now() >= deadline {
+                return Err(Error::Ptrace {
+                    op: "PTRACE_INTERRUPT (waiting for the stop)",
+                    tid: late,
+                    errno: Errno::ETIMEDOUT,
+                });
+            }
+            std::thread::sleep(nap);
+            nap = (nap * 2).min(Duration::from_millis(5));
+        }
+    }
+
+    /// Detaches every thread, delivering held signals. Idempotent.
+    pub(crate) fn resume(&mut self) -> Result<()> {
+        // PTRACE_DETACH needs a stopped tracee, so first let the interrupted
+        // threads reach their stop.
+        let mut first_error = if self.stopping.is_empty() {
+            None
+        } else {
+            self.await_stops().err()
+        };
+        for t in std::mem::take(&mut self.stopped) {
+            match detach(t.tid, t.signal) {
+                Ok(()) => {}
+                // Killed while stopped: it is exiting, and we must reap it.
+                Err(Errno::ESRCH) => park(t.tid),
+                Err(errno) => {
+                    park(t.tid);
+                    first_error.get_or_insert(Error::Ptrace {
+                        op: "PTRACE_DETACH",
+                        tid: t.tid,
+                        errno,
+                    });
+                }
+            }
+        }
+        for tid in std::mem::take(&mut self.stopping) {
+            park(tid);
+        }
+        release_stragglers();
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for StoppedThreads {
+    fn drop(&mut self) {
+        let _ = self.resume();
+    }
+}
+
+enum Poll {
+    Running,
+    Stopped(Option<i32>),
+    Exited,
+}
+
+/// Collects a thread's state change without blocking.
+///
+/// libc, not nix: nix's waitpid fails with EINVAL on a stop by a real-time
+/// signal (after the kernel has consumed the status), and glibc itself uses
+/// real-time signals.
+fn poll(tid: i32) -> Result<Poll, Errno> {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid writes only the status integer, which outlives the call.
+        let r = unsafe { libc::waitpid(tid, &mut status, libc::WNOHANG | libc::__WALL) };
+        if r == 0 {
+            return Ok(Poll::Running);
+        }
+        if r < 0 {
+            match Errno::last() {
+                Errno::EINTR => continue,
+                // Not (or no longer) our tracee.
+                Errno::ECHILD => return Ok(Poll::Exited),
+                errno => return Err(errno),
+            }
+        }
+        if libc::WIFSTOPPED(status) {
+            // A PTRACE_EVENT in the high bits marks the interrupt stop (or a
+            // group-stop); none marks a signal-delivery-stop.
+            let event = status >> 16;
+            let signal = (event == 0).then(|| libc::WSTOPSIG(status));
+            return Ok(Poll::Stopped(signal));
+        }
+        if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
+            return Ok(Poll::Exited);
+        }
+    }
+}
+
+/// PTRACE_DETACH, through libc because nix's takes only the classic signals.
+fn detach(tid: i32, signal: Option<i32>) -> Result<(), Errno> {
+    let data = signal.unwrap_or(0) as usize as *mut c_void;
+    // SAFETY: PTRACE_DETACH dereferences no pointer: addr is ignored and data
+    // carries the signal number.
+    let r = unsafe { libc::ptrace(libc::PTRACE_DETACH, tid, std::ptr::null_mut::<c_void>(), data) };
+    if r < 0 {
+        Err(Errno::last())
+    } else {
+        Ok(())
+    }
+}
+
+thread_local! {
+    /// Threads this thread still traces but could not detach yet: killed
+    /// ones still exiting (to reap) and ones that never reached the stop.
+    /// Retried on every stop and resume; the kernel releases any left when
+    /// this thread exits.
+    static STRAGGLERS: RefCell<Vec<i32>> = const { RefCell::new(Vec::new()) };
+}
+
+fn park(tid: i32) {
+    let _ = STRAGGLERS.try_with(|s| s.borrow_mut().push(tid));
+}
+
+fn release_stragglers() {
+    let _ = STRAGGLERS.try_with(|s| {
+        s.borrow_mut().retain(|&tid| match poll(tid) {
+            Ok(Poll::Running) => true,
+            Ok(Poll::Stopped(signal)) => detach(tid, signal).is_err(),
+            Ok(Poll::Exited) | Err(_) => false,
+        })
+    });
+}
+
+/// Makes SIGINT, SIGTERM and SIGHUP terminate this process promptly (default
+/// action, unblocked on the calling thread), overriding handlers that would
+/// keep it alive.
+///
+/// That is all a clean exit needs: when a tracing thread exits, for any
+/// reason, even SIGKILL, the kernel detaches its tracees, and a SEIZEd tracee
+/// resumes (a held signal is delivered; a process that was group-stopped
+/// before we came stays stopped). Nothing has to run in the signal handler,
+/// which could not safely reach our state anyway. A signal that is ignored
+/// (nohup, a background job) stays ignored: it cannot end us, so it cannot
+/// interrupt a detach either.
+pub fn install_signal_cleanup() {
+    let mut unblock = SigSet::empty();
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        // SAFETY: SIG_DFL installs no code of ours to run in signal context.
+        let old = unsafe { signal(sig, SigHandler::SigDfl) };
+        if let Ok(SigHandler::SigIgn) = old {
+            // SAFETY: SIG_IGN installs no code either; this restores it.
+            let _ = unsafe { signal(sig, SigHandler::SigIgn) };
+        }
+        unblock.add(sig);
+    }
+    let _ = unblock.thread_unblock();
+}

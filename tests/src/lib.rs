@@ -1,0 +1,18 @@
+//! Helpers for the end-to-end tests: find the real MPIs that `scripts/setup-mpis`
+//! built, compile the C fixtures in `tests/fixtures/` with them, and run a
+//! fixture as a real MPI job that hangs in a known state until it is torn down.
+//!
+//! A test that needs an MPI fails (never skips) when that MPI is missing, with a
+//! message that says how to build it.
+
+mod error;
+mod job;
+mod mpi;
+mod procfs;
+
+pub use error::{Error, NotReady, Result};
+pub use job::{launcher_command, Job, LaunchOptions};
+pub use mpi::{
+    build_fixture, fixture_source, fixtures_dir, target_dir, workspace_root, Family, Mpi,
+};
+pub use procfs::{descendants, process_alive, process_cmdline, ProcessRecord};

@@ -1,0 +1,354 @@
+//! Where the MPIs are, and compiling fixtures with them.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
+
+use crate::error::{Error, Result};
+
+/// The MPI builds the tests run against (see `scripts/setup-mpis`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Mpi {
+    /// Open MPI 4.1.4 built with `-g` everywhere.
+    OpenMpiG,
+    /// Open MPI 4.1.4 with default flags: DWARF only in `ompi/debuggers`.
+    OpenMpiRelease,
+    /// MPICH 4.0.2, ch3:nemesis, `--enable-debuginfo`.
+    Mpich,
+}
+
+/// Which implementation an [`Mpi`] is, for what differs between them (the
+/// launcher, its options, the DLL's internals).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Family {
+    OpenMpi,
+    Mpich,
+}
+
+/// The file `setup-mpis` writes last, so a prefix without it is unfinished.
+const COMPLETE_STAMP: &str = ".mqs-complete";
+
+impl Mpi {
+    /// The cache directory name `setup-mpis` gives this build.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Mpi::OpenMpiG => "openmpi-4.1.4-g",
+            Mpi::OpenMpiRelease => "openmpi-4.1.4-release",
+            Mpi::Mpich => "mpich-4.0.2-g",
+        }
+    }
+
+    pub const fn all() -> [Mpi; 3] {
+        [Mpi::OpenMpiG, Mpi::OpenMpiRelease, Mpi::Mpich]
+    }
+
+    pub const fn family(self) -> Family {
+        match self {
+            Mpi::OpenMpiG | Mpi::OpenMpiRelease => Family::OpenMpi,
+            Mpi::Mpich => Family::Mpich,
+        }
+    }
+
+    /// The variable that overrides the prefix, for testing an MPI installed
+    /// elsewhere.
+    pub const fn prefix_env_var(self) -> &'static str {
+        match self {
+            Mpi::OpenMpiG => "MQS_OPENMPI_G_PREFIX",
+            Mpi::OpenMpiRelease => "MQS_OPENMPI_RELEASE_PREFIX",
+            Mpi::Mpich => "MQS_MPICH_PREFIX",
+        }
+    }
+
+    /// The installation prefix, from the override variable or the cache.
+    pub fn prefix(self) -> Result<PathBuf> {
+        self.prefix_with(|k| std::env::var_os(k))
+    }
+
+    /// [`Mpi::prefix`] with the environment given as a function, so the
+    /// lookup rules can be tested without touching the process environment.
+    pub fn prefix_with(self, env: impl Fn(&str) -> Option<OsString>) -> Result<PathBuf> {
+        // Empty counts as unset, as `${VAR:-default}` does in setup-mpis.
+        let var = |k: &str| env(k).filter(|v| !v.is_empty());
+        let missing = |reason: String| Error::MpiMissing {
+            mpi: self.name(),
+            env_var: self.prefix_env_var(),
+            reason,
+        };
+        if let Some(p) = var(self.prefix_env_var()) {
+            let p = PathBuf::from(p);
+            if !p.join("bin/mpicc").is_file() {
+                return Err(missing(format!(
+                    "{}={} has no bin/mpicc",
+                    self.prefix_env_var(),
+                    p.display()
+                )));
+            }
+            return Ok(p);
+        }
+        let cache = match (var("MQS_CACHE"), var("XDG_CACHE_HOME"), var("HOME")) {
+            (Some(c), _, _) => PathBuf::from(c),
+            (None, Some(x), _) => PathBuf::from(x).join("mqs"),
+            (None, None, Some(h)) => PathBuf::from(h).join(".cache/mqs"),
+            (None, None, None) => {
+                return Err(missing(
+                    "none of MQS_CACHE, XDG_CACHE_HOME, HOME is set".into(),
+                ))
+            }
+        };
+        let prefix = cache.join(self.name());
+        if !prefix.join(COMPLETE_STAMP).is_file() {
+            return Err(missing(format!(
+                "{} is missing or unfinished (no {COMPLETE_STAMP})",
+                prefix.display()
+            )));
+        }
+        Ok(prefix)
+    }
+
+    /// The C compiler wrapper.
+    pub fn mpicc(self) -> Result<PathBuf> {
+        Ok(self.prefix()?.join("bin/mpicc"))
+    }
+
+    /// The job launcher: Open MPI's `mpirun`, MPICH's hydra `mpiexec`.
+    pub fn launcher(self) -> Result<PathBuf> {
+        let bin = match self.family() {
+            Family::OpenMpi => "bin/mpirun",
+            Family::Mpich => "bin/mpiexec",
+        };
+        let path = self.prefix()?.join(bin);
+        if !path.is_file() {
+            return Err(Error::MpiMissing {
+                mpi: self.name(),
+                env_var: self.prefix_env_var(),
+                reason: format!("{} does not exist", path.display()),
+            });
+        }
+        Ok(path)
+    }
+}
+
+impl fmt::Display for Mpi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The repository root (this crate lives in its `tests/` directory).
+pub fn workspace_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).to_path_buf()
+}
+
+/// Cargo's target directory: `CARGO_TARGET_DIR` when set (at run time or when
+/// this crate was built), else `<workspace>/target`.
+pub fn target_dir() -> PathBuf {
+    let configured = std::env::var_os("CARGO_TARGET_DIR")
+        .filter(|v| !v.is_empty())
+        .or_else(|| option_env!("CARGO_TARGET_DIR").map(OsString::from))
+        .filter(|v| !v.is_empty());
+    match configured {
+        // Cargo resolves a relative target dir against where it was run; the
+        // workspace root is the usual place and the only one we can know.
+        Some(dir) => workspace_root().join(dir),
+        None => workspace_root().join("target"),
+    }
+}
+
+/// The directory holding the fixture sources.
+pub fn fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+/// The source file of fixture `name`, if it exists.
+pub fn fixture_source(name: &str) -> Result<PathBuf> {
+    // A name is a file stem; refuse paths so nothing outside fixtures/ is built.
+    if name.is_empty() || name.contains('/') || name.starts_with('.') {
+        return Err(Error::NoFixture(name.to_string()));
+    }
+    let src = fixtures_dir().join(format!("{name}.c"));
+    if !src.is_file() {
+        return Err(Error::NoFixture(name.to_string()));
+    }
+    Ok(src)
+}
+
+fn mtime(path: &Path) -> Option<SystemTime> {
+    fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// Compile fixture `name` with `mpi`'s `mpicc` into
+/// `<target>/mqs-fixtures/<mpi>/<name>` and return that path.
+///
+/// Rebuilds only when the source (or the MPI installation) is newer than the
+/// binary. Safe to call from concurrent tests and processes: each compiles to
+/// a private temporary name and renames it into place.
+pub fn build_fixture(mpi: Mpi, name: &str) -> Result<PathBuf> {
+    let src = fixture_source(name)?;
+    let prefix = mpi.prefix()?;
+    let mpicc = mpi.mpicc()?;
+    let out_dir = target_dir().join("mqs-fixtures").join(mpi.name());
+    let out = out_dir.join(name);
+
+    // A rebuilt MPI (new stamp) may have a different ABI: rebuild against it.
+    let inputs = [src.clone(), prefix.join(COMPLETE_STAMP), mpicc.clone()];
+    let newest_input = inputs.iter().filter_map(|p| mtime(p)).max();
+    if let (Some(built), Some(newest)) = (mtime(&out), newest_input) {
+        if built >= newest {
+            return Ok(out);
+        }
+    }
+
+    fs::create_dir_all(&out_dir)
+        .map_err(|e| Error::io(format!("creating {}", out_dir.display()), e))?;
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let tmp = out_dir.join(format!(
+        ".{name}.{}.{}.tmp",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let output = Command::new(&mpicc)
+        .args(["-g", "-O0", "-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(&tmp)
+        .arg(&src)
+        .output()
+        .map_err(|e| Error::io(format!("running {}", mpicc.display()), e))?;
+    if !output.status.success() {
+        let _ = fs::remove_file(&tmp);
+        return Err(Error::Build {
+            source_file: src,
+            mpicc,
+            status: output.status.to_string(),
+            output: format!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ),
+        });
+    }
+    fs::rename(&tmp, &out).map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        Error::io(
+            format!("renaming {} to {}", tmp.display(), out.display()),
+            e,
+        )
+    })?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
+        let map: HashMap<String, OsString> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), OsString::from(v)))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    fn scratch(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("mqs-tests-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn names_are_the_cache_names() {
+        let names: Vec<_> = Mpi::all().iter().map(|m| m.name()).collect();
+        assert_eq!(
+            names,
+            ["openmpi-4.1.4-g", "openmpi-4.1.4-release", "mpich-4.0.2-g"]
+        );
+    }
+
+    #[test]
+    fn missing_mpi_says_how_to_build_it() {
+        let dir = scratch("missing");
+        let env = env_of(&[("MQS_CACHE", dir.to_str().unwrap())]);
+        for mpi in Mpi::all() {
+            let err = mpi.prefix_with(&env).unwrap_err();
+            let msg = err.to_string();
+            assert!(msg.contains("scripts/setup-mpis"), "{msg}");
+            assert!(msg.contains(mpi.prefix_env_var()), "{msg}");
+        }
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn unfinished_prefix_is_missing() {
+        let dir = scratch("unfinished");
+        fs::create_dir_all(dir.join("mpich-4.0.2-g/bin")).unwrap();
+        let env = env_of(&[("MQS_CACHE", dir.to_str().unwrap())]);
+        assert!(matches!(
+            Mpi::Mpich.prefix_with(&env),
+            Err(Error::MpiMissing { .. })
+        ));
+        fs::write(dir.join("mpich-4.0.2-g").join(COMPLETE_STAMP), "x").unwrap();
+        assert_eq!(
+            Mpi::Mpich.prefix_with(&env).unwrap(),
+            dir.join("mpich-4.0.2-g")
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn cache_falls_back_to_xdg_then_home() {
+        let dir = scratch("fallback");
+        fs::create_dir_all(dir.join("xdg/mqs/mpich-4.0.2-g")).unwrap();
+        fs::write(dir.join("xdg/mqs/mpich-4.0.2-g").join(COMPLETE_STAMP), "").unwrap();
+        fs::create_dir_all(dir.join("home/.cache/mqs/mpich-4.0.2-g")).unwrap();
+        fs::write(
+            dir.join("home/.cache/mqs/mpich-4.0.2-g")
+                .join(COMPLETE_STAMP),
+            "",
+        )
+        .unwrap();
+        let xdg = dir.join("xdg");
+        let home = dir.join("home");
+        let env = env_of(&[
+            ("MQS_CACHE", ""),
+            ("XDG_CACHE_HOME", xdg.to_str().unwrap()),
+            ("HOME", home.to_str().unwrap()),
+        ]);
+        assert_eq!(
+            Mpi::Mpich.prefix_with(&env).unwrap(),
+            xdg.join("mqs/mpich-4.0.2-g")
+        );
+        let env = env_of(&[("HOME", home.to_str().unwrap())]);
+        assert_eq!(
+            Mpi::Mpich.prefix_with(&env).unwrap(),
+            home.join(".cache/mqs/mpich-4.0.2-g")
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn override_needs_mpicc_and_skips_the_stamp() {
+        let dir = scratch("override");
+        let env = env_of(&[("MQS_OPENMPI_G_PREFIX", dir.to_str().unwrap())]);
+        let msg = Mpi::OpenMpiG.prefix_with(&env).unwrap_err().to_string();
+        assert!(msg.contains("has no bin/mpicc"), "{msg}");
+        fs::create_dir_all(dir.join("bin")).unwrap();
+        fs::write(dir.join("bin/mpicc"), "").unwrap();
+        assert_eq!(Mpi::OpenMpiG.prefix_with(&env).unwrap(), dir);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn fixture_names_are_not_paths() {
+        assert!(fixture_source("queues").is_ok());
+        assert!(matches!(
+            fixture_source("../src/lib"),
+            Err(Error::NoFixture(_))
+        ));
+        assert!(matches!(fixture_source("nope"), Err(Error::NoFixture(_))));
+    }
+}
