@@ -1,1 +1,42 @@
-pub fn placeholder(){}
+//! `mqs-dll`: a message-queue debugging DLL (the `mpi_interface.h` ABI) for
+//! Open MPI 4.1 with the ob1 PML, a drop-in replacement for Open MPI's
+//! `libompi_dbg_msgq.so` that also shows unexpected messages, posted
+//! receives in matching order, global ranks of every group, send modes and
+//! datatypes, and never crashes or hangs on corrupt memory.
+//!
+//! Two builds from one source: the default is the MPI-1 interface
+//! (compatibility 2); the `mpi2` feature builds the MPI-2 interface
+//! (compatibility 3, the `FOR_MPI2` entry points and larger callback tables).
+//!
+//! Layers, outside in:
+//! - [`exports`]: the `extern "C"` entry points; they catch panics, convert
+//!   pointers and map errors to codes, nothing else;
+//! - [`api`]: the safe implementation of each entry point;
+//! - [`callbacks`]: the only way to the debugger (and so to the target),
+//!   plus the per-image/process/job state the debugger keeps for us;
+//! - [`target`] (typed, bounded reads), [`layout`] (types and offsets,
+//!   resolved once per image), [`walk`] (bounded list walks);
+//! - [`openmpi`]: what Open MPI's data means; [`job`]: MPI-2 identities.
+
+#[cfg(feature = "mpi2")]
+pub(crate) use mqs_abi::ffi::mpi2 as abi;
+#[cfg(not(feature = "mpi2"))]
+pub(crate) use mqs_abi::ffi::mpi1 as abi;
+
+pub mod api;
+pub mod callbacks;
+pub mod errors;
+pub mod exports;
+#[cfg(feature = "mpi2")]
+pub mod job;
+pub mod layout;
+pub mod messages;
+pub mod openmpi;
+pub mod target;
+pub mod walk;
+
+#[cfg(test)]
+mod testing;
+
+/// The interface level this build implements.
+pub const COMPATIBILITY: i32 = abi::MQS_INTERFACE_COMPATIBILITY as i32;

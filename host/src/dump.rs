@@ -13,7 +13,27 @@ pub const SCHEMA_VERSION: u32 = 1;
 #[derive(Debug, Clone, Serialize)]
 pub struct JobDump {
     pub schema_version: u32,
+    /// The MPI starter the ranks were found through, if one was given.
+    pub launcher: Option<Launcher>,
     pub processes: Vec<ProcessDump>,
+    /// Ranks of the job that could not be dumped, and why.
+    pub failures: Vec<RankFailure>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Launcher {
+    pub pid: i32,
+    pub executable: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RankFailure {
+    pub rank: usize,
+    pub pid: i32,
+    pub host: String,
+    pub message: String,
+    /// The exit code mqs-dump would give for this error alone.
+    pub exit_code: i32,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -32,7 +52,37 @@ pub struct ProcessDump {
     pub dll: DllInfo,
     /// The communicator list, or why there is none.
     pub communicators: Section<CommunicatorList>,
+    /// MPI-2 DLLs only: processes the MPI created or connected to (spawned),
+    /// where a debugger should attach next.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub new_processes: Option<Section<NewProcessList>>,
+    /// MPI-2 DLLs only: the function to stop in to learn about spawns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spawn_breakpoint: Option<String>,
     pub stats: DumpStats,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NewProcessList {
+    pub list: Vec<NewProcess>,
+}
+
+/// A process the MPI created, as an MPI-2 DLL reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NewProcess {
+    pub pid: i64,
+    pub executable: String,
+    pub host: String,
+}
+
+impl From<mqs_abi::ProcessLocation> for NewProcess {
+    fn from(loc: mqs_abi::ProcessLocation) -> Self {
+        Self {
+            pid: loc.pid,
+            executable: loc.image_name,
+            host: loc.host_name,
+        }
+    }
 }
 
 /// Counters of one process's dump.

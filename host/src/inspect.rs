@@ -1,32 +1,43 @@
-//! Dumping one live process: attach, index its symbols, find and load the
-//! DLL, run the interface's calling sequence, detach. The library entry
-//! point behind `mqs-dump --pid`.
+//! Dumping live processes: attach, index symbols, find and load the DLL,
+//! run the interface's calling sequence, detach. Given an MPI starter
+//! (`mpirun`), every local rank of its job is dumped in turn. The library
+//! entry point behind `mqs-dump --pid`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
 
 use crate::dll::{locate, Dll, ImageSymbols, Session, TypeLayout};
-use crate::dump::{DllInfo, ProcessDump};
-use crate::symbols::SymbolIndex;
+use crate::dump::{
+    DllInfo, JobDump, Launcher, NewProcess, NewProcessList, ProcessDump, RankFailure, Section,
+    SCHEMA_VERSION,
+};
+use crate::mpir;
+use crate::symbols::{SymbolCache, SymbolIndex};
 use crate::target::{exe_path, LiveProcess, Mode, PageCache, Target};
 use crate::{Error, Result};
 
-/// How to dump a process.
+/// How to dump.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
     /// Load this DLL instead of the one the target names.
     pub dll: Option<PathBuf>,
     /// Load a DLL the target names even if it fails the ownership checks.
     pub trust_dll: bool,
-    /// Read the process while it runs instead of stopping it.
+    /// Read processes while they run instead of stopping them.
     pub no_stop: bool,
     /// Extra directories with separate debug files.
     pub debug_dirs: Vec<PathBuf>,
 }
 
 /// The host's symbol index as the DLL layer sees it.
-struct IndexSymbols(Arc<SymbolIndex>);
+#[derive(Debug)]
+pub struct IndexSymbols(Arc<SymbolIndex>);
+
+impl IndexSymbols {
+    pub fn new(index: Arc<SymbolIndex>) -> Self {
+        Self(index)
+    }
+}
 
 impl ImageSymbols for IndexSymbols {
     fn find_symbol(&self, name: &str) -> Option<u64> {
@@ -48,9 +59,16 @@ impl ImageSymbols for IndexSymbols {
 
 /// The symbols of a process: every mapped object with its load bias.
 pub fn index_symbols(target: &dyn Target, debug_dirs: &[PathBuf]) -> Result<Arc<SymbolIndex>> {
+    let cache = Arc::new(SymbolCache::new(debug_dirs.to_vec()));
+    index_symbols_with(target, &cache)
+}
+
+fn index_symbols_with(target: &dyn Target, cache: &Arc<SymbolCache>) -> Result<Arc<SymbolIndex>> {
     let objects = target.mapped_objects()?;
-    let index = SymbolIndex::from_mapped(&objects, debug_dirs.to_vec())?;
-    Ok(Arc::new(index))
+    Ok(Arc::new(SymbolIndex::from_mapped_with_cache(
+        cache.clone(),
+        &objects,
+    )?))
 }
 
 /// The MPI_COMM_WORLD rank a launcher gave the process, from its
@@ -69,22 +87,106 @@ pub fn rank_from_environment(pid: i32) -> Option<i32> {
     None
 }
 
-/// Dumps one process.
-pub fn dump_pid(pid: i32, options: &Options) -> Result<ProcessDump> {
-    let start = Instant::now();
-    let mode = if options.no_stop { Mode::NoStop } else { Mode::Stop };
-    let live = LiveProcess::attach(pid, mode)?;
-    let target = PageCache::new(live);
-    let result = dump_attached(pid, &target, options);
-    // Detach (resume) before anything else; dropping does it too on error.
-    let detached = target.into_inner().detach();
-    let mut dump = match result {
-        Ok(dump) => dump,
-        Err(e) => return Err(gone_or(pid, e)),
+/// Called before each rank of a job is dumped: (done, total).
+pub type Progress<'a> = &'a mut dyn FnMut(usize, usize);
+
+/// Dumps `pid`: one MPI process, or, for an MPI starter, every local rank
+/// of its job. A starter whose ranks all fail gives the first rank's error.
+pub fn dump(pid: i32, options: &Options, progress: Progress<'_>) -> Result<JobDump> {
+    let cache = Arc::new(SymbolCache::new(options.debug_dirs.clone()));
+    let target = attach(pid, options)?;
+    let symbols = match index_symbols_with(&target, &cache) {
+        Ok(symbols) => symbols,
+        Err(e) => return finish(pid, target, Err(e)),
     };
+    if !mpir::is_starter(&IndexSymbols(symbols.clone())) {
+        let rank = rank_from_environment(pid).unwrap_or(-1);
+        let result = dump_attached(pid, rank, &target, symbols, options);
+        let process = finish(pid, target, result)?;
+        return Ok(JobDump {
+            schema_version: SCHEMA_VERSION,
+            launcher: None,
+            processes: vec![process],
+            failures: vec![],
+        });
+    }
+
+    // A starter: read its table while it is stopped, then let it go before
+    // stopping its ranks one by one.
+    let table = mpir::read_proctable(&target, &IndexSymbols(symbols));
+    let launcher = Launcher {
+        pid,
+        executable: exe_path(pid)
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+    };
+    let table = finish(pid, target, table)?;
+    let mut job = JobDump {
+        schema_version: SCHEMA_VERSION,
+        launcher: Some(launcher),
+        processes: vec![],
+        failures: vec![],
+    };
+    let mut first_error = None;
+    for (done, entry) in table.iter().enumerate() {
+        progress(done, table.len());
+        let failure = |message: String, code: i32| RankFailure {
+            rank: entry.rank,
+            pid: entry.pid,
+            host: entry.host.clone(),
+            message,
+            exit_code: code,
+        };
+        if !mpir::is_local_host(&entry.host) || entry.pid <= 0 {
+            job.failures.push(failure(
+                format!(
+                    "rank {} runs on host '{}' (pid {}): only local processes can be read",
+                    entry.rank, entry.host, entry.pid
+                ),
+                crate::exit_code::OTHER,
+            ));
+            continue;
+        }
+        match dump_rank(entry.pid, entry.rank as i32, options, &cache) {
+            Ok(process) => job.processes.push(process),
+            Err(e) => {
+                job.failures.push(failure(e.to_string(), e.exit_code()));
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    progress(table.len(), table.len());
+    match first_error {
+        Some(e) if job.processes.is_empty() => Err(e),
+        _ => Ok(job),
+    }
+}
+
+/// Dumps one rank (not a starter).
+fn dump_rank(pid: i32, rank: i32, options: &Options, cache: &Arc<SymbolCache>) -> Result<ProcessDump> {
+    let target = attach(pid, options)?;
+    let result = index_symbols_with(&target, cache)
+        .and_then(|symbols| dump_attached(pid, rank, &target, symbols, options));
+    finish(pid, target, result)
+}
+
+fn attach(pid: i32, options: &Options) -> Result<PageCache<LiveProcess>> {
+    let mode = if options.no_stop { Mode::NoStop } else { Mode::Stop };
+    Ok(PageCache::new(LiveProcess::attach(pid, mode)?))
+}
+
+/// Detaches (resumes) the process whatever happened, then reports: the
+/// death of the process takes precedence over any other error.
+fn finish<T>(pid: i32, target: PageCache<LiveProcess>, result: Result<T>) -> Result<T> {
+    let detached = target.into_inner().detach();
+    let value = result.map_err(|e| gone_or(pid, e))?;
     detached.map_err(|e| gone_or(pid, e))?;
-    dump.stats.elapsed_ms = start.elapsed().as_secs_f64() * 1e3;
-    Ok(dump)
+    // What was read may predate the death, but a dump of a process that is
+    // no more is not what the user asked for: say so.
+    if process_gone(pid) {
+        return Err(Error::ProcessGone { pid });
+    }
+    Ok(value)
 }
 
 /// An error seen while the process died is reported as its death.
@@ -107,8 +209,13 @@ fn process_gone(pid: i32) -> bool {
     }
 }
 
-fn dump_attached(pid: i32, target: &PageCache<LiveProcess>, options: &Options) -> Result<ProcessDump> {
-    let symbols = index_symbols(target, &options.debug_dirs)?;
+fn dump_attached(
+    pid: i32,
+    global_rank: i32,
+    target: &PageCache<LiveProcess>,
+    symbols: Arc<SymbolIndex>,
+    options: &Options,
+) -> Result<ProcessDump> {
     let dll_path = match &options.dll {
         Some(path) => path.clone(),
         None => {
@@ -130,7 +237,6 @@ fn dump_attached(pid: i32, target: &PageCache<LiveProcess>, options: &Options) -
     let executable = exe_path(pid)
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| format!("pid {pid}"));
-    let global_rank = rank_from_environment(pid).unwrap_or(-1);
 
     let mut session = Session::new(dll)?;
     let image = session.add_image(&executable, Box::new(IndexSymbols(symbols)))?;
@@ -138,6 +244,16 @@ fn dump_attached(pid: i32, target: &PageCache<LiveProcess>, options: &Options) -
     // info destroyed) before the caller detaches.
     let process = session.add_process(image, Box::new(target), global_rank, 8)?;
     let (communicators, stats) = session.dump(process);
+    let new_processes = session.new_processes(process).map(|section| match section {
+        Section::Ok { value } => Section::Ok {
+            value: NewProcessList {
+                list: value.into_iter().map(NewProcess::from).collect(),
+            },
+        },
+        Section::NotAvailable { reason } => Section::NotAvailable { reason },
+        Section::Error { message } => Section::Error { message },
+    });
+    let spawn_breakpoint = session.spawn_breakpoint_name(process);
     Ok(ProcessDump {
         pid,
         global_rank,
@@ -148,6 +264,8 @@ fn dump_attached(pid: i32, target: &PageCache<LiveProcess>, options: &Options) -
             compatibility: dll.compatibility,
         },
         communicators,
+        new_processes,
+        spawn_breakpoint,
         stats,
     })
 }

@@ -17,8 +17,25 @@ pub fn json(job: &JobDump) -> String {
 /// The readable listing.
 pub fn text(job: &JobDump) -> String {
     let mut out = String::new();
+    if let Some(launcher) = &job.launcher {
+        let _ = writeln!(
+            out,
+            "Job of {} (pid {}): {} ranks dumped, {} failed\n",
+            launcher.executable,
+            launcher.pid,
+            job.processes.len(),
+            job.failures.len()
+        );
+    }
     for process in &job.processes {
         process_text(&mut out, process);
+    }
+    for failure in &job.failures {
+        let _ = writeln!(
+            out,
+            "Rank {} (pid {} on {}): not dumped: {}",
+            failure.rank, failure.pid, failure.host, failure.message
+        );
     }
     out
 }
@@ -50,6 +67,27 @@ fn process_text(out: &mut String, p: &ProcessDump) {
         Section::Error { message } => {
             let _ = writeln!(out, "  communicators could not be read: {message}");
         }
+    }
+    match &p.new_processes {
+        None => {}
+        Some(Section::Ok { value }) if value.list.is_empty() => {
+            let _ = writeln!(out, "  New processes: none");
+        }
+        Some(Section::Ok { value }) => {
+            let _ = writeln!(out, "  New processes: {}", value.list.len());
+            for n in &value.list {
+                let _ = writeln!(out, "    pid {} on {}: {}", n.pid, n.host, n.executable);
+            }
+        }
+        Some(Section::NotAvailable { reason }) => {
+            let _ = writeln!(out, "  New processes: not available ({reason})");
+        }
+        Some(Section::Error { message }) => {
+            let _ = writeln!(out, "  New processes: error: {message}");
+        }
+    }
+    if let Some(name) = &p.spawn_breakpoint {
+        let _ = writeln!(out, "  Spawn breakpoint: {name}");
     }
     out.push('\n');
 }
@@ -164,6 +202,8 @@ mod tests {
         };
         JobDump {
             schema_version: SCHEMA_VERSION,
+            launcher: None,
+            failures: vec![],
             processes: vec![ProcessDump {
                 pid: 42,
                 global_rank: 0,
@@ -199,6 +239,8 @@ mod tests {
                         }],
                     },
                 },
+                new_processes: None,
+                spawn_breakpoint: None,
                 stats: DumpStats::default(),
             }],
         }

@@ -10,9 +10,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use mqs_host::symbols::{
-    load_bias, ObjectSymbols, SymbolCache, SymbolIndex, TypeKind,
-};
+use mqs_host::symbols::{load_bias, ObjectSymbols, SymbolCache, SymbolIndex, TypeKind};
 use mqs_host::target::{MappedObject, MappedRange, Perms};
 use object::{Object, ObjectSymbol};
 
@@ -27,7 +25,8 @@ impl TempDir {
     fn new(tag: &str) -> Self {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("mqs-symbols-{}-{n}-{tag}", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("mqs-symbols-{}-{n}-{tag}", std::process::id()));
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path).unwrap();
         Self(path)
@@ -57,11 +56,7 @@ fn run(cmd: &mut Command) -> String {
 fn compile(compiler: &str, flags: &[&str], out: &Path, sources: &[&str]) {
     let data = data_dir();
     let mut cmd = Command::new(compiler);
-    cmd.args(flags)
-        .arg("-I")
-        .arg(&data)
-        .arg("-o")
-        .arg(out);
+    cmd.args(flags).arg("-I").arg(&data).arg("-o").arg(out);
     for source in sources {
         cmd.arg(data.join(source));
     }
@@ -99,7 +94,11 @@ impl Oracle {
             let parts: Vec<&str> = line.split('\t').collect();
             match parts[..] {
                 ["size", ty, n] => oracle.sizes.push((ty.into(), n.parse().unwrap())),
-                ["offset", ty, field, n] => oracle.offsets.push((ty.into(), field.into(), n.parse().unwrap())),
+                ["offset", ty, field, n] => {
+                    oracle
+                        .offsets
+                        .push((ty.into(), field.into(), n.parse().unwrap()))
+                }
                 _ => panic!("bad oracle line {line:?}"),
             }
         }
@@ -133,7 +132,9 @@ fn check_layouts(index: &SymbolIndex, oracle: &Oracle) {
     for (ty, field, offset) in &oracle.offsets {
         let found = index.find_type(ty).map(|info| info.field_offset(field));
         if found != Some(Some(*offset)) {
-            failures.push(format!("offsetof({ty}, {field}) = {offset}, index says {found:?}"));
+            failures.push(format!(
+                "offsetof({ty}, {field}) = {offset}, index says {found:?}"
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -159,8 +160,14 @@ fn check_c_types(index: &SymbolIndex) {
 
     let typedef_anon = index.find_type("anon_typedef_t").unwrap();
     assert_eq!(typedef_anon.name, "anon_typedef_t");
-    assert_eq!(index.find_type("list_item_ptr_t").unwrap().kind, TypeKind::Pointer);
-    assert_eq!(index.find_type("union number").unwrap().kind, TypeKind::Union);
+    assert_eq!(
+        index.find_type("list_item_ptr_t").unwrap().kind,
+        TypeKind::Pointer
+    );
+    assert_eq!(
+        index.find_type("union number").unwrap().kind,
+        TypeKind::Union
+    );
     assert_eq!(index.find_type("color_t").unwrap().kind, TypeKind::Enum);
     assert_eq!(index.find_type("matrix_t").unwrap().kind, TypeKind::Array);
     assert_eq!(index.find_type("int").unwrap().kind, TypeKind::Base);
@@ -168,7 +175,10 @@ fn check_c_types(index: &SymbolIndex) {
     assert!(index.find_type("struct with_anon_t").is_none());
     assert!(index.find_type("union point").is_none());
     assert!(index.find_type("no_such_type_t").is_none());
-    assert_eq!(index.find_type("hidden_t").unwrap().size, Some(oracle.size("struct hidden")));
+    assert_eq!(
+        index.find_type("hidden_t").unwrap().size,
+        Some(oracle.size("struct hidden"))
+    );
 }
 
 /// The st_value of `name` in `path`'s own symbol tables.
@@ -185,16 +195,28 @@ fn symbol_value(path: &Path, name: &str) -> u64 {
 /// Symbol lookups against the unstripped originals at `a` and `b`, in an
 /// index of (libsyma, libsymb) with bias 0.
 fn check_symbols(index: &SymbolIndex, a: &Path, b: &Path) {
-    assert_eq!(index.find_symbol("global_counter"), Some(symbol_value(a, "global_counter")));
+    assert_eq!(
+        index.find_symbol("global_counter"),
+        Some(symbol_value(a, "global_counter"))
+    );
     // File-static: only in .symtab.
     assert_eq!(
         index.find_symbol("file_static_counter"),
         Some(symbol_value(a, "file_static_counter"))
     );
     // Local in libsyma (first), global in libsymb: the global wins.
-    assert_eq!(index.find_symbol("dup_name"), Some(symbol_value(b, "dup_name")));
-    assert_eq!(index.find_function("some_function"), Some(symbol_value(a, "some_function")));
-    assert_eq!(index.find_function("remote_x"), Some(symbol_value(b, "remote_x")));
+    assert_eq!(
+        index.find_symbol("dup_name"),
+        Some(symbol_value(b, "dup_name"))
+    );
+    assert_eq!(
+        index.find_function("some_function"),
+        Some(symbol_value(a, "some_function"))
+    );
+    assert_eq!(
+        index.find_function("remote_x"),
+        Some(symbol_value(b, "remote_x"))
+    );
     assert_eq!(index.find_symbol("some_function"), None);
     assert_eq!(index.find_function("global_counter"), None);
     assert_eq!(index.find_symbol("no_such_symbol"), None);
@@ -249,10 +271,46 @@ fn clang_dwarf5() {
     check_in_place("clang", "clang", &["-g"]);
 }
 
+/// Compressed debug sections (as distributions ship debug files): gcc's
+/// -gz, zlib and, where binutils has it, zstd.
+#[test]
+fn compressed_debug_sections() {
+    let libs = build_libs("gz", "cc", &["-g", "-gz=zlib"]);
+    let data = std::fs::read(&libs.a).unwrap();
+    let file = object::File::parse(&*data).unwrap();
+    let info =
+        object::ObjectSection::compressed_file_range(&file.section_by_name(".debug_info").unwrap())
+            .unwrap();
+    assert_eq!(info.format, object::CompressionFormat::Zlib);
+    let index = index_of(&[&libs.a, &libs.b], &[]);
+    check_c_types(&index);
+
+    let zstd = Command::new("objcopy")
+        .arg("--compress-debug-sections=zstd")
+        .arg(&libs.a)
+        .arg(libs.dir.join("zstd-a.so"))
+        .status()
+        .is_ok_and(|s| s.success());
+    if zstd {
+        let b = libs.dir.join("zstd-b.so");
+        run(Command::new("objcopy")
+            .arg("--compress-debug-sections=zstd")
+            .arg(&libs.b)
+            .arg(&b));
+        let index = index_of(&[&libs.dir.join("zstd-a.so"), &b], &[]);
+        check_c_types(&index);
+    } else {
+        eprintln!("objcopy cannot write zstd: that part skipped");
+    }
+}
+
 /// Splits `lib`'s DWARF into `debug`, strips `lib` of everything else too
 /// (.symtab included), and links the two with `.gnu_debuglink` when `link`.
 fn split_debug(lib: &Path, debug: &Path, link: bool) {
-    run(Command::new("objcopy").arg("--only-keep-debug").arg(lib).arg(debug));
+    run(Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(lib)
+        .arg(debug));
     let mut strip = Command::new("objcopy");
     strip.arg("--strip-all");
     if link {
@@ -290,7 +348,11 @@ fn debuglink_next_to_the_object_and_in_dot_debug() {
     check_symbols(&index, &libs.a, &libs.b);
     let (object, _) = index.objects().into_iter().next().unwrap();
     let dwarf_path = object.index_types().dwarf_path.unwrap();
-    assert!(dwarf_path.ends_with(".debug/libsyma.so.debug"), "{}", dwarf_path.display());
+    assert!(
+        dwarf_path.ends_with(".debug/libsyma.so.debug"),
+        "{}",
+        dwarf_path.display()
+    );
 }
 
 #[test]
@@ -302,7 +364,10 @@ fn debuglink_with_a_wrong_crc_is_rejected() {
     let debug = work.join("libsyma.so.debug");
     split_debug(&a, &debug, true);
     // Another build's debug file under the linked name.
-    run(Command::new("objcopy").arg("--only-keep-debug").arg(&other.a).arg(&debug));
+    run(Command::new("objcopy")
+        .arg("--only-keep-debug")
+        .arg(&other.a)
+        .arg(&debug));
 
     let object = ObjectSymbols::open(&a, Vec::new()).unwrap();
     assert!(object.find_type("with_anon_t").is_none());
@@ -352,7 +417,10 @@ fn has_dwz() -> bool {
 fn altlink_build_id(lib: &Path) -> Vec<u8> {
     let data = std::fs::read(lib).unwrap();
     let file = object::File::parse(&*data).unwrap();
-    let (_, id) = file.gnu_debugaltlink().unwrap().expect("dwz -m wrote .gnu_debugaltlink");
+    let (_, id) = file
+        .gnu_debugaltlink()
+        .unwrap()
+        .expect("dwz -m wrote .gnu_debugaltlink");
     id.to_vec()
 }
 
@@ -365,9 +433,12 @@ fn dwz_supplementary_file() {
     let libs = build_libs("dwz", "cc", &["-g"]);
     let work = TempDir::new("dwz-work");
     let (a, b) = copy_libs(&libs, &work);
-    run(Command::new("dwz")
-        .current_dir(&work.0)
-        .args(["-m", "common.debug", "libsyma.so", "libsymb.so"]));
+    run(Command::new("dwz").current_dir(&work.0).args([
+        "-m",
+        "common.debug",
+        "libsyma.so",
+        "libsymb.so",
+    ]));
     let id = altlink_build_id(&a);
     assert_eq!(id, altlink_build_id(&b));
 
@@ -377,7 +448,10 @@ fn dwz_supplementary_file() {
     check_symbols(&index, &libs.a, &libs.b);
     for (object, _) in index.objects() {
         let stats = object.index_types();
-        assert_eq!(stats.sup_path.as_deref(), Some(work.join("common.debug").as_path()));
+        assert_eq!(
+            stats.sup_path.as_deref(),
+            Some(work.join("common.debug").as_path())
+        );
     }
     drop(index);
 
@@ -455,9 +529,17 @@ fn load_bias_matches_dlsym() {
     // SAFETY: as above; the symbols exist with these types.
     let (global, function, static_address) = unsafe {
         let global = *lib.get::<*const i32>("global_counter").unwrap();
-        let function = *lib.get::<extern "C" fn(i32) -> i32>("some_function").unwrap();
-        let static_address = lib.get::<extern "C" fn() -> *const i32>("static_counter_address").unwrap()();
-        (global as u64, function as usize as u64, static_address as u64)
+        let function = *lib
+            .get::<extern "C" fn(i32) -> i32>("some_function")
+            .unwrap();
+        let static_address = lib
+            .get::<extern "C" fn() -> *const i32>("static_counter_address")
+            .unwrap()();
+        (
+            global as u64,
+            function as usize as u64,
+            static_address as u64,
+        )
     };
 
     let ranges = self_mappings(&libs.a);
@@ -467,7 +549,10 @@ fn load_bias_matches_dlsym() {
     let index = SymbolIndex::new(vec![(libs.a.clone(), bias)], Vec::new()).unwrap();
     assert_eq!(index.find_symbol("global_counter"), Some(global));
     assert_eq!(index.find_function("some_function"), Some(function));
-    assert_eq!(index.find_symbol("file_static_counter"), Some(static_address));
+    assert_eq!(
+        index.find_symbol("file_static_counter"),
+        Some(static_address)
+    );
 
     // The same from a maps entry, next to a mapped file that is not ELF.
     let not_elf = libs.dir.join("data.bin");
@@ -508,7 +593,10 @@ fn objects_added_later_complete_declarations() {
     index.add_object(&libs.b, 0).unwrap();
     let remote = index.find_type("remote_t").expect("defined in libsymb");
     assert_eq!(remote.size, Some(c_oracle().size("remote_t")));
-    assert_eq!(index.find_function("remote_x"), Some(symbol_value(&libs.b, "remote_x")));
+    assert_eq!(
+        index.find_function("remote_x"),
+        Some(symbol_value(&libs.b, "remote_x"))
+    );
     // Adding it again changes nothing.
     index.add_object(&libs.b, 0).unwrap();
     assert_eq!(index.objects().len(), 2);
@@ -536,13 +624,60 @@ fn the_cache_shares_parsed_files() {
 fn cxx_namespaces() {
     let dir = TempDir::new("cxx");
     let lib = dir.join("libns.so");
-    compile("c++", &["-g", "-fPIC", "-shared"], &lib, &["symbols_ns.cpp"]);
+    compile(
+        "c++",
+        &["-g", "-fPIC", "-shared"],
+        &lib,
+        &["symbols_ns.cpp"],
+    );
     let exe = dir.join("oracle");
     compile("c++", &["-DORACLE"], &exe, &["symbols_ns.cpp"]);
     let oracle = Oracle::parse(&run(&mut Command::new(&exe)));
     let index = index_of(&[&lib], &[]);
     check_layouts(&index, &oracle);
     let sizes: HashMap<_, _> = oracle.sizes.iter().cloned().collect();
-    assert_eq!(index.find_type("struct outer::shallow").unwrap().size, Some(sizes["outer::shallow"]));
-    assert_eq!(index.find_type("shallow").unwrap().field_offset("only_top"), Some(0));
+    assert_eq!(
+        index.find_type("struct outer::shallow").unwrap().size,
+        Some(sizes["outer::shallow"])
+    );
+    assert_eq!(
+        index.find_type("shallow").unwrap().field_offset("only_top"),
+        Some(0)
+    );
+}
+
+/// The host may look symbols up from several threads.
+#[test]
+fn the_index_is_send_and_sync() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<SymbolIndex>();
+    shareable::<SymbolCache>();
+    shareable::<ObjectSymbols>();
+}
+
+/// Several threads asking at once: each object is indexed once and all
+/// get the same answer.
+#[test]
+fn concurrent_queries() {
+    let libs = build_libs("threads", "cc", &["-g"]);
+    let index = index_of(&[&libs.a, &libs.b], &[]);
+    let answers: Vec<_> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                scope.spawn(|| {
+                    (
+                        index.find_type("remote_t").unwrap(),
+                        index.find_symbol("dup_name"),
+                    )
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (info, symbol) in &answers {
+        assert_eq!(info.size, Some(c_oracle().size("remote_t")));
+        assert_eq!(*symbol, Some(symbol_value(&libs.b, "dup_name")));
+    }
+    let debug = format!("{index:?}");
+    assert!(debug.len() < 4000, "{debug}");
 }

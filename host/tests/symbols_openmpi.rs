@@ -1,7 +1,8 @@
 //! The symbol index on a real `-g` Open MPI (built by scripts/setup-mpis
-//! into ~/.cache/mqs/openmpi-4.1.4-g; skipped without it): how long the
+//! into the mqs cache; the test fails without it): how long the
 //! type indexes take, and the layouts the Open MPI DLL reads, checked
-//! against gdb's reading of the same DWARF when gdb is installed.
+//! against gdb's reading of the same DWARF (gdb is installed by
+//! scripts/setup-mpis).
 //!
 //! Timings are printed: `cargo test --release -p mqs-host --test
 //! symbols_openmpi -- --nocapture`.
@@ -13,45 +14,99 @@ use std::time::Instant;
 use mqs_host::symbols::{ObjectSymbols, SymbolIndex};
 
 fn open_mpi() -> Option<PathBuf> {
-    let home = std::env::var_os("HOME")?;
-    let root = Path::new(&home).join(".cache/mqs/openmpi-4.1.4-g");
-    if root.join(".mqs-complete").exists() {
-        Some(root.join("lib"))
-    } else {
-        eprintln!("{} not built: skipped", root.display());
-        None
+    // Fails (never skips) with the command that builds it when missing.
+    match mqs_tests::Mpi::OpenMpiG.prefix() {
+        Ok(prefix) => Some(prefix.join("lib")),
+        Err(e) => panic!("{e}"),
     }
 }
 
-const OBJECTS: [&str; 3] = ["libmpi.so.40", "libopen-pal.so.40", "openmpi/mca_pml_ob1.so"];
+const OBJECTS: [&str; 3] = [
+    "libmpi.so.40",
+    "libopen-pal.so.40",
+    "openmpi/mca_pml_ob1.so",
+];
 
 /// (object that defines it, type, fields) as the Open MPI DLL asks for them.
 const LAYOUTS: &[(&str, &str, &[&str])] = &[
     (
         "openmpi/mca_pml_ob1.so",
         "mca_pml_ob1_comm_t",
-        &["recv_sequence", "matching_lock", "wild_receives", "proc_lock", "procs", "num_procs", "last_probed"],
+        &[
+            "recv_sequence",
+            "matching_lock",
+            "wild_receives",
+            "proc_lock",
+            "procs",
+            "num_procs",
+            "last_probed",
+        ],
     ),
     (
         "openmpi/mca_pml_ob1.so",
         "mca_pml_ob1_comm_proc_t",
-        &["expected_sequence", "ompi_proc", "frags_cant_match", "specific_receives", "unexpected_frags"],
+        &[
+            "expected_sequence",
+            "ompi_proc",
+            "frags_cant_match",
+            "specific_receives",
+            "unexpected_frags",
+        ],
     ),
     (
         "libmpi.so.40",
         "ompi_communicator_t",
-        &["c_name", "c_contextid", "c_my_rank", "c_flags", "c_local_group", "c_remote_group", "c_pml_comm", "c_f_to_c_index"],
+        &[
+            "c_name",
+            "c_contextid",
+            "c_my_rank",
+            "c_flags",
+            "c_local_group",
+            "c_remote_group",
+            "c_pml_comm",
+            "c_f_to_c_index",
+        ],
     ),
-    ("libmpi.so.40", "ompi_group_t", &["grp_proc_count", "grp_my_rank", "grp_flags"]),
+    (
+        "libmpi.so.40",
+        "ompi_group_t",
+        &["grp_proc_count", "grp_my_rank", "grp_flags"],
+    ),
     (
         "libmpi.so.40",
         "mca_pml_base_request_t",
-        &["req_ompi", "req_type", "req_addr", "req_count", "req_peer", "req_tag", "req_comm", "req_datatype", "req_sequence"],
+        &[
+            "req_ompi",
+            "req_type",
+            "req_addr",
+            "req_count",
+            "req_peer",
+            "req_tag",
+            "req_comm",
+            "req_datatype",
+            "req_sequence",
+        ],
     ),
-    ("libmpi.so.40", "ompi_request_t", &["req_type", "req_status", "req_complete", "req_state"]),
-    ("libmpi.so.40", "opal_list_t", &["opal_list_sentinel", "opal_list_length"]),
-    ("libopen-pal.so.40", "opal_list_item_t", &["opal_list_next", "opal_list_prev"]),
-    ("libmpi.so.40", "opal_pointer_array_t", &["lowest_free", "number_free", "size", "addr"]),
+    (
+        "libmpi.so.40",
+        "ompi_request_t",
+        &["req_type", "req_status", "req_complete", "req_state"],
+    ),
+    (
+        "libmpi.so.40",
+        "opal_list_t",
+        &["opal_list_sentinel", "opal_list_length"],
+    ),
+    (
+        "libopen-pal.so.40",
+        "opal_list_item_t",
+        &["opal_list_next", "opal_list_prev"],
+    ),
+    (
+        "libmpi.so.40",
+        "opal_pointer_array_t",
+        &["lowest_free", "number_free", "size", "addr"],
+    ),
 ];
 
 #[test]
@@ -77,7 +132,9 @@ fn index_open_mpi() {
     let index = SymbolIndex::new(objects, Vec::new()).unwrap();
     for ty in ["mca_pml_ob1_comm_t", "ompi_communicator_t"] {
         let started = Instant::now();
-        let info = index.find_type(ty).unwrap_or_else(|| panic!("{ty} not found"));
+        let info = index
+            .find_type(ty)
+            .unwrap_or_else(|| panic!("{ty} not found"));
         let elapsed = started.elapsed();
         println!(
             "cold find_type({ty}): {:.1} ms, size {:?}, {} fields",
@@ -88,9 +145,14 @@ fn index_open_mpi() {
     }
     let started = Instant::now();
     for (_, ty, fields) in LAYOUTS {
-        let info = index.find_type(ty).unwrap_or_else(|| panic!("{ty} not found"));
+        let info = index
+            .find_type(ty)
+            .unwrap_or_else(|| panic!("{ty} not found"));
         for field in *fields {
-            assert!(info.field_offset(field).is_some(), "{ty}.{field} missing: {info:?}");
+            assert!(
+                info.field_offset(field).is_some(),
+                "{ty}.{field} missing: {info:?}"
+            );
         }
     }
     println!(
@@ -98,8 +160,16 @@ fn index_open_mpi() {
         LAYOUTS.len(),
         started.elapsed().as_secs_f64() * 1e3
     );
-    for symbol in ["ompi_mpi_comm_world", "ompi_mpi_communicators", "mca_pml_ob1", "MPIR_dll_name"] {
-        println!("{symbol}: {:?}", index.find_symbol(symbol).map(|a| format!("{a:#x}")));
+    for symbol in [
+        "ompi_mpi_comm_world",
+        "ompi_mpi_communicators",
+        "mca_pml_ob1",
+        "MPIR_dll_name",
+    ] {
+        println!(
+            "{symbol}: {:?}",
+            index.find_symbol(symbol).map(|a| format!("{a:#x}"))
+        );
     }
     assert!(index.find_symbol("ompi_mpi_comm_world").is_some());
     assert!(index.find_symbol("mca_pml_ob1").is_some());
@@ -110,14 +180,18 @@ fn index_open_mpi() {
 
 /// gdb's `sizeof` and `&((T *)0)->field` for every layout, per object.
 fn check_against_gdb(lib: &Path, index: &SymbolIndex) {
-    if Command::new("gdb").arg("--version").output().is_err() {
-        eprintln!("gdb not installed: layouts not cross-checked");
-        return;
-    }
+    assert!(
+        Command::new("gdb").arg("--version").output().is_ok(),
+        "gdb is needed for the cross-check: run scripts/setup-mpis"
+    );
     let mut checked = 0;
     for (object, ty, fields) in LAYOUTS {
         let mut exprs = vec![format!("sizeof({ty})")];
-        exprs.extend(fields.iter().map(|f| format!("(unsigned long)&(({ty} *)0)->{f}")));
+        exprs.extend(
+            fields
+                .iter()
+                .map(|f| format!("(unsigned long)&(({ty} *)0)->{f}")),
+        );
         let mut cmd = Command::new("gdb");
         cmd.args(["-batch", "-nx"]);
         for expr in &exprs {
@@ -127,7 +201,10 @@ fn check_against_gdb(lib: &Path, index: &SymbolIndex) {
         let text = String::from_utf8_lossy(&out.stdout);
         let values: Vec<u64> = text
             .lines()
-            .filter_map(|line| line.split_once(" = ").and_then(|(_, v)| v.trim().parse().ok()))
+            .filter_map(|line| {
+                line.split_once(" = ")
+                    .and_then(|(_, v)| v.trim().parse().ok())
+            })
             .collect();
         assert_eq!(values.len(), exprs.len(), "gdb on {object}: {text}");
         let info = index.find_type(ty).unwrap();

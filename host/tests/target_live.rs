@@ -250,7 +250,7 @@ fn helper() {
                 extern "C" fn ignore(_: libc::c_int) {}
                 // SAFETY: the handler does nothing, so it is async-signal-safe.
                 unsafe {
-                    libc::signal(libc::SIGTERM, ignore as libc::sighandler_t);
+                    libc::signal(libc::SIGTERM, ignore as *const () as libc::sighandler_t);
                 }
                 install_signal_cleanup();
             }
@@ -287,7 +287,8 @@ fn spawn_helper(task: &str, uid: Option<u32>) -> (Guard, impl Iterator<Item = St
     let lines = BufReader::new(out)
         .lines()
         .map_while(Result::ok)
-        .filter_map(|l| l.strip_prefix("MQS:").map(str::to_owned));
+        // libtest may print "test helper ... " on the same line first.
+        .filter_map(|l| l.split_once("MQS:").map(|(_, ours)| ours.to_owned()));
     (proc, lines)
 }
 
@@ -538,7 +539,8 @@ fn already_traced_names_the_tracer() {
 fn not_root_is_reported() {
     let f = Fixture::start(0, false);
     let (_helper, lines) = spawn_helper(&format!("probe:{}", f.pid()), Some(65534));
-    let lines: Vec<String> = lines.take_while(|l| l != "done").collect();
+    let mut lines: Vec<String> = lines.collect();
+    assert_eq!(lines.pop().as_deref(), Some("done"));
     assert_eq!(lines.len(), 3, "{lines:?}");
     for line in &lines {
         assert!(

@@ -170,10 +170,10 @@ impl Job {
                 Ok(())
             });
         }
-        let launcher_path = mpi.launcher()?;
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| Error::io(format!("starting {}", launcher_path.display()), e))?;
+        let mut child = cmd.spawn().map_err(|e| {
+            let program = Path::new(cmd.get_program()).display().to_string();
+            Error::io(format!("starting {program}"), e)
+        })?;
 
         let captured = Arc::new(Mutex::new(Captured::default()));
         let (tx, rx) = mpsc::channel();
@@ -207,12 +207,11 @@ impl Job {
                 job.refresh_pids();
                 Ok(job)
             }
-            Err(reason) => {
-                job.refresh_pids();
-                let pids = job.teardown().unwrap_or_else(|e| match e {
-                    Error::Survivors(p) => p,
-                    _ => Vec::new(),
-                });
+            Err(mut reason) => {
+                if let Err(e) = job.teardown() {
+                    reason.push_str(&format!("; then teardown failed: {e}"));
+                }
+                let pids = job.recorded_pids();
                 // Let the readers catch the last words of a dying job.
                 drain_until_eof(&rx, eofs, Duration::from_secs(1));
                 let (stdout, stderr) = job.output();
@@ -228,9 +227,9 @@ impl Job {
         }
     }
 
-    /// Collect READY lines until every rank has reported. Any failure is
-    /// described in the returned string.
-    /// `eofs` counts the output streams that ended.
+    /// Collect READY lines until every rank has reported; any failure is
+    /// described in the returned string. `eofs` counts the output streams
+    /// that ended, for draining the rest later.
     fn wait_ready(
         &mut self,
         rx: &Receiver<Event>,

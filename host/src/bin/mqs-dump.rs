@@ -4,7 +4,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use mqs_host::dump::{JobDump, SCHEMA_VERSION};
 use mqs_host::inspect::{self, Options};
 use mqs_host::{exit_code, render, Error};
 
@@ -14,7 +13,8 @@ use mqs_host::{exit_code, render, Error};
 #[derive(Debug, Parser)]
 #[command(name = "mqs-dump", version, after_help = EXIT_CODES)]
 struct Cli {
-    /// The MPI process to inspect.
+    /// The MPI process to inspect: a rank, or the job's starter (mpirun,
+    /// mpiexec) to dump every local rank of the job.
     #[arg(long, value_name = "PID")]
     pid: i32,
 
@@ -67,31 +67,66 @@ fn main() -> ExitCode {
         no_stop: cli.no_stop,
         debug_dirs: cli.debug_dir.clone(),
     };
-    match inspect::dump_pid(cli.pid, &options) {
-        Ok(process) => {
+    let bar = progress_bar();
+    let mut progress = |done: usize, total: usize| {
+        if let Some(bar) = &bar {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        }
+    };
+    let result = inspect::dump(cli.pid, &options, &mut progress);
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    match result {
+        Ok(job) => {
             if cli.verbose {
-                let s = &process.stats;
-                eprintln!(
-                    "mqs-dump: {} fetches, {} bytes, {} syscalls, {:.1} ms",
-                    s.fetches, s.fetched_bytes, s.syscalls, s.elapsed_ms
-                );
+                for p in &job.processes {
+                    let s = &p.stats;
+                    eprintln!(
+                        "mqs-dump: pid {}: {} fetches, {} bytes, {} syscalls, {:.1} ms",
+                        p.pid, s.fetches, s.fetched_bytes, s.syscalls, s.elapsed_ms
+                    );
+                }
             }
-            let job = JobDump {
-                schema_version: SCHEMA_VERSION,
-                processes: vec![process],
-            };
             if cli.json {
                 println!("{}", render::json(&job));
             } else {
                 print!("{}", render::text(&job));
             }
-            ExitCode::SUCCESS
+            // Output was printed; a job with ranks that failed still says so.
+            match job.failures.first() {
+                Some(failure) => {
+                    eprintln!(
+                        "mqs-dump: error: {} of the job's ranks could not be dumped (first: rank {}: {})",
+                        job.failures.len(),
+                        failure.rank,
+                        failure.message
+                    );
+                    ExitCode::from(failure.exit_code as u8)
+                }
+                None => ExitCode::SUCCESS,
+            }
         }
         Err(e) => {
             eprintln!("mqs-dump: error: {}", message(&e));
             ExitCode::from(e.exit_code() as u8)
         }
     }
+}
+
+/// A progress bar for jobs, on terminals only.
+fn progress_bar() -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("dumping ranks {pos}/{len} {wide_bar}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    Some(bar)
 }
 
 /// The error as one line, with the fix where the error alone does not say it.

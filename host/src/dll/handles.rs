@@ -25,6 +25,14 @@ pub(crate) enum Kind {
 
 static LIVE: Mutex<Option<HashMap<usize, Kind>>> = Mutex::new(None);
 
+thread_local! {
+    /// The last handle found in the registry: a DLL walking a queue passes
+    /// the same process handle to every fetch, and this spares the lock.
+    /// Cleared when that handle is unregistered; handles are not Send, so
+    /// they are unregistered on the thread that uses them.
+    static LAST_HIT: Cell<Option<(usize, Kind)>> = const { Cell::new(None) };
+}
+
 fn live() -> MutexGuard<'static, Option<HashMap<usize, Kind>>> {
     // A panic elsewhere cannot leave the map half-updated: keep using it.
     LIVE.lock().unwrap_or_else(PoisonError::into_inner)
@@ -37,13 +45,26 @@ pub(crate) fn register(ptr: *const c_void, kind: Kind) {
 }
 
 pub(crate) fn unregister(ptr: *const c_void) {
+    LAST_HIT.with(|last| {
+        if last.get().is_some_and(|(p, _)| p == ptr as usize) {
+            last.set(None);
+        }
+    });
     if let Some(map) = live().as_mut() {
         map.remove(&(ptr as usize));
     }
 }
 
 pub(crate) fn kind_of(ptr: *const c_void) -> Option<Kind> {
-    live().as_ref()?.get(&(ptr as usize)).copied()
+    let key = ptr as usize;
+    if let Some((p, kind)) = LAST_HIT.with(Cell::get) {
+        if p == key {
+            return Some(kind);
+        }
+    }
+    let kind = live().as_ref()?.get(&key).copied()?;
+    LAST_HIT.with(|last| last.set(Some((key, kind))));
+    Some(kind)
 }
 
 /// Resolves a handle pointer the DLL gave back, if it names a live handle

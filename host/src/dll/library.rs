@@ -100,7 +100,7 @@ impl Dll {
         // SAFETY: loading runs the library's initialisers; the caller has
         // decided to trust this file.
         let library = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_LOCAL) }
-            .map_err(|e| load_err(e.to_string()))?;
+            .map_err(|e| load_err(error_chain(&e)))?;
         let entry = resolve_entry_points(&library).map_err(load_err)?;
         let incompatible = |detail: String| Error::DllIncompatible {
             path: path.to_path_buf(),
@@ -169,6 +169,18 @@ impl Dll {
             _ => format!("error code {code}"),
         }
     }
+}
+
+/// An error with its causes: libloading keeps dlerror()'s text in the source.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }
 
 /// Copies a static C string the DLL returned.

@@ -6,7 +6,8 @@ use std::ffi::{c_char, c_int, c_void};
 use std::time::Instant;
 
 use mqs_abi::ffi::mpi1::{mqs_communicator, mqs_pending_operation};
-use mqs_abi::{Communicator, OpClass, PendingOperation, ReturnCode};
+use mqs_abi::ffi::mpi2::mqs_process_location;
+use mqs_abi::{Communicator, OpClass, PendingOperation, ProcessLocation, ReturnCode};
 
 use super::callbacks;
 use super::handles::{ImageHandle, JobHandle, ProcessHandle};
@@ -31,6 +32,9 @@ pub struct ProcessId(usize);
 
 /// The session borrows the targets of its processes for `'t`.
 #[derive(Debug)]
+// The handles are boxed because their addresses are what the DLL holds:
+// they must not move when the vectors grow.
+#[allow(clippy::vec_box)]
 pub struct Session<'t> {
     dll: &'static Dll,
     job: Option<Box<JobHandle>>,
@@ -204,9 +208,10 @@ impl<'t> Session<'t> {
     fn walk_communicators(&self, process: &ProcessHandle<'_>) -> Section<CommunicatorList> {
         let entry = &self.dll.entry;
         let handle = process.as_ptr().cast_mut();
-        // SAFETY (all DLL calls below): `handle` is a registered process
-        // handle set up with mqs_setup_process; out-structures are zeroed
-        // host-owned values of the interface's layout.
+        // Every DLL call below gets `handle`, a registered process handle set
+        // up with mqs_setup_process, and zeroed host-owned out-structures of
+        // the interface's layout.
+        // SAFETY: see above.
         let rc = unsafe { (entry.update_communicator_list)(handle) };
         if rc != 0 {
             return self.section_error("mqs_update_communicator_list", rc);
@@ -321,6 +326,52 @@ impl<'t> Session<'t> {
         Section::Error {
             message: format!("{call}: {}", self.dll.error_string(rc)),
         }
+    }
+
+    /// MPI-2: the processes the MPI created or connected to, as the DLL
+    /// lists them (None: the DLL has no new-process iterator).
+    pub fn new_processes(&self, id: ProcessId) -> Option<Section<Vec<ProcessLocation>>> {
+        let mpi2 = self.dll.entry.mpi2.filter(|_| self.dll.is_mpi2())?;
+        let (setup, next) = (mpi2.setup_new_process_iterator?, mpi2.next_new_process?);
+        let handle = self.processes[id.0].as_ptr().cast_mut();
+        // SAFETY: registered, set-up process handle.
+        let rc = unsafe { setup(handle) };
+        match ReturnCode::from_raw(rc) {
+            ReturnCode::Ok => {}
+            ReturnCode::EndOfList => return Some(Section::Ok { value: vec![] }),
+            ReturnCode::NoInformation => {
+                return Some(Section::NotAvailable {
+                    reason: "the DLL has no information about new processes".into(),
+                })
+            }
+            ReturnCode::Other(_) => {
+                return Some(self.section_error("mqs_setup_new_process_iterator", rc))
+            }
+        }
+        let mut list = Vec::new();
+        while list.len() < MAX_COMMUNICATORS {
+            let mut out = mqs_process_location::default();
+            // SAFETY: registered handle; a zeroed host-owned location.
+            let rc = unsafe { next(handle, (&raw mut out).cast()) };
+            if rc != 0 {
+                break;
+            }
+            list.push(ProcessLocation::from_raw(&out));
+        }
+        Some(Section::Ok { value: list })
+    }
+
+    /// MPI-2: the function the DLL wants a breakpoint on to learn about
+    /// spawned processes, if it names one.
+    pub fn spawn_breakpoint_name(&self, id: ProcessId) -> Option<String> {
+        let get = self.dll.entry.mpi2.filter(|_| self.dll.is_mpi2())?.spawn_breakpoint_name?;
+        let handle = self.processes[id.0].as_ptr().cast_mut();
+        let mut buf = [0 as c_char; 256];
+        // SAFETY: registered handle; the buffer's true length is passed.
+        let rc = unsafe { get(handle, buf.as_mut_ptr(), buf.len() as c_int) };
+        (rc == 0)
+            .then(|| mqs_abi::decode_c_chars(&buf))
+            .filter(|name| !name.is_empty())
     }
 
     /// The target of a process, e.g. for its read counters.

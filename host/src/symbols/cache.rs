@@ -20,7 +20,6 @@ enum Identity {
 }
 
 /// Hands out one `ObjectSymbols` per (path, identity).
-#[derive(Debug)]
 pub struct SymbolCache {
     dirs: Arc<DebugDirs>,
     objects: Mutex<HashMap<(PathBuf, Identity), Arc<ObjectSymbols>>>,
@@ -56,5 +55,14 @@ impl SymbolCache {
         // while (its CRC covers the whole file).
         let object = Arc::new(ObjectSymbols::from_elf(elf, self.dirs.clone())?);
         Ok(lock(&self.objects).entry(key).or_insert(object).clone())
+    }
+}
+
+impl std::fmt::Debug for SymbolCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SymbolCache")
+            .field("dirs", &self.dirs)
+            .field("objects", &lock(&self.objects).len())
+            .finish()
     }
 }

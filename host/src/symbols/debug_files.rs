@@ -36,14 +36,27 @@ impl DebugDirs {
     }
 
     /// The dwz supplementary file named by `file`'s `.gnu_debugaltlink`.
-    pub(crate) fn supplementary_for(&self, file: &ElfFile, notes: &mut Vec<String>) -> Option<ElfFile> {
+    pub(crate) fn supplementary_for(
+        &self,
+        file: &ElfFile,
+        notes: &mut Vec<String>,
+    ) -> Option<ElfFile> {
         let (alt, id) = file.altlink.as_ref()?;
-        // A relative name is relative to the directory of the file naming it.
-        let named = match file.path().parent() {
-            Some(dir) if alt.is_relative() => dir.join(alt),
-            _ => alt.clone(),
-        };
-        let candidates = std::iter::once(named).chain(self.build_id_paths(id));
+        // A relative name is relative to the directory of the file naming
+        // it: as opened, or (a build-id symlink) where it really is.
+        let mut named = vec![alt.clone()];
+        if alt.is_relative() {
+            named.clear();
+            let real = std::fs::canonicalize(file.path()).ok();
+            for path in [Some(file.path()), real.as_deref()].into_iter().flatten() {
+                if let Some(dir) = path.parent() {
+                    if !named.contains(&dir.join(alt)) {
+                        named.push(dir.join(alt));
+                    }
+                }
+            }
+        }
+        let candidates = named.into_iter().chain(self.build_id_paths(id));
         for path in candidates {
             if let Some(sup) = open_candidate(&path, file.path(), notes) {
                 match &sup.build_id {
@@ -101,13 +114,22 @@ impl DebugDirs {
         None
     }
 
-    fn by_debuglink(&self, object: &Path, name: &Path, crc: u32, notes: &mut Vec<String>) -> Option<ElfFile> {
+    fn by_debuglink(
+        &self,
+        object: &Path,
+        name: &Path,
+        crc: u32,
+        notes: &mut Vec<String>,
+    ) -> Option<ElfFile> {
         // Only the file name counts: a link with directories in it would let
         // a binary point us anywhere.
         let name = Path::new(name.file_name()?);
         let real = std::fs::canonicalize(object).unwrap_or_else(|_| object.to_owned());
         let obj_dir = real.parent().unwrap_or(Path::new("/"));
-        let under = |root: &Path| root.join(obj_dir.strip_prefix("/").unwrap_or(obj_dir)).join(name);
+        let under = |root: &Path| {
+            root.join(obj_dir.strip_prefix("/").unwrap_or(obj_dir))
+                .join(name)
+        };
 
         let mut candidates = vec![obj_dir.join(name), obj_dir.join(".debug").join(name)];
         for dir in &self.dirs {

@@ -87,7 +87,9 @@ fn section(elf: &ElfFile, obj: &object::File<'_>, id: SectionId) -> Result<Secti
     let Some(section) = obj.section_by_name(id.name()) else {
         return Ok(SectionData::Empty);
     };
-    let range = section.compressed_file_range().map_err(|e| bad(e.to_string()))?;
+    let range = section
+        .compressed_file_range()
+        .map_err(|e| bad(e.to_string()))?;
     if range.format == CompressionFormat::None {
         // NOBITS sections (as in a stripped file) have no file range.
         let Some((offset, size)) = section.file_range() else {
@@ -101,7 +103,9 @@ fn section(elf: &ElfFile, obj: &object::File<'_>, id: SectionId) -> Result<Secti
             .ok_or_else(|| bad("extends past the end of the file".into()))?;
         return Ok(SectionData::Mapped(elf.mapped().clone(), start..end));
     }
-    let data = section.uncompressed_data().map_err(|e| bad(e.to_string()))?;
+    let data = section
+        .uncompressed_data()
+        .map_err(|e| bad(e.to_string()))?;
     Ok(SectionData::Owned(data.into_owned().into_boxed_slice()))
 }
 

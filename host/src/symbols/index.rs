@@ -18,7 +18,6 @@ struct Loaded {
 }
 
 /// Symbol and type lookup over all objects a process has loaded.
-#[derive(Debug)]
 pub struct SymbolIndex {
     cache: Arc<SymbolCache>,
     objects: RwLock<Vec<Loaded>>,
@@ -54,7 +53,13 @@ impl SymbolIndex {
     /// ELF (shared-memory segments, locale archives) or were deleted since
     /// they were mapped are skipped; [`Self::skipped`] says which and why.
     pub fn from_mapped(objects: &[MappedObject], debug_dirs: Vec<PathBuf>) -> Result<Self> {
-        let index = Self::with_cache(Arc::new(SymbolCache::new(debug_dirs)), Vec::new())?;
+        Self::from_mapped_with_cache(Arc::new(SymbolCache::new(debug_dirs)), objects)
+    }
+
+    /// Like `from_mapped`, sharing parsed files with other processes (the
+    /// ranks of one job run the same binaries) through `cache`.
+    pub fn from_mapped_with_cache(cache: Arc<SymbolCache>, objects: &[MappedObject]) -> Result<Self> {
+        let index = Self::with_cache(cache, Vec::new())?;
         for object in objects {
             index.add_mapped(object);
         }
@@ -67,7 +72,8 @@ impl SymbolIndex {
         let added = if mapped.deleted {
             Err("deleted since it was mapped: the path may name another file".to_owned())
         } else {
-            self.add_at_lowest_mapping(mapped).map_err(|e| e.to_string())
+            self.add_at_lowest_mapping(mapped)
+                .map_err(|e| e.to_string())
         };
         match added {
             Ok(()) => true,
@@ -106,7 +112,10 @@ impl SymbolIndex {
 
     fn push(&self, object: Arc<ObjectSymbols>, bias: u64) {
         {
-            let mut objects = self.objects.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut objects = self
+                .objects
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             if objects
                 .iter()
                 .any(|l| Arc::ptr_eq(&l.object, &object) && l.bias == bias)
@@ -120,7 +129,10 @@ impl SymbolIndex {
 
     /// The objects, in order, with their biases.
     pub fn objects(&self) -> Vec<(Arc<ObjectSymbols>, u64)> {
-        self.snapshot().into_iter().map(|l| (l.object, l.bias)).collect()
+        self.snapshot()
+            .into_iter()
+            .map(|l| (l.object, l.bias))
+            .collect()
     }
 
     /// The runtime address of the data symbol `name`: a GLOBAL/WEAK
@@ -163,10 +175,12 @@ impl SymbolIndex {
             }
         }
         let tag = declared?;
-        objects.iter().find_map(|loaded| match loaded.object.lookup_type(&tag) {
-            Lookup::Found(info) => Some(info),
-            Lookup::Declared(_) | Lookup::Missing => None,
-        })
+        objects
+            .iter()
+            .find_map(|loaded| match loaded.object.lookup_type(&tag) {
+                Lookup::Found(info) => Some(info),
+                Lookup::Declared(_) | Lookup::Missing => None,
+            })
     }
 
     fn find(&self, lookup: impl Fn(&ObjectSymbols) -> Option<Symbol>) -> Option<u64> {
@@ -191,5 +205,19 @@ impl SymbolIndex {
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
+    }
+}
+
+impl std::fmt::Debug for SymbolIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let objects: Vec<_> = self
+            .snapshot()
+            .into_iter()
+            .map(|l| format!("{} @ {:#x}", l.object.path().display(), l.bias))
+            .collect();
+        f.debug_struct("SymbolIndex")
+            .field("objects", &objects)
+            .field("cache", &self.cache)
+            .finish_non_exhaustive()
     }
 }

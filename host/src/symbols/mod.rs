@@ -34,6 +34,10 @@ use crate::Result;
 /// bias) given its lowest mapping in a process: the mapping's start address
 /// and the file offset it maps, as /proc/PID/maps shows them. Works for
 /// executables (PIE or not: a non-PIE one gets 0) and shared objects.
-pub fn load_bias(path: &Path, lowest_mapping_start: u64, that_mapping_file_offset: u64) -> Result<u64> {
+pub fn load_bias(
+    path: &Path,
+    lowest_mapping_start: u64,
+    that_mapping_file_offset: u64,
+) -> Result<u64> {
     elf::ElfFile::open(path)?.load_bias(lowest_mapping_start, that_mapping_file_offset)
 }

@@ -62,7 +62,6 @@ struct DwarfTypes {
 
 /// One ELF object (executable or shared library) and its separate debug
 /// files. Shared between processes through `SymbolCache`.
-#[derive(Debug)]
 pub struct ObjectSymbols {
     elf: ElfFile,
     dirs: Arc<DebugDirs>,
@@ -124,8 +123,13 @@ impl ObjectSymbols {
     }
 
     /// See [`super::load_bias`].
-    pub fn load_bias(&self, lowest_mapping_start: u64, that_mapping_file_offset: u64) -> Result<u64> {
-        self.elf.load_bias(lowest_mapping_start, that_mapping_file_offset)
+    pub fn load_bias(
+        &self,
+        lowest_mapping_start: u64,
+        that_mapping_file_offset: u64,
+    ) -> Result<u64> {
+        self.elf
+            .load_bias(lowest_mapping_start, that_mapping_file_offset)
     }
 
     /// A type defined in this object's DWARF alone (a declaration here is
@@ -161,7 +165,11 @@ impl ObjectSymbols {
                     Ok(Some(Found::Declared(tag))) => Lookup::Declared(tag),
                     Ok(None) => Lookup::Missing,
                     Err(e) => {
-                        self.note(format!("{}: reading type {}: {e}", data.path().display(), query.name));
+                        self.note(format!(
+                            "{}: reading type {}: {e}",
+                            data.path().display(),
+                            query.name
+                        ));
                         Lookup::Missing
                     }
                 }
@@ -232,8 +240,21 @@ impl ObjectSymbols {
     }
 }
 
+/// What a log wants: not the sections and tables.
+impl std::fmt::Debug for ObjectSymbols {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectSymbols")
+            .field("path", &self.path())
+            .field("symbols", &self.symbols)
+            .field("types", &self.types.get().map(|t| &t.stats))
+            .finish_non_exhaustive()
+    }
+}
+
 /// Locks `mutex`, ignoring poisoning: the data behind our mutexes are caches
 /// and notes that a panicking writer cannot leave half-updated.
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -14,10 +14,20 @@ pub(crate) struct SymDef {
     pub(crate) global: bool,
 }
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct SymbolTable {
     data: HashMap<Box<str>, SymDef>,
     functions: HashMap<Box<str>, SymDef>,
+}
+
+/// Counts only: thousands of symbols help no log.
+impl std::fmt::Debug for SymbolTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SymbolTable")
+            .field("data", &self.data.len())
+            .field("functions", &self.functions.len())
+            .finish()
+    }
 }
 
 impl SymbolTable {

@@ -77,7 +77,7 @@ struct Slot {
     nested: bool,
 }
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct TypeIndex {
     names: [HashMap<Box<str>, Slot>; KINDS],
     /// Sorted header offsets of the `.debug_info` units of each file, to
@@ -87,6 +87,17 @@ pub(crate) struct TypeIndex {
     signatures: HashMap<u64, DieLoc>,
     /// Units that could not be read; the rest of the index is still good.
     pub(crate) errors: Vec<String>,
+}
+
+/// Counts only, like `SymbolTable`.
+impl std::fmt::Debug for TypeIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TypeIndex")
+            .field("names", &self.len())
+            .field("signatures", &self.signatures.len())
+            .field("errors", &self.errors.len())
+            .finish()
+    }
 }
 
 impl TypeIndex {
@@ -150,7 +161,8 @@ impl TypeIndex {
                 offset: offset.0,
             };
             if let Err(e) = self.add_unit(dwarf, header, loc, &mut attrs) {
-                self.errors.push(format!("{file:?} unit at {:#x}: {e}", offset.0));
+                self.errors
+                    .push(format!("{file:?} unit at {:#x}: {e}", offset.0));
             }
         }
         let mut units = dwarf.type_units();
@@ -172,7 +184,8 @@ impl TypeIndex {
                 offset: offset.0,
             };
             if let Err(e) = self.add_unit(dwarf, header, loc, &mut attrs) {
-                self.errors.push(format!("{file:?} type unit at {:#x}: {e}", offset.0));
+                self.errors
+                    .push(format!("{file:?} type unit at {:#x}: {e}", offset.0));
             }
         }
     }
@@ -226,8 +239,7 @@ impl TypeIndex {
             let tag = abbrev.tag();
             let kind = NameKind::of(tag);
             let in_scope = depth == 1 || scopes.last().is_some_and(|(d, _)| depth == d + 1);
-            let wanted =
-                kind.is_some() || tag == dw::DW_TAG_namespace || abbrev.has_children();
+            let wanted = kind.is_some() || tag == dw::DW_TAG_namespace || abbrev.has_children();
             if !in_scope || !wanted {
                 raw.skip_attributes(abbrev.attributes())?;
                 continue;
@@ -312,7 +324,12 @@ fn key(kind: NameKind, name: &str) -> Cow<'_, str> {
         return Cow::Borrowed(name);
     }
     let words: Vec<&str> = name.split_whitespace().collect();
-    let integer_word = |w: &&str| matches!(*w, "signed" | "unsigned" | "short" | "long" | "int" | "char");
+    let integer_word = |w: &&str| {
+        matches!(
+            *w,
+            "signed" | "unsigned" | "short" | "long" | "int" | "char"
+        )
+    };
     if words.is_empty() || !words.iter().all(integer_word) {
         return Cow::Borrowed(name);
     }

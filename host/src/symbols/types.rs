@@ -27,7 +27,8 @@ pub struct TypeInfo {
     /// A bitfield is listed at the byte offset of the storage unit holding
     /// it (DWARF 2/3) or of the byte holding its first bit (DWARF 4+
     /// `DW_AT_data_bit_offset`); C's `offsetof` does not apply to them.
-    /// Members without a constant offset (C++ virtual bases) are left out.
+    /// Members without a constant offset are left out, and C++ base
+    /// classes are not flattened (C DLLs compose `super` themselves).
     pub fields: Vec<(String, u64)>,
 }
 
@@ -35,7 +36,10 @@ impl TypeInfo {
     /// The offset of the member `name` (top level, or flattened from an
     /// anonymous member).
     pub fn field_offset(&self, name: &str) -> Option<u64> {
-        self.fields.iter().find(|(n, _)| n == name).map(|(_, off)| *off)
+        self.fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, off)| *off)
     }
 }
 
@@ -130,7 +134,10 @@ impl TypeQuery {
     }
 
     fn find_in(&self, index: &TypeIndex) -> Option<DieLoc> {
-        self.scope.kinds().iter().find_map(|&kind| index.get(kind, &self.name))
+        self.scope
+            .kinds()
+            .iter()
+            .find_map(|&kind| index.get(kind, &self.name))
     }
 }
 
@@ -163,6 +170,14 @@ struct Member {
 
 #[derive(Debug)]
 struct UnreadableName;
+
+/// What an anonymous member's type turned out to be.
+#[derive(Debug)]
+enum Aggregate {
+    Definition(DieLoc),
+    Other,
+    Unreadable,
+}
 
 /// Whether every member could be read and every anonymous one flattened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,7 +214,10 @@ impl<'a> Resolver<'a> {
     fn file(&self, file: FileSel) -> gimli::Result<&'a gimli::Dwarf<Slice<'a>>> {
         match file {
             FileSel::Main => Ok(self.dwarf),
-            FileSel::Sup => self.dwarf.sup().ok_or(gimli::Error::NoEntryAtGivenOffset(0)),
+            FileSel::Sup => self
+                .dwarf
+                .sup()
+                .ok_or(gimli::Error::NoEntryAtGivenOffset(0)),
         }
     }
 
@@ -213,7 +231,11 @@ impl<'a> Resolver<'a> {
     }
 
     /// Where a reference attribute of a DIE in unit `from` points.
-    fn target(index: &TypeIndex, from: UnitLoc, value: AttributeValue<Slice<'_>>) -> Option<DieLoc> {
+    fn target(
+        index: &TypeIndex,
+        from: UnitLoc,
+        value: AttributeValue<Slice<'_>>,
+    ) -> Option<DieLoc> {
         match value {
             AttributeValue::UnitRef(offset) => Some(DieLoc {
                 unit: from,
@@ -249,7 +271,9 @@ impl<'a> Resolver<'a> {
                 }
                 dw::DW_AT_signature => die.signature = Self::target(index, loc.unit, attr.value()),
                 dw::DW_AT_byte_size => die.byte_size = attr.udata_value(),
-                dw::DW_AT_declaration => die.declaration = attr.value() == AttributeValue::Flag(true),
+                dw::DW_AT_declaration => {
+                    die.declaration = attr.value() == AttributeValue::Flag(true)
+                }
                 _ => {}
             }
         }
@@ -258,7 +282,13 @@ impl<'a> Resolver<'a> {
 
     /// Describes the type at `start`: `fields` only when wanted (an array's
     /// element type needs just its size).
-    fn describe(&mut self, start: DieLoc, asked: &str, fields: bool, depth: u32) -> gimli::Result<Option<Found>> {
+    fn describe(
+        &mut self,
+        start: DieLoc,
+        asked: &str,
+        fields: bool,
+        depth: u32,
+    ) -> gimli::Result<Option<Found>> {
         let mut loc = start;
         let mut typedef_name: Option<String> = None;
         for _ in depth..MAX_DEPTH {
@@ -331,7 +361,10 @@ impl<'a> Resolver<'a> {
                 _ => die.byte_size,
             };
             let mut info = TypeInfo {
-                name: die.name.or(typedef_name).unwrap_or_else(|| asked.to_owned()),
+                name: die
+                    .name
+                    .or(typedef_name)
+                    .unwrap_or_else(|| asked.to_owned()),
                 kind,
                 size,
                 fields: Vec::new(),
@@ -398,23 +431,26 @@ impl<'a> Resolver<'a> {
             return Ok(Fields::Incomplete);
         };
         for member in members {
-            if member.name.is_none() && member.type_ref.is_none() {
-                return Ok(Fields::Incomplete);
-            }
             let offset = base.saturating_add(member.offset);
-            match (member.name, member.type_ref) {
-                (Some(name), _) => out.push((name, offset)),
-                (None, Some(type_ref)) => match self.aggregate(type_ref, depth + 1)? {
-                    Some(inner) => {
-                        if self.collect_fields(inner, offset, out, depth + 1)? == Fields::Incomplete {
-                            return Ok(Fields::Incomplete);
-                        }
-                    }
-                    // An unnamed member of another type (an unnamed
-                    // bitfield of padding) names nothing.
-                    None => {}
-                },
-                (None, None) => {}
+            let inner = match (member.name, member.type_ref) {
+                (Some(name), _) => {
+                    out.push((name, offset));
+                    continue;
+                }
+                (None, None) => return Ok(Fields::Incomplete),
+                (None, Some(type_ref)) => self.aggregate(type_ref, depth + 1)?,
+            };
+            let complete = match inner {
+                Aggregate::Definition(inner) => {
+                    self.collect_fields(inner, offset, out, depth + 1)?
+                }
+                // An unnamed member of another type (an unnamed padding
+                // bitfield) names nothing.
+                Aggregate::Other => Fields::Complete,
+                Aggregate::Unreadable => Fields::Incomplete,
+            };
+            if complete == Fields::Incomplete {
+                return Ok(Fields::Incomplete);
             }
         }
         Ok(Fields::Complete)
@@ -422,7 +458,7 @@ impl<'a> Resolver<'a> {
 
     /// The struct/union definition that `loc` names through typedefs and
     /// qualifiers, if it is one.
-    fn aggregate(&mut self, mut loc: DieLoc, depth: u32) -> gimli::Result<Option<DieLoc>> {
+    fn aggregate(&mut self, mut loc: DieLoc, depth: u32) -> gimli::Result<Aggregate> {
         for _ in depth..MAX_DEPTH {
             let die = self.die(loc)?;
             match die.tag {
@@ -431,24 +467,32 @@ impl<'a> Resolver<'a> {
                 | dw::DW_TAG_volatile_type
                 | dw::DW_TAG_atomic_type => match die.type_ref {
                     Some(next) => loc = next,
-                    None => return Ok(None),
+                    None if die.dangling => return Ok(Aggregate::Unreadable),
+                    None => return Ok(Aggregate::Other),
                 },
                 dw::DW_TAG_structure_type | dw::DW_TAG_class_type | dw::DW_TAG_union_type => {
                     return Ok(match die.signature {
-                        Some(definition) => Some(definition),
-                        None if die.declaration => None,
-                        None => Some(loc),
+                        Some(definition) => Aggregate::Definition(definition),
+                        // A member's type is complete by C's rules: a
+                        // declaration here means DWARF we cannot follow.
+                        None if die.declaration => Aggregate::Unreadable,
+                        None => Aggregate::Definition(loc),
                     });
                 }
-                _ => return Ok(None),
+                _ => return Ok(Aggregate::Other),
             }
         }
-        Ok(None)
+        Ok(Aggregate::Unreadable)
     }
 
     /// Element size times the bounds of each dimension; None if any bound
     /// is unknown (a flexible array member, say).
-    fn array_size(&mut self, loc: DieLoc, element: Option<DieLoc>, depth: u32) -> gimli::Result<Option<u64>> {
+    fn array_size(
+        &mut self,
+        loc: DieLoc,
+        element: Option<DieLoc>,
+        depth: u32,
+    ) -> gimli::Result<Option<u64>> {
         let Some(element) = element else {
             return Ok(None);
         };
@@ -467,7 +511,10 @@ impl<'a> Resolver<'a> {
             if entry.tag() != dw::DW_TAG_subrange_type {
                 continue;
             }
-            let count = match entry.attr_value(dw::DW_AT_count).and_then(|v| v.udata_value()) {
+            let count = match entry
+                .attr_value(dw::DW_AT_count)
+                .and_then(|v| v.udata_value())
+            {
                 Some(count) => Some(count),
                 None => entry
                     .attr_value(dw::DW_AT_upper_bound)
@@ -487,7 +534,11 @@ impl<'a> Resolver<'a> {
     }
 }
 
-fn string(dwarf: &gimli::Dwarf<Slice<'_>>, unit: &Unit<Slice<'_>>, value: AttributeValue<Slice<'_>>) -> Option<String> {
+fn string(
+    dwarf: &gimli::Dwarf<Slice<'_>>,
+    unit: &Unit<Slice<'_>>,
+    value: AttributeValue<Slice<'_>>,
+) -> Option<String> {
     let s = dwarf.attr_string(unit, value).ok()?;
     Some(s.to_string_lossy().into_owned())
 }
@@ -495,7 +546,10 @@ fn string(dwarf: &gimli::Dwarf<Slice<'_>>, unit: &Unit<Slice<'_>>, value: Attrib
 /// A member's byte offset: a constant `DW_AT_data_member_location`, or the
 /// simple expressions producers use for it (`DW_OP_plus_uconst N`,
 /// `DW_OP_constu N; DW_OP_plus`). Union members carry no location: 0.
-fn member_offset(entry: &gimli::DebuggingInformationEntry<Slice<'_>>, encoding: gimli::Encoding) -> Option<u64> {
+fn member_offset(
+    entry: &gimli::DebuggingInformationEntry<Slice<'_>>,
+    encoding: gimli::Encoding,
+) -> Option<u64> {
     // Raw: gimli reads data4/data8 of DWARF 2/3 as location-list offsets,
     // but producers put constants there.
     if let Some(value) = entry.attr_value_raw(dw::DW_AT_data_member_location) {
@@ -504,7 +558,10 @@ fn member_offset(entry: &gimli::DebuggingInformationEntry<Slice<'_>>, encoding: 
         }
         return expression_offset(value.exprloc_value()?, encoding);
     }
-    if let Some(bits) = entry.attr_value(dw::DW_AT_data_bit_offset).and_then(|v| v.udata_value()) {
+    if let Some(bits) = entry
+        .attr_value(dw::DW_AT_data_bit_offset)
+        .and_then(|v| v.udata_value())
+    {
         return Some(bits / 8);
     }
     Some(0)

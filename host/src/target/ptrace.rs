@@ -167,13 +167,12 @@ impl StoppedThreads {
         } else {
             self.await_stops().err()
         };
+        // Killed while stopped (ESRCH), a thread is exiting and we must reap it.
+        let mut parked = std::mem::take(&mut self.stopping);
         for t in std::mem::take(&mut self.stopped) {
-            match detach(t.tid, t.signal) {
-                Ok(()) => {}
-                // Killed while stopped: it is exiting, and we must reap it.
-                Err(Errno::ESRCH) => park(t.tid),
-                Err(errno) => {
-                    park(t.tid);
+            if let Err(errno) = detach(t.tid, t.signal) {
+                parked.push(t.tid);
+                if errno != Errno::ESRCH {
                     first_error.get_or_insert(Error::Ptrace {
                         op: "PTRACE_DETACH",
                         tid: t.tid,
@@ -182,10 +181,10 @@ impl StoppedThreads {
                 }
             }
         }
-        for tid in std::mem::take(&mut self.stopping) {
-            park(tid);
+        if !parked.is_empty() {
+            parked.into_iter().for_each(park);
+            settle_stragglers();
         }
-        release_stragglers();
         first_error.map_or(Ok(()), Err)
     }
 }
@@ -261,14 +260,29 @@ fn park(tid: i32) {
     let _ = STRAGGLERS.try_with(|s| s.borrow_mut().push(tid));
 }
 
-fn release_stragglers() {
-    let _ = STRAGGLERS.try_with(|s| {
-        s.borrow_mut().retain(|&tid| match poll(tid) {
-            Ok(Poll::Running) => true,
-            Ok(Poll::Stopped(signal)) => detach(tid, signal).is_err(),
-            Ok(Poll::Exited) | Err(_) => false,
+/// Keeps releasing stragglers for a while: a killed tracee is a zombie only
+/// its tracer can reap, and until its threads are reaped nobody, not even its
+/// parent, can reap the process. Killed threads die in microseconds.
+fn settle_stragglers() {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while release_stragglers() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// One pass over the stragglers; whether any remain.
+fn release_stragglers() -> bool {
+    STRAGGLERS
+        .try_with(|s| {
+            let mut s = s.borrow_mut();
+            s.retain(|&tid| match poll(tid) {
+                Ok(Poll::Running) => true,
+                Ok(Poll::Stopped(signal)) => detach(tid, signal).is_err(),
+                Ok(Poll::Exited) | Err(_) => false,
+            });
+            !s.is_empty()
         })
-    });
+        .unwrap_or(false)
 }
 
 /// Makes SIGINT, SIGTERM and SIGHUP terminate this process promptly (default

@@ -1,0 +1,206 @@
+//! The safe implementation of each entry point. Handles (`mqs_image *`,
+//! `mqs_process *`, ...) are opaque here: they are only passed back to the
+//! debugger through [`crate::callbacks`].
+
+use std::ffi::CStr;
+
+use mqs_abi::{Communicator, OpClass, PendingOperation, ReturnCode};
+
+use crate::abi;
+use crate::callbacks::{self, Basic, ImageCallbacks, ProcessCallbacks};
+use crate::errors::DllError;
+use crate::openmpi::groups::NameMap;
+use crate::openmpi::{self, Failure, ImageState, ProcessState};
+
+/// `mqs_setup_image`: attach fresh image state (or refresh the table of an
+/// image set up before).
+pub fn setup_image(image: *mut abi::mqs_image, table: *const abi::mqs_image_callbacks) -> Result<(), DllError> {
+    if image.is_null() || table.is_null() {
+        return Err(DllError::NullArgument);
+    }
+    if callbacks::with_image_state::<ImageState, _>(image, |st| *st = ImageState::new(table)).is_ok() {
+        return Ok(());
+    }
+    callbacks::put_image_state(image, ImageState::new(table))
+}
+
+/// `mqs_image_has_queues`.
+pub fn image_has_queues(image: *mut abi::mqs_image) -> Result<(), Failure> {
+    let plain = |code| Failure { code, message: None };
+    callbacks::with_image_state::<ImageState, _>(image, |st| {
+        let ic = ImageCallbacks::new(image, st.table);
+        st.check(&ic).map(|_| ())
+    })
+    .map_err(plain)?
+}
+
+/// The image of a process, its table and layout (checking it if the
+/// debugger has not).
+fn image_of(pc: &ProcessCallbacks) -> Result<(ImageCallbacks, Option<std::sync::Arc<crate::layout::Layout>>), DllError> {
+    let image = pc.image().ok_or(DllError::NoImageInfo)?;
+    callbacks::with_image_state::<ImageState, _>(image, |st| {
+        let ic = ImageCallbacks::new(image, st.table);
+        let layout = st.check(&ic).ok();
+        (ic, layout)
+    })
+}
+
+/// `mqs_setup_process`.
+pub fn setup_process(process: *mut abi::mqs_process, table: *const abi::mqs_process_callbacks) -> Result<(), DllError> {
+    if process.is_null() || table.is_null() {
+        return Err(DllError::NullArgument);
+    }
+    let pc = ProcessCallbacks::new(process, table);
+    let (ic, layout) = image_of(&pc)?;
+    let layout = layout.ok_or(DllError::ImageHasNoQueues)?;
+    let (sizes, order) = openmpi::process_sizes(&ic, &pc, ic.type_sizes(&pc))?;
+    let fresh = ProcessState::new(table, Some(layout), sizes, order);
+    // Set up again (a debugger re-attaching): replace, do not leak.
+    if callbacks::with_process_state::<ProcessState, _>(process, |_| ()).is_ok() {
+        return callbacks::with_process_state::<ProcessState, _>(process, |st| *st = fresh);
+    }
+    callbacks::put_process_state(process, fresh)
+}
+
+/// Runs `f` on a process's state with its callbacks, then passes any
+/// queued debug lines to the debugger's dprints.
+fn with_process<R>(
+    process: *mut abi::mqs_process,
+    f: impl FnOnce(&mut ProcessState, &ProcessCallbacks) -> R,
+) -> Result<R, DllError> {
+    let (r, lines) = callbacks::with_process_state::<ProcessState, _>(process, |st| {
+        let pc = ProcessCallbacks::new(process, st.table);
+        let r = f(st, &pc);
+        (r, std::mem::take(&mut st.dprints))
+    })?;
+    if !lines.is_empty() {
+        if let Ok(basic) = Basic::get() {
+            for line in lines {
+                basic.dprints(&line);
+            }
+        }
+    }
+    Ok(r)
+}
+
+/// Makes sure the process's symbols were looked up (a debugger may skip
+/// `mqs_process_has_queues`).
+fn ensure_checked(st: &mut ProcessState, pc: &ProcessCallbacks) -> Result<(), DllError> {
+    if st.symbols.is_some() {
+        return Ok(());
+    }
+    let (ic, layout) = image_of(pc)?;
+    if st.layout.is_none() {
+        st.layout = layout;
+    }
+    st.check(&ic, pc).map_err(|f| f.code)
+}
+
+/// `mqs_process_has_queues`.
+pub fn process_has_queues(process: *mut abi::mqs_process) -> Result<(), Failure> {
+    let plain = |code| Failure { code, message: None };
+    with_process(process, |st, pc| {
+        let (ic, layout) = image_of(pc).map_err(plain)?;
+        if st.layout.is_none() {
+            st.layout = layout;
+        }
+        st.check(&ic, pc)
+    })
+    .map_err(plain)?
+}
+
+/// MPI-2 identities of the process's job, if any were set.
+#[cfg(feature = "mpi2")]
+fn names(pc: &ProcessCallbacks) -> Option<NameMap> {
+    let job = pc.job()?;
+    callbacks::with_job_state::<crate::job::JobState, _>(job, |js| js.names.clone()).ok()
+}
+
+#[cfg(not(feature = "mpi2"))]
+fn names(_pc: &ProcessCallbacks) -> Option<NameMap> {
+    None
+}
+
+/// `mqs_update_communicator_list`.
+pub fn update_communicator_list(process: *mut abi::mqs_process) -> Result<(), DllError> {
+    with_process(process, |st, pc| {
+        ensure_checked(st, pc)?;
+        let names = names(pc);
+        st.update_communicators(pc, names.as_ref())
+    })?
+}
+
+/// `mqs_setup_communicator_iterator`.
+pub fn setup_communicator_iterator(process: *mut abi::mqs_process) -> Result<ReturnCode, DllError> {
+    with_process(process, |st, pc| {
+        if st.signature.is_none() {
+            // The debugger did not ask for an update first.
+            ensure_checked(st, pc)?;
+            let names = names(pc);
+            st.update_communicators(pc, names.as_ref())?;
+        }
+        Ok(st.setup_communicators())
+    })?
+}
+
+/// `mqs_get_communicator`.
+pub fn get_communicator(process: *mut abi::mqs_process) -> Result<Communicator, DllError> {
+    with_process(process, |st, _| st.current_comm().map(|c| c.to_abi()))?
+}
+
+/// `mqs_get_comm_group`: the global ranks to write (as many as the size
+/// `mqs_get_communicator` reported).
+pub fn get_comm_group(process: *mut abi::mqs_process) -> Result<Vec<i32>, DllError> {
+    with_process(process, |st, _| st.comm_group())?
+}
+
+/// `mqs_next_communicator`.
+pub fn next_communicator(process: *mut abi::mqs_process) -> Result<ReturnCode, DllError> {
+    with_process(process, |st, _| st.next_communicator())?
+}
+
+/// `mqs_setup_operation_iterator`.
+pub fn setup_operation_iterator(process: *mut abi::mqs_process, op: i32) -> Result<ReturnCode, DllError> {
+    let class = OpClass::from_raw(op).ok_or(DllError::BadOpClass)?;
+    with_process(process, |st, pc| st.setup_operations(pc, class))?
+}
+
+/// `mqs_next_operation`: Some(op) to write, or None at the end.
+pub fn next_operation(process: *mut abi::mqs_process) -> Result<Option<PendingOperation>, DllError> {
+    with_process(process, |st, _| st.next_operation())?
+}
+
+/// `mqs_destroy_image_info`.
+pub fn destroy_image_info(info: *mut abi::mqs_image_info) {
+    callbacks::destroy_image_state::<ImageState>(info);
+}
+
+/// `mqs_destroy_process_info`.
+pub fn destroy_process_info(info: *mut abi::mqs_process_info) {
+    callbacks::destroy_process_state::<ProcessState>(info);
+}
+
+/// Text for a failure's message pointer.
+pub fn failure_message(f: &Failure) -> Option<&'static CStr> {
+    f.message
+}
+
+#[cfg(feature = "mpi2")]
+pub use crate::job::{
+    destroy_job_info, next_new_process, set_process_identity, setup_job, setup_new_process_iterator,
+    spawn_breakpoint_name,
+};
+
+/// Used by [`crate::job`] to reach a process's state.
+#[cfg(feature = "mpi2")]
+pub(crate) fn with_process_pub<R>(
+    process: *mut abi::mqs_process,
+    f: impl FnOnce(&mut ProcessState, &ProcessCallbacks) -> R,
+) -> Result<R, DllError> {
+    with_process(process, f)
+}
+
+#[cfg(feature = "mpi2")]
+pub(crate) fn ensure_checked_pub(st: &mut ProcessState, pc: &ProcessCallbacks) -> Result<(), DllError> {
+    ensure_checked(st, pc)
+}

@@ -1,0 +1,162 @@
+//! MPI-2: the job object, process identities and processes the MPI
+//! created or connected to.
+//!
+//! The debugger numbers every process of a job (COMM_WORLD first, then
+//! spawned or connected ones) and tells the DLL each process's number with
+//! `mqs_set_process_identity`. The job keeps, for each identity, the Open
+//! MPI process name (jobid, vpid) that process has; global ranks are then
+//! those identities, for members of any job.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use mqs_abi::{ProcessLocation, ReturnCode};
+
+use crate::abi;
+use crate::api::{ensure_checked_pub, with_process_pub};
+use crate::callbacks::{self, InfoKind, ProcessAccess};
+use crate::errors::DllError;
+use crate::openmpi::groups::{self, NameMap, ProcName};
+use crate::openmpi::ProcessState;
+use crate::walk;
+
+/// What the DLL keeps per job.
+#[derive(Debug)]
+pub struct JobState {
+    /// The debugger's job table, kept since `mqs_setup_job`.
+    pub table: *const abi::mqs_job_callbacks,
+    /// Process name -> identity.
+    pub names: NameMap,
+    /// Identity -> process name (None when it could not be read).
+    pub identities: BTreeMap<i32, Option<ProcName>>,
+}
+
+impl InfoKind for JobState {
+    const MAGIC: u64 = 0x6d71_735f_6a6f_625f; // "mqs_job_"
+    const MISSING: DllError = DllError::NoJobInfo;
+}
+
+/// `mqs_setup_job`.
+pub fn setup_job(job: *mut abi::mqs_job, table: *const abi::mqs_job_callbacks) -> Result<(), DllError> {
+    if job.is_null() || table.is_null() {
+        return Err(DllError::NullArgument);
+    }
+    let fresh = JobState {
+        table,
+        names: NameMap::new(),
+        identities: BTreeMap::new(),
+    };
+    if callbacks::with_job_state::<JobState, _>(job, |_| ()).is_ok() {
+        return callbacks::with_job_state::<JobState, _>(job, |st| *st = fresh);
+    }
+    callbacks::put_job_state(job, fresh)
+}
+
+/// `mqs_destroy_job_info`.
+pub fn destroy_job_info(info: *mut abi::mqs_job_info) -> Result<(), DllError> {
+    callbacks::destroy_job_state::<JobState>(info)
+}
+
+/// `mqs_set_process_identity`.
+pub fn set_process_identity(process: *mut abi::mqs_process, identity: i32) -> Result<(), DllError> {
+    if identity < 0 {
+        return Err(DllError::BadIdentity);
+    }
+    with_process_pub(process, |st, pc| {
+        // The name needs the symbols; without them the identity is still kept.
+        let _ = ensure_checked_pub(st, pc);
+        st.identity = Some(identity);
+        // Global ranks change: rebuild the communicator list next time.
+        st.signature = None;
+        let name = st.own_name(pc);
+        let job = pc.job().ok_or(DllError::NoJobInfo)?;
+        callbacks::with_job_state::<JobState, _>(job, |js| {
+            if let Some(Some(old)) = js.identities.insert(identity, name) {
+                js.names.remove(&old);
+            }
+            if let Some(n) = name {
+                js.names.insert(n, i64::from(identity));
+            }
+        })
+    })?
+}
+
+/// The processes Open MPI knows that are not in this process's job.
+fn new_processes<P: ProcessAccess + ?Sized>(st: &mut ProcessState, p: &P) -> Option<Vec<ProcessLocation>> {
+    let layout = st.layout.clone()?;
+    let list = st.symbols?.proc_list?;
+    let own = st.own_name(p)?;
+    let t = st.target(p);
+    let w = walk::opal_list(&t, &layout.list, list, 1 << 16);
+    let mut out = Vec::new();
+    for item in w.items {
+        let Ok(name) = groups::proc_name(&t, &layout, item) else {
+            continue;
+        };
+        if name.jobid == own.jobid {
+            continue;
+        }
+        let host = layout
+            .proc_
+            .hostname
+            .and_then(|off| t.read_ptr(item + off).ok())
+            .filter(|&a| a != 0)
+            .and_then(|a| t.read_cstring(a, 63).ok())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "(unknown)".to_string());
+        out.push(ProcessLocation {
+            // Open MPI keeps neither the pid nor the executable of processes
+            // of other jobs; say so rather than guess.
+            pid: 0,
+            image_name: format!(
+                "(unknown: Open MPI process jobid {:#x} vpid {}; pid and executable not recorded)",
+                name.jobid, name.vpid
+            ),
+            host_name: host,
+        });
+    }
+    Some(out)
+}
+
+/// `mqs_setup_new_process_iterator`.
+pub fn setup_new_process_iterator(process: *mut abi::mqs_process) -> Result<ReturnCode, DllError> {
+    with_process_pub(process, |st, pc| {
+        ensure_checked_pub(st, pc)?;
+        let Some(found) = new_processes(st, pc) else {
+            st.new_processes = None;
+            return Ok(ReturnCode::NoInformation);
+        };
+        let rc = if found.is_empty() {
+            ReturnCode::EndOfList
+        } else {
+            ReturnCode::Ok
+        };
+        st.new_processes = Some(VecDeque::from(found));
+        Ok(rc)
+    })?
+}
+
+/// `mqs_next_new_process`.
+pub fn next_new_process(process: *mut abi::mqs_process) -> Result<Option<ProcessLocation>, DllError> {
+    with_process_pub(process, |st, _| {
+        st.new_processes
+            .as_mut()
+            .map(|q| q.pop_front())
+            .ok_or(DllError::NoOperationIterator)
+    })?
+}
+
+/// `mqs_spawn_breakpoint_name`: ob1 (or the selected PML) adds the new
+/// processes through `add_procs` once they are known, after spawn, connect
+/// and accept (and once in MPI_Init, for COMM_WORLD).
+pub fn spawn_breakpoint_name(process: *mut abi::mqs_process) -> Result<String, DllError> {
+    with_process_pub(process, |st, pc| {
+        let _ = ensure_checked_pub(st, pc);
+        let pml = st
+            .pml
+            .as_ref()
+            .map(|p| p.name.clone())
+            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+            .unwrap_or_else(|| "ob1".to_string());
+        format!("mca_pml_{pml}_add_procs")
+    })
+}

@@ -1,0 +1,540 @@
+//! Every Open MPI type and field offset the DLL uses, resolved once per
+//! image from the debugger's type information.
+//!
+//! The core types (lists, free lists, requests, communicators, groups,
+//! datatypes) are required: Open MPI compiles `ompi/debuggers` with `-g`
+//! even in release builds so that they are always there. The ob1 PML's
+//! private types (its matching queues and fragments) exist only in a build
+//! with `-g` everywhere; without them the DLL falls back to the request free
+//! lists and cannot show unexpected messages.
+
+use std::fmt;
+
+use crate::callbacks::ImageAccess;
+use crate::errors::DllError;
+
+/// What could not be resolved, for messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Missing {
+    Type(&'static str),
+    Field(&'static str, &'static str),
+    Symbol(&'static str),
+}
+
+impl Missing {
+    pub fn error(self) -> DllError {
+        match self {
+            Missing::Type(_) => DllError::MissingType,
+            Missing::Field(..) => DllError::MissingField,
+            Missing::Symbol(_) => DllError::MissingSymbol,
+        }
+    }
+}
+
+impl fmt::Display for Missing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Missing::Type(t) => write!(f, "type {t}"),
+            Missing::Field(t, field) => write!(f, "field {field} of {t}"),
+            Missing::Symbol(s) => write!(f, "symbol {s}"),
+        }
+    }
+}
+
+/// A resolved type: its size and a way to ask for fields.
+struct Ty<'r, I: ImageAccess> {
+    image: &'r I,
+    name: &'static str,
+    handle: I::Type,
+    size: Option<u64>,
+}
+
+impl<I: ImageAccess> Ty<'_, I> {
+    fn field(&self, field: &'static str) -> Result<u64, Missing> {
+        self.image
+            .field_offset(self.handle, field)
+            .ok_or(Missing::Field(self.name, field))
+    }
+
+    fn opt(&self, field: &'static str) -> Option<u64> {
+        self.image.field_offset(self.handle, field)
+    }
+
+    fn size(&self) -> Result<u64, Missing> {
+        self.size.ok_or(Missing::Type(self.name))
+    }
+}
+
+fn ty<'r, I: ImageAccess>(image: &'r I, name: &'static str) -> Result<Ty<'r, I>, Missing> {
+    let handle = image.find_type(name).ok_or(Missing::Type(name))?;
+    Ok(Ty {
+        image,
+        name,
+        handle,
+        size: image.size_of(handle),
+    })
+}
+
+/// `opal_list_item_t` / `opal_list_t`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListLayout {
+    pub item_next: u64,
+    pub item_prev: Option<u64>,
+    pub item_size: u64,
+    pub sentinel: u64,
+}
+
+/// `opal_free_list_t` and its items.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FreeListLayout {
+    pub num_allocated: u64,
+    pub num_per_alloc: u64,
+    pub frag_size: u64,
+    pub frag_alignment: u64,
+    pub frag_class: u64,
+    pub allocations: u64,
+    /// sizeof(opal_free_list_item_t): the header at the start of each slab.
+    pub item_size: u64,
+}
+
+/// `ompi_request_t`, `ompi_status_public_t`, the PML base requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestLayout {
+    pub ompi_type: u64,
+    pub state: u64,
+    pub complete: u64,
+    pub status: u64,
+    pub status_source: u64,
+    pub status_tag: u64,
+    pub status_error: Option<u64>,
+    pub status_ucount: Option<u64>,
+    pub status_cancelled: Option<u64>,
+    pub addr: u64,
+    pub count: u64,
+    pub peer: u64,
+    pub tag: u64,
+    pub comm: u64,
+    pub datatype: u64,
+    pub sequence: Option<u64>,
+    pub pml_type: u64,
+    pub pml_complete: Option<u64>,
+    pub free_called: Option<u64>,
+    /// sizeof(mca_pml_base_request_t).
+    pub base_size: u64,
+    pub send_addr: u64,
+    pub send_bytes_packed: u64,
+    pub send_mode: u64,
+    pub send_size: u64,
+    pub recv_bytes_packed: Option<u64>,
+    pub recv_size: u64,
+}
+
+impl RequestLayout {
+    /// Bytes to read to decode any request.
+    pub fn read_size(&self) -> u64 {
+        self.send_size.max(self.recv_size).max(self.base_size)
+    }
+}
+
+/// `opal_pointer_array_t`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PointerArrayLayout {
+    pub lowest_free: u64,
+    pub number_free: u64,
+    pub size: u64,
+    pub addr: u64,
+}
+
+/// How a communicator stores its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameStorage {
+    /// `char c_name[len]` (Open MPI 4.x).
+    Inline(u64),
+    /// `char *c_name` (Open MPI 5.x).
+    Pointer,
+}
+
+/// `ompi_communicator_t`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommLayout {
+    pub size: u64,
+    pub name: u64,
+    pub name_storage: NameStorage,
+    pub contextid: u64,
+    pub my_rank: u64,
+    pub flags: u64,
+    pub local_group: u64,
+    pub remote_group: u64,
+    pub pml_comm: Option<u64>,
+}
+
+/// Sparse group storage (`sparse_data` union members).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SparseLayout {
+    pub parent: u64,
+    pub sparse_data: u64,
+    /// grp_sporadic: list pointer and length.
+    pub sporadic_list: u64,
+    pub sporadic_len: u64,
+    /// struct ompi_group_sporadic_list_t: rank_first, length; its size.
+    pub sporadic_first: u64,
+    pub sporadic_length: u64,
+    pub sporadic_elem: u64,
+    /// grp_strided: offset, stride, last element.
+    pub strided_offset: u64,
+    pub strided_stride: u64,
+    pub strided_last: u64,
+    /// grp_bitmap: array pointer and length.
+    pub bitmap_array: u64,
+    pub bitmap_len: u64,
+}
+
+/// `ompi_group_t`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupLayout {
+    pub size: u64,
+    pub proc_count: u64,
+    pub proc_pointers: u64,
+    pub my_rank: Option<u64>,
+    pub flags: u64,
+    pub sparse: Option<SparseLayout>,
+}
+
+/// `ompi_datatype_t` (name) and its `opal_datatype_t` super (size).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DatatypeLayout {
+    pub name: u64,
+    pub name_len: u64,
+    pub size: u64,
+    pub read_size: u64,
+}
+
+/// `opal_proc_t`: where a process's name (jobid, vpid) and host live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcLayout {
+    pub name: u64,
+    pub hostname: Option<u64>,
+}
+
+/// ob1's private types (only in a `-g` build of the ob1 component).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ob1Layout {
+    pub comm_size: u64,
+    pub comm_recv_sequence: Option<u64>,
+    pub comm_wild_receives: u64,
+    pub comm_procs: u64,
+    pub comm_num_procs: u64,
+    pub proc_size: u64,
+    pub proc_expected_sequence: Option<u64>,
+    pub proc_frags_cant_match: Option<u64>,
+    pub proc_specific_receives: u64,
+    pub proc_unexpected_frags: u64,
+    pub frag_size: u64,
+    pub frag_hdr: u64,
+    pub frag_num_segments: u64,
+    pub frag_range: Option<u64>,
+    pub frag_segments: u64,
+    /// How many segments the array holds.
+    pub frag_max_segments: u64,
+    pub seg_size: u64,
+    pub seg_addr: u64,
+    pub seg_len: u64,
+    /// Offsets inside the header union (`mca_pml_ob1_hdr_t`).
+    pub hdr_type: u64,
+    pub hdr_ctx: u64,
+    pub hdr_src: u64,
+    pub hdr_tag: u64,
+    pub hdr_seq: u64,
+    /// Bytes of the match header on the wire (14 without heterogeneous
+    /// support, 16 with its explicit padding).
+    pub match_hdr_len: u64,
+    pub rndv_msg_length: u64,
+    /// Bytes of the rendezvous header on the wire.
+    pub rndv_hdr_len: u64,
+    /// ob1 send request: the receiver's request once matched (ACK seen).
+    pub send_req_recv: Option<u64>,
+    pub send_bytes_delivered: Option<u64>,
+    pub send_req_size: Option<u64>,
+    /// ob1 receive request: bytes received so far.
+    pub recv_bytes_received: Option<u64>,
+    pub recv_req_size: Option<u64>,
+}
+
+/// Everything, for one image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    pub list: ListLayout,
+    pub free_list: FreeListLayout,
+    /// `opal_object_t.obj_class`: lets the DLL check an object's class.
+    pub obj_class: Option<u64>,
+    pub request: RequestLayout,
+    pub pointer_array: PointerArrayLayout,
+    pub comm: CommLayout,
+    pub group: GroupLayout,
+    pub datatype: DatatypeLayout,
+    pub proc_: ProcLayout,
+    /// ob1's queues, or what is missing for them.
+    pub ob1: Result<Ob1Layout, Missing>,
+}
+
+impl Layout {
+    /// Resolves the layout, or says which type or field is missing.
+    pub fn resolve<I: ImageAccess>(image: &I) -> Result<Layout, Missing> {
+        let list = resolve_list(image)?;
+        let free_list = resolve_free_list(image)?;
+        let obj_class = ty(image, "opal_object_t")
+            .ok()
+            .and_then(|t| t.opt("obj_class"));
+        let request = resolve_request(image)?;
+        let pointer_array = {
+            let t = ty(image, "opal_pointer_array_t")?;
+            PointerArrayLayout {
+                lowest_free: t.field("lowest_free")?,
+                number_free: t.field("number_free")?,
+                size: t.field("size")?,
+                addr: t.field("addr")?,
+            }
+        };
+        let comm = resolve_comm(image)?;
+        let group = resolve_group(image)?;
+        let datatype = resolve_datatype(image)?;
+        let proc_ = match ty(image, "opal_proc_t") {
+            Ok(t) => ProcLayout {
+                name: t.opt("proc_name").unwrap_or(list.item_size),
+                hostname: t.opt("proc_hostname"),
+            },
+            // opal_proc_t starts with an opal_list_item_t, then the name.
+            Err(_) => ProcLayout {
+                name: list.item_size,
+                hostname: None,
+            },
+        };
+        let ob1 = resolve_ob1(image);
+        Ok(Layout {
+            list,
+            free_list,
+            obj_class,
+            request,
+            pointer_array,
+            comm,
+            group,
+            datatype,
+            proc_,
+            ob1,
+        })
+    }
+}
+
+fn resolve_list<I: ImageAccess>(image: &I) -> Result<ListLayout, Missing> {
+    let item = ty(image, "opal_list_item_t")?;
+    let list = ty(image, "opal_list_t")?;
+    Ok(ListLayout {
+        item_next: item.field("opal_list_next")?,
+        item_prev: item.opt("opal_list_prev"),
+        item_size: item.size()?,
+        sentinel: list.field("opal_list_sentinel")?,
+    })
+}
+
+fn resolve_free_list<I: ImageAccess>(image: &I) -> Result<FreeListLayout, Missing> {
+    let item = ty(image, "opal_free_list_item_t")?;
+    let fl = ty(image, "opal_free_list_t")?;
+    Ok(FreeListLayout {
+        num_allocated: fl.field("fl_num_allocated")?,
+        num_per_alloc: fl.field("fl_num_per_alloc")?,
+        frag_size: fl.field("fl_frag_size")?,
+        frag_alignment: fl.field("fl_frag_alignment")?,
+        frag_class: fl.field("fl_frag_class")?,
+        allocations: fl.field("fl_allocations")?,
+        item_size: item.size()?,
+    })
+}
+
+fn resolve_request<I: ImageAccess>(image: &I) -> Result<RequestLayout, Missing> {
+    let req = ty(image, "ompi_request_t")?;
+    let status = ty(image, "ompi_status_public_t")?;
+    let base = ty(image, "mca_pml_base_request_t")?;
+    let send = ty(image, "mca_pml_base_send_request_t")?;
+    let recv = ty(image, "mca_pml_base_recv_request_t")?;
+    let status_off = req.field("req_status")?;
+    Ok(RequestLayout {
+        ompi_type: req.field("req_type")?,
+        state: req.field("req_state")?,
+        complete: req.field("req_complete")?,
+        status: status_off,
+        status_source: status.field("MPI_SOURCE")?,
+        status_tag: status.field("MPI_TAG")?,
+        status_error: status.opt("MPI_ERROR"),
+        status_ucount: status.opt("_ucount"),
+        status_cancelled: status.opt("_cancelled"),
+        addr: base.field("req_addr")?,
+        count: base.field("req_count")?,
+        peer: base.field("req_peer")?,
+        tag: base.field("req_tag")?,
+        comm: base.field("req_comm")?,
+        datatype: base.field("req_datatype")?,
+        sequence: base.opt("req_sequence"),
+        pml_type: base.field("req_type")?,
+        pml_complete: base.opt("req_pml_complete"),
+        free_called: base.opt("req_free_called"),
+        base_size: base.size()?,
+        send_addr: send.field("req_addr")?,
+        send_bytes_packed: send.field("req_bytes_packed")?,
+        send_mode: send.field("req_send_mode")?,
+        send_size: send.size()?,
+        recv_bytes_packed: recv.opt("req_bytes_packed"),
+        recv_size: recv.size()?,
+    })
+}
+
+fn resolve_comm<I: ImageAccess>(image: &I) -> Result<CommLayout, Missing> {
+    let c = ty(image, "ompi_communicator_t")?;
+    let name = c.field("c_name")?;
+    let contextid = c.field("c_contextid")?;
+    // 4.x has an inline char[MPI_MAX_OBJECT_NAME] right before c_contextid;
+    // 5.x a char *. The gap between the two fields tells them apart.
+    let name_storage = match contextid.checked_sub(name) {
+        Some(gap) if gap >= 16 => NameStorage::Inline(gap.min(256)),
+        _ => NameStorage::Pointer,
+    };
+    Ok(CommLayout {
+        size: c.size()?,
+        name,
+        name_storage,
+        contextid,
+        my_rank: c.field("c_my_rank")?,
+        flags: c.field("c_flags")?,
+        local_group: c.field("c_local_group")?,
+        remote_group: c.field("c_remote_group")?,
+        pml_comm: c.opt("c_pml_comm"),
+    })
+}
+
+fn resolve_group<I: ImageAccess>(image: &I) -> Result<GroupLayout, Missing> {
+    let g = ty(image, "ompi_group_t")?;
+    Ok(GroupLayout {
+        size: g.size()?,
+        proc_count: g.field("grp_proc_count")?,
+        proc_pointers: g.field("grp_proc_pointers")?,
+        my_rank: g.opt("grp_my_rank"),
+        flags: g.field("grp_flags")?,
+        sparse: resolve_sparse(image, &g),
+    })
+}
+
+/// Sparse groups are rare (an MCA option); all their types or nothing.
+fn resolve_sparse<I: ImageAccess>(image: &I, g: &Ty<'_, I>) -> Option<SparseLayout> {
+    let sporadic = ty(image, "ompi_group_sporadic_data_t").ok()?;
+    let sporadic_list = ty(image, "ompi_group_sporadic_list_t").ok()?;
+    let strided = ty(image, "ompi_group_strided_data_t").ok()?;
+    let bitmap = ty(image, "ompi_group_bitmap_data_t").ok()?;
+    Some(SparseLayout {
+        parent: g.opt("grp_parent_group_ptr")?,
+        sparse_data: g.opt("sparse_data")?,
+        sporadic_list: sporadic.opt("grp_sporadic_list")?,
+        sporadic_len: sporadic.opt("grp_sporadic_list_len")?,
+        sporadic_first: sporadic_list.opt("rank_first")?,
+        sporadic_length: sporadic_list.opt("length")?,
+        sporadic_elem: sporadic_list.size?,
+        strided_offset: strided.opt("grp_strided_offset")?,
+        strided_stride: strided.opt("grp_strided_stride")?,
+        strided_last: strided.opt("grp_strided_last_element")?,
+        bitmap_array: bitmap.opt("grp_bitmap_array")?,
+        bitmap_len: bitmap.opt("grp_bitmap_array_len")?,
+    })
+}
+
+fn resolve_datatype<I: ImageAccess>(image: &I) -> Result<DatatypeLayout, Missing> {
+    let d = ty(image, "ompi_datatype_t")?;
+    let o = ty(image, "opal_datatype_t")?;
+    let name = d.field("name")?;
+    let size = d.field("super")? + o.field("size")?;
+    let total = d.size()?;
+    // The name is the last member of ompi_datatype_t in 4.x; bound it anyway.
+    let name_len = total.saturating_sub(name).clamp(1, 64);
+    Ok(DatatypeLayout {
+        name,
+        name_len,
+        size,
+        read_size: total.max(size + 8).max(name + name_len),
+    })
+}
+
+fn resolve_ob1<I: ImageAccess>(image: &I) -> Result<Ob1Layout, Missing> {
+    let comm = ty(image, "mca_pml_ob1_comm_t")?;
+    let proc_ = ty(image, "mca_pml_ob1_comm_proc_t")?;
+    let frag = ty(image, "mca_pml_ob1_recv_frag_t")?;
+    let seg = ty(image, "mca_btl_base_segment_t")?;
+    let common = ty(image, "mca_pml_ob1_common_hdr_t")?;
+    let matchh = ty(image, "mca_pml_ob1_match_hdr_t")?;
+    let rndv = ty(image, "mca_pml_ob1_rendezvous_hdr_t")?;
+    // Members of a union are at offset 0 by definition; ask anyway in case a
+    // debugger reports them.
+    let hdr_union = ty(image, "mca_pml_ob1_hdr_t").ok();
+    let in_union = |member: &'static str| {
+        hdr_union
+            .as_ref()
+            .and_then(|u| u.opt(member))
+            .unwrap_or(0)
+    };
+    let match_common = matchh.field("hdr_common")?;
+    let hdr_seq = matchh.field("hdr_seq")?;
+    // The wire length of a match header ends after hdr_seq, or after the
+    // explicit padding of heterogeneous builds.
+    let match_hdr_len = match matchh.opt("hdr_padding") {
+        Some(pad) => pad + 2,
+        None => hdr_seq + 2,
+    };
+    let rndv_len_off = rndv.field("hdr_msg_length")?;
+    let rndv_hdr_len = match rndv.opt("hdr_src_req") {
+        Some(off) => off + 8,
+        None => rndv_len_off + 8,
+    };
+    let segments = frag.field("segments")?;
+    let seg_size = seg.size()?;
+    // The segment array runs up to `buffers` (16 segments in 4.1).
+    let frag_max_segments = frag
+        .opt("buffers")
+        .and_then(|b| b.checked_sub(segments))
+        .map(|bytes| bytes / seg_size.max(1))
+        .filter(|&n| n > 0)
+        .unwrap_or(16)
+        .min(64);
+    let match_base = in_union("hdr_match");
+    let send = ty(image, "mca_pml_ob1_send_request_t").ok();
+    let recv = ty(image, "mca_pml_ob1_recv_request_t").ok();
+    Ok(Ob1Layout {
+        comm_size: comm.size()?,
+        comm_recv_sequence: comm.opt("recv_sequence"),
+        comm_wild_receives: comm.field("wild_receives")?,
+        comm_procs: comm.field("procs")?,
+        comm_num_procs: comm.field("num_procs")?,
+        proc_size: proc_.size()?,
+        proc_expected_sequence: proc_.opt("expected_sequence"),
+        proc_frags_cant_match: proc_.opt("frags_cant_match"),
+        proc_specific_receives: proc_.field("specific_receives")?,
+        proc_unexpected_frags: proc_.field("unexpected_frags")?,
+        frag_size: frag.size()?,
+        frag_hdr: frag.field("hdr")?,
+        frag_num_segments: frag.field("num_segments")?,
+        frag_range: frag.opt("range"),
+        frag_segments: segments,
+        frag_max_segments,
+        seg_size,
+        seg_addr: seg.field("seg_addr")?,
+        seg_len: seg.field("seg_len")?,
+        hdr_type: in_union("hdr_common") + common.field("hdr_type")?,
+        hdr_ctx: match_base + matchh.field("hdr_ctx")?,
+        hdr_src: match_base + matchh.field("hdr_src")?,
+        hdr_tag: match_base + matchh.field("hdr_tag")?,
+        hdr_seq: match_base + hdr_seq,
+        match_hdr_len: match_hdr_len.max(match_common + 2),
+        rndv_msg_length: in_union("hdr_rndv") + rndv_len_off,
+        rndv_hdr_len,
+        send_req_recv: send.as_ref().and_then(|s| s.opt("req_recv")),
+        send_bytes_delivered: send.as_ref().and_then(|s| s.opt("req_bytes_delivered")),
+        send_req_size: send.as_ref().and_then(|s| s.size),
+        recv_bytes_received: recv.as_ref().and_then(|r| r.opt("req_bytes_received")),
+        recv_req_size: recv.as_ref().and_then(|r| r.size),
+    })
+}

@@ -1,0 +1,171 @@
+//! Static strings built at run time.
+//!
+//! The interface says strings the DLL returns are never freed, so a message
+//! that names what is missing (or the MPI that was detected) must live for
+//! ever: each distinct text is leaked once and reused, and the number of
+//! distinct texts is capped so that a debugger looping over odd images
+//! cannot grow the DLL without bound. Past the cap a fixed message is used.
+
+use std::ffi::{CStr, CString};
+use std::sync::Mutex;
+
+use crate::layout::Missing;
+
+/// Most distinct texts ever leaked.
+pub const MAX_TEXTS: usize = 64;
+
+static TEXTS: Mutex<Vec<&'static CStr>> = Mutex::new(Vec::new());
+
+/// A static copy of `text` (NUL bytes dropped), or `fallback` once the cap
+/// is reached or another thread holds the table (never blocks).
+pub fn intern(text: &str, fallback: &'static CStr) -> &'static CStr {
+    let Ok(c) = CString::new(text.replace('\0', "")) else {
+        return fallback;
+    };
+    let mut texts = match TEXTS.try_lock() {
+        Ok(g) => g,
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return fallback,
+    };
+    intern_into(&mut texts, c, fallback)
+}
+
+fn intern_into(texts: &mut Vec<&'static CStr>, c: CString, fallback: &'static CStr) -> &'static CStr {
+    if let Some(found) = texts.iter().find(|t| **t == c.as_c_str()) {
+        return found;
+    }
+    if texts.len() >= MAX_TEXTS {
+        return fallback;
+    }
+    let leaked: &'static CStr = Box::leak(c.into_boxed_c_str());
+    texts.push(leaked);
+    leaked
+}
+
+/// Escapes `%` so that a name can sit in a printf format.
+fn escape(s: &str) -> String {
+    s.replace('%', "%%")
+}
+
+const GENERIC_IMAGE: &CStr = c"The Open MPI message queues of %s cannot be shown: the debug information or symbols they need are missing (Open MPI built without -g for ompi/debuggers, stripped, or an unsupported version).";
+
+/// The has_queues message for a missing type, field or symbol: a printf
+/// format with exactly one `%s` (the image name).
+pub fn missing_message(m: Missing) -> &'static CStr {
+    let text = match m {
+        Missing::Type(t) => format!(
+            "Open MPI message queues of %s cannot be shown: type {} has no debug information. Open MPI was built without -g for ompi/debuggers, or its libraries were stripped.",
+            escape(t)
+        ),
+        Missing::Field(t, f) => format!(
+            "Open MPI message queues of %s cannot be shown: type {} has no field {}. This Open MPI version is not supported by this DLL.",
+            escape(t),
+            escape(f)
+        ),
+        Missing::Symbol(s) => format!(
+            "Open MPI message queues of %s cannot be shown: symbol {} was not found (not an Open MPI program, a static link without symbols, or an unsupported version).",
+            escape(s)
+        ),
+    };
+    intern(&text, GENERIC_IMAGE)
+}
+
+/// The image does not use Open MPI at all.
+pub const NOT_OPEN_MPI: &CStr = c"%s does not use Open MPI (no symbol ompi_mpi_communicators): this DLL shows Open MPI message queues only.";
+
+/// The process's communicator table cannot be read.
+pub const TABLE_UNREADABLE: &CStr = c"The Open MPI communicator table of %s cannot be read (corrupt memory, or the process is exiting).";
+
+/// What the DLL detected, for the version string.
+static DETECTED: Mutex<Option<&'static CStr>> = Mutex::new(None);
+
+const VERSION_NONE: &CStr = if cfg!(feature = "mpi2") {
+    c"mqs message-queue DLL 0.1.0 (MPI-2 interface, compatibility 3) for Open MPI 4.1 (ob1 PML); no MPI detected yet"
+} else {
+    c"mqs message-queue DLL 0.1.0 (MPI-1 interface, compatibility 2) for Open MPI 4.1 (ob1 PML); no MPI detected yet"
+};
+
+/// Records the MPI found in an image or process (`what`, e.g. "Open MPI
+/// 4.1.4, PML ob1 with debug info").
+pub fn set_detected(what: &str) {
+    let level = if cfg!(feature = "mpi2") {
+        "MPI-2 interface, compatibility 3"
+    } else {
+        "MPI-1 interface, compatibility 2"
+    };
+    let text = format!(
+        "mqs message-queue DLL {} ({level}) for Open MPI 4.1 (ob1 PML); detected: {what}",
+        env!("CARGO_PKG_VERSION")
+    );
+    let s = intern(&text, VERSION_NONE);
+    if let Ok(mut d) = DETECTED.try_lock() {
+        *d = Some(s);
+    }
+}
+
+/// The version string: ours, and the MPI most recently detected.
+pub fn version_string() -> &'static CStr {
+    match DETECTED.try_lock() {
+        Ok(d) => d.unwrap_or(VERSION_NONE),
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().unwrap_or(VERSION_NONE),
+        Err(std::sync::TryLockError::WouldBlock) => VERSION_NONE,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn percent_s_count(c: &CStr) -> usize {
+        let s = c.to_str().unwrap_or("");
+        let mut n = 0;
+        let mut chars = s.chars().peekable();
+        while let Some(ch) = chars.next() {
+            if ch == '%' {
+                let next = chars.next();
+                assert!(matches!(next, Some('s' | '%')), "stray conversion in {s}");
+                if next == Some('s') {
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    #[test]
+    fn messages_have_exactly_one_percent_s() {
+        for m in [
+            Missing::Type("ompi_group_t"),
+            Missing::Field("ompi_communicator_t", "c_name"),
+            Missing::Symbol("ompi_mpi_communicators"),
+            Missing::Type("weird%type"),
+        ] {
+            let msg = missing_message(m);
+            assert_eq!(percent_s_count(msg), 1, "{msg:?}");
+        }
+        for c in [NOT_OPEN_MPI, TABLE_UNREADABLE, GENERIC_IMAGE] {
+            assert_eq!(percent_s_count(c), 1);
+        }
+    }
+
+    #[test]
+    fn interning_reuses_and_caps() {
+        let a = intern("same text", c"fallback");
+        let b = intern("same text", c"fallback");
+        assert!(std::ptr::eq(a, b));
+        let mut table = Vec::new();
+        let cs = |s: &str| CString::new(s).unwrap_or_default();
+        for i in 0..MAX_TEXTS {
+            let s = intern_into(&mut table, cs(&format!("text {i}")), c"fallback");
+            assert_eq!(s.to_str().ok(), Some(format!("text {i}").as_str()));
+        }
+        assert_eq!(intern_into(&mut table, cs("one too many"), c"fallback"), c"fallback");
+        assert_eq!(intern_into(&mut table, cs("text 3"), c"fallback").to_str().ok(), Some("text 3"));
+    }
+
+    #[test]
+    fn version_string_names_us() {
+        let v = version_string().to_str().unwrap_or("");
+        assert!(v.starts_with("mqs message-queue DLL"));
+    }
+}

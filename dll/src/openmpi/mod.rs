@@ -1,0 +1,667 @@
+//! The Open MPI 4.1 backend (ob1 PML): image checks, per-process state,
+//! the communicator list and the three queues.
+
+pub mod communicators;
+pub mod groups;
+pub mod ob1;
+pub mod requests;
+pub mod unexpected;
+
+use std::collections::{HashSet, VecDeque};
+use std::ffi::CStr;
+use std::sync::Arc;
+
+use mqs_abi::{OpClass, PendingOperation, ReturnCode};
+
+use crate::abi;
+use crate::callbacks::{ImageAccess, InfoKind, ProcessAccess, TypeSizes};
+use crate::errors::DllError;
+use crate::layout::{Layout, Missing};
+use crate::messages;
+use crate::target::{ByteOrder, ReadError, Sizes, Target};
+use crate::walk::Stop;
+
+use communicators::{Comm, Known, Signature};
+use groups::{NameMap, ProcName, World};
+use requests::{DatatypeCache, Scan};
+
+/// Data symbols the DLL reads.
+pub const SYM_COMMUNICATORS: &str = "ompi_mpi_communicators";
+pub const SYM_SEND_REQUESTS: &str = "mca_pml_base_send_requests";
+pub const SYM_RECV_REQUESTS: &str = "mca_pml_base_recv_requests";
+pub const SYM_COMM_WORLD: &str = "ompi_mpi_comm_world";
+pub const SYM_COMM_NULL: &str = "ompi_mpi_comm_null";
+pub const SYM_TYPEDEFS_SIZEOF: &str = "MPIR_debug_typedefs_sizeof";
+pub const SYM_IGNORE_QUEUES: &str = "MPIR_Ignore_queues";
+pub const SYM_PML_COMPONENT: &str = "mca_pml_base_selected_component";
+pub const SYM_OB1_COMM_CLASS: &str = "mca_pml_ob1_comm_t_class";
+pub const SYM_PROC_LIST: &str = "ompi_proc_list";
+pub const SYM_LOCAL_PROC: &str = "ompi_proc_local_proc";
+/// A function in the file that always has debug info; asking for it makes
+/// lazy debuggers load that file's types first.
+pub const FN_SETUP_DLLS: &str = "ompi_debugger_setup_dlls";
+
+/// Why an image or process cannot show queues: a code and a static printf
+/// format with one `%s` (or none, to fail silently).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Failure {
+    pub code: DllError,
+    pub message: Option<&'static CStr>,
+}
+
+impl Failure {
+    fn missing(m: Missing) -> Failure {
+        Failure {
+            code: m.error(),
+            message: Some(messages::missing_message(m)),
+        }
+    }
+}
+
+/// What the DLL keeps per image.
+#[derive(Debug)]
+pub struct ImageState {
+    /// The debugger's image table, kept since `mqs_setup_image`.
+    pub table: *const abi::mqs_image_callbacks,
+    /// Set by a successful `mqs_image_has_queues`.
+    pub layout: Option<Arc<Layout>>,
+    /// Set by a failed one.
+    pub failure: Option<Failure>,
+}
+
+impl InfoKind for ImageState {
+    const MAGIC: u64 = 0x6d71_735f_696d_6167; // "mqs_imag"
+    const MISSING: DllError = DllError::NoImageInfo;
+}
+
+impl ImageState {
+    pub fn new(table: *const abi::mqs_image_callbacks) -> Self {
+        ImageState {
+            table,
+            layout: None,
+            failure: None,
+        }
+    }
+
+    /// `mqs_image_has_queues`: checks the image once and remembers.
+    pub fn check<I: ImageAccess>(&mut self, image: &I) -> Result<Arc<Layout>, Failure> {
+        if let Some(layout) = &self.layout {
+            return Ok(Arc::clone(layout));
+        }
+        match check_image(image) {
+            Ok(layout) => {
+                let layout = Arc::new(layout);
+                self.layout = Some(Arc::clone(&layout));
+                self.failure = None;
+                Ok(layout)
+            }
+            Err(f) => {
+                self.failure = Some(f);
+                Err(f)
+            }
+        }
+    }
+}
+
+/// Whether an image is an Open MPI program with the debug info we need.
+pub fn check_image<I: ImageAccess>(image: &I) -> Result<Layout, Failure> {
+    // Only to make a lazy debugger load the file with the types.
+    let _ = image.find_function(FN_SETUP_DLLS);
+    if image.find_symbol(SYM_IGNORE_QUEUES).is_some() {
+        return Err(Failure {
+            code: DllError::SilentFailure,
+            message: None,
+        });
+    }
+    if image.find_symbol(SYM_COMMUNICATORS).is_none() {
+        return Err(Failure {
+            code: DllError::NotOpenMpi,
+            message: Some(messages::NOT_OPEN_MPI),
+        });
+    }
+    Layout::resolve(image).map_err(Failure::missing)
+}
+
+/// Addresses of the symbols, looked up per process (a shared library may
+/// load at a different address in each).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Symbols {
+    pub communicators: u64,
+    pub send_requests: Option<u64>,
+    pub recv_requests: Option<u64>,
+    pub known: Known,
+    pub ob1_comm_class: Option<u64>,
+    pub proc_list: Option<u64>,
+    pub local_proc: Option<u64>,
+    pub pml_component: Option<u64>,
+}
+
+pub fn resolve_symbols<I: ImageAccess>(image: &I) -> Result<Symbols, Missing> {
+    Ok(Symbols {
+        communicators: image
+            .find_symbol(SYM_COMMUNICATORS)
+            .ok_or(Missing::Symbol(SYM_COMMUNICATORS))?,
+        send_requests: image.find_symbol(SYM_SEND_REQUESTS),
+        recv_requests: image.find_symbol(SYM_RECV_REQUESTS),
+        known: Known {
+            comm_world: image.find_symbol(SYM_COMM_WORLD),
+            comm_null: image.find_symbol(SYM_COMM_NULL),
+        },
+        ob1_comm_class: image.find_symbol(SYM_OB1_COMM_CLASS),
+        proc_list: image.find_symbol(SYM_PROC_LIST),
+        local_proc: image.find_symbol(SYM_LOCAL_PROC),
+        pml_component: image.find_symbol(SYM_PML_COMPONENT),
+    })
+}
+
+/// The basic sizes of a process: the debugger's, refined by the MPI's own
+/// record, and the byte order learned from target_to_host.
+pub fn process_sizes<I: ImageAccess, P: ProcessAccess + ?Sized>(
+    image: &I,
+    p: &P,
+    debugger: Option<TypeSizes>,
+) -> Result<(Sizes, ByteOrder), DllError> {
+    let sizes = match debugger {
+        Some(ts) => Sizes::from_debugger(ts)?,
+        None => Sizes::LP64,
+    };
+    let order = ByteOrder::probe(p);
+    let Some(record) = image.find_symbol(SYM_TYPEDEFS_SIZEOF) else {
+        return Ok((sizes, order));
+    };
+    let t = Target::new(p, sizes, order);
+    let step = u64::from(sizes.int);
+    let values: Vec<i64> = (0..7u64)
+        .map_while(|i| t.read_int(record + i * step).ok())
+        .collect();
+    Ok((sizes.with_mpi_record(&values), order))
+}
+
+/// The selected PML as Open MPI records it: name and Open MPI version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PmlInfo {
+    pub name: String,
+    pub version: Option<(i64, i64, i64)>,
+}
+
+/// Reads `mca_pml_base_selected_component` (an `mca_base_component_t`,
+/// whose layout is fixed by the MCA ABI: three ints, a 16-byte project
+/// name, three ints, a 32-byte type name, three ints, a 64-byte name).
+fn read_pml<P: ProcessAccess + ?Sized>(t: &Target<'_, P>, addr: u64) -> Option<PmlInfo> {
+    let v = t.view(t.check_ptr(addr, 4, 160).ok()?, 160).ok()?;
+    let project = v.chars(12, 16).ok()?;
+    let kind = v.chars(40, 32).ok()?;
+    if kind != "pml" {
+        return None;
+    }
+    let name = v.chars(84, 64).ok()?;
+    let version = (project == "ompi").then(|| {
+        (
+            v.i32(28).unwrap_or(0),
+            v.i32(32).unwrap_or(0),
+            v.i32(36).unwrap_or(0),
+        )
+    });
+    Some(PmlInfo { name, version })
+}
+
+/// Per-call caches, valid while the process stays stopped: dropped when the
+/// communicator list is updated or its iterator set up again.
+#[derive(Debug, Default)]
+pub struct Cache {
+    pub sends: Option<Scan>,
+    pub recvs: Option<Scan>,
+    pub datatypes: DatatypeCache,
+}
+
+/// What the DLL keeps per process.
+#[derive(Debug)]
+pub struct ProcessState {
+    /// The debugger's process table, kept since `mqs_setup_process`.
+    pub table: *const abi::mqs_process_callbacks,
+    pub layout: Option<Arc<Layout>>,
+    pub sizes: Sizes,
+    pub order: ByteOrder,
+    pub symbols: Option<Symbols>,
+    pub pml: Option<PmlInfo>,
+    /// This process's Open MPI name (jobid, vpid).
+    pub own_name: Option<ProcName>,
+    pub signature: Option<Signature>,
+    pub comms: Vec<Comm>,
+    pub world: World,
+    /// Index of the current communicator in `comms`.
+    pub current: Option<usize>,
+    pub ops: Option<VecDeque<PendingOperation>>,
+    pub cache: Cache,
+    /// MPI-2: the identity the debugger gave this process.
+    pub identity: Option<i32>,
+    /// Show operations with negative (internal) tags (MQS_SHOW_INTERNAL=1).
+    pub show_internal: bool,
+    /// Lines for the debugger's dprints, drained by the exports.
+    pub dprints: Vec<String>,
+    said: HashSet<&'static str>,
+    #[cfg(feature = "mpi2")]
+    pub new_processes: Option<VecDeque<mqs_abi::ProcessLocation>>,
+}
+
+impl InfoKind for ProcessState {
+    const MAGIC: u64 = 0x6d71_735f_7072_6f63; // "mqs_proc"
+    const MISSING: DllError = DllError::NoProcessInfo;
+}
+
+impl ProcessState {
+    pub fn new(
+        table: *const abi::mqs_process_callbacks,
+        layout: Option<Arc<Layout>>,
+        sizes: Sizes,
+        order: ByteOrder,
+    ) -> Self {
+        ProcessState {
+            table,
+            layout,
+            sizes,
+            order,
+            symbols: None,
+            pml: None,
+            own_name: None,
+            signature: None,
+            comms: Vec::new(),
+            world: World::default(),
+            current: None,
+            ops: None,
+            cache: Cache::default(),
+            identity: None,
+            show_internal: std::env::var_os("MQS_SHOW_INTERNAL").is_some_and(|v| v == "1"),
+            dprints: Vec::new(),
+            said: HashSet::new(),
+            #[cfg(feature = "mpi2")]
+            new_processes: None,
+        }
+    }
+
+    /// A target for one call.
+    pub fn target<'a, P: ProcessAccess + ?Sized>(&self, p: &'a P) -> Target<'a, P> {
+        Target::new(p, self.sizes, self.order)
+    }
+
+    /// Queues a dprints line once per process.
+    fn say_once(&mut self, key: &'static str, line: String) {
+        if self.said.insert(key) {
+            self.dprints.push(line);
+        }
+    }
+
+    fn layout(&self) -> Result<Arc<Layout>, DllError> {
+        self.layout.clone().ok_or(DllError::ImageHasNoQueues)
+    }
+
+    fn symbols(&self) -> Result<Symbols, DllError> {
+        self.symbols.ok_or(DllError::ImageHasNoQueues)
+    }
+
+    /// `mqs_process_has_queues`: finds the symbols and checks that the
+    /// communicator table can be read.
+    pub fn check<I: ImageAccess, P: ProcessAccess + ?Sized>(&mut self, image: &I, p: &P) -> Result<(), Failure> {
+        let layout = self.layout().map_err(|code| Failure {
+            code,
+            message: None,
+        })?;
+        let syms = resolve_symbols(image).map_err(Failure::missing)?;
+        self.symbols = Some(syms);
+        let t = self.target(p);
+        self.own_name = syms
+            .local_proc
+            .and_then(|a| t.read_ptr(a).ok())
+            .filter(|&p| p != 0)
+            .and_then(|p| groups::proc_name(&t, &layout, p).ok());
+        self.pml = syms.pml_component.and_then(|a| read_pml(&t, a));
+        communicators::read_table(&t, &layout, syms.communicators).map_err(|e| Failure {
+            code: e.into(),
+            message: Some(messages::TABLE_UNREADABLE),
+        })?;
+        let version = match self.pml.as_ref().and_then(|p| p.version) {
+            Some((a, b, c)) => format!("Open MPI {a}.{b}.{c}"),
+            None => "Open MPI (version not recorded)".to_string(),
+        };
+        let pml = match self.pml.as_ref() {
+            Some(p) => format!("PML {}", p.name),
+            None => "PML unknown".to_string(),
+        };
+        let ob1 = match &layout.ob1 {
+            Ok(_) => "ob1 debug info: yes".to_string(),
+            Err(m) => format!("ob1 debug info: no ({m})"),
+        };
+        messages::set_detected(&format!("{version}, {pml}, {ob1}"));
+        if let Err(m) = &layout.ob1 {
+            self.say_once(
+                "no-ob1",
+                format!(
+                    "mqs DLL: ob1's queues have no debug information ({m} missing): unexpected messages are not available and posted receives come from the request free lists. Build Open MPI with -g everywhere to see them."
+                ),
+            );
+        }
+        if let Some(pml) = self.pml.as_ref().filter(|p| p.name != "ob1") {
+            let line = format!(
+                "mqs DLL: the selected PML is {}, not ob1: only the request free lists can be read",
+                pml.name
+            );
+            self.say_once("not-ob1", line);
+        }
+        Ok(())
+    }
+
+    fn ob1_selected(&self) -> bool {
+        self.pml.as_ref().is_none_or(|p| p.name == "ob1")
+    }
+
+    /// `mqs_update_communicator_list`: rebuilds the list when the table's
+    /// signature moved; drops per-stop caches either way.
+    pub fn update_communicators<P: ProcessAccess + ?Sized>(&mut self, p: &P, names: Option<&NameMap>) -> Result<(), DllError> {
+        let layout = self.layout()?;
+        let syms = self.symbols()?;
+        self.cache = Cache::default();
+        self.ops = None;
+        let t = self.target(p);
+        let table = communicators::read_table(&t, &layout, syms.communicators)?;
+        // With MPI-2 identities the ranks may change without the table
+        // changing: rebuild whenever a name map is in use.
+        let names_in_use = names.is_some_and(|n| !n.is_empty());
+        if self.signature == Some(table.signature) && !names_in_use {
+            return Ok(());
+        }
+        let built = communicators::build(
+            &t,
+            &layout,
+            &table,
+            syms.known,
+            self.own_name.map(|n| n.jobid),
+            names,
+        )?;
+        if built.skipped > 0 {
+            self.dprints.push(format!(
+                "mqs DLL: {} communicator(s) could not be read and are not shown",
+                built.skipped
+            ));
+        }
+        self.comms = built.comms;
+        self.world = built.world;
+        self.signature = Some(table.signature);
+        self.current = None;
+        Ok(())
+    }
+
+    /// `mqs_setup_communicator_iterator`.
+    pub fn setup_communicators(&mut self) -> ReturnCode {
+        self.cache = Cache::default();
+        self.ops = None;
+        if self.comms.is_empty() {
+            self.current = None;
+            ReturnCode::EndOfList
+        } else {
+            self.current = Some(0);
+            ReturnCode::Ok
+        }
+    }
+
+    /// The current communicator.
+    pub fn current_comm(&self) -> Result<&Comm, DllError> {
+        self.current
+            .and_then(|i| self.comms.get(i))
+            .ok_or(DllError::NoCurrentCommunicator)
+    }
+
+    /// `mqs_next_communicator`. Past the end the iterator stays ended, so a
+    /// debugger that calls again gets an error, not a crash.
+    pub fn next_communicator(&mut self) -> Result<ReturnCode, DllError> {
+        let cur = self.current.ok_or(DllError::NoCurrentCommunicator)?;
+        self.ops = None;
+        if cur + 1 < self.comms.len() {
+            self.current = Some(cur + 1);
+            Ok(ReturnCode::Ok)
+        } else {
+            self.current = None;
+            Ok(ReturnCode::EndOfList)
+        }
+    }
+
+    /// `mqs_setup_operation_iterator`.
+    pub fn setup_operations<P: ProcessAccess + ?Sized>(&mut self, p: &P, class: OpClass) -> Result<ReturnCode, DllError> {
+        self.ops = None;
+        let comm = self.current_comm()?.clone();
+        let layout = self.layout()?;
+        let syms = self.symbols()?;
+        let t = self.target(p);
+        let built = match class {
+            OpClass::PendingSends => self.sends(&t, &layout, &syms, &comm),
+            OpClass::PendingReceives => self.receives(&t, &layout, &syms, &comm),
+            OpClass::UnexpectedMessages => self.unexpected(&t, &layout, &syms, &comm),
+        };
+        let Some((mut ops, stop)) = built else {
+            return Ok(ReturnCode::NoInformation);
+        };
+        if let Some(stop) = stop {
+            match ops.last_mut() {
+                Some(last) => add_note(last, stop.note()),
+                None => return Err(stop_error(stop)),
+            }
+        }
+        let rc = if ops.is_empty() {
+            ReturnCode::EndOfList
+        } else {
+            ReturnCode::Ok
+        };
+        self.ops = Some(ops.into());
+        Ok(rc)
+    }
+
+    /// `mqs_next_operation`.
+    pub fn next_operation(&mut self) -> Result<Option<PendingOperation>, DllError> {
+        let ops = self.ops.as_mut().ok_or(DllError::NoOperationIterator)?;
+        Ok(ops.pop_front())
+    }
+
+    fn keep_tag(&self, tag: i64) -> bool {
+        self.show_internal || !requests::is_internal_tag(tag)
+    }
+
+    fn scan<P: ProcessAccess + ?Sized>(&mut self, t: &Target<'_, P>, layout: &Layout, fl: u64, sends: bool) -> &Scan {
+        let slot = if sends {
+            &mut self.cache.sends
+        } else {
+            &mut self.cache.recvs
+        };
+        slot.get_or_insert_with(|| requests::scan_free_list(t, layout, fl))
+    }
+
+    fn sends<P: ProcessAccess + ?Sized>(
+        &mut self,
+        t: &Target<'_, P>,
+        layout: &Layout,
+        syms: &Symbols,
+        comm: &Comm,
+    ) -> Option<(Vec<PendingOperation>, Option<Stop>)> {
+        let fl = syms.send_requests?;
+        let scan = self.scan(t, layout, fl, true);
+        let stop = scan.stop;
+        let mut reqs: Vec<_> = scan
+            .by_comm
+            .get(&comm.addr)
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| r.kind == requests::Kind::Send && self.keep_tag(r.tag))
+            .collect();
+        // ob1 numbers sends per peer as they start: the closest thing to
+        // the order they were issued.
+        reqs.sort_by_key(|r| (r.sequence.unwrap_or(u64::MAX), r.peer, r.addr));
+        let ops = reqs
+            .iter()
+            .map(|r| {
+                let dt = requests::datatype(t, layout, &mut self.cache.datatypes, r.datatype);
+                requests::to_operation(r, comm, dt.as_ref(), None)
+            })
+            .collect();
+        Some((ops, stop))
+    }
+
+    fn receives<P: ProcessAccess + ?Sized>(
+        &mut self,
+        t: &Target<'_, P>,
+        layout: &Layout,
+        syms: &Symbols,
+        comm: &Comm,
+    ) -> Option<(Vec<PendingOperation>, Option<Stop>)> {
+        let ob1_comm = if self.ob1_selected() {
+            ob1::read_comm(t, layout, comm, syms.ob1_comm_class)
+        } else {
+            Err(ob1::NotUsable::NotOb1)
+        };
+        let mut ops = Vec::new();
+        let mut stop = None;
+        let mut shown = HashSet::new();
+        let from_queues = match (&ob1_comm, &layout.ob1) {
+            (Ok(oc), Ok(ob1l)) => {
+                let (posted, s) = ob1::posted(t, layout, ob1l, oc);
+                stop = s;
+                let mut k = 0;
+                for p in posted {
+                    shown.insert(p.request.addr);
+                    if !self.keep_tag(p.request.tag) {
+                        continue;
+                    }
+                    k += 1;
+                    let queue = if p.wild { "ANY_SOURCE queue" } else { "peer queue" };
+                    let order = format!("posted #{k} in ob1 matching order ({queue})");
+                    let dt = requests::datatype(t, layout, &mut self.cache.datatypes, p.request.datatype);
+                    ops.push(requests::to_operation(&p.request, comm, dt.as_ref(), Some(order)));
+                }
+                true
+            }
+            _ => false,
+        };
+        if let Err(ob1::NotUsable::Read(e)) = ob1_comm {
+            stop = Some(read_stop(e));
+        }
+        // The free list holds every receive, including those already matched
+        // (and so gone from ob1's queues) and not yet completed or freed.
+        let Some(fl) = syms.recv_requests else {
+            return from_queues.then_some((ops, stop));
+        };
+        let scan = self.scan(t, layout, fl, false);
+        stop = stop.or(scan.stop);
+        let mut reqs: Vec<_> = scan
+            .by_comm
+            .get(&comm.addr)
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| r.kind.is_receive() && !shown.contains(&r.addr) && self.keep_tag(r.tag))
+            .collect();
+        let sequenced = reqs
+            .iter()
+            .filter_map(|r| r.sequence)
+            .collect::<HashSet<_>>()
+            .len()
+            > 1;
+        if sequenced {
+            reqs.sort_by_key(|r| r.sequence.unwrap_or(u64::MAX));
+        }
+        let order = if from_queues {
+            "not in ob1's posted queues (matched or probing)".to_string()
+        } else if sequenced {
+            "order: by posting sequence (no ob1 queue info)".to_string()
+        } else {
+            "order: allocation order (free list), not matching".to_string()
+        };
+        for r in reqs {
+            let dt = requests::datatype(t, layout, &mut self.cache.datatypes, r.datatype);
+            ops.push(requests::to_operation(&r, comm, dt.as_ref(), Some(order.clone())));
+        }
+        Some((ops, stop))
+    }
+
+    fn unexpected<P: ProcessAccess + ?Sized>(
+        &mut self,
+        t: &Target<'_, P>,
+        layout: &Layout,
+        syms: &Symbols,
+        comm: &Comm,
+    ) -> Option<(Vec<PendingOperation>, Option<Stop>)> {
+        let ob1l = match &layout.ob1 {
+            Ok(l) => l,
+            Err(m) => {
+                let line = format!(
+                    "mqs DLL: unexpected messages not available: ob1 has no debug information ({m} missing)"
+                );
+                self.say_once("unexpected-no-ob1", line);
+                return None;
+            }
+        };
+        if !self.ob1_selected() {
+            return None;
+        }
+        let oc = match ob1::read_comm(t, layout, comm, syms.ob1_comm_class) {
+            Ok(oc) => oc,
+            Err(ob1::NotUsable::Read(e)) => return Some((Vec::new(), Some(read_stop(e)))),
+            // No PML data on this communicator: it never communicated.
+            Err(_) => return Some((Vec::new(), None)),
+        };
+        let (frags, stop) = unexpected::frags(t, layout, ob1l, &oc);
+        let ops = frags
+            .iter()
+            .filter(|f| self.keep_tag(f.tag))
+            .map(|f| unexpected::to_operation(f, comm, Some(comm.id)))
+            .collect();
+        Some((ops, stop))
+    }
+
+    /// The global ranks of the current communicator's local group, as
+    /// `mqs_get_comm_group` writes them (exactly `size` entries).
+    pub fn comm_group(&self) -> Result<Vec<i32>, DllError> {
+        let comm = self.current_comm()?;
+        Ok(comm
+            .local_ranks
+            .iter()
+            .map(|&r| i32::try_from(r).unwrap_or(-1))
+            .collect())
+    }
+
+    /// This process's Open MPI name, read now if not yet known.
+    pub fn own_name<P: ProcessAccess + ?Sized>(&mut self, p: &P) -> Option<ProcName> {
+        if self.own_name.is_none() {
+            let layout = self.layout.clone()?;
+            let local = self.symbols?.local_proc?;
+            let t = self.target(p);
+            let ptr = t.read_ptr(local).ok().filter(|&p| p != 0)?;
+            self.own_name = groups::proc_name(&t, &layout, ptr).ok();
+        }
+        self.own_name
+    }
+}
+
+fn read_stop(e: ReadError) -> Stop {
+    match e {
+        ReadError::Budget => Stop::Budget,
+        ReadError::Unreadable(a) => Stop::Unreadable(a),
+        ReadError::Misaligned(a) => Stop::BadPointer(a),
+        ReadError::Null => Stop::BadPointer(0),
+        ReadError::OutOfRange => Stop::Corrupt,
+    }
+}
+
+fn stop_error(stop: Stop) -> DllError {
+    match stop {
+        Stop::Budget | Stop::Limit(_) => DllError::LimitReached,
+        Stop::Unreadable(_) => DllError::ReadFailed,
+        Stop::Cycle(_) | Stop::BadPointer(_) | Stop::Corrupt => DllError::Corrupt,
+    }
+}
+
+/// Adds a line to an operation's extra text; the fifth line is replaced if
+/// all are used (the note matters more than detail).
+pub fn add_note(op: &mut PendingOperation, note: String) {
+    if op.extra_text.len() >= 5 {
+        op.extra_text.truncate(4);
+    }
+    op.extra_text.push(note);
+}

@@ -1,0 +1,177 @@
+//! ob1's matching structures: a communicator's `mca_pml_ob1_comm_t`, its
+//! per-peer `mca_pml_ob1_comm_proc_t`, and the posted-receive queues in the
+//! order ob1 matches them.
+//!
+//! ob1 keeps ANY_SOURCE receives on the communicator's `wild_receives` and
+//! the others on the peer's `specific_receives`; every receive gets the next
+//! `recv_sequence` when posted, and an incoming message is matched against
+//! the two candidate queues by taking whichever head was posted first. So
+//! all receives merged by `req_sequence` is exactly MPI's matching order.
+
+use crate::callbacks::ProcessAccess;
+use crate::layout::{Layout, Ob1Layout};
+use crate::openmpi::communicators::Comm;
+use crate::openmpi::groups::MAX_GROUP;
+use crate::openmpi::requests::{self, Request};
+use crate::target::{ReadError, Target};
+use crate::walk::{self, Stop};
+
+/// Why ob1's queues cannot be used for a communicator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotUsable {
+    /// No ob1 debug info in the image.
+    NoDebugInfo,
+    /// The communicator has no PML data (or not ob1's).
+    NotOb1,
+    /// It could not be read.
+    Read(ReadError),
+}
+
+/// A communicator's ob1 data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ob1Comm {
+    pub addr: u64,
+    /// Address of the `wild_receives` list.
+    pub wild: u64,
+    /// (peer rank, `mca_pml_ob1_comm_proc_t` address) for every peer ob1
+    /// has set up (others have never communicated).
+    pub procs: Vec<(u64, u64)>,
+    /// Per-peer truncation: more peers than the group.
+    pub stop: Option<Stop>,
+}
+
+/// Reads `comm`'s ob1 data, checking its object class when the class
+/// symbol is known (`mca_pml_ob1_comm_t_class`).
+pub fn read_comm<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    layout: &Layout,
+    comm: &Comm,
+    class: Option<u64>,
+) -> Result<Ob1Comm, NotUsable> {
+    let ob1 = layout.ob1.as_ref().map_err(|_| NotUsable::NoDebugInfo)?;
+    if comm.pml_comm == 0 {
+        return Err(NotUsable::NotOb1);
+    }
+    let at = t
+        .check_ptr(comm.pml_comm, t.ptr_align(), ob1.comm_size)
+        .map_err(|_| NotUsable::NotOb1)?;
+    let v = t.view(at, ob1.comm_size).map_err(NotUsable::Read)?;
+    if let (Some(off), Some(class)) = (layout.obj_class, class) {
+        if v.ptr(off).map_err(NotUsable::Read)? != class {
+            return Err(NotUsable::NotOb1);
+        }
+    }
+    let procs_ptr = v.ptr(ob1.comm_procs).map_err(NotUsable::Read)?;
+    let num = v.size_t(ob1.comm_num_procs).map_err(NotUsable::Read)?;
+    let mut out = Ob1Comm {
+        addr: at,
+        wild: at + ob1.comm_wild_receives,
+        procs: Vec::new(),
+        stop: None,
+    };
+    // One slot per peer of the group peers are named in.
+    let expected = comm.remote_ranks.len() as u64;
+    let mut n = num.min(MAX_GROUP);
+    if num != expected && expected > 0 {
+        out.stop = Some(Stop::Corrupt);
+        n = n.min(expected);
+    }
+    if n == 0 || procs_ptr == 0 {
+        return Ok(out);
+    }
+    let psize = u64::from(t.sizes.pointer);
+    let table = t
+        .check_ptr(procs_ptr, psize, n * psize)
+        .and_then(|a| t.view(a, n * psize))
+        .map_err(NotUsable::Read)?;
+    for peer in 0..n {
+        let p = table.ptr(peer * psize).map_err(NotUsable::Read)?;
+        if p != 0 {
+            out.procs.push((peer, p));
+        }
+    }
+    Ok(out)
+}
+
+/// Whether the opal_list_t at `list` is empty, decided from bytes already
+/// read (saves a fetch per empty queue).
+pub(crate) fn list_is_empty<P: ProcessAccess + ?Sized>(
+    proc_view: &crate::target::View<'_, '_, P>,
+    layout: &Layout,
+    list_off: u64,
+) -> Option<bool> {
+    let sentinel_off = list_off + layout.list.sentinel;
+    let next = proc_view.ptr(sentinel_off + layout.list.item_next).ok()?;
+    Some(next == proc_view.addr + sentinel_off)
+}
+
+/// A posted receive in ob1's queues.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Posted {
+    pub request: Request,
+    /// Whether it sits on `wild_receives` (ANY_SOURCE).
+    pub wild: bool,
+}
+
+/// Posted receives of one communicator, in matching order.
+pub fn posted<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    layout: &Layout,
+    ob1: &Ob1Layout,
+    oc: &Ob1Comm,
+) -> (Vec<Posted>, Option<Stop>) {
+    let mut stop = oc.stop;
+    let mut found: Vec<Posted> = Vec::new();
+    let mut take = |walk: walk::Walk, wild: bool, stop: &mut Option<Stop>| {
+        *stop = stop.or(walk.stop);
+        for item in walk.items {
+            // The list item is the first member of the request.
+            match requests::read(t, layout, item) {
+                Ok(request) => found.push(Posted { request, wild }),
+                Err(e) => {
+                    *stop = stop.or(Some(match e {
+                        ReadError::Budget => Stop::Budget,
+                        _ => Stop::Unreadable(item),
+                    }));
+                }
+            }
+        }
+    };
+    take(
+        walk::opal_list(t, &layout.list, oc.wild, walk::MAX_LIST_ITEMS),
+        true,
+        &mut stop,
+    );
+    for &(_, proc_addr) in &oc.procs {
+        if t.exhausted() {
+            stop = stop.or(Some(Stop::Budget));
+            break;
+        }
+        let view = match t
+            .check_ptr(proc_addr, t.ptr_align(), ob1.proc_size)
+            .and_then(|a| t.view(a, ob1.proc_size))
+        {
+            Ok(v) => v,
+            Err(_) => {
+                stop = stop.or(Some(Stop::BadPointer(proc_addr)));
+                continue;
+            }
+        };
+        if list_is_empty(&view, layout, ob1.proc_specific_receives) == Some(true) {
+            continue;
+        }
+        take(
+            walk::opal_list(
+                t,
+                &layout.list,
+                proc_addr + ob1.proc_specific_receives,
+                walk::MAX_LIST_ITEMS,
+            ),
+            false,
+            &mut stop,
+        );
+    }
+    // Stable: within one queue, list order already is sequence order.
+    found.sort_by_key(|p| p.request.sequence.unwrap_or(u64::MAX));
+    (found, stop)
+}

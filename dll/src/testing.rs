@@ -1,0 +1,127 @@
+//! In-memory fakes of a debugger's image and process, for unit tests.
+
+use std::cell::Cell;
+use std::collections::{BTreeMap, HashMap};
+
+use crate::callbacks::{ImageAccess, ProcessAccess};
+
+const PAGE: u64 = 4096;
+
+/// A process's memory as a sparse set of pages; bytes never written are
+/// unmapped and unreadable.
+#[derive(Debug, Default)]
+pub struct FakeProcess {
+    pages: BTreeMap<u64, Box<[u8]>>,
+    /// Target byte order is the opposite of the host's.
+    pub swap: bool,
+    pub fetches: Cell<u64>,
+}
+
+impl FakeProcess {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Writes `bytes` at `addr`, mapping the pages it touches.
+    pub fn map(&mut self, addr: u64, bytes: Vec<u8>) {
+        for (i, b) in bytes.into_iter().enumerate() {
+            let a = addr + i as u64;
+            let page = self
+                .pages
+                .entry(a / PAGE * PAGE)
+                .or_insert_with(|| vec![0u8; PAGE as usize].into_boxed_slice());
+            page[(a % PAGE) as usize] = b;
+        }
+    }
+
+    fn put(&mut self, addr: u64, v: u64, n: usize) {
+        let mut bytes = if cfg!(target_endian = "little") {
+            v.to_le_bytes()[..n].to_vec()
+        } else {
+            v.to_be_bytes()[8 - n..].to_vec()
+        };
+        if self.swap {
+            bytes.reverse();
+        }
+        self.map(addr, bytes);
+    }
+
+    pub fn write_u64(&mut self, addr: u64, v: u64) {
+        self.put(addr, v, 8)
+    }
+    pub fn write_u32(&mut self, addr: u64, v: u32) {
+        self.put(addr, u64::from(v), 4)
+    }
+    pub fn write_u16(&mut self, addr: u64, v: u16) {
+        self.put(addr, u64::from(v), 2)
+    }
+}
+
+impl ProcessAccess for FakeProcess {
+    fn fetch(&self, addr: u64, buf: &mut [u8]) -> bool {
+        self.fetches.set(self.fetches.get() + 1);
+        for (i, slot) in buf.iter_mut().enumerate() {
+            let Some(a) = addr.checked_add(i as u64) else {
+                return false;
+            };
+            match self.pages.get(&(a / PAGE * PAGE)) {
+                Some(page) => *slot = page[(a % PAGE) as usize],
+                None => return false,
+            }
+        }
+        true
+    }
+
+    fn target_to_host(&self, input: &[u8], output: &mut [u8]) {
+        let n = input.len().min(output.len());
+        output[..n].copy_from_slice(&input[..n]);
+        if self.swap {
+            output[..n].reverse();
+        }
+    }
+}
+
+/// An image's symbols and types.
+#[derive(Debug, Default, Clone)]
+pub struct FakeImage {
+    pub symbols: HashMap<String, u64>,
+    pub types: Vec<(String, u64, HashMap<String, u64>)>,
+}
+
+impl FakeImage {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn add_type(&mut self, name: &str, size: u64, fields: &[(&str, u64)]) {
+        self.types.push((
+            name.to_string(),
+            size,
+            fields.iter().map(|(f, o)| (f.to_string(), *o)).collect(),
+        ));
+    }
+
+    pub fn remove_type(&mut self, name: &str) {
+        self.types.retain(|t| t.0 != name);
+    }
+}
+
+impl ImageAccess for FakeImage {
+    type Type = usize;
+
+    fn find_symbol(&self, name: &str) -> Option<u64> {
+        self.symbols.get(name).copied()
+    }
+    fn find_function(&self, name: &str) -> Option<u64> {
+        self.symbols.get(name).copied()
+    }
+    fn find_type(&self, name: &str) -> Option<usize> {
+        self.types.iter().position(|t| t.0 == name)
+    }
+    fn field_offset(&self, ty: usize, field: &str) -> Option<u64> {
+        self.types.get(ty)?.2.get(field).copied()
+    }
+    fn size_of(&self, ty: usize) -> Option<u64> {
+        Some(self.types.get(ty)?.1)
+    }
+}

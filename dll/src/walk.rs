@@ -1,0 +1,461 @@
+//! Bounded walks over target data structures.
+//!
+//! Every walk has an element cap, detects cycles with a visited set, checks
+//! each pointer before following it, and stops (keeping what it found) on
+//! the first unreadable or implausible element, saying why in [`Stop`].
+
+use std::collections::HashSet;
+
+use crate::callbacks::ProcessAccess;
+use crate::layout::{FreeListLayout, ListLayout};
+use crate::target::{ReadError, Target, View};
+
+/// Most elements any one list may have.
+pub const MAX_LIST_ITEMS: usize = 1 << 20;
+/// Most slabs a free list may have.
+pub const MAX_SLABS: usize = 1 << 16;
+/// Largest free-list element we accept.
+pub const MAX_ELEMENT_SIZE: u64 = 1 << 20;
+
+/// Why a walk ended before its natural end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// An element came round again.
+    Cycle(u64),
+    /// An element pointer was NULL, misaligned or implausible.
+    BadPointer(u64),
+    /// Memory could not be read.
+    Unreadable(u64),
+    /// The element cap was reached.
+    Limit(usize),
+    /// The per-call read budget is spent.
+    Budget,
+    /// Sizes or counts that cannot be right.
+    Corrupt,
+}
+
+impl Stop {
+    fn from_read(e: ReadError, at: u64) -> Stop {
+        match e {
+            ReadError::Unreadable(a) => Stop::Unreadable(a),
+            ReadError::Budget => Stop::Budget,
+            ReadError::Null | ReadError::Misaligned(_) => Stop::BadPointer(at),
+            ReadError::OutOfRange => Stop::Corrupt,
+        }
+    }
+
+    /// One short line for `extra_text` (fits in 63 bytes).
+    pub fn note(&self) -> String {
+        match self {
+            Stop::Cycle(a) => format!("list cut: cycle at {a:#x}"),
+            Stop::BadPointer(a) => format!("list cut: bad pointer {a:#x}"),
+            Stop::Unreadable(a) => format!("list cut: unreadable {a:#x}"),
+            Stop::Limit(n) => format!("list cut after {n} elements"),
+            Stop::Budget => "list cut: read budget spent".to_string(),
+            Stop::Corrupt => "list cut: corrupt sizes or counts".to_string(),
+        }
+    }
+}
+
+/// The elements found, and why the walk stopped early if it did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Walk {
+    pub items: Vec<u64>,
+    pub stop: Option<Stop>,
+}
+
+/// Walks an `opal_list_t` at `list_addr`: the items between the sentinel's
+/// `next` and the sentinel itself, at most `cap` of them.
+pub fn opal_list<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    list: &ListLayout,
+    list_addr: u64,
+    cap: usize,
+) -> Walk {
+    let mut walk = Walk::default();
+    let Some(sentinel) = list_addr.checked_add(list.sentinel) else {
+        walk.stop = Some(Stop::BadPointer(list_addr));
+        return walk;
+    };
+    let first = t
+        .check_ptr(sentinel, t.ptr_align(), list.item_size)
+        .and_then(|s| t.read_ptr(s + list.item_next));
+    let mut cur = match first {
+        Ok(p) => p,
+        Err(e) => {
+            walk.stop = Some(Stop::from_read(e, sentinel));
+            return walk;
+        }
+    };
+    let mut seen = HashSet::new();
+    seen.insert(sentinel);
+    let cap = cap.min(MAX_LIST_ITEMS);
+    while cur != sentinel {
+        if let Err(e) = t.check_ptr(cur, t.ptr_align(), list.item_size) {
+            walk.stop = Some(Stop::from_read(e, cur));
+            break;
+        }
+        if !seen.insert(cur) {
+            walk.stop = Some(Stop::Cycle(cur));
+            break;
+        }
+        if walk.items.len() >= cap {
+            walk.stop = Some(Stop::Limit(cap));
+            break;
+        }
+        walk.items.push(cur);
+        match t.read_ptr(cur + list.item_next) {
+            Ok(next) => cur = next,
+            Err(e) => {
+                walk.stop = Some(Stop::from_read(e, cur));
+                break;
+            }
+        }
+    }
+    walk
+}
+
+/// Walks a ring of items linked through `next_off` starting at `head`
+/// (ob1's out-of-sequence fragments): until the ring closes on `head`.
+pub fn ring<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    head: u64,
+    next_off: u64,
+    item_size: u64,
+    cap: usize,
+) -> Walk {
+    let mut walk = Walk::default();
+    if head == 0 {
+        return walk;
+    }
+    let mut seen = HashSet::new();
+    let cap = cap.min(MAX_LIST_ITEMS);
+    let mut cur = head;
+    loop {
+        if let Err(e) = t.check_ptr(cur, t.ptr_align(), item_size) {
+            walk.stop = Some(Stop::from_read(e, cur));
+            break;
+        }
+        if !seen.insert(cur) {
+            walk.stop = Some(Stop::Cycle(cur));
+            break;
+        }
+        if walk.items.len() >= cap {
+            walk.stop = Some(Stop::Limit(cap));
+            break;
+        }
+        walk.items.push(cur);
+        match t.read_ptr(cur + next_off) {
+            Ok(next) if next == head => break,
+            Ok(next) => cur = next,
+            Err(e) => {
+                walk.stop = Some(Stop::from_read(e, cur));
+                break;
+            }
+        }
+    }
+    walk
+}
+
+fn align_up(v: u64, a: u64) -> Option<u64> {
+    let a = a.max(1);
+    v.checked_add(a - 1).map(|x| x / a * a)
+}
+
+/// Visits every element of an `opal_free_list_t` (every request ever
+/// allocated, free or in use), reading each slab in one fetch.
+///
+/// Slabs hang off `fl_allocations`, each an `opal_free_list_item_t` header
+/// followed by elements at `fl_frag_alignment`, `fl_frag_size` apart. The
+/// first slab is the initial allocation (its count is what the others do not
+/// account for); elements whose object class is not `fl_frag_class` are
+/// skipped, so a wrong count cannot produce garbage. `visit` gets each
+/// element's address and its first `elem_len` bytes.
+pub fn free_list<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    list: &ListLayout,
+    fl: &FreeListLayout,
+    obj_class: Option<u64>,
+    fl_addr: u64,
+    elem_len: u64,
+    cap: usize,
+    mut visit: impl FnMut(u64, &View<'_, '_, P>),
+) -> Option<Stop> {
+    let header_len = [
+        fl.num_allocated,
+        fl.num_per_alloc,
+        fl.frag_size,
+        fl.frag_alignment,
+        fl.frag_class,
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0)
+        + 8;
+    let header = match t
+        .check_ptr(fl_addr, t.ptr_align(), header_len)
+        .and_then(|a| t.view(a, header_len))
+    {
+        Ok(v) => v,
+        Err(e) => return Some(Stop::from_read(e, fl_addr)),
+    };
+    let fields = (|| {
+        Ok::<_, ReadError>((
+            header.size_t(fl.num_allocated)?,
+            header.size_t(fl.num_per_alloc)?,
+            header.size_t(fl.frag_size)?,
+            header.size_t(fl.frag_alignment)?,
+            header.ptr(fl.frag_class)?,
+        ))
+    })();
+    let (allocated, per_alloc, frag_size, alignment, class) = match fields {
+        Ok(f) => f,
+        Err(e) => return Some(Stop::from_read(e, fl_addr)),
+    };
+    if alignment > 4096 || (alignment != 0 && !alignment.is_power_of_two()) {
+        return Some(Stop::Corrupt);
+    }
+    let Some(stride) = align_up(frag_size, alignment) else {
+        return Some(Stop::Corrupt);
+    };
+    if stride == 0 || stride > MAX_ELEMENT_SIZE || elem_len > stride.max(elem_len) {
+        return Some(Stop::Corrupt);
+    }
+    let slabs = opal_list(t, list, fl_addr + fl.allocations, MAX_SLABS);
+    let mut stop = slabs.stop;
+    let cap = cap.min(MAX_LIST_ITEMS);
+    let total = usize::try_from(allocated).unwrap_or(usize::MAX);
+    let per_alloc = usize::try_from(per_alloc).unwrap_or(usize::MAX).max(1);
+    let nslabs = slabs.items.len();
+    if nslabs == 0 {
+        return stop;
+    }
+    // The later slabs hold fl_num_per_alloc each; the first what is left.
+    let later = per_alloc.saturating_mul(nslabs - 1);
+    let first = match total.checked_sub(later) {
+        Some(n) if n > 0 => n,
+        _ => per_alloc.min(total.max(1)),
+    };
+    let mut visited = 0usize;
+    for (i, &slab) in slabs.items.iter().enumerate() {
+        let want = if i == 0 { first } else { per_alloc };
+        let count = want.min(total.saturating_sub(visited));
+        if count == 0 {
+            continue;
+        }
+        if visited >= cap {
+            stop = stop.or(Some(Stop::Limit(cap)));
+            break;
+        }
+        let count = count.min(cap - visited);
+        let Some(start) = slab
+            .checked_add(fl.item_size)
+            .and_then(|a| align_up(a, alignment))
+        else {
+            stop = stop.or(Some(Stop::Corrupt));
+            break;
+        };
+        let Some(len) = (count as u64).checked_mul(stride) else {
+            stop = stop.or(Some(Stop::Corrupt));
+            break;
+        };
+        let region = match t.view(start, len) {
+            Ok(r) => r,
+            Err(e) => {
+                stop = stop.or(Some(Stop::from_read(e, start)));
+                // A slab we cannot read whole: try the next.
+                if e == ReadError::Budget {
+                    break;
+                }
+                visited += count;
+                continue;
+            }
+        };
+        for k in 0..count as u64 {
+            let off = k * stride;
+            let Ok(bytes) = region.bytes(off, elem_len.min(stride)) else {
+                break;
+            };
+            let elem = t.view_from(start + off, bytes.to_vec());
+            if let Some(class_off) = obj_class {
+                if elem.ptr(class_off).ok() != Some(class) {
+                    continue;
+                }
+            }
+            visit(start + off, &elem);
+        }
+        visited += count;
+    }
+    stop
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::target::{Budget, ByteOrder, Sizes};
+    use crate::testing::FakeProcess;
+
+    const LIST: ListLayout = ListLayout {
+        item_next: 16,
+        item_prev: Some(24),
+        item_size: 40,
+        sentinel: 16,
+    };
+
+    /// An opal_list_t at `at` with items at `items` (each 64 bytes apart).
+    fn build_list(p: &mut FakeProcess, at: u64, items: &[u64], close: Option<u64>) {
+        let sentinel = at + LIST.sentinel;
+        p.map(at, vec![0; 64]);
+        let mut prev = sentinel;
+        for &it in items {
+            p.map(it, vec![0; 64]);
+            p.write_u64(prev + LIST.item_next, it);
+            prev = it;
+        }
+        p.write_u64(prev + LIST.item_next, close.unwrap_or(sentinel));
+    }
+
+    fn target(p: &FakeProcess) -> Target<'_, FakeProcess> {
+        Target::new(p, Sizes::LP64, ByteOrder::Same)
+    }
+
+    #[test]
+    fn walks_a_list_in_order() {
+        let mut p = FakeProcess::new();
+        build_list(&mut p, 0x10000, &[0x20000, 0x30000, 0x28000], None);
+        let w = opal_list(&target(&p), &LIST, 0x10000, 100);
+        assert_eq!(w.items, vec![0x20000, 0x30000, 0x28000]);
+        assert_eq!(w.stop, None);
+    }
+
+    #[test]
+    fn empty_list() {
+        let mut p = FakeProcess::new();
+        build_list(&mut p, 0x10000, &[], None);
+        assert_eq!(opal_list(&target(&p), &LIST, 0x10000, 100), Walk::default());
+    }
+
+    #[test]
+    fn detects_cycles_bad_pointers_and_caps() {
+        let mut p = FakeProcess::new();
+        build_list(&mut p, 0x10000, &[0x20000, 0x30000], Some(0x20000));
+        let w = opal_list(&target(&p), &LIST, 0x10000, 100);
+        assert_eq!(w.items, vec![0x20000, 0x30000]);
+        assert_eq!(w.stop, Some(Stop::Cycle(0x20000)));
+
+        build_list(&mut p, 0x10000, &[0x20000], Some(0x20003));
+        let w = opal_list(&target(&p), &LIST, 0x10000, 100);
+        assert_eq!(w.stop, Some(Stop::BadPointer(0x20003)));
+
+        build_list(&mut p, 0x10000, &[0x20000], Some(0x9990000));
+        let w = opal_list(&target(&p), &LIST, 0x10000, 100);
+        assert_eq!(w.items, vec![0x20000, 0x9990000]);
+        assert!(matches!(w.stop, Some(Stop::Unreadable(_))));
+
+        build_list(&mut p, 0x10000, &[0x20000, 0x30000, 0x40000], None);
+        let w = opal_list(&target(&p), &LIST, 0x10000, 2);
+        assert_eq!(w.items.len(), 2);
+        assert_eq!(w.stop, Some(Stop::Limit(2)));
+    }
+
+    #[test]
+    fn a_self_loop_and_a_budget_stop() {
+        let mut p = FakeProcess::new();
+        build_list(&mut p, 0x10000, &[0x20000], Some(0x20000));
+        let w = opal_list(&target(&p), &LIST, 0x10000, 100);
+        assert_eq!(w.stop, Some(Stop::Cycle(0x20000)));
+
+        let items: Vec<u64> = (1..=50).map(|i| 0x100000 + i * 0x100).collect();
+        build_list(&mut p, 0x10000, &items, None);
+        let budget = Budget {
+            max_fetches: 10,
+            max_bytes: 1 << 20,
+        };
+        let t = Target::with_budget(&p, Sizes::LP64, ByteOrder::Same, budget);
+        let w = opal_list(&t, &LIST, 0x10000, 1000);
+        assert_eq!(w.stop, Some(Stop::Budget));
+        assert!(t.fetches() <= 10);
+    }
+
+    #[test]
+    fn rings_close_on_their_head() {
+        let mut p = FakeProcess::new();
+        for (a, n) in [(0x20000u64, 0x30000u64), (0x30000, 0x40000), (0x40000, 0x20000)] {
+            p.map(a, vec![0; 64]);
+            p.write_u64(a + 16, n);
+        }
+        let w = ring(&target(&p), 0x20000, 16, 40, 100);
+        assert_eq!(w.items, vec![0x20000, 0x30000, 0x40000]);
+        assert_eq!(w.stop, None);
+        // A ring that loops back to its middle.
+        p.write_u64(0x40000 + 16, 0x30000);
+        let w = ring(&target(&p), 0x20000, 16, 40, 100);
+        assert_eq!(w.stop, Some(Stop::Cycle(0x30000)));
+        assert_eq!(ring(&target(&p), 0, 16, 40, 100), Walk::default());
+    }
+
+    const FL: FreeListLayout = FreeListLayout {
+        num_allocated: 0,
+        num_per_alloc: 8,
+        frag_size: 16,
+        frag_alignment: 24,
+        frag_class: 32,
+        allocations: 64,
+        item_size: 56,
+    };
+
+    /// A free list at 0x10000 with slabs of `counts` elements (stride 128).
+    fn build_free_list(p: &mut FakeProcess, counts: &[u64], per_alloc: u64) -> Vec<u64> {
+        let fl = 0x10000;
+        p.map(fl, vec![0; 256]);
+        p.write_u64(fl + FL.num_allocated, counts.iter().sum());
+        p.write_u64(fl + FL.num_per_alloc, per_alloc);
+        p.write_u64(fl + FL.frag_size, 100);
+        p.write_u64(fl + FL.frag_alignment, 64);
+        p.write_u64(fl + FL.frag_class, 0xc1a55);
+        let slabs: Vec<u64> = (0..counts.len() as u64).map(|i| 0x100000 * (i + 1)).collect();
+        let mut elems = Vec::new();
+        for (&slab, &n) in slabs.iter().zip(counts) {
+            p.map(slab, vec![0; (64 + n * 128) as usize]);
+            for k in 0..n {
+                let e = slab + 64 + k * 128;
+                p.write_u64(e, 0xc1a55);
+                elems.push(e);
+            }
+        }
+        build_list(p, fl + FL.allocations - LIST.sentinel, &slabs, None);
+        elems
+    }
+
+    #[test]
+    fn free_list_visits_every_element_of_every_slab() {
+        let mut p = FakeProcess::new();
+        let elems = build_free_list(&mut p, &[3, 4, 4], 4);
+        let mut seen = Vec::new();
+        let t = target(&p);
+        let stop = free_list(&t, &LIST, &FL, Some(0), 0x10000, 16, 1000, |a, _| seen.push(a));
+        assert_eq!(stop, None);
+        assert_eq!(seen, elems);
+        // One fetch for the header, one per slab link, one per slab.
+        assert!(t.fetches() <= 1 + 4 + 3, "{} fetches", t.fetches());
+    }
+
+    #[test]
+    fn free_list_skips_foreign_elements_and_survives_bad_counts() {
+        let mut p = FakeProcess::new();
+        let elems = build_free_list(&mut p, &[2, 4], 4);
+        p.write_u64(elems[1], 0xbad);
+        p.write_u64(0x10000 + FL.num_allocated, u64::MAX);
+        let mut seen = Vec::new();
+        let stop = free_list(&target(&p), &LIST, &FL, Some(0), 0x10000, 16, 1000, |a, _| {
+            seen.push(a)
+        });
+        assert!(!seen.contains(&elems[1]));
+        assert!(seen.contains(&elems[0]));
+        assert!(stop.is_some() || seen.len() <= 6);
+        // Nonsense alignment.
+        p.write_u64(0x10000 + FL.frag_alignment, 3);
+        let stop = free_list(&target(&p), &LIST, &FL, Some(0), 0x10000, 16, 1000, |_, _| {});
+        assert_eq!(stop, Some(Stop::Corrupt));
+    }
+}

@@ -1,0 +1,131 @@
+//! MPIR process acquisition: a starter (`mpirun`, `mpiexec`) lists the
+//! processes of its job in `MPIR_proctable`, an array of
+//! `MPIR_PROCDESC { char *host_name; char *executable_name; int pid; }`
+//! with `MPIR_proctable_size` entries, indexed by MPI_COMM_WORLD rank.
+//!
+//! Only reading happens here: the table of a running job is filled in by
+//! the starter, so a tool attaching later needs no breakpoint.
+
+use crate::dll::ImageSymbols;
+use crate::dll::locate::read_c_string;
+use crate::target::Target;
+use crate::{Error, Result};
+
+/// Most entries believed (a corrupt size must not make us read gigabytes).
+const MAX_PROCS: i64 = 1 << 22;
+const MAX_STRING: usize = 4096;
+
+/// One process of the job, as the starter describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcDesc {
+    pub rank: usize,
+    pub host: String,
+    pub executable: String,
+    pub pid: i32,
+}
+
+/// The layout of an MPIR_PROCDESC entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct EntryLayout {
+    size: u64,
+    host: u64,
+    executable: u64,
+    pid: u64,
+}
+
+/// The layout the MPIR specification gives, on LP64.
+const SPEC_LAYOUT: EntryLayout = EntryLayout {
+    size: 24,
+    host: 0,
+    executable: 8,
+    pid: 16,
+};
+
+/// Whether the process is an MPIR starter (it has the breakpoint function
+/// and the process table).
+pub fn is_starter(symbols: &dyn ImageSymbols) -> bool {
+    symbols.find_function("MPIR_Breakpoint").is_some()
+        && symbols.find_symbol("MPIR_proctable").is_some()
+        && symbols.find_symbol("MPIR_proctable_size").is_some()
+}
+
+fn layout(symbols: &dyn ImageSymbols) -> EntryLayout {
+    let from_dwarf = ["MPIR_PROCDESC", "struct MPIR_PROCDESC"]
+        .iter()
+        .find_map(|name| symbols.find_type(name))
+        .and_then(|t| {
+            Some(EntryLayout {
+                size: t.size?,
+                host: t.field_offset("host_name")?,
+                executable: t.field_offset("executable_name")?,
+                pid: t.field_offset("pid")?,
+            })
+        });
+    from_dwarf.unwrap_or(SPEC_LAYOUT)
+}
+
+/// Reads the starter's process table.
+pub fn read_proctable(target: &dyn Target, symbols: &dyn ImageSymbols) -> Result<Vec<ProcDesc>> {
+    let pid = target.pid();
+    let not_ready = |detail: &str| Error::NotMpi {
+        pid,
+        detail: format!("it is an MPI starter but {detail}"),
+    };
+    let size_addr = symbols
+        .find_symbol("MPIR_proctable_size")
+        .ok_or_else(|| not_ready("has no MPIR_proctable_size"))?;
+    let table_addr = symbols
+        .find_symbol("MPIR_proctable")
+        .ok_or_else(|| not_ready("has no MPIR_proctable"))?;
+    let mut int = [0u8; 4];
+    target.read(size_addr, &mut int)?;
+    let size = i64::from(i32::from_ne_bytes(int));
+    if !(0..=MAX_PROCS).contains(&size) {
+        return Err(not_ready(&format!("its MPIR_proctable_size is {size}")));
+    }
+    let mut ptr = [0u8; 8];
+    target.read(table_addr, &mut ptr)?;
+    let table = u64::from_ne_bytes(ptr);
+    if size == 0 || table == 0 {
+        return Err(not_ready("its process table is empty (the job has not started yet)"));
+    }
+    let layout = layout(symbols);
+    let mut entries = Vec::with_capacity(size as usize);
+    for rank in 0..size as u64 {
+        let base = table + rank * layout.size;
+        let mut field = [0u8; 8];
+        target.read(base + layout.host, &mut field)?;
+        let host = string_at(target, u64::from_ne_bytes(field));
+        target.read(base + layout.executable, &mut field)?;
+        let executable = string_at(target, u64::from_ne_bytes(field));
+        target.read(base + layout.pid, &mut int)?;
+        entries.push(ProcDesc {
+            rank: rank as usize,
+            host,
+            executable,
+            pid: i32::from_ne_bytes(int),
+        });
+    }
+    Ok(entries)
+}
+
+/// A string the table points at; unreadable or NULL reads as empty.
+fn string_at(target: &dyn Target, addr: u64) -> String {
+    if addr == 0 {
+        return String::new();
+    }
+    read_c_string(target, addr, MAX_STRING).unwrap_or_default()
+}
+
+/// Whether a host name from the table is this machine.
+pub fn is_local_host(host: &str) -> bool {
+    if host.is_empty() || host == "localhost" || host.starts_with("127.") {
+        return true;
+    }
+    let ours = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_default();
+    let short = |h: &str| h.split('.').next().unwrap_or("").to_string();
+    !ours.is_empty() && short(&ours) == short(host)
+}

@@ -1,0 +1,128 @@
+/*
+ * test_dll.c: a deliberately odd message-queue DLL for testing the host's
+ * handling of DLLs. What it does wrong is chosen when it is compiled:
+ *   -DCOMPATIBILITY=N   mqs_version_compatibility returns N (default 2)
+ *   -DTADDR_WIDTH=N     mqs_dll_taddr_width returns N (default 8)
+ *   -DKILL_TARGET       mqs_update_communicator_list kills the target with
+ *                       SIGKILL (its pid read from the environment variable
+ *                       MQS_TEST_KILL_PID), then keeps reading from it:
+ *                       the "process exited during the dump" case.
+ * Otherwise it reports one communicator "test-world" of size 1 and empty
+ * queues, reading one byte of MPIR_dll_name per call to exercise fetch.
+ */
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/types.h>
+#include "mpi_interface.h"
+
+#ifndef COMPATIBILITY
+#define COMPATIBILITY 2
+#endif
+#ifndef TADDR_WIDTH
+#define TADDR_WIDTH 8
+#endif
+
+static const mqs_basic_callbacks *basic;
+static const mqs_image_callbacks *image_cb;
+static const mqs_process_callbacks *process_cb;
+static mqs_taddr_t name_addr;
+static int comm_index;
+
+void mqs_setup_basic_callbacks(const mqs_basic_callbacks *cb) { basic = cb; }
+char *mqs_version_string(void) { return (char *)"mqs test DLL"; }
+int mqs_version_compatibility(void) { return COMPATIBILITY; }
+int mqs_dll_taddr_width(void) { return TADDR_WIDTH; }
+char *mqs_dll_error_string(int code) { (void)code; return (char *)"test DLL error"; }
+
+int mqs_setup_image(mqs_image *image, const mqs_image_callbacks *cb)
+{
+    (void)image;
+    image_cb = cb;
+    return mqs_ok;
+}
+
+int mqs_image_has_queues(mqs_image *image, char **message)
+{
+    *message = NULL;
+    if (image_cb->mqs_find_symbol_fp(image, (char *)"MPIR_dll_name", &name_addr) != mqs_ok) {
+        *message = (char *)"test DLL: no MPIR_dll_name in %s";
+        return mqs_first_user_code;
+    }
+    return mqs_ok;
+}
+
+void mqs_destroy_image_info(mqs_image_info *info) { (void)info; }
+
+int mqs_setup_process(mqs_process *process, const mqs_process_callbacks *cb)
+{
+    (void)process;
+    process_cb = cb;
+    return mqs_ok;
+}
+
+int mqs_process_has_queues(mqs_process *process, char **message)
+{
+    (void)process;
+    *message = NULL;
+    return mqs_ok;
+}
+
+void mqs_destroy_process_info(mqs_process_info *info) { (void)info; }
+
+int mqs_update_communicator_list(mqs_process *process)
+{
+    char byte;
+#ifdef KILL_TARGET
+    const char *pid = getenv("MQS_TEST_KILL_PID");
+    if (pid)
+        kill((pid_t)atoi(pid), SIGKILL);
+    /* Reads now fail: report it as the DLL would. */
+    for (int i = 0; i < 100; i++)
+        if (process_cb->mqs_fetch_data_fp(process, name_addr, 1, &byte) != mqs_ok)
+            return mqs_first_user_code + 1;
+#endif
+    if (process_cb->mqs_fetch_data_fp(process, name_addr, 1, &byte) != mqs_ok)
+        return mqs_first_user_code + 1;
+    return mqs_ok;
+}
+
+int mqs_setup_communicator_iterator(mqs_process *process)
+{
+    (void)process;
+    comm_index = 0;
+    return mqs_ok;
+}
+
+int mqs_get_communicator(mqs_process *process, mqs_communicator *comm)
+{
+    (void)process;
+    if (comm_index != 0)
+        return mqs_end_of_list;
+    comm->unique_id = 7;
+    comm->local_rank = 0;
+    comm->size = 1;
+    comm->name[0] = 't'; comm->name[1] = 'e'; comm->name[2] = 's'; comm->name[3] = 't';
+    comm->name[4] = 0;
+    return mqs_ok;
+}
+
+int mqs_next_communicator(mqs_process *process)
+{
+    (void)process;
+    comm_index++;
+    return mqs_end_of_list;
+}
+
+int mqs_setup_operation_iterator(mqs_process *process, int op)
+{
+    (void)process;
+    (void)op;
+    return mqs_end_of_list;
+}
+
+int mqs_next_operation(mqs_process *process, mqs_pending_operation *op)
+{
+    (void)process;
+    (void)op;
+    return mqs_end_of_list;
+}
