@@ -27,6 +27,12 @@ pub(crate) struct Facts {
 /// The error for a refused access to `pid`, or the process's absence if that
 /// is what the refusal really was.
 pub(crate) fn permission_error(pid: i32, errno: Errno) -> Error {
+    if pid == std::process::id() as i32 {
+        return Error::PermissionDenied {
+            pid,
+            reason: PermissionReason::Other("a process cannot trace itself".into()),
+        };
+    }
     match gather(pid) {
         Some(facts) => Error::PermissionDenied {
             pid,

@@ -6,7 +6,7 @@
 //! available or not permitted we fall back to `pread` on /proc/PID/mem, which
 //! also stops at the first unreadable page.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, OnceCell};
 use std::fs::File;
 use std::io::{self, IoSliceMut};
 use std::os::unix::fs::FileExt;
@@ -15,7 +15,7 @@ use nix::errno::Errno;
 use nix::sys::uio::{process_vm_readv, RemoteIoVec};
 use nix::unistd::Pid;
 
-use super::ptrace::{StoppedThreads, ThreadStop};
+use super::ptrace::StoppedThreads;
 use super::{maps, procfs, MappedObject, Target, PAGE_SIZE};
 use crate::{Error, Result};
 
@@ -39,6 +39,11 @@ pub enum Mode {
 /// neither `Send` nor `Sync`, and detaches (on [`LiveProcess::detach`] or
 /// drop) from the thread that attached. Should that thread exit first, the
 /// kernel detaches and the process runs on.
+///
+/// ```compile_fail
+/// fn needs_send<T: Send>() {}
+/// needs_send::<mqs_host::target::LiveProcess>();
+/// ```
 #[derive(Debug)]
 pub struct LiveProcess {
     pid: i32,
@@ -46,7 +51,7 @@ pub struct LiveProcess {
     mode: Mode,
     stopped: Option<StoppedThreads>,
     /// /proc/PID/mem, opened when first needed.
-    mem: RefCell<Option<File>>,
+    mem: OnceCell<File>,
     /// process_vm_readv failed with ENOSYS or EPERM: use `mem` from now on.
     use_mem: Cell<bool>,
     syscalls: Cell<u64>,
@@ -67,7 +72,7 @@ impl LiveProcess {
             start_time: stat.start_time,
             mode,
             stopped: None,
-            mem: RefCell::new(None),
+            mem: OnceCell::new(),
             use_mem: Cell::new(false),
             syscalls: Cell::new(0),
         };
@@ -86,8 +91,8 @@ impl LiveProcess {
         self.mode
     }
 
-    /// The stopped threads (none in [`Mode::NoStop`]).
-    pub fn threads(&self) -> &[ThreadStop] {
+    /// The ids of the stopped threads (none in [`Mode::NoStop`]).
+    pub fn threads(&self) -> &[i32] {
         self.stopped.as_ref().map_or(&[], |s| s.threads())
     }
 
@@ -110,13 +115,13 @@ impl LiveProcess {
         self.syscalls.set(self.syscalls.get() + 1);
     }
 
-    fn mem_file(&self) -> Result<std::cell::RefMut<'_, File>> {
-        let mut slot = self.mem.borrow_mut();
-        if slot.is_none() {
-            let path = procfs::mem_path(self.pid);
-            *slot = Some(File::open(&path).map_err(|e| maps::proc_error(self.pid, e, true))?);
+    fn mem_file(&self) -> Result<&File> {
+        if let Some(file) = self.mem.get() {
+            return Ok(file);
         }
-        Ok(std::cell::RefMut::map(slot, |f| f.as_mut().expect("just opened")))
+        let file = File::open(procfs::mem_path(self.pid))
+            .map_err(|e| maps::proc_error(self.pid, e, true))?;
+        Ok(self.mem.get_or_init(|| file))
     }
 
     /// process_vm_readv over `addr..addr + buf.len()`: the readable prefix.
@@ -236,7 +241,6 @@ impl Target for LiveProcess {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,7 +313,10 @@ mod tests {
         for pid in [0, -1, i32::MAX] {
             for mode in [Mode::Stop, Mode::NoStop] {
                 let err = LiveProcess::attach(pid, mode).unwrap_err();
-                assert!(matches!(err, Error::NoSuchProcess { pid: p } if p == pid), "{err}");
+                assert!(
+                    matches!(err, Error::NoSuchProcess { pid: p } if p == pid),
+                    "{err}"
+                );
             }
         }
     }

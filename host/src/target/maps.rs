@@ -225,7 +225,8 @@ mod tests {
 
     #[test]
     fn lowest_mapping_without_offset_zero() {
-        let maps = b"3000-4000 r-xp 00002000 08:01 9 /x.so\n5000-6000 r--p 00004000 08:01 9 /x.so\n";
+        let maps =
+            b"3000-4000 r-xp 00002000 08:01 9 /x.so\n5000-6000 r--p 00004000 08:01 9 /x.so\n";
         let objects = group(maps, None);
         assert_eq!(objects.len(), 1);
         assert_eq!(objects[0].base, 0x3000);

@@ -19,7 +19,7 @@ use crate::{Error, Result};
 pub use cache::{CacheStats, PageCache};
 pub use live::{LiveProcess, Mode};
 pub use maps::exe_path;
-pub use ptrace::{install_signal_cleanup, ThreadStop};
+pub use ptrace::install_signal_cleanup;
 
 /// The granularity of reads and of the cache. Every Linux page size is a
 /// multiple of it, so a page of this size is either wholly mapped or not.

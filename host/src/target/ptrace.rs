@@ -6,10 +6,13 @@
 //! PTRACE_ATTACH, sends no SIGSTOP, so a detach, ours or the kernel's when the
 //! tracing thread exits, leaves nothing stopped behind.
 //!
-//! A thread may report a signal-delivery-stop instead of the interrupt stop
-//! (a signal arrived after SEIZE). It is stopped all the same, so we keep it
-//! there and pass the signal on at PTRACE_DETACH, which delivers it with its
-//! original siginfo; suppressing it and sending it again later could not.
+//! A thread may report a signal-delivery-stop before the interrupt stop (a
+//! signal arrived after SEIZE). We pass the signal straight on (PTRACE_CONT
+//! with it: the original siginfo is kept) and wait on; the pending interrupt
+//! stops the thread before it runs any more code. Holding it in that stop
+//! instead would lose the signal if we died: the kernel's detach on tracer
+//! exit does not re-deliver a signal whose stop the tracer has collected.
+//! So we look at a stop with WNOWAIT first and collect only interrupt stops.
 //!
 //! The kernel accepts ptrace requests only from the thread that attached, so
 //! [`StoppedThreads`] is neither `Send` nor `Sync`.
@@ -32,20 +35,11 @@ use crate::{Error, Result};
 /// uninterruptible sleep (a hung NFS read, say) takes more than microseconds.
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// One stopped thread.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ThreadStop {
-    pub tid: i32,
-    /// The signal the thread was about to receive when it stopped (a crashing
-    /// rank shows its SIGSEGV here). It is delivered when we detach.
-    pub signal: Option<i32>,
-}
-
 /// Every thread of one process, held in a ptrace-stop until dropped.
 #[derive(Debug)]
 pub(crate) struct StoppedThreads {
     pid: i32,
-    stopped: Vec<ThreadStop>,
+    stopped: Vec<i32>,
     /// Seized and interrupted, stop not yet seen.
     stopping: Vec<i32>,
     _not_send: PhantomData<*const ()>,
@@ -84,7 +78,7 @@ impl StoppedThreads {
         Ok(this)
     }
 
-    pub(crate) fn threads(&self) -> &[ThreadStop] {
+    pub(crate) fn threads(&self) -> &[i32] {
         &self.stopped
     }
 
@@ -127,9 +121,9 @@ impl StoppedThreads {
                 let tid = self.stopping[i];
                 match poll(tid) {
                     Ok(Poll::Running) => i += 1,
-                    Ok(Poll::Stopped(signal)) => {
+                    Ok(Poll::Stopped) => {
                         self.stopping.swap_remove(i);
-                        self.stopped.push(ThreadStop { tid, signal });
+                        self.stopped.push(tid);
                     }
                     Ok(Poll::Exited) => {
                         self.stopping.swap_remove(i);
@@ -158,7 +152,7 @@ impl StoppedThreads {
         }
     }
 
-    /// Detaches every thread, delivering held signals. Idempotent.
+    /// Detaches every thread. Idempotent.
     pub(crate) fn resume(&mut self) -> Result<()> {
         // PTRACE_DETACH needs a stopped tracee, so first let the interrupted
         // threads reach their stop.
@@ -169,13 +163,13 @@ impl StoppedThreads {
         };
         // Killed while stopped (ESRCH), a thread is exiting and we must reap it.
         let mut parked = std::mem::take(&mut self.stopping);
-        for t in std::mem::take(&mut self.stopped) {
-            if let Err(errno) = detach(t.tid, t.signal) {
-                parked.push(t.tid);
+        for tid in std::mem::take(&mut self.stopped) {
+            if let Err(errno) = ptrace::detach(Pid::from_raw(tid), None) {
+                parked.push(tid);
                 if errno != Errno::ESRCH {
                     first_error.get_or_insert(Error::Ptrace {
                         op: "PTRACE_DETACH",
-                        tid: t.tid,
+                        tid,
                         errno,
                     });
                 }
@@ -197,23 +191,23 @@ impl Drop for StoppedThreads {
 
 enum Poll {
     Running,
-    Stopped(Option<i32>),
+    Stopped,
     Exited,
 }
 
-/// Collects a thread's state change without blocking.
+/// Collects a thread's state change without blocking, passing on the signal
+/// of a signal-delivery-stop.
 ///
-/// libc, not nix: nix's waitpid fails with EINVAL on a stop by a real-time
-/// signal (after the kernel has consumed the status), and glibc itself uses
-/// real-time signals.
+/// libc, not nix: nix's wait calls fail with EINVAL on a stop by a real-time
+/// signal (after the kernel has consumed the status), and its ptrace calls
+/// take only the classic signals; glibc itself uses real-time signals.
 fn poll(tid: i32) -> Result<Poll, Errno> {
     loop {
-        let mut status = 0;
-        // SAFETY: waitpid writes only the status integer, which outlives the call.
-        let r = unsafe { libc::waitpid(tid, &mut status, libc::WNOHANG | libc::__WALL) };
-        if r == 0 {
-            return Ok(Poll::Running);
-        }
+        // SAFETY: siginfo_t is plain data, valid when zeroed.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let flags = libc::WEXITED | libc::WSTOPPED | libc::WNOHANG | libc::WNOWAIT | libc::__WALL;
+        // SAFETY: waitid writes only the siginfo, which outlives the call.
+        let r = unsafe { libc::waitid(libc::P_PID, tid as libc::id_t, &mut info, flags) };
         if r < 0 {
             match Errno::last() {
                 Errno::EINTR => continue,
@@ -222,25 +216,47 @@ fn poll(tid: i32) -> Result<Poll, Errno> {
                 errno => return Err(errno),
             }
         }
-        if libc::WIFSTOPPED(status) {
-            // A PTRACE_EVENT in the high bits marks the interrupt stop (or a
-            // group-stop); none marks a signal-delivery-stop.
-            let event = status >> 16;
-            let signal = (event == 0).then(|| libc::WSTOPSIG(status));
-            return Ok(Poll::Stopped(signal));
+        // SAFETY: waitid filled in a SIGCHLD siginfo, whose pid and status
+        // fields these read; si_pid is 0 when there was nothing to report.
+        let (pid, status) = unsafe { (info.si_pid(), info.si_status()) };
+        if pid == 0 {
+            return Ok(Poll::Running);
         }
-        if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
+        // A ptrace stop without a PTRACE_EVENT in the high bits is a
+        // signal-delivery-stop: pass the signal on, uncollected.
+        if info.si_code == libc::CLD_TRAPPED && status >> 8 == 0 {
+            match restart_with(tid, status) {
+                Ok(()) | Err(Errno::ESRCH) => return Ok(Poll::Running),
+                Err(errno) => return Err(errno),
+            }
+        }
+        // Collect it: the interrupt stop (or a group-stop), or an exit.
+        let mut status = 0;
+        // SAFETY: waitpid writes only the status integer, which outlives the call.
+        let r = unsafe { libc::waitpid(tid, &mut status, libc::WNOHANG | libc::__WALL) };
+        if r < 0 {
+            match Errno::last() {
+                Errno::EINTR => continue,
+                Errno::ECHILD => return Ok(Poll::Exited),
+                errno => return Err(errno),
+            }
+        }
+        if r > 0 && libc::WIFSTOPPED(status) && status >> 16 != 0 {
+            return Ok(Poll::Stopped);
+        }
+        if r > 0 && (libc::WIFEXITED(status) || libc::WIFSIGNALED(status)) {
             return Ok(Poll::Exited);
         }
+        // Anything else changed in between; look again.
     }
 }
 
-/// PTRACE_DETACH, through libc because nix's takes only the classic signals.
-fn detach(tid: i32, signal: Option<i32>) -> Result<(), Errno> {
-    let data = signal.unwrap_or(0) as usize as *mut c_void;
-    // SAFETY: PTRACE_DETACH dereferences no pointer: addr is ignored and data
+/// PTRACE_CONT delivering `signal`.
+fn restart_with(tid: i32, signal: i32) -> Result<(), Errno> {
+    let data = signal as usize as *mut c_void;
+    // SAFETY: PTRACE_CONT dereferences no pointer: addr is ignored and data
     // carries the signal number.
-    let r = unsafe { libc::ptrace(libc::PTRACE_DETACH, tid, std::ptr::null_mut::<c_void>(), data) };
+    let r = unsafe { libc::ptrace(libc::PTRACE_CONT, tid, std::ptr::null_mut::<c_void>(), data) };
     if r < 0 {
         Err(Errno::last())
     } else {
@@ -277,7 +293,7 @@ fn release_stragglers() -> bool {
             let mut s = s.borrow_mut();
             s.retain(|&tid| match poll(tid) {
                 Ok(Poll::Running) => true,
-                Ok(Poll::Stopped(signal)) => detach(tid, signal).is_err(),
+                Ok(Poll::Stopped) => ptrace::detach(Pid::from_raw(tid), None).is_err(),
                 Ok(Poll::Exited) | Err(_) => false,
             });
             !s.is_empty()
@@ -291,8 +307,7 @@ fn release_stragglers() -> bool {
 ///
 /// That is all a clean exit needs: when a tracing thread exits, for any
 /// reason, even SIGKILL, the kernel detaches its tracees, and a SEIZEd tracee
-/// resumes (a held signal is delivered; a process that was group-stopped
-/// before we came stays stopped). Nothing has to run in the signal handler,
+/// resumes (a process that was group-stopped before we came stays stopped). Nothing has to run in the signal handler,
 /// which could not safely reach our state anyway. A signal that is ignored
 /// (nohup, a background job) stays ignored: it cannot end us, so it cannot
 /// interrupt a detach either.

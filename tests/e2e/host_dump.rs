@@ -1,0 +1,316 @@
+//! mqs-dump against real hung jobs of the `queues` fixture, through the
+//! DLL each MPI ships (found via MPIR_dll_name): the exact communicators and
+//! queues, in text and JSON, for one rank and for a whole job via the
+//! starter's MPIR_proctable; and the job left running afterwards.
+//!
+//! The values are what each MPI's own DLL reports, known defects included
+//! (TARGETS.md): Open MPI's reads -1 as a 32-bit unsigned (ANY_SOURCE is
+//! 4294967295, MPI_COMM_NULL's rank 4294967294) and has no unexpected queue;
+//! MPICH's gives lengths in elements (not bytes), length 0 for unexpected
+//! messages, no global ranks, and lists internal communicators unnamed.
+
+mod support;
+
+use mqs_tests::{Job, Mpi};
+use serde_json::Value;
+use support::*;
+
+/// Open MPI's DLL: -1 read as unsigned 32-bit.
+const OMPI_MINUS_1: i64 = 4_294_967_295;
+const OMPI_MINUS_2: i64 = 4_294_967_294;
+const ANY: Option<i64> = None;
+
+/// (peer local rank, tag or ANY, length, status)
+type Op = (i64, Option<i64>, i64, &'static str);
+
+#[derive(Debug)]
+enum Q {
+    NotAvailable,
+    Ops(&'static [Op]),
+}
+
+const NONE: Q = Q::Ops(&[]);
+
+#[derive(Debug)]
+struct Comm {
+    name: &'static str,
+    size: i64,
+    local_rank: i64,
+    /// Global ranks of the members, when the DLL tells them.
+    group: Option<&'static [i64]>,
+    sends: Q,
+    receives: Q,
+    unexpected: Q,
+}
+
+/// What Open MPI's DLL reports for rank `rank` of `queues` (both builds).
+fn open_mpi_expected(rank: u32) -> Vec<Comm> {
+    let na = || Q::NotAvailable;
+    let c = |name, size, local_rank, group, sends, receives| Comm {
+        name,
+        size,
+        local_rank,
+        group,
+        sends,
+        receives,
+        unexpected: na(),
+    };
+    if rank == 0 {
+        vec![
+            c("MPI_COMM_WORLD", 2, 0, Some(&[0, 1]), NONE, Q::Ops(&[(OMPI_MINUS_1, Some(8), 32, "pending")])),
+            c("MPI_COMM_SELF", 1, 0, Some(&[0]), NONE, NONE),
+            c("MPI_COMM_NULL", 0, OMPI_MINUS_2, None, NONE, NONE),
+            c("mqs-dup", 2, 0, Some(&[0, 1]), NONE, Q::Ops(&[(1, Some(7), 16, "pending")])),
+            c("mqs-split", 2, 1, Some(&[1, 0]), NONE, Q::Ops(&[(0, ANY, 8, "pending")])),
+            c("mqs-wait", 2, 0, Some(&[0, 1]), NONE, Q::Ops(&[(OMPI_MINUS_1, Some(1000), 4, "pending")])),
+        ]
+    } else {
+        vec![
+            c("MPI_COMM_WORLD", 2, 1, Some(&[0, 1]), Q::Ops(&[(0, Some(5), 400_000, "pending")]), NONE),
+            c("MPI_COMM_SELF", 1, 0, Some(&[1]), NONE, NONE),
+            c("MPI_COMM_NULL", 0, OMPI_MINUS_2, None, NONE, NONE),
+            c("mqs-dup", 2, 1, Some(&[0, 1]), NONE, Q::Ops(&[(0, Some(11), 32, "pending")])),
+            c("mqs-split", 2, 0, Some(&[1, 0]), NONE, NONE),
+            c("mqs-wait", 2, 1, Some(&[0, 1]), NONE, Q::Ops(&[(OMPI_MINUS_1, Some(1000), 4, "pending")])),
+        ]
+    }
+}
+
+/// What MPICH's DLL reports for the named communicators of `queues`;
+/// lengths are in elements (MPI_INT) as that DLL gives them.
+fn mpich_expected(rank: u32) -> Vec<Comm> {
+    let c = |name, size, local_rank, sends, receives, unexpected| Comm {
+        name,
+        size,
+        local_rank,
+        group: None,
+        sends,
+        receives,
+        unexpected,
+    };
+    if rank == 0 {
+        vec![
+            c(
+                "MPI_COMM_WORLD",
+                2,
+                0,
+                NONE,
+                Q::Ops(&[(-1, Some(8), 8, "pending")]),
+                Q::Ops(&[(1, Some(99), 0, "complete"), (1, Some(5), 0, "pending")]),
+            ),
+            c("MPI_COMM_SELF", 1, 0, NONE, NONE, NONE),
+            c("MPI_ICOMM_WORLD", 2, 0, NONE, NONE, NONE),
+            c("mqs-dup", 2, 0, NONE, Q::Ops(&[(1, Some(7), 4, "pending")]), NONE),
+            c("mqs-split", 2, 1, NONE, Q::Ops(&[(0, ANY, 2, "pending")]), NONE),
+            c("mqs-wait", 2, 0, NONE, Q::Ops(&[(-1, Some(1000), 1, "pending")]), NONE),
+        ]
+    } else {
+        vec![
+            c(
+                "MPI_COMM_WORLD",
+                2,
+                1,
+                Q::Ops(&[(0, Some(5), 100_000, "pending"), (0, Some(99), 16, "complete")]),
+                NONE,
+                NONE,
+            ),
+            c("MPI_COMM_SELF", 1, 0, NONE, NONE, NONE),
+            c("MPI_ICOMM_WORLD", 2, 1, NONE, NONE, NONE),
+            c("mqs-dup", 2, 1, NONE, Q::Ops(&[(0, Some(11), 8, "pending")]), NONE),
+            c("mqs-split", 2, 0, NONE, NONE, NONE),
+            c("mqs-wait", 2, 1, NONE, Q::Ops(&[(-1, Some(1000), 1, "pending")]), NONE),
+        ]
+    }
+}
+
+/// MPICH's DLL names the communicators it made for itself like this.
+const MPICH_INTERNAL: &str = "--unnamed--";
+
+fn ops_of(queue: &Value) -> Result<Vec<Op>, String> {
+    match queue["status"].as_str() {
+        Some("ok") => {}
+        other => return Err(format!("status {other:?}")),
+    }
+    assert!(queue["truncated"].is_null(), "truncated queue: {queue}");
+    Ok(queue["operations"]
+        .as_array()
+        .expect("operations")
+        .iter()
+        .map(|op| {
+            let status: &'static str = match op["status"].as_str().expect("status") {
+                "pending" => "pending",
+                "matched" => "matched",
+                "complete" => "complete",
+                other => panic!("unexpected status {other}"),
+            };
+            (
+                op["desired_local_rank"].as_i64().expect("rank"),
+                op["desired_tag"].as_i64(),
+                op["desired_length"].as_i64().expect("length"),
+                status,
+            )
+        })
+        .collect())
+}
+
+fn check_queue(what: &str, actual: &Value, expected: &Q) {
+    match expected {
+        Q::NotAvailable => {
+            assert_eq!(actual["status"], "not_available", "{what}: {actual}");
+            assert!(actual["reason"].as_str().is_some_and(|r| !r.is_empty()));
+        }
+        Q::Ops(ops) => {
+            let got = ops_of(actual).unwrap_or_else(|e| panic!("{what}: {e}: {actual}"));
+            assert_eq!(got, ops.to_vec(), "{what}");
+        }
+    }
+}
+
+/// Checks one process's JSON against the expected communicators. With
+/// `internal` set, communicators of that name are the MPI's own and may
+/// appear in any number, with empty queues.
+fn check_process(process: &Value, expected: &[Comm], internal: Option<&str>) {
+    let comms = process["communicators"]["list"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no communicator list: {process}"));
+    let mut named = Vec::new();
+    for comm in comms {
+        let name = comm["name"].as_str().expect("name");
+        if Some(name) == internal {
+            for q in ["sends", "receives", "unexpected"] {
+                assert_eq!(ops_of(&comm[q]).map(|o| o.len()), Ok(0), "{name} {q}: {comm}");
+            }
+            continue;
+        }
+        named.push(comm);
+    }
+    let names: Vec<&str> = named.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    let want: Vec<&str> = expected.iter().map(|c| c.name).collect();
+    let mut sorted_names = names.clone();
+    sorted_names.sort();
+    let mut sorted_want = want.clone();
+    sorted_want.sort();
+    assert_eq!(sorted_names, sorted_want, "communicators of pid {}", process["pid"]);
+    for e in expected {
+        let comm = named
+            .iter()
+            .find(|c| c["name"] == e.name)
+            .expect("found above");
+        let what = format!("pid {} {}", process["pid"], e.name);
+        assert_eq!(comm["size"], e.size, "{what} size");
+        assert_eq!(comm["local_rank"], e.local_rank, "{what} local rank");
+        match e.group {
+            Some(group) => assert_eq!(comm["group"], serde_json::json!(group), "{what} group"),
+            None if comm["size"] == 0 || internal.is_some() => {
+                assert!(comm["group"].is_null(), "{what} group")
+            }
+            None => {}
+        }
+        check_queue(&format!("{what} sends"), &comm["sends"], &e.sends);
+        check_queue(&format!("{what} receives"), &comm["receives"], &e.receives);
+        check_queue(&format!("{what} unexpected"), &comm["unexpected"], &e.unexpected);
+    }
+}
+
+fn expected_for(mpi: Mpi, rank: u32) -> (Vec<Comm>, Option<&'static str>, &'static str) {
+    match mpi {
+        Mpi::OpenMpiG | Mpi::OpenMpiRelease => {
+            (open_mpi_expected(rank), None, "lib/openmpi/libompi_dbg_msgq.so")
+        }
+        Mpi::Mpich => (mpich_expected(rank), Some(MPICH_INTERNAL), "lib/libtvmpich.so"),
+    }
+}
+
+/// Dumps each rank of a `queues` job by pid, in JSON and in text.
+fn ranks_by_pid(mpi: Mpi) {
+    let job = Job::launch(mpi, "queues", 2, &[]).expect("launch queues");
+    let prefix = mpi.prefix().expect("prefix");
+    for (rank, pid) in job.rank_pids() {
+        let json = dump_json(pid, &[]);
+        assert_eq!(json["schema_version"], 1);
+        assert!(json["launcher"].is_null());
+        let process = &json["processes"][0];
+        assert_eq!(process["pid"], pid);
+        assert_eq!(process["global_rank"], rank, "rank from the launcher's environment");
+        assert_eq!(process["dll"]["compatibility"], 2);
+        let (expected, internal, dll) = expected_for(mpi, rank);
+        // The DLL is the one the MPI names (MPICH's is a symlink to a
+        // versioned file).
+        let dll_path = std::fs::canonicalize(prefix.join(dll)).expect("the MPI's DLL");
+        assert_eq!(process["dll"]["path"], dll_path.display().to_string());
+        check_process(process, &expected, internal);
+        assert!(process["stats"]["fetches"].as_u64().unwrap() > 0);
+        assert_running_untraced(pid);
+
+        // The text listing says the same for a person.
+        let out = run(&["--pid", &pid.to_string()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let text = stdout(&out);
+        assert!(text.starts_with(&format!("Process {pid} (rank {rank}): ")), "{text}");
+        for comm in &expected {
+            let line = format!(
+                "Communicator {}: size {}, local rank {},",
+                comm.name, comm.size, comm.local_rank
+            );
+            assert!(text.contains(&line), "'{line}' missing from:\n{text}");
+        }
+        assert_running_untraced(pid);
+    }
+    job.shutdown().expect("shutdown");
+}
+
+/// Dumps the whole job through the starter (mpirun/mpiexec) and MPIR.
+fn whole_job(mpi: Mpi) {
+    let job = Job::launch(mpi, "queues", 2, &[]).expect("launch queues");
+    let launcher = job.launcher_pid();
+    let json = dump_json(launcher, &[]);
+    assert_eq!(json["launcher"]["pid"], launcher);
+    assert_eq!(json["failures"], serde_json::json!([]));
+    let processes = json["processes"].as_array().expect("processes");
+    assert_eq!(processes.len(), 2);
+    for (rank, pid) in job.rank_pids() {
+        let process = &processes[rank as usize];
+        assert_eq!(process["pid"], pid, "MPIR_proctable order is rank order");
+        assert_eq!(process["global_rank"], rank);
+        let (expected, internal, _) = expected_for(mpi, rank);
+        check_process(process, &expected, internal);
+        assert_running_untraced(pid);
+    }
+    assert_running_untraced(launcher);
+    job.shutdown().expect("shutdown");
+}
+
+#[test]
+fn open_mpi_g_ranks() {
+    ranks_by_pid(Mpi::OpenMpiG);
+}
+
+#[test]
+fn open_mpi_release_ranks() {
+    ranks_by_pid(Mpi::OpenMpiRelease);
+}
+
+#[test]
+fn mpich_ranks() {
+    ranks_by_pid(Mpi::Mpich);
+}
+
+#[test]
+fn open_mpi_g_whole_job_through_mpirun() {
+    whole_job(Mpi::OpenMpiG);
+}
+
+#[test]
+fn mpich_whole_job_through_mpiexec() {
+    whole_job(Mpi::Mpich);
+}
+
+#[test]
+fn no_stop_mode_reads_the_same_and_never_traces() {
+    let job = Job::launch(Mpi::OpenMpiG, "queues", 2, &[]).expect("launch queues");
+    let pid = job.rank_pid(0).expect("rank 0");
+    let json = dump_json(pid, &["--no-stop"]);
+    check_process(&json["processes"][0], &open_mpi_expected(0), None);
+    assert_running_untraced(pid);
+    job.shutdown().expect("shutdown");
+}

@@ -1,0 +1,93 @@
+//! `kill -9` of mqs-dump in the middle of a dump, at several points, must
+//! leave the MPI job able to run to completion: the kernel detaches a dead
+//! tracer's tracees and they resume. The `finish` fixture passes a token
+//! around a ring and ends by itself; a rank left stopped would stall it.
+
+mod support;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use mqs_tests::{Job, Mpi};
+use support::*;
+
+/// How long the job works before finishing on its own.
+const JOB_SECONDS: &str = "6";
+
+/// Where in the dump mqs-dump is killed.
+#[derive(Debug, Clone, Copy)]
+enum Point {
+    /// Right after it starts (usually before it attaches).
+    AtStart,
+    /// As soon as it has stopped rank `.0` (traced by it).
+    WhileStopping(u32),
+    /// This long after it has stopped rank 0 (indexing symbols, in the DLL).
+    AfterStop(Duration),
+}
+
+/// Waits until `pid` is traced by `tracer`, or the tracer exits.
+fn wait_traced_by(pid: u32, tracer: &mut std::process::Child) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if tracer_of(pid) == Some(tracer.id()) {
+            return true;
+        }
+        if matches!(tracer.try_wait(), Ok(Some(_))) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    false
+}
+
+#[test]
+fn killing_mqs_dump_mid_dump_leaves_the_job_able_to_finish() {
+    let job = Job::launch(Mpi::OpenMpiG, "finish", 2, &[JOB_SECONDS]).expect("launch finish");
+    let ranks = job.rank_pids();
+    let points = [
+        Point::AtStart,
+        Point::WhileStopping(0),
+        Point::WhileStopping(1),
+        Point::AfterStop(Duration::from_millis(20)),
+        Point::AfterStop(Duration::from_millis(150)),
+        Point::AfterStop(Duration::from_millis(400)),
+    ];
+    let mut killed_while_traced = 0;
+    for point in points {
+        // Through the launcher, so that one run visits every rank.
+        let mut dump = Command::new(mqs_dump())
+            .args(["--pid", &job.launcher_pid().to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start mqs-dump");
+        let reached = match point {
+            Point::AtStart => true,
+            Point::WhileStopping(rank) => wait_traced_by(ranks[rank as usize].1, &mut dump),
+            Point::AfterStop(delay) => {
+                let traced = wait_traced_by(ranks[0].1, &mut dump);
+                std::thread::sleep(delay);
+                traced
+            }
+        };
+        let traced_now = ranks.iter().any(|&(_, pid)| tracer_of(pid) == Some(dump.id()));
+        // SIGKILL: no handler of ours runs; only the kernel cleans up.
+        let _ = dump.kill();
+        let _ = dump.wait();
+        if traced_now {
+            killed_while_traced += 1;
+        }
+        assert!(reached || matches!(point, Point::AfterStop(_)), "{point:?} not reached");
+        for &(_, pid) in &ranks {
+            assert_running_untraced(pid);
+        }
+    }
+    assert!(
+        killed_while_traced >= 2,
+        "only {killed_while_traced} kills happened while a rank was stopped"
+    );
+    let status = job
+        .wait_for_exit(Duration::from_secs(120))
+        .expect("the job finishes on its own");
+    assert!(status.success(), "the job ended with {status}");
+}

@@ -1,0 +1,222 @@
+//! What the end-to-end tests of mqs-dump share: running the tool, reading
+//! its JSON, checking that a target was left running, and building the
+//! small C support programs of `tests/support/`.
+
+#![allow(dead_code)] // each test binary uses its own part
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The mqs-dump binary of this build. `cargo test --workspace` builds it
+/// (the host's own tests need it); a stale or missing one is an error, not
+/// a reason to test something else.
+pub fn mqs_dump() -> PathBuf {
+    let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
+    let exe = mqs_tests::target_dir().join(profile).join("mqs-dump");
+    assert!(
+        exe.exists(),
+        "{} is missing: run `cargo build -p mqs-host --bin mqs-dump` (scripts/test does)",
+        exe.display()
+    );
+    exe
+}
+
+/// Runs mqs-dump with `args`.
+pub fn run(args: &[&str]) -> Output {
+    run_env(args, &[])
+}
+
+pub fn run_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(mqs_dump());
+    cmd.args(args).stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run mqs-dump")
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `mqs-dump --pid PID --json`, which must succeed.
+pub fn dump_json(pid: u32, extra: &[&str]) -> Value {
+    let pid = pid.to_string();
+    let mut args = vec!["--pid", pid.as_str(), "--json"];
+    args.extend_from_slice(extra);
+    let out = run(&args);
+    assert!(
+        out.status.success(),
+        "mqs-dump {args:?} failed ({}): {}",
+        out.status,
+        stderr(&out)
+    );
+    serde_json::from_slice(&out.stdout).expect("mqs-dump --json prints JSON")
+}
+
+/// Asserts the exit code and that the error is one line containing each of
+/// `needles`.
+pub fn assert_error(out: &Output, code: i32, needles: &[&str]) {
+    let err = stderr(out);
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "exit status {} (stderr: {err})",
+        out.status
+    );
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "one line of error expected, got: {err}");
+    assert!(lines[0].starts_with("mqs-dump: error: "), "{err}");
+    for needle in needles {
+        assert!(err.contains(needle), "'{needle}' missing from: {err}");
+    }
+}
+
+/// A field of /proc/PID/status.
+fn status_field(pid: u32, field: &str) -> Option<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .map(|v| v.trim().to_string())
+}
+
+/// Asserts that the process and every one of its threads is alive, not
+/// stopped and not traced: what mqs-dump must leave behind on every path.
+pub fn assert_running_untraced(pid: u32) {
+    // A thread leaving a stop is not instantaneous: give it a moment.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let problems = thread_problems(pid);
+        if problems.is_empty() {
+            return;
+        }
+        if Instant::now() > deadline {
+            panic!("pid {pid} was left in a bad state: {}", problems.join("; "));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn thread_problems(pid: u32) -> Vec<String> {
+    let mut problems = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return vec![format!("pid {pid} is gone")];
+    };
+    for task in tasks.flatten() {
+        let tid = task.file_name().to_string_lossy().into_owned();
+        let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+            continue;
+        };
+        let get = |field: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{field}:")))
+                .map(|v| v.trim().to_string())
+                .unwrap_or_default()
+        };
+        let state = get("State");
+        if state.starts_with('T') || state.starts_with('t') || state.starts_with('Z') {
+            problems.push(format!("thread {tid} state {state}"));
+        }
+        if get("TracerPid") != "0" {
+            problems.push(format!("thread {tid} traced by {}", get("TracerPid")));
+        }
+    }
+    problems
+}
+
+pub fn tracer_of(pid: u32) -> Option<u32> {
+    status_field(pid, "TracerPid")?.parse().ok().filter(|&t| t != 0)
+}
+
+/// Compiles `tests/support/<name>.c` with the system C compiler and the
+/// given flags, once per distinct flag set, into the target directory.
+pub fn support_program(name: &str, flags: &[&str], shared: bool) -> PathBuf {
+    let root = mqs_tests::workspace_root();
+    let src = root.join("tests/support").join(format!("{name}.c"));
+    let tag: String = flags
+        .iter()
+        .map(|f| f.trim_start_matches('-').replace(['=', '/'], "_"))
+        .collect::<Vec<_>>()
+        .join("-");
+    let dir = mqs_tests::target_dir().join("mqs-support");
+    std::fs::create_dir_all(&dir).expect("support dir");
+    let file = if shared {
+        format!("lib{name}{}{tag}.so", if tag.is_empty() { "" } else { "-" })
+    } else {
+        format!("{name}{}{tag}", if tag.is_empty() { "" } else { "-" })
+    };
+    let out = dir.join(file);
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let tmp = dir.join(format!(
+        ".{}.{}.{}",
+        out.file_name().unwrap().to_string_lossy(),
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let mut cmd = Command::new("cc");
+    cmd.args(["-g", "-Wall", "-Wextra", "-Werror"])
+        .arg(format!("-I{}", root.join("include").display()))
+        .args(flags);
+    if shared {
+        cmd.args(["-shared", "-fPIC"]);
+    }
+    let status = cmd
+        .arg("-o")
+        .arg(&tmp)
+        .arg(&src)
+        .status()
+        .expect("run cc");
+    assert!(status.success(), "compiling {} failed", src.display());
+    std::fs::rename(&tmp, &out).expect("rename support program");
+    out
+}
+
+/// A support process started by a test, killed and reaped on drop.
+pub struct Spawned {
+    child: Child,
+}
+
+impl Spawned {
+    /// Starts `exe args...` and waits for its "READY pid=N" line.
+    pub fn start(exe: &Path, args: &[&str]) -> Spawned {
+        use std::io::{BufRead, BufReader};
+        let mut child = Command::new(exe)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start support program");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).expect("READY line");
+        assert!(line.starts_with("READY pid="), "unexpected output: {line}");
+        Spawned { child }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether it has exited (reaping it if so).
+    pub fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
