@@ -6,7 +6,8 @@ use std::env;
 use std::path::PathBuf;
 
 fn main() {
-    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let manifest =
+        PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let include = manifest.join("../include");
     let header = include.join("mpi_interface.h");
     let out = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
@@ -47,6 +48,9 @@ fn main() {
             .warnings_into_errors(true)
             .cargo_metadata(false)
             .compile(name);
-        println!("cargo:rustc-link-arg-tests={}", out.join(format!("lib{name}.a")).display());
+        println!(
+            "cargo:rustc-link-arg-tests={}",
+            out.join(format!("lib{name}.a")).display()
+        );
     }
 }

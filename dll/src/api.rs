@@ -2,8 +2,6 @@
 //! `mqs_process *`, ...) are opaque here: they are only passed back to the
 //! debugger through [`crate::callbacks`].
 
-use std::ffi::CStr;
-
 use mqs_abi::{Communicator, OpClass, PendingOperation, ReturnCode};
 
 use crate::abi;
@@ -14,11 +12,16 @@ use crate::openmpi::{self, Failure, ImageState, ProcessState};
 
 /// `mqs_setup_image`: attach fresh image state (or refresh the table of an
 /// image set up before).
-pub fn setup_image(image: *mut abi::mqs_image, table: *const abi::mqs_image_callbacks) -> Result<(), DllError> {
+pub fn setup_image(
+    image: *mut abi::mqs_image,
+    table: *const abi::mqs_image_callbacks,
+) -> Result<(), DllError> {
     if image.is_null() || table.is_null() {
         return Err(DllError::NullArgument);
     }
-    if callbacks::with_image_state::<ImageState, _>(image, |st| *st = ImageState::new(table)).is_ok() {
+    if callbacks::with_image_state::<ImageState, _>(image, |st| *st = ImageState::new(table))
+        .is_ok()
+    {
         return Ok(());
     }
     callbacks::put_image_state(image, ImageState::new(table))
@@ -26,7 +29,10 @@ pub fn setup_image(image: *mut abi::mqs_image, table: *const abi::mqs_image_call
 
 /// `mqs_image_has_queues`.
 pub fn image_has_queues(image: *mut abi::mqs_image) -> Result<(), Failure> {
-    let plain = |code| Failure { code, message: None };
+    let plain = |code| Failure {
+        code,
+        message: None,
+    };
     callbacks::with_image_state::<ImageState, _>(image, |st| {
         let ic = ImageCallbacks::new(image, st.table);
         st.check(&ic).map(|_| ())
@@ -36,7 +42,15 @@ pub fn image_has_queues(image: *mut abi::mqs_image) -> Result<(), Failure> {
 
 /// The image of a process, its table and layout (checking it if the
 /// debugger has not).
-fn image_of(pc: &ProcessCallbacks) -> Result<(ImageCallbacks, Option<std::sync::Arc<crate::layout::Layout>>), DllError> {
+fn image_of(
+    pc: &ProcessCallbacks,
+) -> Result<
+    (
+        ImageCallbacks,
+        Option<std::sync::Arc<crate::layout::Layout>>,
+    ),
+    DllError,
+> {
     let image = pc.image().ok_or(DllError::NoImageInfo)?;
     callbacks::with_image_state::<ImageState, _>(image, |st| {
         let ic = ImageCallbacks::new(image, st.table);
@@ -46,7 +60,10 @@ fn image_of(pc: &ProcessCallbacks) -> Result<(ImageCallbacks, Option<std::sync::
 }
 
 /// `mqs_setup_process`.
-pub fn setup_process(process: *mut abi::mqs_process, table: *const abi::mqs_process_callbacks) -> Result<(), DllError> {
+pub fn setup_process(
+    process: *mut abi::mqs_process,
+    table: *const abi::mqs_process_callbacks,
+) -> Result<(), DllError> {
     if process.is_null() || table.is_null() {
         return Err(DllError::NullArgument);
     }
@@ -64,7 +81,7 @@ pub fn setup_process(process: *mut abi::mqs_process, table: *const abi::mqs_proc
 
 /// Runs `f` on a process's state with its callbacks, then passes any
 /// queued debug lines to the debugger's dprints.
-fn with_process<R>(
+pub(crate) fn with_process<R>(
     process: *mut abi::mqs_process,
     f: impl FnOnce(&mut ProcessState, &ProcessCallbacks) -> R,
 ) -> Result<R, DllError> {
@@ -85,7 +102,7 @@ fn with_process<R>(
 
 /// Makes sure the process's symbols were looked up (a debugger may skip
 /// `mqs_process_has_queues`).
-fn ensure_checked(st: &mut ProcessState, pc: &ProcessCallbacks) -> Result<(), DllError> {
+pub(crate) fn ensure_checked(st: &mut ProcessState, pc: &ProcessCallbacks) -> Result<(), DllError> {
     if st.symbols.is_some() {
         return Ok(());
     }
@@ -98,7 +115,10 @@ fn ensure_checked(st: &mut ProcessState, pc: &ProcessCallbacks) -> Result<(), Dl
 
 /// `mqs_process_has_queues`.
 pub fn process_has_queues(process: *mut abi::mqs_process) -> Result<(), Failure> {
-    let plain = |code| Failure { code, message: None };
+    let plain = |code| Failure {
+        code,
+        message: None,
+    };
     with_process(process, |st, pc| {
         let (ic, layout) = image_of(pc).map_err(plain)?;
         if st.layout.is_none() {
@@ -160,13 +180,18 @@ pub fn next_communicator(process: *mut abi::mqs_process) -> Result<ReturnCode, D
 }
 
 /// `mqs_setup_operation_iterator`.
-pub fn setup_operation_iterator(process: *mut abi::mqs_process, op: i32) -> Result<ReturnCode, DllError> {
+pub fn setup_operation_iterator(
+    process: *mut abi::mqs_process,
+    op: i32,
+) -> Result<ReturnCode, DllError> {
     let class = OpClass::from_raw(op).ok_or(DllError::BadOpClass)?;
     with_process(process, |st, pc| st.setup_operations(pc, class))?
 }
 
 /// `mqs_next_operation`: Some(op) to write, or None at the end.
-pub fn next_operation(process: *mut abi::mqs_process) -> Result<Option<PendingOperation>, DllError> {
+pub fn next_operation(
+    process: *mut abi::mqs_process,
+) -> Result<Option<PendingOperation>, DllError> {
     with_process(process, |st, _| st.next_operation())?
 }
 
@@ -180,27 +205,8 @@ pub fn destroy_process_info(info: *mut abi::mqs_process_info) {
     callbacks::destroy_process_state::<ProcessState>(info);
 }
 
-/// Text for a failure's message pointer.
-pub fn failure_message(f: &Failure) -> Option<&'static CStr> {
-    f.message
-}
-
 #[cfg(feature = "mpi2")]
 pub use crate::job::{
-    destroy_job_info, next_new_process, set_process_identity, setup_job, setup_new_process_iterator,
-    spawn_breakpoint_name,
+    destroy_job_info, next_new_process, set_process_identity, setup_job,
+    setup_new_process_iterator, spawn_breakpoint_name,
 };
-
-/// Used by [`crate::job`] to reach a process's state.
-#[cfg(feature = "mpi2")]
-pub(crate) fn with_process_pub<R>(
-    process: *mut abi::mqs_process,
-    f: impl FnOnce(&mut ProcessState, &ProcessCallbacks) -> R,
-) -> Result<R, DllError> {
-    with_process(process, f)
-}
-
-#[cfg(feature = "mpi2")]
-pub(crate) fn ensure_checked_pub(st: &mut ProcessState, pc: &ProcessCallbacks) -> Result<(), DllError> {
-    ensure_checked(st, pc)
-}

@@ -59,8 +59,11 @@ pub trait ProcessAccess {
     fn fetch(&self, addr: u64, buf: &mut [u8]) -> bool;
     /// Converts one target scalar (`input.len()` bytes) to host order.
     fn target_to_host(&self, input: &[u8], output: &mut [u8]);
-    /// The process's rank in MPI_COMM_WORLD, as the debugger knows it.
-    fn global_rank(&self) -> i32;
+    /// The process's rank in MPI_COMM_WORLD, as the debugger knows it
+    /// (-1 when it does not).
+    fn global_rank(&self) -> i32 {
+        -1
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -146,7 +149,11 @@ impl Basic {
         }
         // SAFETY: non-NULL result of errorstring is a NUL-terminated static
         // string per the interface; it is copied at once.
-        Some(unsafe { CStr::from_ptr(text) }.to_string_lossy().into_owned())
+        Some(
+            unsafe { CStr::from_ptr(text) }
+                .to_string_lossy()
+                .into_owned(),
+        )
     }
 
     fn put_image_info(&self, image: *mut abi::mqs_image, info: *mut c_void) -> bool {
@@ -282,7 +289,9 @@ impl ImageAccess for ImageCallbacks {
         let f = self.table()?.mqs_find_function_fp?;
         let mut addr: abi::mqs_taddr_t = 0;
         // SAFETY: as for find_symbol.
-        let rc = with_c_name(name, |n| unsafe { f(self.image, n, abi::mqs_lang_c, &mut addr) });
+        let rc = with_c_name(name, |n| unsafe {
+            f(self.image, n, abi::mqs_lang_c, &mut addr)
+        });
         (rc == abi::mqs_ok as c_int).then_some(addr)
     }
 
@@ -510,7 +519,10 @@ fn new_info<T: InfoKind>(basic: &Basic, state: T) -> Result<*mut c_void, DllErro
 }
 
 /// Runs `f` on the state behind a pointer the debugger gave back.
-pub fn with_info<T: InfoKind, R>(info: *mut c_void, f: impl FnOnce(&mut T) -> R) -> Result<R, DllError> {
+pub fn with_info<T: InfoKind, R>(
+    info: *mut c_void,
+    f: impl FnOnce(&mut T) -> R,
+) -> Result<R, DllError> {
     let header = info.cast::<InfoHeader>();
     if header.is_null() || !header.is_aligned() {
         return Err(T::MISSING);
@@ -576,7 +588,10 @@ pub fn put_image_state<T: InfoKind>(image: *mut abi::mqs_image, state: T) -> Res
 }
 
 /// Runs `f` on an image's state.
-pub fn with_image_state<T: InfoKind, R>(image: *mut abi::mqs_image, f: impl FnOnce(&mut T) -> R) -> Result<R, DllError> {
+pub fn with_image_state<T: InfoKind, R>(
+    image: *mut abi::mqs_image,
+    f: impl FnOnce(&mut T) -> R,
+) -> Result<R, DllError> {
     if image.is_null() {
         return Err(DllError::NullArgument);
     }
@@ -590,7 +605,10 @@ pub fn destroy_image_state<T: InfoKind>(info: *mut abi::mqs_image_info) {
 }
 
 /// Attaches new process state to a debugger process.
-pub fn put_process_state<T: InfoKind>(process: *mut abi::mqs_process, state: T) -> Result<(), DllError> {
+pub fn put_process_state<T: InfoKind>(
+    process: *mut abi::mqs_process,
+    state: T,
+) -> Result<(), DllError> {
     let basic = Basic::get()?;
     let info = new_info(&basic, state)?;
     if !basic.put_process_info(process, info) {
@@ -601,7 +619,10 @@ pub fn put_process_state<T: InfoKind>(process: *mut abi::mqs_process, state: T) 
 }
 
 /// Runs `f` on a process's state.
-pub fn with_process_state<T: InfoKind, R>(process: *mut abi::mqs_process, f: impl FnOnce(&mut T) -> R) -> Result<R, DllError> {
+pub fn with_process_state<T: InfoKind, R>(
+    process: *mut abi::mqs_process,
+    f: impl FnOnce(&mut T) -> R,
+) -> Result<R, DllError> {
     if process.is_null() {
         return Err(DllError::NullArgument);
     }
@@ -628,7 +649,10 @@ pub fn put_job_state<T: InfoKind>(job: *mut abi::mqs_job, state: T) -> Result<()
 
 /// Runs `f` on a job's state.
 #[cfg(feature = "mpi2")]
-pub fn with_job_state<T: InfoKind, R>(job: *mut abi::mqs_job, f: impl FnOnce(&mut T) -> R) -> Result<R, DllError> {
+pub fn with_job_state<T: InfoKind, R>(
+    job: *mut abi::mqs_job,
+    f: impl FnOnce(&mut T) -> R,
+) -> Result<R, DllError> {
     if job.is_null() {
         return Err(DllError::NullArgument);
     }

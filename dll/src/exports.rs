@@ -103,7 +103,10 @@ pub unsafe extern "C" fn mqs_dll_error_string(code: c_int) -> *mut c_char {
 /// `image` is the debugger's handle; `icb` a table valid while the DLL is
 /// loaded.
 #[no_mangle]
-pub unsafe extern "C" fn mqs_setup_image(image: *mut abi::mqs_image, icb: *const abi::mqs_image_callbacks) -> c_int {
+pub unsafe extern "C" fn mqs_setup_image(
+    image: *mut abi::mqs_image,
+    icb: *const abi::mqs_image_callbacks,
+) -> c_int {
     guard(|| unit(api::setup_image(image, icb)))
 }
 
@@ -113,7 +116,10 @@ pub unsafe extern "C" fn mqs_setup_image(image: *mut abi::mqs_image, icb: *const
 /// # Safety
 /// `image` is the debugger's handle; `message` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn mqs_image_has_queues(image: *mut abi::mqs_image, message: *mut *mut c_char) -> c_int {
+pub unsafe extern "C" fn mqs_image_has_queues(
+    image: *mut abi::mqs_image,
+    message: *mut *mut c_char,
+) -> c_int {
     // SAFETY: the caller passes NULL or a writable `char *`.
     unsafe { set_message(message, None) };
     guard(|| match api::image_has_queues(image) {
@@ -141,7 +147,10 @@ pub unsafe extern "C" fn mqs_destroy_image_info(info: *mut abi::mqs_image_info) 
 /// `process` is the debugger's handle; `pcb` a table valid while the DLL is
 /// loaded.
 #[no_mangle]
-pub unsafe extern "C" fn mqs_setup_process(process: *mut abi::mqs_process, pcb: *const abi::mqs_process_callbacks) -> c_int {
+pub unsafe extern "C" fn mqs_setup_process(
+    process: *mut abi::mqs_process,
+    pcb: *const abi::mqs_process_callbacks,
+) -> c_int {
     guard(|| unit(api::setup_process(process, pcb)))
 }
 
@@ -150,7 +159,10 @@ pub unsafe extern "C" fn mqs_setup_process(process: *mut abi::mqs_process, pcb: 
 /// # Safety
 /// `process` is the debugger's handle; `msg` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn mqs_process_has_queues(process: *mut abi::mqs_process, msg: *mut *mut c_char) -> c_int {
+pub unsafe extern "C" fn mqs_process_has_queues(
+    process: *mut abi::mqs_process,
+    msg: *mut *mut c_char,
+) -> c_int {
     // SAFETY: the caller passes NULL or a writable `char *`.
     unsafe { set_message(msg, None) };
     guard(|| match api::process_has_queues(process) {
@@ -206,7 +218,10 @@ const _: () = {
 /// # Safety
 /// `process` is the debugger's handle; `comm` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn mqs_get_communicator(process: *mut abi::mqs_process, comm: *mut abi::mqs_communicator) -> c_int {
+pub unsafe extern "C" fn mqs_get_communicator(
+    process: *mut abi::mqs_process,
+    comm: *mut abi::mqs_communicator,
+) -> c_int {
     let out = comm.cast::<Mpi1Comm>();
     if out.is_null() || !out.is_aligned() {
         return DllError::NullArgument.code();
@@ -228,7 +243,10 @@ pub unsafe extern "C" fn mqs_get_communicator(process: *mut abi::mqs_process, co
 /// `process` is the debugger's handle; `group_members` NULL or an array of
 /// as many ints as the size `mqs_get_communicator` reported.
 #[no_mangle]
-pub unsafe extern "C" fn mqs_get_comm_group(process: *mut abi::mqs_process, group_members: *mut c_int) -> c_int {
+pub unsafe extern "C" fn mqs_get_comm_group(
+    process: *mut abi::mqs_process,
+    group_members: *mut c_int,
+) -> c_int {
     if group_members.is_null() || !group_members.is_aligned() {
         return DllError::NullArgument.code();
     }
@@ -258,7 +276,10 @@ pub unsafe extern "C" fn mqs_next_communicator(process: *mut abi::mqs_process) -
 /// # Safety
 /// `process` is the debugger's handle.
 #[no_mangle]
-pub unsafe extern "C" fn mqs_setup_operation_iterator(process: *mut abi::mqs_process, op: c_int) -> c_int {
+pub unsafe extern "C" fn mqs_setup_operation_iterator(
+    process: *mut abi::mqs_process,
+    op: c_int,
+) -> c_int {
     guard(|| code(api::setup_operation_iterator(process, op)))
 }
 
@@ -267,7 +288,10 @@ pub unsafe extern "C" fn mqs_setup_operation_iterator(process: *mut abi::mqs_pro
 /// # Safety
 /// `process` is the debugger's handle; `op` NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn mqs_next_operation(process: *mut abi::mqs_process, op: *mut abi::mqs_pending_operation) -> c_int {
+pub unsafe extern "C" fn mqs_next_operation(
+    process: *mut abi::mqs_process,
+    op: *mut abi::mqs_pending_operation,
+) -> c_int {
     let out = op.cast::<Mpi1Op>();
     if out.is_null() || !out.is_aligned() {
         return DllError::NullArgument.code();
@@ -291,7 +315,10 @@ pub unsafe extern "C" fn mqs_next_operation(process: *mut abi::mqs_process, op: 
 /// loaded.
 #[cfg(feature = "mpi2")]
 #[no_mangle]
-pub unsafe extern "C" fn mqs_setup_job(job: *mut abi::mqs_job, jcb: *const abi::mqs_job_callbacks) -> c_int {
+pub unsafe extern "C" fn mqs_setup_job(
+    job: *mut abi::mqs_job,
+    jcb: *const abi::mqs_job_callbacks,
+) -> c_int {
     guard(|| unit(api::setup_job(job, jcb)))
 }
 
@@ -311,7 +338,10 @@ pub unsafe extern "C" fn mqs_destroy_job_info(info: *mut abi::mqs_job_info) -> c
 /// `process` is the debugger's handle.
 #[cfg(feature = "mpi2")]
 #[no_mangle]
-pub unsafe extern "C" fn mqs_set_process_identity(process: *mut abi::mqs_process, identity: c_int) -> c_int {
+pub unsafe extern "C" fn mqs_set_process_identity(
+    process: *mut abi::mqs_process,
+    identity: c_int,
+) -> c_int {
     guard(|| unit(api::set_process_identity(process, identity)))
 }
 
@@ -331,7 +361,10 @@ pub unsafe extern "C" fn mqs_setup_new_process_iterator(process: *mut abi::mqs_p
 /// `process` is the debugger's handle; `loc` NULL or writable.
 #[cfg(feature = "mpi2")]
 #[no_mangle]
-pub unsafe extern "C" fn mqs_next_new_process(process: *mut abi::mqs_process, loc: *mut abi::mqs_process_location) -> c_int {
+pub unsafe extern "C" fn mqs_next_new_process(
+    process: *mut abi::mqs_process,
+    loc: *mut abi::mqs_process_location,
+) -> c_int {
     if loc.is_null() || !loc.is_aligned() {
         return DllError::NullArgument.code();
     }
@@ -352,7 +385,11 @@ pub unsafe extern "C" fn mqs_next_new_process(process: *mut abi::mqs_process, lo
 /// `process` is the debugger's handle; `buf` NULL or `buflen` writable bytes.
 #[cfg(feature = "mpi2")]
 #[no_mangle]
-pub unsafe extern "C" fn mqs_spawn_breakpoint_name(process: *mut abi::mqs_process, buf: *mut c_char, buflen: c_int) -> c_int {
+pub unsafe extern "C" fn mqs_spawn_breakpoint_name(
+    process: *mut abi::mqs_process,
+    buf: *mut c_char,
+    buflen: c_int,
+) -> c_int {
     let Ok(len) = usize::try_from(buflen) else {
         return DllError::BufferTooSmall.code();
     };

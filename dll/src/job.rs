@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, VecDeque};
 use mqs_abi::{ProcessLocation, ReturnCode};
 
 use crate::abi;
-use crate::api::{ensure_checked_pub, with_process_pub};
+use crate::api::{ensure_checked, with_process};
 use crate::callbacks::{self, InfoKind, ProcessAccess};
 use crate::errors::DllError;
 use crate::openmpi::groups::{self, NameMap, ProcName};
@@ -36,7 +36,10 @@ impl InfoKind for JobState {
 }
 
 /// `mqs_setup_job`.
-pub fn setup_job(job: *mut abi::mqs_job, table: *const abi::mqs_job_callbacks) -> Result<(), DllError> {
+pub fn setup_job(
+    job: *mut abi::mqs_job,
+    table: *const abi::mqs_job_callbacks,
+) -> Result<(), DllError> {
     if job.is_null() || table.is_null() {
         return Err(DllError::NullArgument);
     }
@@ -61,9 +64,9 @@ pub fn set_process_identity(process: *mut abi::mqs_process, identity: i32) -> Re
     if identity < 0 {
         return Err(DllError::BadIdentity);
     }
-    with_process_pub(process, |st, pc| {
+    with_process(process, |st, pc| {
         // The name needs the symbols; without them the identity is still kept.
-        let _ = ensure_checked_pub(st, pc);
+        let _ = ensure_checked(st, pc);
         st.identity = Some(identity);
         // Global ranks change: rebuild the communicator list next time.
         st.signature = None;
@@ -81,7 +84,10 @@ pub fn set_process_identity(process: *mut abi::mqs_process, identity: i32) -> Re
 }
 
 /// The processes Open MPI knows that are not in this process's job.
-fn new_processes<P: ProcessAccess + ?Sized>(st: &mut ProcessState, p: &P) -> Option<Vec<ProcessLocation>> {
+fn new_processes<P: ProcessAccess + ?Sized>(
+    st: &mut ProcessState,
+    p: &P,
+) -> Option<Vec<ProcessLocation>> {
     let layout = st.layout.clone()?;
     let list = st.symbols?.proc_list?;
     let own = st.own_name(p)?;
@@ -119,8 +125,8 @@ fn new_processes<P: ProcessAccess + ?Sized>(st: &mut ProcessState, p: &P) -> Opt
 
 /// `mqs_setup_new_process_iterator`.
 pub fn setup_new_process_iterator(process: *mut abi::mqs_process) -> Result<ReturnCode, DllError> {
-    with_process_pub(process, |st, pc| {
-        ensure_checked_pub(st, pc)?;
+    with_process(process, |st, pc| {
+        ensure_checked(st, pc)?;
         let Some(found) = new_processes(st, pc) else {
             st.new_processes = None;
             return Ok(ReturnCode::NoInformation);
@@ -136,8 +142,10 @@ pub fn setup_new_process_iterator(process: *mut abi::mqs_process) -> Result<Retu
 }
 
 /// `mqs_next_new_process`.
-pub fn next_new_process(process: *mut abi::mqs_process) -> Result<Option<ProcessLocation>, DllError> {
-    with_process_pub(process, |st, _| {
+pub fn next_new_process(
+    process: *mut abi::mqs_process,
+) -> Result<Option<ProcessLocation>, DllError> {
+    with_process(process, |st, _| {
         st.new_processes
             .as_mut()
             .map(|q| q.pop_front())
@@ -149,8 +157,8 @@ pub fn next_new_process(process: *mut abi::mqs_process) -> Result<Option<Process
 /// processes through `add_procs` once they are known, after spawn, connect
 /// and accept (and once in MPI_Init, for COMM_WORLD).
 pub fn spawn_breakpoint_name(process: *mut abi::mqs_process) -> Result<String, DllError> {
-    with_process_pub(process, |st, pc| {
-        let _ = ensure_checked_pub(st, pc);
+    with_process(process, |st, pc| {
+        let _ = ensure_checked(st, pc);
         let pml = st
             .pml
             .as_ref()

@@ -471,12 +471,8 @@ fn resolve_ob1<I: ImageAccess>(image: &I) -> Result<Ob1Layout, Missing> {
     // Members of a union are at offset 0 by definition; ask anyway in case a
     // debugger reports them.
     let hdr_union = ty(image, "mca_pml_ob1_hdr_t").ok();
-    let in_union = |member: &'static str| {
-        hdr_union
-            .as_ref()
-            .and_then(|u| u.opt(member))
-            .unwrap_or(0)
-    };
+    let in_union =
+        |member: &'static str| hdr_union.as_ref().and_then(|u| u.opt(member)).unwrap_or(0);
     let match_common = matchh.field("hdr_common")?;
     let hdr_seq = matchh.field("hdr_seq")?;
     // The wire length of a match header ends after hdr_seq, or after the

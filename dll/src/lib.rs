@@ -18,10 +18,10 @@
 //!   resolved once per image), [`walk`] (bounded list walks);
 //! - [`openmpi`]: what Open MPI's data means; [`job`]: MPI-2 identities.
 
-#[cfg(feature = "mpi2")]
-pub(crate) use mqs_abi::ffi::mpi2 as abi;
 #[cfg(not(feature = "mpi2"))]
 pub(crate) use mqs_abi::ffi::mpi1 as abi;
+#[cfg(feature = "mpi2")]
+pub(crate) use mqs_abi::ffi::mpi2 as abi;
 
 pub mod api;
 pub mod callbacks;
@@ -35,8 +35,10 @@ pub mod openmpi;
 pub mod target;
 pub mod walk;
 
-#[cfg(test)]
-mod testing;
+/// In-memory fakes of an image and a process, for tests (of this crate and
+/// of hosts); not used by the DLL itself.
+#[doc(hidden)]
+pub mod testing;
 
 /// The interface level this build implements.
 pub const COMPATIBILITY: i32 = abi::MQS_INTERFACE_COMPATIBILITY as i32;

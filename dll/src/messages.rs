@@ -30,7 +30,11 @@ pub fn intern(text: &str, fallback: &'static CStr) -> &'static CStr {
     intern_into(&mut texts, c, fallback)
 }
 
-fn intern_into(texts: &mut Vec<&'static CStr>, c: CString, fallback: &'static CStr) -> &'static CStr {
+fn intern_into(
+    texts: &mut Vec<&'static CStr>,
+    c: CString,
+    fallback: &'static CStr,
+) -> &'static CStr {
     if let Some(found) = texts.iter().find(|t| **t == c.as_c_str()) {
         return found;
     }
@@ -159,8 +163,16 @@ mod tests {
             let s = intern_into(&mut table, cs(&format!("text {i}")), c"fallback");
             assert_eq!(s.to_str().ok(), Some(format!("text {i}").as_str()));
         }
-        assert_eq!(intern_into(&mut table, cs("one too many"), c"fallback"), c"fallback");
-        assert_eq!(intern_into(&mut table, cs("text 3"), c"fallback").to_str().ok(), Some("text 3"));
+        assert_eq!(
+            intern_into(&mut table, cs("one too many"), c"fallback"),
+            c"fallback"
+        );
+        assert_eq!(
+            intern_into(&mut table, cs("text 3"), c"fallback")
+                .to_str()
+                .ok(),
+            Some("text 3")
+        );
     }
 
     #[test]

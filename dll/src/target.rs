@@ -233,7 +233,7 @@ impl<'a, P: ProcessAccess + ?Sized> Target<'a, P> {
         if addr < MIN_ADDRESS {
             return Err(ReadError::Null);
         }
-        if align > 1 && addr % align != 0 {
+        if align > 1 && addr.checked_rem(align) != Some(0) {
             return Err(ReadError::Misaligned(addr));
         }
         let end = addr.checked_add(len).ok_or(ReadError::OutOfRange)?;
@@ -326,7 +326,9 @@ impl<'a, P: ProcessAccess + ?Sized> Target<'a, P> {
     /// An unsigned scalar of `size` bytes.
     pub fn read_uint(&self, addr: u64, size: u8) -> Result<u64, ReadError> {
         let mut buf = [0u8; 8];
-        let slot = buf.get_mut(..usize::from(size)).ok_or(ReadError::OutOfRange)?;
+        let slot = buf
+            .get_mut(..usize::from(size))
+            .ok_or(ReadError::OutOfRange)?;
         self.read_into(addr, slot)?;
         self.decode(slot)
     }
@@ -338,7 +340,10 @@ impl<'a, P: ProcessAccess + ?Sized> Target<'a, P> {
 
     /// A C `int`, sign-extended.
     pub fn read_int(&self, addr: u64) -> Result<i64, ReadError> {
-        Ok(sign_extend(self.read_uint(addr, self.sizes.int)?, self.sizes.int))
+        Ok(sign_extend(
+            self.read_uint(addr, self.sizes.int)?,
+            self.sizes.int,
+        ))
     }
 
     /// A `size_t`.
@@ -484,7 +489,10 @@ mod tests {
         };
         let t = Target::with_budget(&p, Sizes::LP64, ByteOrder::Same, budget);
         assert_eq!(t.read_ptr(0), Err(ReadError::Null));
-        assert_eq!(t.check_ptr(0x10001, 8, 8), Err(ReadError::Misaligned(0x10001)));
+        assert_eq!(
+            t.check_ptr(0x10001, 8, 8),
+            Err(ReadError::Misaligned(0x10001))
+        );
         assert!(t.read_ptr(0x10000).is_ok());
         assert_eq!(t.read_ptr(0x20000), Err(ReadError::Unreadable(0x20000)));
         assert_eq!(t.read_ptr(0x10000), Err(ReadError::Budget));

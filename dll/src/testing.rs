@@ -1,7 +1,8 @@
-//! In-memory fakes of a debugger's image and process, for unit tests.
+//! In-memory fakes of a debugger's image and process, for tests: a sparse
+//! byte map with a fetch counter, and a table of symbols and types.
 
-use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::callbacks::{ImageAccess, ProcessAccess};
 
@@ -14,7 +15,17 @@ pub struct FakeProcess {
     pages: BTreeMap<u64, Box<[u8]>>,
     /// Target byte order is the opposite of the host's.
     pub swap: bool,
-    pub fetches: Cell<u64>,
+    pub fetches: AtomicU64,
+}
+
+impl Clone for FakeProcess {
+    fn clone(&self) -> Self {
+        FakeProcess {
+            pages: self.pages.clone(),
+            swap: self.swap,
+            fetches: AtomicU64::new(self.fetches.load(Ordering::Relaxed)),
+        }
+    }
 }
 
 impl FakeProcess {
@@ -55,11 +66,26 @@ impl FakeProcess {
     pub fn write_u16(&mut self, addr: u64, v: u16) {
         self.put(addr, u64::from(v), 2)
     }
+
+    /// The mapped pages (address, bytes), for corrupting them in tests.
+    pub fn pages_mut(&mut self) -> impl Iterator<Item = (u64, &mut [u8])> {
+        self.pages.iter_mut().map(|(a, p)| (*a, &mut p[..]))
+    }
+
+    /// Unmaps the page holding `addr`.
+    pub fn unmap(&mut self, addr: u64) {
+        self.pages.remove(&(addr / PAGE * PAGE));
+    }
+
+    /// Whether `addr` is mapped.
+    pub fn is_mapped(&self, addr: u64) -> bool {
+        self.pages.contains_key(&(addr / PAGE * PAGE))
+    }
 }
 
 impl ProcessAccess for FakeProcess {
     fn fetch(&self, addr: u64, buf: &mut [u8]) -> bool {
-        self.fetches.set(self.fetches.get() + 1);
+        self.fetches.fetch_add(1, Ordering::Relaxed);
         for (i, slot) in buf.iter_mut().enumerate() {
             let Some(a) = addr.checked_add(i as u64) else {
                 return false;

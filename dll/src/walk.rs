@@ -157,6 +157,15 @@ pub fn ring<P: ProcessAccess + ?Sized>(
     walk
 }
 
+/// The layouts a free-list walk needs.
+#[derive(Debug, Clone, Copy)]
+pub struct FreeListSpec<'l> {
+    pub list: &'l ListLayout,
+    pub free_list: &'l FreeListLayout,
+    /// `opal_object_t.obj_class`, to check each element's class.
+    pub obj_class: Option<u64>,
+}
+
 fn align_up(v: u64, a: u64) -> Option<u64> {
     let a = a.max(1);
     v.checked_add(a - 1).map(|x| x / a * a)
@@ -173,14 +182,17 @@ fn align_up(v: u64, a: u64) -> Option<u64> {
 /// element's address and its first `elem_len` bytes.
 pub fn free_list<P: ProcessAccess + ?Sized>(
     t: &Target<'_, P>,
-    list: &ListLayout,
-    fl: &FreeListLayout,
-    obj_class: Option<u64>,
+    spec: FreeListSpec<'_>,
     fl_addr: u64,
     elem_len: u64,
     cap: usize,
     mut visit: impl FnMut(u64, &View<'_, '_, P>),
 ) -> Option<Stop> {
+    let FreeListSpec {
+        list,
+        free_list: fl,
+        obj_class,
+    } = spec;
     let header_len = [
         fl.num_allocated,
         fl.num_per_alloc,
@@ -230,12 +242,25 @@ pub fn free_list<P: ProcessAccess + ?Sized>(
     if nslabs == 0 {
         return stop;
     }
+    // No slab can hold more than one read's worth of elements: larger
+    // counts are corrupt, and are cut to what could be real.
+    let max_per_slab = usize::try_from(crate::target::MAX_READ as u64 / stride)
+        .unwrap_or(1)
+        .max(1);
+    if per_alloc > max_per_slab {
+        stop = stop.or(Some(Stop::Corrupt));
+    }
+    let per_alloc = per_alloc.min(max_per_slab);
     // The later slabs hold fl_num_per_alloc each; the first what is left.
     let later = per_alloc.saturating_mul(nslabs - 1);
-    let first = match total.checked_sub(later) {
+    let mut first = match total.checked_sub(later) {
         Some(n) if n > 0 => n,
         _ => per_alloc.min(total.max(1)),
     };
+    if first > max_per_slab {
+        stop = stop.or(Some(Stop::Corrupt));
+        first = per_alloc;
+    }
     let mut visited = 0usize;
     for (i, &slab) in slabs.items.iter().enumerate() {
         let want = if i == 0 { first } else { per_alloc };
@@ -380,7 +405,11 @@ mod tests {
     #[test]
     fn rings_close_on_their_head() {
         let mut p = FakeProcess::new();
-        for (a, n) in [(0x20000u64, 0x30000u64), (0x30000, 0x40000), (0x40000, 0x20000)] {
+        for (a, n) in [
+            (0x20000u64, 0x30000u64),
+            (0x30000, 0x40000),
+            (0x40000, 0x20000),
+        ] {
             p.map(a, vec![0; 64]);
             p.write_u64(a + 16, n);
         }
@@ -404,16 +433,24 @@ mod tests {
         item_size: 56,
     };
 
+    const SPEC: FreeListSpec<'static> = FreeListSpec {
+        list: &LIST,
+        free_list: &FL,
+        obj_class: Some(0),
+    };
+
     /// A free list at 0x10000 with slabs of `counts` elements (stride 128).
     fn build_free_list(p: &mut FakeProcess, counts: &[u64], per_alloc: u64) -> Vec<u64> {
         let fl = 0x10000;
-        p.map(fl, vec![0; 256]);
+        p.map(fl, vec![0; 512]);
         p.write_u64(fl + FL.num_allocated, counts.iter().sum());
         p.write_u64(fl + FL.num_per_alloc, per_alloc);
         p.write_u64(fl + FL.frag_size, 100);
         p.write_u64(fl + FL.frag_alignment, 64);
         p.write_u64(fl + FL.frag_class, 0xc1a55);
-        let slabs: Vec<u64> = (0..counts.len() as u64).map(|i| 0x100000 * (i + 1)).collect();
+        let slabs: Vec<u64> = (0..counts.len() as u64)
+            .map(|i| 0x100000 * (i + 1))
+            .collect();
         let mut elems = Vec::new();
         for (&slab, &n) in slabs.iter().zip(counts) {
             p.map(slab, vec![0; (64 + n * 128) as usize]);
@@ -423,7 +460,7 @@ mod tests {
                 elems.push(e);
             }
         }
-        build_list(p, fl + FL.allocations - LIST.sentinel, &slabs, None);
+        build_list(p, fl + FL.allocations, &slabs, None);
         elems
     }
 
@@ -433,7 +470,7 @@ mod tests {
         let elems = build_free_list(&mut p, &[3, 4, 4], 4);
         let mut seen = Vec::new();
         let t = target(&p);
-        let stop = free_list(&t, &LIST, &FL, Some(0), 0x10000, 16, 1000, |a, _| seen.push(a));
+        let stop = free_list(&t, SPEC, 0x10000, 16, 1000, |a, _| seen.push(a));
         assert_eq!(stop, None);
         assert_eq!(seen, elems);
         // One fetch for the header, one per slab link, one per slab.
@@ -447,15 +484,13 @@ mod tests {
         p.write_u64(elems[1], 0xbad);
         p.write_u64(0x10000 + FL.num_allocated, u64::MAX);
         let mut seen = Vec::new();
-        let stop = free_list(&target(&p), &LIST, &FL, Some(0), 0x10000, 16, 1000, |a, _| {
-            seen.push(a)
-        });
+        let stop = free_list(&target(&p), SPEC, 0x10000, 16, 1000, |a, _| seen.push(a));
         assert!(!seen.contains(&elems[1]));
         assert!(seen.contains(&elems[0]));
         assert!(stop.is_some() || seen.len() <= 6);
         // Nonsense alignment.
         p.write_u64(0x10000 + FL.frag_alignment, 3);
-        let stop = free_list(&target(&p), &LIST, &FL, Some(0), 0x10000, 16, 1000, |_, _| {});
+        let stop = free_list(&target(&p), SPEC, 0x10000, 16, 1000, |_, _| {});
         assert_eq!(stop, Some(Stop::Corrupt));
     }
 }

@@ -31,7 +31,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         .transpose()?
         .unwrap_or(100_000);
     let mpi = Mpi::OpenMpiG;
-    println!("setting up: {} job with {n} pending receives on rank 0", mpi.name());
+    println!(
+        "setting up: {} job with {n} pending receives on rank 0",
+        mpi.name()
+    );
     let setup = Instant::now();
     let options = LaunchOptions {
         timeout: std::time::Duration::from_secs(600),
@@ -46,7 +49,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
 
     let cold = Instant::now();
     let symbols = index_symbols(&target, &[])?;
-    let named = mqs_host::dll::locate::named_by_target(&IndexSymbols::new(symbols.clone()), &target)?;
+    let named =
+        mqs_host::dll::locate::named_by_target(&IndexSymbols::new(symbols.clone()), &target)?;
     let dll_path: PathBuf = mqs_host::dll::locate::first_existing(&named)?;
     let dll = Dll::load(&dll_path)?;
     let mut session = Session::new(dll)?;

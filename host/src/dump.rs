@@ -56,6 +56,9 @@ pub struct ProcessDump {
     /// where a debugger should attach next.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub new_processes: Option<Section<NewProcessList>>,
+    /// What the DLL printed by itself (kept off our stdout and stderr).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dll_output: Vec<String>,
     /// MPI-2 DLLs only: the function to stop in to learn about spawns.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spawn_breakpoint: Option<String>,

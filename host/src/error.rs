@@ -73,13 +73,18 @@ pub enum Error {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PermissionReason {
     /// The process belongs to another user and we are not root.
-    NotRoot { target_uid: u32 },
+    NotRoot {
+        target_uid: u32,
+    },
     /// Yama's /proc/sys/kernel/yama/ptrace_scope forbids the attach.
     PtraceScope(u32),
     /// We are root in name but lack CAP_SYS_PTRACE (a container, say).
     NoCapSysPtrace,
     /// Another debugger already traces the process.
-    AlreadyTraced { tracer_pid: i32, tracer_name: String },
+    AlreadyTraced {
+        tracer_pid: i32,
+        tracer_name: String,
+    },
     Other(String),
 }
 

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::dll::capture::OutputCapture;
 use crate::dll::{locate, Dll, ImageSymbols, Session, TypeLayout};
 use crate::dump::{
     DllInfo, JobDump, Launcher, NewProcess, NewProcessList, ProcessDump, RankFailure, Section,
@@ -99,9 +100,26 @@ pub fn dump(pid: i32, options: &Options, progress: Progress<'_>) -> Result<JobDu
         Ok(symbols) => symbols,
         Err(e) => return finish(pid, target, Err(e)),
     };
-    if !mpir::is_starter(&IndexSymbols(symbols.clone())) {
+    let starter = mpir::is_starter(&IndexSymbols(symbols.clone()));
+    let table = if starter {
+        match mpir::read_proctable(&target, &IndexSymbols(symbols.clone())) {
+            Ok(table) => table,
+            Err(e) => return finish(pid, target, Err(e)),
+        }
+    } else {
+        Vec::new()
+    };
+    if table.is_empty() {
         let rank = rank_from_environment(pid).unwrap_or(-1);
-        let result = dump_attached(pid, rank, &target, symbols, options);
+        let result = dump_attached(pid, rank, &target, symbols, options).map_err(|e| match e {
+            Error::NotMpi { pid, .. } if starter => Error::NotMpi {
+                pid,
+                detail: "it is an MPI starter whose process table is empty \
+                             (its job has not started yet)"
+                    .into(),
+            },
+            other => other,
+        });
         let process = finish(pid, target, result)?;
         return Ok(JobDump {
             schema_version: SCHEMA_VERSION,
@@ -111,16 +129,15 @@ pub fn dump(pid: i32, options: &Options, progress: Progress<'_>) -> Result<JobDu
         });
     }
 
-    // A starter: read its table while it is stopped, then let it go before
+    // A starter: its table was read while it was stopped; let it go before
     // stopping its ranks one by one.
-    let table = mpir::read_proctable(&target, &IndexSymbols(symbols));
     let launcher = Launcher {
         pid,
         executable: exe_path(pid)
             .map(|p| p.display().to_string())
             .unwrap_or_default(),
     };
-    let table = finish(pid, target, table)?;
+    let table = finish(pid, target, Ok(table))?;
     let mut job = JobDump {
         schema_version: SCHEMA_VERSION,
         launcher: Some(launcher),
@@ -163,7 +180,12 @@ pub fn dump(pid: i32, options: &Options, progress: Progress<'_>) -> Result<JobDu
 }
 
 /// Dumps one rank (not a starter).
-fn dump_rank(pid: i32, rank: i32, options: &Options, cache: &Arc<SymbolCache>) -> Result<ProcessDump> {
+fn dump_rank(
+    pid: i32,
+    rank: i32,
+    options: &Options,
+    cache: &Arc<SymbolCache>,
+) -> Result<ProcessDump> {
     let target = attach(pid, options)?;
     let result = index_symbols_with(&target, cache)
         .and_then(|symbols| dump_attached(pid, rank, &target, symbols, options));
@@ -171,7 +193,11 @@ fn dump_rank(pid: i32, rank: i32, options: &Options, cache: &Arc<SymbolCache>) -
 }
 
 fn attach(pid: i32, options: &Options) -> Result<PageCache<LiveProcess>> {
-    let mode = if options.no_stop { Mode::NoStop } else { Mode::Stop };
+    let mode = if options.no_stop {
+        Mode::NoStop
+    } else {
+        Mode::Stop
+    };
     Ok(PageCache::new(LiveProcess::attach(pid, mode)?))
 }
 
@@ -210,6 +236,29 @@ fn process_gone(pid: i32) -> bool {
 }
 
 fn dump_attached(
+    pid: i32,
+    global_rank: i32,
+    target: &PageCache<LiveProcess>,
+    symbols: Arc<SymbolIndex>,
+    options: &Options,
+) -> Result<ProcessDump> {
+    // The DLL's own printing is kept apart (shown with --verbose, and in
+    // the dump), from loading it to dropping the session.
+    let capture = OutputCapture::start();
+    let result = run_session(pid, global_rank, target, symbols, options);
+    let output = capture.map(OutputCapture::finish).unwrap_or_default();
+    if crate::dll::is_verbose() {
+        for line in &output {
+            eprintln!("mqs-dll: {line}");
+        }
+    }
+    result.map(|mut dump| {
+        dump.dll_output = output;
+        dump
+    })
+}
+
+fn run_session(
     pid: i32,
     global_rank: i32,
     target: &PageCache<LiveProcess>,
@@ -266,6 +315,7 @@ fn dump_attached(
         communicators,
         new_processes,
         spawn_breakpoint,
+        dll_output: Vec::new(),
         stats,
     })
 }

@@ -6,8 +6,8 @@
 //! Only reading happens here: the table of a running job is filled in by
 //! the starter, so a tool attaching later needs no breakpoint.
 
-use crate::dll::ImageSymbols;
 use crate::dll::locate::read_c_string;
+use crate::dll::ImageSymbols;
 use crate::target::Target;
 use crate::{Error, Result};
 
@@ -64,7 +64,9 @@ fn layout(symbols: &dyn ImageSymbols) -> EntryLayout {
     from_dwarf.unwrap_or(SPEC_LAYOUT)
 }
 
-/// Reads the starter's process table.
+/// Reads the starter's process table; empty when the process has none
+/// (a rank whose MPI library holds the MPIR symbols, or a starter whose job
+/// has not started).
 pub fn read_proctable(target: &dyn Target, symbols: &dyn ImageSymbols) -> Result<Vec<ProcDesc>> {
     let pid = target.pid();
     let not_ready = |detail: &str| Error::NotMpi {
@@ -86,8 +88,10 @@ pub fn read_proctable(target: &dyn Target, symbols: &dyn ImageSymbols) -> Result
     let mut ptr = [0u8; 8];
     target.read(table_addr, &mut ptr)?;
     let table = u64::from_ne_bytes(ptr);
+    // MPI ranks of some MPIs (Open MPI: libopen-rte) carry the MPIR symbols
+    // too, with an empty table: that is for the caller to tell apart.
     if size == 0 || table == 0 {
-        return Err(not_ready("its process table is empty (the job has not started yet)"));
+        return Ok(Vec::new());
     }
     let layout = layout(symbols);
     let mut entries = Vec::with_capacity(size as usize);

@@ -52,6 +52,9 @@ fn process_text(out: &mut String, p: &ProcessDump) {
         "  DLL {} [{}, interface {}]",
         p.dll.path, p.dll.version, p.dll.compatibility
     );
+    for line in &p.dll_output {
+        let _ = writeln!(out, "  DLL output: {line}");
+    }
     match &p.communicators {
         Section::Ok { value } if value.list.is_empty() => {
             let _ = writeln!(out, "  no communicators");
@@ -93,7 +96,11 @@ fn process_text(out: &mut String, p: &ProcessDump) {
 }
 
 fn communicator_text(out: &mut String, c: &CommunicatorDump) {
-    let name = if c.name.is_empty() { "(unnamed)" } else { &c.name };
+    let name = if c.name.is_empty() {
+        "(unnamed)"
+    } else {
+        &c.name
+    };
     let _ = writeln!(
         out,
         "  Communicator {name}: size {}, local rank {}, id {:#x}",
@@ -154,7 +161,11 @@ fn rank(local: i64, global: i64) -> String {
 
 fn operation_text(out: &mut String, class: OpClass, index: usize, op: &Operation) {
     let peer = rank(op.desired_local_rank, op.desired_global_rank);
-    let direction = if class == OpClass::PendingSends { "to" } else { "from" };
+    let direction = if class == OpClass::PendingSends {
+        "to"
+    } else {
+        "from"
+    };
     let tag = op
         .desired_tag
         .map_or_else(|| "ANY".to_string(), |t| t.to_string());
@@ -164,7 +175,11 @@ fn operation_text(out: &mut String, class: OpClass, index: usize, op: &Operation
         op.status,
         op.desired_length,
         op.buffer,
-        if op.system_buffer { " (system buffer)" } else { "" }
+        if op.system_buffer {
+            " (system buffer)"
+        } else {
+            ""
+        }
     );
     if op.status != "pending" {
         let _ = writeln!(
@@ -241,6 +256,7 @@ mod tests {
                 },
                 new_processes: None,
                 spawn_breakpoint: None,
+                dll_output: vec![],
                 stats: DumpStats::default(),
             }],
         }
@@ -249,10 +265,19 @@ mod tests {
     #[test]
     fn text_lists_queues_with_any_and_not_available() {
         let text = text(&sample());
-        assert!(text.contains("Communicator MPI_COMM_WORLD: size 2, local rank 0, id 0x0"), "{text}");
+        assert!(
+            text.contains("Communicator MPI_COMM_WORLD: size 2, local rank 0, id 0x0"),
+            "{text}"
+        );
         assert!(text.contains("Pending sends: none"), "{text}");
-        assert!(text.contains("[0] pending from ANY tag ANY length 32 buffer 0x1000"), "{text}");
-        assert!(text.contains("Unexpected messages: not available (no ob1 debug info)"), "{text}");
+        assert!(
+            text.contains("[0] pending from ANY tag ANY length 32 buffer 0x1000"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Unexpected messages: not available (no ob1 debug info)"),
+            "{text}"
+        );
         assert!(text.contains("request 0x2000"), "{text}");
     }
 
@@ -264,7 +289,10 @@ mod tests {
         assert_eq!(comm["sends"]["status"], "ok");
         assert_eq!(comm["sends"]["operations"].as_array().unwrap().len(), 0);
         assert_eq!(comm["unexpected"]["status"], "not_available");
-        assert_eq!(comm["receives"]["operations"][0]["desired_tag"], serde_json::Value::Null);
+        assert_eq!(
+            comm["receives"]["operations"][0]["desired_tag"],
+            serde_json::Value::Null
+        );
         assert_eq!(comm["receives"]["operations"][0]["desired_local_rank"], -1);
     }
 }

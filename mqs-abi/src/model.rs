@@ -317,19 +317,31 @@ mod tests {
     fn op_classes_match_the_header() {
         use crate::ffi::mpi1 as c;
         assert_eq!(OpClass::PendingSends.to_raw(), c::mqs_pending_sends as i32);
-        assert_eq!(OpClass::PendingReceives.to_raw(), c::mqs_pending_receives as i32);
+        assert_eq!(
+            OpClass::PendingReceives.to_raw(),
+            c::mqs_pending_receives as i32
+        );
         assert_eq!(
             OpClass::UnexpectedMessages.to_raw(),
             c::mqs_unexpected_messages as i32
         );
         assert_eq!(OpClass::from_raw(3), None);
-        assert_eq!(OpStatus::from_raw(c::mqs_st_matched as i32), OpStatus::Matched);
-        assert_eq!(ReturnCode::from_raw(c::mqs_end_of_list as i32), ReturnCode::EndOfList);
+        assert_eq!(
+            OpStatus::from_raw(c::mqs_st_matched as i32),
+            OpStatus::Matched
+        );
+        assert_eq!(
+            ReturnCode::from_raw(c::mqs_end_of_list as i32),
+            ReturnCode::EndOfList
+        );
     }
 
     #[test]
     fn decode_stops_at_nul_and_at_the_end() {
-        assert_eq!(decode_c_chars(&chars(b"MPI_COMM_WORLD\0junk")), "MPI_COMM_WORLD");
+        assert_eq!(
+            decode_c_chars(&chars(b"MPI_COMM_WORLD\0junk")),
+            "MPI_COMM_WORLD"
+        );
         // No NUL at all: bounded by the array.
         assert_eq!(decode_c_chars(&chars(b"abcd")), "abcd");
         assert_eq!(decode_c_chars(&chars(b"")), "");

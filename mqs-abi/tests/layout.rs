@@ -37,12 +37,16 @@ fn c_layout(table: *const ProbeEntry) -> Layout {
             break;
         }
         // SAFETY: type_name and field_name are NULL or static C strings.
-        let ty = unsafe { CStr::from_ptr(e.type_name) }.to_string_lossy().into_owned();
+        let ty = unsafe { CStr::from_ptr(e.type_name) }
+            .to_string_lossy()
+            .into_owned();
         let field = if e.field_name.is_null() {
             String::new()
         } else {
             // SAFETY: as above.
-            unsafe { CStr::from_ptr(e.field_name) }.to_string_lossy().into_owned()
+            unsafe { CStr::from_ptr(e.field_name) }
+                .to_string_lossy()
+                .into_owned()
         };
         assert!(layout.insert((ty, field), (e.offset, e.size)).is_none());
         // SAFETY: the terminator has not been reached, so the next entry exists.
@@ -145,7 +149,12 @@ fn lp64_expected(mpi2: bool) -> Layout {
     add(
         "mqs_communicator",
         88,
-        &[("unique_id", 0, 8), ("local_rank", 8, 8), ("size", 16, 8), ("name", 24, 64)],
+        &[
+            ("unique_id", 0, 8),
+            ("local_rank", 8, 8),
+            ("size", 16, 8),
+            ("name", 24, 64),
+        ],
     );
     add(
         "mqs_pending_operation",
@@ -167,7 +176,11 @@ fn lp64_expected(mpi2: bool) -> Layout {
         ],
     );
     let ptrs = |names: &[&'static str]| -> Vec<(&'static str, usize, usize)> {
-        names.iter().enumerate().map(|(i, &n)| (n, i * 8, 8)).collect()
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (n, i * 8, 8))
+            .collect()
     };
     add(
         "mqs_image_callbacks",
@@ -209,7 +222,11 @@ fn lp64_expected(mpi2: bool) -> Layout {
         add(
             "mqs_process_location",
             4168,
-            &[("pid", 0, 8), ("image_name", 8, 4096), ("host_name", 4104, 64)],
+            &[
+                ("pid", 0, 8),
+                ("image_name", 8, 4096),
+                ("host_name", 4104, 64),
+            ],
         );
     }
     l
@@ -219,7 +236,9 @@ fn assert_same(what: &str, left_name: &str, left: &Layout, right_name: &str, rig
     let mut problems = Vec::new();
     for (key, l) in left {
         match right.get(key) {
-            None => problems.push(format!("{key:?}: in {left_name}, missing from {right_name}")),
+            None => problems.push(format!(
+                "{key:?}: in {left_name}, missing from {right_name}"
+            )),
             Some(r) if r != l => problems.push(format!(
                 "{key:?}: (offset, size) {l:?} in {left_name}, {r:?} in {right_name}"
             )),
@@ -227,7 +246,9 @@ fn assert_same(what: &str, left_name: &str, left: &Layout, right_name: &str, rig
         }
     }
     for key in right.keys().filter(|k| !left.contains_key(*k)) {
-        problems.push(format!("{key:?}: in {right_name}, missing from {left_name}"));
+        problems.push(format!(
+            "{key:?}: in {right_name}, missing from {left_name}"
+        ));
     }
     assert!(problems.is_empty(), "{what}:\n{}", problems.join("\n"));
 }
@@ -247,13 +268,25 @@ fn mpi2_rust_matches_c() {
 #[cfg(all(target_pointer_width = "64", target_os = "linux", target_env = "gnu"))]
 #[test]
 fn mpi1_matches_the_debuggers_lp64_layout() {
-    assert_same("MPI-1 LP64", "ABI", &lp64_expected(false), "Rust", &rust_layout_mpi1());
+    assert_same(
+        "MPI-1 LP64",
+        "ABI",
+        &lp64_expected(false),
+        "Rust",
+        &rust_layout_mpi1(),
+    );
 }
 
 #[cfg(all(target_pointer_width = "64", target_os = "linux", target_env = "gnu"))]
 #[test]
 fn mpi2_matches_the_debuggers_lp64_layout() {
-    assert_same("MPI-2 LP64", "ABI", &lp64_expected(true), "Rust", &rust_layout_mpi2());
+    assert_same(
+        "MPI-2 LP64",
+        "ABI",
+        &lp64_expected(true),
+        "Rust",
+        &rust_layout_mpi2(),
+    );
 }
 
 #[test]
@@ -261,17 +294,38 @@ fn constants_match_the_interface_levels() {
     assert_eq!(mpi1::MQS_INTERFACE_COMPATIBILITY, 2);
     assert_eq!(mpi2::MQS_INTERFACE_COMPATIBILITY, 3);
     for (ok, noinfo, end, user, invalid) in [
-        (mpi1::mqs_ok, mpi1::mqs_no_information, mpi1::mqs_end_of_list, mpi1::mqs_first_user_code, mpi1::MQS_INVALID_PROCESS),
-        (mpi2::mqs_ok, mpi2::mqs_no_information, mpi2::mqs_end_of_list, mpi2::mqs_first_user_code, mpi2::MQS_INVALID_PROCESS),
+        (
+            mpi1::mqs_ok,
+            mpi1::mqs_no_information,
+            mpi1::mqs_end_of_list,
+            mpi1::mqs_first_user_code,
+            mpi1::MQS_INVALID_PROCESS,
+        ),
+        (
+            mpi2::mqs_ok,
+            mpi2::mqs_no_information,
+            mpi2::mqs_end_of_list,
+            mpi2::mqs_first_user_code,
+            mpi2::MQS_INVALID_PROCESS,
+        ),
     ] {
         assert_eq!((ok, noinfo, end, user, invalid), (0, 1, 2, 100, -1));
     }
     assert_eq!(
-        [mpi1::mqs_lang_c, mpi1::mqs_lang_cplus, mpi1::mqs_lang_f77, mpi1::mqs_lang_f90],
+        [
+            mpi1::mqs_lang_c,
+            mpi1::mqs_lang_cplus,
+            mpi1::mqs_lang_f77,
+            mpi1::mqs_lang_f90
+        ],
         [b'c' as u32, b'C' as u32, b'f' as u32, b'F' as u32]
     );
     assert_eq!(
-        [mpi1::mqs_st_pending, mpi1::mqs_st_matched, mpi1::mqs_st_complete],
+        [
+            mpi1::mqs_st_pending,
+            mpi1::mqs_st_matched,
+            mpi1::mqs_st_complete
+        ],
         [0, 1, 2]
     );
 }

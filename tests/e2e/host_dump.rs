@@ -57,21 +57,70 @@ fn open_mpi_expected(rank: u32) -> Vec<Comm> {
     };
     if rank == 0 {
         vec![
-            c("MPI_COMM_WORLD", 2, 0, Some(&[0, 1]), NONE, Q::Ops(&[(OMPI_MINUS_1, Some(8), 32, "pending")])),
+            c(
+                "MPI_COMM_WORLD",
+                2,
+                0,
+                Some(&[0, 1]),
+                NONE,
+                Q::Ops(&[(OMPI_MINUS_1, Some(8), 32, "pending")]),
+            ),
             c("MPI_COMM_SELF", 1, 0, Some(&[0]), NONE, NONE),
             c("MPI_COMM_NULL", 0, OMPI_MINUS_2, None, NONE, NONE),
-            c("mqs-dup", 2, 0, Some(&[0, 1]), NONE, Q::Ops(&[(1, Some(7), 16, "pending")])),
-            c("mqs-split", 2, 1, Some(&[1, 0]), NONE, Q::Ops(&[(0, ANY, 8, "pending")])),
-            c("mqs-wait", 2, 0, Some(&[0, 1]), NONE, Q::Ops(&[(OMPI_MINUS_1, Some(1000), 4, "pending")])),
+            c(
+                "mqs-dup",
+                2,
+                0,
+                Some(&[0, 1]),
+                NONE,
+                Q::Ops(&[(1, Some(7), 16, "pending")]),
+            ),
+            c(
+                "mqs-split",
+                2,
+                1,
+                Some(&[1, 0]),
+                NONE,
+                Q::Ops(&[(0, ANY, 8, "pending")]),
+            ),
+            c(
+                "mqs-wait",
+                2,
+                0,
+                Some(&[0, 1]),
+                NONE,
+                Q::Ops(&[(OMPI_MINUS_1, Some(1000), 4, "pending")]),
+            ),
         ]
     } else {
         vec![
-            c("MPI_COMM_WORLD", 2, 1, Some(&[0, 1]), Q::Ops(&[(0, Some(5), 400_000, "pending")]), NONE),
+            c(
+                "MPI_COMM_WORLD",
+                2,
+                1,
+                Some(&[0, 1]),
+                Q::Ops(&[(0, Some(5), 400_000, "pending")]),
+                NONE,
+            ),
             c("MPI_COMM_SELF", 1, 0, Some(&[1]), NONE, NONE),
             c("MPI_COMM_NULL", 0, OMPI_MINUS_2, None, NONE, NONE),
-            c("mqs-dup", 2, 1, Some(&[0, 1]), NONE, Q::Ops(&[(0, Some(11), 32, "pending")])),
+            c(
+                "mqs-dup",
+                2,
+                1,
+                Some(&[0, 1]),
+                NONE,
+                Q::Ops(&[(0, Some(11), 32, "pending")]),
+            ),
             c("mqs-split", 2, 0, Some(&[1, 0]), NONE, NONE),
-            c("mqs-wait", 2, 1, Some(&[0, 1]), NONE, Q::Ops(&[(OMPI_MINUS_1, Some(1000), 4, "pending")])),
+            c(
+                "mqs-wait",
+                2,
+                1,
+                Some(&[0, 1]),
+                NONE,
+                Q::Ops(&[(OMPI_MINUS_1, Some(1000), 4, "pending")]),
+            ),
         ]
     }
 }
@@ -100,9 +149,30 @@ fn mpich_expected(rank: u32) -> Vec<Comm> {
             ),
             c("MPI_COMM_SELF", 1, 0, NONE, NONE, NONE),
             c("MPI_ICOMM_WORLD", 2, 0, NONE, NONE, NONE),
-            c("mqs-dup", 2, 0, NONE, Q::Ops(&[(1, Some(7), 4, "pending")]), NONE),
-            c("mqs-split", 2, 1, NONE, Q::Ops(&[(0, ANY, 2, "pending")]), NONE),
-            c("mqs-wait", 2, 0, NONE, Q::Ops(&[(-1, Some(1000), 1, "pending")]), NONE),
+            c(
+                "mqs-dup",
+                2,
+                0,
+                NONE,
+                Q::Ops(&[(1, Some(7), 4, "pending")]),
+                NONE,
+            ),
+            c(
+                "mqs-split",
+                2,
+                1,
+                NONE,
+                Q::Ops(&[(0, ANY, 2, "pending")]),
+                NONE,
+            ),
+            c(
+                "mqs-wait",
+                2,
+                0,
+                NONE,
+                Q::Ops(&[(-1, Some(1000), 1, "pending")]),
+                NONE,
+            ),
         ]
     } else {
         vec![
@@ -110,15 +180,32 @@ fn mpich_expected(rank: u32) -> Vec<Comm> {
                 "MPI_COMM_WORLD",
                 2,
                 1,
-                Q::Ops(&[(0, Some(5), 100_000, "pending"), (0, Some(99), 16, "complete")]),
+                Q::Ops(&[
+                    (0, Some(5), 100_000, "pending"),
+                    (0, Some(99), 16, "complete"),
+                ]),
                 NONE,
                 NONE,
             ),
             c("MPI_COMM_SELF", 1, 0, NONE, NONE, NONE),
             c("MPI_ICOMM_WORLD", 2, 1, NONE, NONE, NONE),
-            c("mqs-dup", 2, 1, NONE, Q::Ops(&[(0, Some(11), 8, "pending")]), NONE),
+            c(
+                "mqs-dup",
+                2,
+                1,
+                NONE,
+                Q::Ops(&[(0, Some(11), 8, "pending")]),
+                NONE,
+            ),
             c("mqs-split", 2, 0, NONE, NONE, NONE),
-            c("mqs-wait", 2, 1, NONE, Q::Ops(&[(-1, Some(1000), 1, "pending")]), NONE),
+            c(
+                "mqs-wait",
+                2,
+                1,
+                NONE,
+                Q::Ops(&[(-1, Some(1000), 1, "pending")]),
+                NONE,
+            ),
         ]
     }
 }
@@ -178,7 +265,11 @@ fn check_process(process: &Value, expected: &[Comm], internal: Option<&str>) {
         let name = comm["name"].as_str().expect("name");
         if Some(name) == internal {
             for q in ["sends", "receives", "unexpected"] {
-                assert_eq!(ops_of(&comm[q]).map(|o| o.len()), Ok(0), "{name} {q}: {comm}");
+                assert_eq!(
+                    ops_of(&comm[q]).map(|o| o.len()),
+                    Ok(0),
+                    "{name} {q}: {comm}"
+                );
             }
             continue;
         }
@@ -190,7 +281,11 @@ fn check_process(process: &Value, expected: &[Comm], internal: Option<&str>) {
     sorted_names.sort();
     let mut sorted_want = want.clone();
     sorted_want.sort();
-    assert_eq!(sorted_names, sorted_want, "communicators of pid {}", process["pid"]);
+    assert_eq!(
+        sorted_names, sorted_want,
+        "communicators of pid {}",
+        process["pid"]
+    );
     for e in expected {
         let comm = named
             .iter()
@@ -208,16 +303,26 @@ fn check_process(process: &Value, expected: &[Comm], internal: Option<&str>) {
         }
         check_queue(&format!("{what} sends"), &comm["sends"], &e.sends);
         check_queue(&format!("{what} receives"), &comm["receives"], &e.receives);
-        check_queue(&format!("{what} unexpected"), &comm["unexpected"], &e.unexpected);
+        check_queue(
+            &format!("{what} unexpected"),
+            &comm["unexpected"],
+            &e.unexpected,
+        );
     }
 }
 
 fn expected_for(mpi: Mpi, rank: u32) -> (Vec<Comm>, Option<&'static str>, &'static str) {
     match mpi {
-        Mpi::OpenMpiG | Mpi::OpenMpiRelease => {
-            (open_mpi_expected(rank), None, "lib/openmpi/libompi_dbg_msgq.so")
-        }
-        Mpi::Mpich => (mpich_expected(rank), Some(MPICH_INTERNAL), "lib/libtvmpich.so"),
+        Mpi::OpenMpiG | Mpi::OpenMpiRelease => (
+            open_mpi_expected(rank),
+            None,
+            "lib/openmpi/libompi_dbg_msgq.so",
+        ),
+        Mpi::Mpich => (
+            mpich_expected(rank),
+            Some(MPICH_INTERNAL),
+            "lib/libtvmpich.so",
+        ),
     }
 }
 
@@ -231,7 +336,10 @@ fn ranks_by_pid(mpi: Mpi) {
         assert!(json["launcher"].is_null());
         let process = &json["processes"][0];
         assert_eq!(process["pid"], pid);
-        assert_eq!(process["global_rank"], rank, "rank from the launcher's environment");
+        assert_eq!(
+            process["global_rank"], rank,
+            "rank from the launcher's environment"
+        );
         assert_eq!(process["dll"]["compatibility"], 2);
         let (expected, internal, dll) = expected_for(mpi, rank);
         // The DLL is the one the MPI names (MPICH's is a symlink to a
@@ -246,7 +354,10 @@ fn ranks_by_pid(mpi: Mpi) {
         let out = run(&["--pid", &pid.to_string()]);
         assert!(out.status.success(), "{}", stderr(&out));
         let text = stdout(&out);
-        assert!(text.starts_with(&format!("Process {pid} (rank {rank}): ")), "{text}");
+        assert!(
+            text.starts_with(&format!("Process {pid} (rank {rank}): ")),
+            "{text}"
+        );
         for comm in &expected {
             let line = format!(
                 "Communicator {}: size {}, local rank {},",

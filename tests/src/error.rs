@@ -39,6 +39,13 @@ pub enum Error {
     #[error("{0}")]
     NotReady(Box<NotReady>),
 
+    /// A job expected to end by itself was still running.
+    #[error("{fixture} was still running after {waited:?}")]
+    StillRunning {
+        fixture: String,
+        waited: std::time::Duration,
+    },
+
     /// Teardown left processes of the job alive.
     #[error("processes of the job survived teardown: {0:?}")]
     Survivors(Vec<u32>),
@@ -58,6 +65,8 @@ pub struct NotReady {
     pub stdout: String,
     pub stderr: String,
     pub pids: Vec<u32>,
+    /// The job's id (see `JOB_ENV`).
+    pub job_id: String,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

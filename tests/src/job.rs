@@ -5,6 +5,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -16,9 +17,21 @@ use crate::procfs::{self, ProcessRecord};
 
 /// How long the launcher gets to take its job down after SIGTERM.
 const TERM_GRACE: Duration = Duration::from_secs(5);
+/// The same for a job torn down before every rank was READY.
+const NOT_READY_TERM_GRACE: Duration = Duration::from_secs(1);
 /// How long killed processes get to disappear.
 const KILL_GRACE: Duration = Duration::from_secs(5);
 const POLL: Duration = Duration::from_millis(20);
+/// How often hydra's mpiexec gets SIGTERM again while it ignores it.
+const HYDRA_TERM_REPEAT: Duration = Duration::from_millis(500);
+/// How often to look for new processes while the launcher winds down (each
+/// look reads all of /proc).
+const TERM_POLL: Duration = Duration::from_millis(50);
+
+/// The environment variable that marks every process of a job with the
+/// job's id (inherited by the launcher's daemons and the ranks), so teardown
+/// finds them even if they were orphaned.
+pub const JOB_ENV: &str = "MQS_TESTS_JOB";
 
 /// Options for [`Job::launch_with`].
 #[derive(Debug, Clone)]
@@ -26,7 +39,8 @@ pub struct LaunchOptions {
     /// How long to wait for every rank's READY line. Default 60 s, or
     /// `MQS_READY_TIMEOUT` seconds when set.
     pub timeout: Duration,
-    /// Extra environment for the launcher (and so the ranks), applied last.
+    /// Extra environment for the launcher (and so the ranks), applied over
+    /// ours; only [`JOB_ENV`] cannot be overridden.
     pub env: Vec<(OsString, OsString)>,
 }
 
@@ -109,12 +123,16 @@ struct Captured {
 ///
 /// Dropping it tears the job down (on success, failure and panic alike);
 /// [`Job::shutdown`] does the same and reports the processes it had.
+/// Teardown SIGTERMs the launcher, reaps it, then SIGKILLs every process of
+/// the job still alive: those recorded by ancestry while it ran and those
+/// carrying its [`JOB_ENV`] id, each checked by start time first.
 ///
 /// The launcher gets `PR_SET_PDEATHSIG(SIGTERM)`, which the kernel ties to
 /// the *thread* that started it: keep a `Job` on the thread that launched it,
 /// or the job is terminated when that thread ends.
 #[derive(Debug)]
 pub struct Job {
+    id: String,
     mpi: Mpi,
     fixture: String,
     exe: PathBuf,
@@ -146,7 +164,14 @@ impl Job {
     ) -> Result<Job> {
         let exe = build_fixture(mpi, fixture)?;
         let mut cmd = launcher_command(mpi, &exe, nprocs, args)?;
+        static JOBS: AtomicU64 = AtomicU64::new(0);
+        let id = format!(
+            "{}-{}-{fixture}",
+            std::process::id(),
+            JOBS.fetch_add(1, Ordering::Relaxed)
+        );
         cmd.envs(opts.env.iter().map(|(k, v)| (k, v)))
+            .env(JOB_ENV, &id)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -189,6 +214,7 @@ impl Job {
             start_time: 0,
         });
         let mut job = Job {
+            id,
             mpi,
             fixture: fixture.to_string(),
             exe,
@@ -212,6 +238,7 @@ impl Job {
                     reason.push_str(&format!("; then teardown failed: {e}"));
                 }
                 let pids = job.recorded_pids();
+                let job_id = job.id.clone();
                 // Let the readers catch the last words of a dying job.
                 drain_until_eof(&rx, eofs, Duration::from_secs(1));
                 let (stdout, stderr) = job.output();
@@ -222,6 +249,7 @@ impl Job {
                     stdout,
                     stderr,
                     pids,
+                    job_id,
                 })))
             }
         }
@@ -327,8 +355,15 @@ impl Job {
         (c.stdout.clone(), c.stderr.clone())
     }
 
-    /// Every process recorded as part of the job: the launcher, the ranks
-    /// and all the launcher's descendants seen so far.
+    /// The job's unique id, which all its processes carry in their
+    /// environment as [`JOB_ENV`]`=<id>`.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Every process recorded as part of the job: the launcher, the ranks,
+    /// their descendants and every process carrying the job's id, as seen so
+    /// far.
     pub fn recorded_pids(&self) -> Vec<u32> {
         let mut pids: Vec<u32> = self.recorded.iter().map(|r| r.pid).collect();
         pids.sort_unstable();
@@ -336,25 +371,57 @@ impl Job {
         pids
     }
 
-    /// Look for new descendants of the launcher (e.g. tool daemons it started)
-    /// so teardown covers them too. Launch already did this once.
+    /// Record processes of the job that appeared since the last look (e.g.
+    /// tool daemons the launcher started) so teardown covers them too.
+    /// Launch does this once every rank is READY.
     pub fn refresh_pids(&mut self) {
-        if self.exit_status.is_some() {
-            return; // Its pid may be reused: do not walk from it.
+        let mut roots: Vec<ProcessRecord> = self
+            .recorded
+            .iter()
+            .copied()
+            // A recorded pid that died may be reused: only walk from the
+            // same process. The launcher stays ours until it is reaped.
+            .filter(|r| procfs::record_alive(*r))
+            .collect();
+        if self.exit_status.is_none() && !roots.contains(&self.launcher) {
+            roots.push(self.launcher);
         }
-        let ranks: Vec<ProcessRecord> = self
+        let mut found: Vec<ProcessRecord> = self
             .ranks
             .iter()
             .filter_map(|r| procfs::record(r.1))
             .collect();
-        for rec in procfs::descendants(self.launcher.pid)
-            .into_iter()
-            .chain(ranks)
-        {
+        for root in roots {
+            found.extend(procfs::descendants(root.pid));
+        }
+        found.extend(procfs::processes_with_env(JOB_ENV, &self.id));
+        for rec in found {
             if !self.recorded.contains(&rec) {
                 self.recorded.push(rec);
             }
         }
+    }
+
+    /// Waits for a job that ends by itself (a fixture like `finish`) and
+    /// returns the launcher's exit status, tearing the job down first if it
+    /// has not ended within `timeout` (then the result is an error).
+    pub fn wait_for_exit(mut self, timeout: Duration) -> Result<ExitStatus> {
+        let start = Instant::now();
+        while self.exit_status.is_none() && start.elapsed() < timeout {
+            self.refresh_pids();
+            match self.child.try_wait() {
+                Ok(Some(status)) => self.exit_status = Some(status),
+                Ok(None) => thread::sleep(POLL),
+                Err(e) => return Err(Error::io("waiting for the launcher", e)),
+            }
+        }
+        let status = self.exit_status;
+        // Whatever is left of it goes, in either case.
+        self.teardown()?;
+        status.ok_or_else(|| Error::StillRunning {
+            fixture: self.fixture.clone(),
+            waited: timeout,
+        })
     }
 
     /// Tear the job down now and return every pid that belonged to it.
@@ -363,16 +430,14 @@ impl Job {
         self.teardown()
     }
 
-    /// SIGTERM the launcher and reap it (SIGKILL after [`TERM_GRACE`]), then
-    /// SIGKILL whatever recorded process is still that same process.
+    /// SIGTERM the launcher and reap it (SIGKILL after a grace period), then
+    /// SIGKILL whatever process of the job is left, until none is.
     fn teardown(&mut self) -> Result<Vec<u32>> {
-        let all = self.recorded_pids();
         if self.torn_down {
-            return Ok(all);
+            return Ok(self.recorded_pids());
         }
         self.torn_down = true;
         self.refresh_pids();
-        let all = self.recorded_pids();
 
         if self.exit_status.is_none() {
             // We are its parent and have not reaped it, so the pid is still
@@ -380,11 +445,36 @@ impl Job {
             let pid = self.launcher.pid as libc::pid_t;
             // SAFETY: kill only takes integers.
             unsafe { libc::kill(pid, libc::SIGTERM) };
-            let deadline = Instant::now() + TERM_GRACE;
+            // A job that never got READY has nothing worth an orderly exit,
+            // and hydra caught mid-startup can hang in its own shutdown
+            // (the proxy waits for ranks that wait for the proxy's PMI).
+            let grace = if self.ranks.is_empty() {
+                NOT_READY_TERM_GRACE
+            } else {
+                TERM_GRACE
+            };
+            let start = Instant::now();
+            let mut last_term = start;
             while self.exit_status.is_none() {
+                // Keep looking while it runs: a launcher still starting up
+                // may spawn more processes before it notices the signal.
+                self.refresh_pids();
                 match self.child.try_wait() {
                     Ok(Some(s)) => self.exit_status = Some(s),
-                    Ok(None) if Instant::now() < deadline => thread::sleep(POLL),
+                    Ok(None) if start.elapsed() < grace => {
+                        // Hydra only forwards SIGTERM to proxies already
+                        // connected and otherwise drops it, so a job caught
+                        // starting up needs it again. (Open MPI's mpirun takes
+                        // a repeated signal as "abort harder": send it once.)
+                        if self.mpi.family() == Family::Mpich
+                            && last_term.elapsed() >= HYDRA_TERM_REPEAT
+                        {
+                            // SAFETY: as above.
+                            unsafe { libc::kill(pid, libc::SIGTERM) };
+                            last_term = Instant::now();
+                        }
+                        thread::sleep(TERM_POLL);
+                    }
                     _ => {
                         let _ = self.child.kill();
                         self.exit_status = self.child.wait().ok();
@@ -394,27 +484,26 @@ impl Job {
             }
         }
 
-        let others: Vec<ProcessRecord> = self
-            .recorded
-            .iter()
-            .copied()
-            .filter(|r| r.pid != self.launcher.pid)
-            .collect();
-        for rec in &others {
-            procfs::signal_recorded(*rec, libc::SIGKILL);
-        }
+        // Kill in rounds: a process that was still forking when the last
+        // round looked has its children found (by ancestry or by the job id
+        // in their environment) and killed in the next one.
         let deadline = Instant::now() + KILL_GRACE;
         loop {
-            let alive: Vec<u32> = others
+            self.refresh_pids();
+            let alive: Vec<ProcessRecord> = self
+                .recorded
                 .iter()
-                .filter(|r| procfs::record_alive(**r))
-                .map(|r| r.pid)
+                .copied()
+                .filter(|r| r.pid != self.launcher.pid && procfs::record_alive(*r))
                 .collect();
             if alive.is_empty() {
-                return Ok(all);
+                return Ok(self.recorded_pids());
             }
             if Instant::now() >= deadline {
-                return Err(Error::Survivors(alive));
+                return Err(Error::Survivors(alive.iter().map(|r| r.pid).collect()));
+            }
+            for rec in &alive {
+                procfs::signal_recorded(*rec, libc::SIGKILL);
             }
             thread::sleep(POLL);
         }

@@ -11,8 +11,8 @@ mod mpi;
 mod procfs;
 
 pub use error::{Error, NotReady, Result};
-pub use job::{launcher_command, Job, LaunchOptions};
+pub use job::{launcher_command, Job, LaunchOptions, JOB_ENV};
 pub use mpi::{
     build_fixture, fixture_source, fixtures_dir, target_dir, workspace_root, Family, Mpi,
 };
-pub use procfs::{descendants, process_alive, process_cmdline, ProcessRecord};
+pub use procfs::{descendants, process_alive, process_cmdline, processes_with_env, ProcessRecord};

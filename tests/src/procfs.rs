@@ -13,6 +13,19 @@ pub struct ProcessRecord {
     pub start_time: u64,
 }
 
+impl ProcessRecord {
+    /// SIGKILL this process if it is still the one recorded (a reused pid is
+    /// left alone). Returns whether the signal was sent.
+    pub fn kill(&self) -> bool {
+        signal_recorded(*self, libc::SIGKILL)
+    }
+
+    /// Whether this very process still runs (a zombie counts as gone).
+    pub fn alive(&self) -> bool {
+        record_alive(*self)
+    }
+}
+
 /// The fields of /proc/PID/stat we use.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Stat {
@@ -91,6 +104,35 @@ pub fn descendants(root: u32) -> Vec<ProcessRecord> {
             if seen.insert(child.pid) {
                 found.push(*child);
                 queue.push_back(child.pid);
+            }
+        }
+    }
+    found
+}
+
+/// Every living process whose environment holds the entry `name=value`
+/// exactly. A job's processes inherit a variable unique to that job, so this
+/// finds them even after they were orphaned and lost their place in the
+/// process tree.
+pub fn processes_with_env(name: &str, value: &str) -> Vec<ProcessRecord> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let entry = format!("{name}={value}");
+    let mut found = Vec::new();
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        // Unreadable (another user's, or gone): not ours.
+        let Ok(env) = fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if env.split(|b| *b == 0).any(|kv| kv == entry.as_bytes()) {
+            if let Some(rec) = record(pid) {
+                if process_alive(pid) {
+                    found.push(rec);
+                }
             }
         }
     }
@@ -192,5 +234,33 @@ mod tests {
         child.wait().unwrap();
         assert!(!process_alive(pid));
         assert!(!signal_recorded(rec, libc::SIGKILL));
+    }
+
+    #[test]
+    fn found_by_environment() {
+        let value = format!("probe-{}", std::process::id());
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .env("MQS_TESTS_PROBE", &value)
+            .spawn()
+            .unwrap();
+        // spawn() may return before the kernel set up the new program's
+        // environment (a vfork parent resumes early in execve): poll.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let found = loop {
+            let found = processes_with_env("MQS_TESTS_PROBE", &value);
+            if !found.is_empty() || std::time::Instant::now() > deadline {
+                break found;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        assert_eq!(
+            found.iter().map(|r| r.pid).collect::<Vec<_>>(),
+            [child.id()]
+        );
+        assert!(processes_with_env("MQS_TESTS_PROBE", "probe").is_empty());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(processes_with_env("MQS_TESTS_PROBE", &value).is_empty());
     }
 }

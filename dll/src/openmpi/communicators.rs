@@ -86,7 +86,11 @@ fn fnv1a(values: &[u64]) -> u64 {
 }
 
 /// Reads the table header and its slots (one fetch for the slots).
-pub fn read_table<P: ProcessAccess + ?Sized>(t: &Target<'_, P>, layout: &Layout, table: u64) -> Result<Table, ReadError> {
+pub fn read_table<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    layout: &Layout,
+    table: u64,
+) -> Result<Table, ReadError> {
     let pa = &layout.pointer_array;
     let len = [pa.lowest_free, pa.number_free, pa.size, pa.addr]
         .into_iter()
@@ -107,7 +111,9 @@ pub fn read_table<P: ProcessAccess + ?Sized>(t: &Target<'_, P>, layout: &Layout,
         Vec::new()
     } else {
         let raw = t.view(t.check_ptr(addr, psize, count * psize)?, count * psize)?;
-        (0..count).map(|i| raw.ptr(i * psize)).collect::<Result<Vec<_>, _>>()?
+        (0..count)
+            .map(|i| raw.ptr(i * psize))
+            .collect::<Result<Vec<_>, _>>()?
     };
     Ok(Table {
         signature: Signature {
@@ -133,7 +139,11 @@ struct RawComm {
     pml_comm: u64,
 }
 
-fn read_comm<P: ProcessAccess + ?Sized>(t: &Target<'_, P>, layout: &Layout, addr: u64) -> Result<RawComm, ReadError> {
+fn read_comm<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    layout: &Layout,
+    addr: u64,
+) -> Result<RawComm, ReadError> {
     let c = &layout.comm;
     let v = t.view(t.check_ptr(addr, t.ptr_align(), c.size)?, c.size)?;
     let name = match c.name_storage {
@@ -255,7 +265,6 @@ pub fn build<P: ProcessAccess + ?Sized>(
             pml_comm: raw.pml_comm,
         });
     }
-    drop(group);
     built.comms.sort_by_key(|c| (c.id, c.addr));
     built.world = world;
     Ok(built)

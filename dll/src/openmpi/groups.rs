@@ -93,6 +93,22 @@ pub fn member_name<P: ProcessAccess + ?Sized>(
     proc_name(t, layout, ptr).ok()
 }
 
+/// The identity of a process name: the one the debugger gave it, else
+/// inferred from another process of the same Open MPI job, since debuggers
+/// number a job's processes contiguously in vpid order (COMM_WORLD first,
+/// then each spawned or connected job).
+pub fn identity_of(names: &NameMap, name: ProcName) -> Option<i64> {
+    if let Some(&id) = names.get(&name) {
+        return Some(id);
+    }
+    names
+        .iter()
+        .filter(|(n, _)| n.jobid == name.jobid)
+        .min_by_key(|(n, _)| **n)
+        .map(|(n, &id)| id - i64::from(n.vpid) + i64::from(name.vpid))
+        .filter(|&id| id >= 0)
+}
+
 /// Translates group members to global ranks (-1 when unknown).
 #[derive(Debug)]
 pub struct Translator<'x> {
@@ -103,14 +119,24 @@ pub struct Translator<'x> {
 
 impl Translator<'_> {
     /// The global rank of one member pointer.
-    pub fn member<P: ProcessAccess + ?Sized>(&self, t: &Target<'_, P>, layout: &Layout, ptr: u64) -> i64 {
+    pub fn member<P: ProcessAccess + ?Sized>(
+        &self,
+        t: &Target<'_, P>,
+        layout: &Layout,
+        ptr: u64,
+    ) -> i64 {
         if ptr == 0 {
             return -1;
         }
         if let Some(names) = self.names.filter(|n| !n.is_empty()) {
-            return member_name(t, layout, self.world, ptr)
-                .and_then(|n| names.get(&n).copied())
-                .unwrap_or(-1);
+            // A world member's name is (our job, its world rank): no read.
+            let name = match (self.world.procs.get(&ptr), self.world.jobid) {
+                (Some(&rank), Some(jobid)) => u32::try_from(rank)
+                    .ok()
+                    .map(|vpid| ProcName { jobid, vpid }),
+                _ => member_name(t, layout, self.world, ptr),
+            };
+            return name.and_then(|n| identity_of(names, n)).unwrap_or(-1);
         }
         if let Some(&rank) = self.world.procs.get(&ptr) {
             return rank;
@@ -184,7 +210,9 @@ pub fn group_members<P: ProcessAccess + ?Sized>(
     if pointers != 0 {
         let table = t.check_ptr(pointers, psize, count * psize)?;
         let raw = t.view(table, count * psize)?;
-        return (0..count).map(|i| Ok(Member::Ptr(raw.ptr(i * psize)?))).collect();
+        return (0..count)
+            .map(|i| Ok(Member::Ptr(raw.ptr(i * psize)?)))
+            .collect();
     }
     let sparse_kind = flags & (GROUP_SPORADIC | GROUP_STRIDED | GROUP_BITMAP);
     let (Some(sp), true) = (g.sparse, sparse_kind != 0 && depth < MAX_PARENT_DEPTH) else {
@@ -195,10 +223,12 @@ pub fn group_members<P: ProcessAccess + ?Sized>(
     let to_parent = sparse_to_parent(t, &sp, &view, flags, count)?;
     Ok(to_parent
         .into_iter()
-        .map(|r| match r.and_then(|r| parent_members.get(r as usize).copied()) {
-            Some(m) => m,
-            None => Member::Unknown,
-        })
+        .map(
+            |r| match r.and_then(|r| parent_members.get(r as usize).copied()) {
+                Some(m) => m,
+                None => Member::Unknown,
+            },
+        )
         .collect())
 }
 
@@ -300,6 +330,17 @@ pub fn read_world<P: ProcessAccess + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn identities_are_given_or_inferred_within_a_job() {
+        let mut names = NameMap::new();
+        names.insert(ProcName { jobid: 7, vpid: 0 }, 4);
+        names.insert(ProcName { jobid: 9, vpid: 1 }, 1);
+        assert_eq!(identity_of(&names, ProcName { jobid: 7, vpid: 0 }), Some(4));
+        assert_eq!(identity_of(&names, ProcName { jobid: 7, vpid: 2 }), Some(6));
+        assert_eq!(identity_of(&names, ProcName { jobid: 9, vpid: 0 }), Some(0));
+        assert_eq!(identity_of(&names, ProcName { jobid: 8, vpid: 0 }), None);
+    }
 
     #[test]
     fn sentinels_decode_like_open_mpi() {

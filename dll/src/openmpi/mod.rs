@@ -227,6 +227,8 @@ pub struct ProcessState {
     /// This process's Open MPI name (jobid, vpid).
     pub own_name: Option<ProcName>,
     pub signature: Option<Signature>,
+    /// The MPI-2 identities the list was built with (they change ranks).
+    names_built: Option<Vec<(ProcName, i64)>>,
     pub comms: Vec<Comm>,
     pub world: World,
     /// Index of the current communicator in `comms`.
@@ -265,6 +267,7 @@ impl ProcessState {
             pml: None,
             own_name: None,
             signature: None,
+            names_built: None,
             comms: Vec::new(),
             world: World::default(),
             current: None,
@@ -301,7 +304,11 @@ impl ProcessState {
 
     /// `mqs_process_has_queues`: finds the symbols and checks that the
     /// communicator table can be read.
-    pub fn check<I: ImageAccess, P: ProcessAccess + ?Sized>(&mut self, image: &I, p: &P) -> Result<(), Failure> {
+    pub fn check<I: ImageAccess, P: ProcessAccess + ?Sized>(
+        &mut self,
+        image: &I,
+        p: &P,
+    ) -> Result<(), Failure> {
         let layout = self.layout().map_err(|code| Failure {
             code,
             message: None,
@@ -356,17 +363,25 @@ impl ProcessState {
 
     /// `mqs_update_communicator_list`: rebuilds the list when the table's
     /// signature moved; drops per-stop caches either way.
-    pub fn update_communicators<P: ProcessAccess + ?Sized>(&mut self, p: &P, names: Option<&NameMap>) -> Result<(), DllError> {
+    pub fn update_communicators<P: ProcessAccess + ?Sized>(
+        &mut self,
+        p: &P,
+        names: Option<&NameMap>,
+    ) -> Result<(), DllError> {
         let layout = self.layout()?;
         let syms = self.symbols()?;
         self.cache = Cache::default();
         self.ops = None;
         let t = self.target(p);
         let table = communicators::read_table(&t, &layout, syms.communicators)?;
-        // With MPI-2 identities the ranks may change without the table
-        // changing: rebuild whenever a name map is in use.
-        let names_in_use = names.is_some_and(|n| !n.is_empty());
-        if self.signature == Some(table.signature) && !names_in_use {
+        // With MPI-2, identities given since the last build change ranks
+        // without the table changing.
+        let names_now = names.map(|n| {
+            let mut v: Vec<(ProcName, i64)> = n.iter().map(|(k, v)| (*k, *v)).collect();
+            v.sort_unstable();
+            v
+        });
+        if self.signature == Some(table.signature) && self.names_built == names_now {
             return Ok(());
         }
         let built = communicators::build(
@@ -386,6 +401,7 @@ impl ProcessState {
         self.comms = built.comms;
         self.world = built.world;
         self.signature = Some(table.signature);
+        self.names_built = names_now;
         self.current = None;
         Ok(())
     }
@@ -425,17 +441,28 @@ impl ProcessState {
     }
 
     /// `mqs_setup_operation_iterator`.
-    pub fn setup_operations<P: ProcessAccess + ?Sized>(&mut self, p: &P, class: OpClass) -> Result<ReturnCode, DllError> {
+    pub fn setup_operations<P: ProcessAccess + ?Sized>(
+        &mut self,
+        p: &P,
+        class: OpClass,
+    ) -> Result<ReturnCode, DllError> {
         self.ops = None;
-        let comm = self.current_comm()?.clone();
+        self.current_comm()?;
         let layout = self.layout()?;
         let syms = self.symbols()?;
         let t = self.target(p);
-        let built = match class {
-            OpClass::PendingSends => self.sends(&t, &layout, &syms, &comm),
-            OpClass::PendingReceives => self.receives(&t, &layout, &syms, &comm),
-            OpClass::UnexpectedMessages => self.unexpected(&t, &layout, &syms, &comm),
+        // The list is lent out while the queues are read (they need &mut
+        // self for the caches), and always put back.
+        let comms = std::mem::take(&mut self.comms);
+        let built = match self.current.and_then(|i| comms.get(i)) {
+            Some(comm) => match class {
+                OpClass::PendingSends => self.sends(&t, &layout, &syms, comm),
+                OpClass::PendingReceives => self.receives(&t, &layout, &syms, comm),
+                OpClass::UnexpectedMessages => self.unexpected(&t, &layout, &syms, comm),
+            },
+            None => None,
         };
+        self.comms = comms;
         let Some((mut ops, stop)) = built else {
             return Ok(ReturnCode::NoInformation);
         };
@@ -464,7 +491,13 @@ impl ProcessState {
         self.show_internal || !requests::is_internal_tag(tag)
     }
 
-    fn scan<P: ProcessAccess + ?Sized>(&mut self, t: &Target<'_, P>, layout: &Layout, fl: u64, sends: bool) -> &Scan {
+    fn scan<P: ProcessAccess + ?Sized>(
+        &mut self,
+        t: &Target<'_, P>,
+        layout: &Layout,
+        fl: u64,
+        sends: bool,
+    ) -> &Scan {
         let slot = if sends {
             &mut self.cache.sends
         } else {
@@ -530,10 +563,24 @@ impl ProcessState {
                         continue;
                     }
                     k += 1;
-                    let queue = if p.wild { "ANY_SOURCE queue" } else { "peer queue" };
+                    let queue = if p.wild {
+                        "ANY_SOURCE queue"
+                    } else {
+                        "peer queue"
+                    };
                     let order = format!("posted #{k} in ob1 matching order ({queue})");
-                    let dt = requests::datatype(t, layout, &mut self.cache.datatypes, p.request.datatype);
-                    ops.push(requests::to_operation(&p.request, comm, dt.as_ref(), Some(order)));
+                    let dt = requests::datatype(
+                        t,
+                        layout,
+                        &mut self.cache.datatypes,
+                        p.request.datatype,
+                    );
+                    ops.push(requests::to_operation(
+                        &p.request,
+                        comm,
+                        dt.as_ref(),
+                        Some(order),
+                    ));
                 }
                 true
             }
@@ -557,12 +604,15 @@ impl ProcessState {
             .into_iter()
             .filter(|r| r.kind.is_receive() && !shown.contains(&r.addr) && self.keep_tag(r.tag))
             .collect();
-        let sequenced = reqs
+        // ob1 numbers receives as they are posted; a PML that does not (all
+        // equal) leaves allocation order.
+        let distinct = reqs
             .iter()
             .filter_map(|r| r.sequence)
             .collect::<HashSet<_>>()
-            .len()
-            > 1;
+            .len();
+        let sequenced =
+            reqs.iter().all(|r| r.sequence.is_some()) && (reqs.len() <= 1 || distinct > 1);
         if sequenced {
             reqs.sort_by_key(|r| r.sequence.unwrap_or(u64::MAX));
         }
@@ -575,7 +625,12 @@ impl ProcessState {
         };
         for r in reqs {
             let dt = requests::datatype(t, layout, &mut self.cache.datatypes, r.datatype);
-            ops.push(requests::to_operation(&r, comm, dt.as_ref(), Some(order.clone())));
+            ops.push(requests::to_operation(
+                &r,
+                comm,
+                dt.as_ref(),
+                Some(order.clone()),
+            ));
         }
         Some((ops, stop))
     }
@@ -593,7 +648,8 @@ impl ProcessState {
                 let line = format!(
                     "mqs DLL: unexpected messages not available: ob1 has no debug information ({m} missing)"
                 );
-                self.say_once("unexpected-no-ob1", line);
+                // Said once per process, with the other consequences.
+                self.say_once("no-ob1", line);
                 return None;
             }
         };

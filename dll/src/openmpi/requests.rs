@@ -101,7 +101,10 @@ pub fn read_size(layout: &Layout) -> u64 {
 
 /// Decodes a request from a view of at least [`read_size`] bytes (shorter
 /// views lose only the optional fields).
-pub fn decode<P: ProcessAccess + ?Sized>(view: &View<'_, '_, P>, layout: &Layout) -> Result<Request, ReadError> {
+pub fn decode<P: ProcessAccess + ?Sized>(
+    view: &View<'_, '_, P>,
+    layout: &Layout,
+) -> Result<Request, ReadError> {
     let r = &layout.request;
     let kind = Kind::from_raw(view.u32(r.pml_type)?);
     let status = r.status;
@@ -113,7 +116,10 @@ pub fn decode<P: ProcessAccess + ?Sized>(view: &View<'_, '_, P>, layout: &Layout
         ompi_type: view.i32(r.ompi_type)?,
         state: view.i32(r.state)?,
         complete: view.ptr(r.complete)? == REQUEST_COMPLETED,
-        pml_complete: r.pml_complete.and_then(|o| view.i32(o).ok()).map(|v| v != 0),
+        pml_complete: r
+            .pml_complete
+            .and_then(|o| view.i32(o).ok())
+            .map(|v| v != 0),
         comm: view.ptr(r.comm)?,
         peer: view.i32(r.peer)?,
         tag: view.i32(r.tag)?,
@@ -128,7 +134,11 @@ pub fn decode<P: ProcessAccess + ?Sized>(view: &View<'_, '_, P>, layout: &Layout
             .status_cancelled
             .and_then(|o| view.i32(status + o).ok())
             .map(|v| v != 0),
-        send_buffer: if is_send { view.ptr(r.send_addr).unwrap_or(0) } else { 0 },
+        send_buffer: if is_send {
+            view.ptr(r.send_addr).unwrap_or(0)
+        } else {
+            0
+        },
         bytes_packed: if is_send {
             view.size_t(r.send_bytes_packed).unwrap_or(0)
         } else {
@@ -136,7 +146,11 @@ pub fn decode<P: ProcessAccess + ?Sized>(view: &View<'_, '_, P>, layout: &Layout
                 .and_then(|o| view.size_t(o).ok())
                 .unwrap_or(0)
         },
-        send_mode: if is_send { view.i32(r.send_mode).unwrap_or(-1) } else { -1 },
+        send_mode: if is_send {
+            view.i32(r.send_mode).unwrap_or(-1)
+        } else {
+            -1
+        },
         ob1_matched: if is_send {
             ob1.and_then(|o| o.send_req_recv)
                 .and_then(|off| view.ptr(off).ok())
@@ -160,7 +174,11 @@ pub fn decode<P: ProcessAccess + ?Sized>(view: &View<'_, '_, P>, layout: &Layout
 }
 
 /// Reads and decodes the request at `addr`.
-pub fn read<P: ProcessAccess + ?Sized>(t: &Target<'_, P>, layout: &Layout, addr: u64) -> Result<Request, ReadError> {
+pub fn read<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    layout: &Layout,
+    addr: u64,
+) -> Result<Request, ReadError> {
     let len = read_size(layout);
     let at = t.check_ptr(addr, t.ptr_align(), len)?;
     let view = t.view(at, len)?;
@@ -181,25 +199,25 @@ pub struct Scan {
 
 /// Scans one of the request free lists (`mca_pml_base_send_requests` or
 /// `..._recv_requests`): every request ever allocated, kept if live.
-pub fn scan_free_list<P: ProcessAccess + ?Sized>(t: &Target<'_, P>, layout: &Layout, fl_addr: u64) -> Scan {
+pub fn scan_free_list<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    layout: &Layout,
+    fl_addr: u64,
+) -> Scan {
     let mut scan = Scan::default();
     let len = read_size(layout);
-    scan.stop = walk::free_list(
-        t,
-        &layout.list,
-        &layout.free_list,
-        layout.obj_class,
-        fl_addr,
-        len,
-        walk::MAX_LIST_ITEMS,
-        |_, view| {
-            if let Ok(req) = decode(view, layout) {
-                if is_live(&req) {
-                    scan.by_comm.entry(req.comm).or_default().push(req);
-                }
+    let spec = walk::FreeListSpec {
+        list: &layout.list,
+        free_list: &layout.free_list,
+        obj_class: layout.obj_class,
+    };
+    scan.stop = walk::free_list(t, spec, fl_addr, len, walk::MAX_LIST_ITEMS, |_, view| {
+        if let Ok(req) = decode(view, layout) {
+            if is_live(&req) {
+                scan.by_comm.entry(req.comm).or_default().push(req);
             }
-        },
-    );
+        }
+    });
     scan
 }
 
@@ -299,7 +317,8 @@ pub fn to_operation(
             lines.push(count_line(req.count, dt, req.datatype));
             // Buffered sends (and packed non-contiguous data) send from a
             // buffer of the MPI's, not the user's.
-            op.system_buffer = req.send_mode == 2 || (req.send_buffer != 0 && req.send_buffer != req.buffer);
+            op.system_buffer =
+                req.send_mode == 2 || (req.send_buffer != 0 && req.send_buffer != req.buffer);
             op.actual_local_rank = req.peer;
             op.actual_global_rank = op.desired_global_rank;
             op.actual_tag = req.tag;
@@ -314,7 +333,10 @@ pub fn to_operation(
             lines.push(match op.status {
                 OpStatus::Complete => "complete, not yet waited for or freed".to_string(),
                 OpStatus::Matched => match req.ob1_delivered {
-                    Some(n) => format!("matched by the receiver; {n} of {} bytes sent", req.bytes_packed),
+                    Some(n) => format!(
+                        "matched by the receiver; {n} of {} bytes sent",
+                        req.bytes_packed
+                    ),
                     None => "matched by the receiver".to_string(),
                 },
                 _ => "waiting for the receiver".to_string(),

@@ -88,7 +88,11 @@ pub fn read_frag<P: ProcessAccess + ?Sized>(
         seq: v.u16(hdr + ob1.hdr_seq)?,
         length,
         arrived,
-        buffer: if seg0 != 0 && arrived > 0 { seg0.saturating_add(header_len) } else { 0 },
+        buffer: if seg0 != 0 && arrived > 0 {
+            seg0.saturating_add(header_len)
+        } else {
+            0
+        },
         out_of_sequence,
     })
 }
@@ -132,7 +136,12 @@ pub fn frags<P: ProcessAccess + ?Sized>(
             }
         };
         if list_is_empty(&view, layout, ob1.proc_unexpected_frags) != Some(true) {
-            let w = walk::opal_list(t, &layout.list, proc_addr + ob1.proc_unexpected_frags, budget);
+            let w = walk::opal_list(
+                t,
+                &layout.list,
+                proc_addr + ob1.proc_unexpected_frags,
+                budget,
+            );
             budget = budget.saturating_sub(w.items.len());
             stop = stop.or(w.stop);
             read_all(&w.items, false, &mut stop, &mut out);
@@ -181,7 +190,10 @@ pub fn to_operation(frag: &Frag, comm: &Comm, expected_ctx: Option<u64>) -> Pend
         lines.push(format!("{} of {} bytes arrived", frag.arrived, frag.length));
     }
     lines.push(if frag.out_of_sequence {
-        format!("sequence {} (out of order: waits for earlier ones)", frag.seq)
+        format!(
+            "sequence {} (out of order: waits for earlier ones)",
+            frag.seq
+        )
     } else {
         format!("sequence {}", frag.seq)
     });

@@ -56,7 +56,11 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { exit_code::USAGE as u8 } else { 0 });
+            return ExitCode::from(if e.use_stderr() {
+                exit_code::USAGE as u8
+            } else {
+                0
+            });
         }
     };
     mqs_host::target::install_signal_cleanup();

@@ -41,6 +41,10 @@ pub fn set_verbose(on: bool) {
     VERBOSE.store(on, std::sync::atomic::Ordering::Relaxed);
 }
 
+pub fn is_verbose() -> bool {
+    VERBOSE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Runs a callback body, turning a panic into `fallback`: nothing may
 /// unwind into the DLL's C frames.
 fn guarded<T>(fallback: T, body: impl FnOnce() -> T) -> T {
@@ -133,7 +137,12 @@ unsafe fn get_type_sizes(process: *mut c_void, sizes: *mut c_int) {
     }
 }
 
-unsafe fn find_symbol(image: *mut c_void, name: *const c_char, addr: *mut u64, function: bool) -> c_int {
+unsafe fn find_symbol(
+    image: *mut c_void,
+    name: *const c_char,
+    addr: *mut u64,
+    function: bool,
+) -> c_int {
     let Some(image) = resolve::<ImageHandle>(image) else {
         return codes::BAD_HANDLE;
     };
@@ -288,21 +297,36 @@ macro_rules! common_trampolines {
         unsafe extern "C" fn t_errorstring(code: c_int) -> *mut c_char {
             guarded(std::ptr::null_mut(), || errorstring(code))
         }
-        unsafe extern "C" fn t_put_image_info(image: *mut c::mqs_image, info: *mut c::mqs_image_info) {
+        unsafe extern "C" fn t_put_image_info(
+            image: *mut c::mqs_image,
+            info: *mut c::mqs_image_info,
+        ) {
             guarded((), || put_image_info(image.cast(), info.cast()))
         }
         unsafe extern "C" fn t_get_image_info(image: *mut c::mqs_image) -> *mut c::mqs_image_info {
             guarded(std::ptr::null_mut(), || get_image_info(image.cast()).cast())
         }
-        unsafe extern "C" fn t_put_process_info(process: *mut c::mqs_process, info: *mut c::mqs_process_info) {
+        unsafe extern "C" fn t_put_process_info(
+            process: *mut c::mqs_process,
+            info: *mut c::mqs_process_info,
+        ) {
             guarded((), || put_process_info(process.cast(), info.cast()))
         }
-        unsafe extern "C" fn t_get_process_info(process: *mut c::mqs_process) -> *mut c::mqs_process_info {
-            guarded(std::ptr::null_mut(), || get_process_info(process.cast()).cast())
+        unsafe extern "C" fn t_get_process_info(
+            process: *mut c::mqs_process,
+        ) -> *mut c::mqs_process_info {
+            guarded(std::ptr::null_mut(), || {
+                get_process_info(process.cast()).cast()
+            })
         }
-        unsafe extern "C" fn t_get_type_sizes(process: *mut c::mqs_process, sizes: *mut c::mqs_target_type_sizes) {
+        unsafe extern "C" fn t_get_type_sizes(
+            process: *mut c::mqs_process,
+            sizes: *mut c::mqs_target_type_sizes,
+        ) {
             // SAFETY: forwarded unchanged from the DLL.
-            guarded((), || unsafe { get_type_sizes(process.cast(), sizes.cast()) })
+            guarded((), || unsafe {
+                get_type_sizes(process.cast(), sizes.cast())
+            })
         }
         unsafe extern "C" fn t_find_function(
             image: *mut c::mqs_image,
@@ -311,7 +335,9 @@ macro_rules! common_trampolines {
             addr: *mut c::mqs_taddr_t,
         ) -> c_int {
             // SAFETY: forwarded unchanged from the DLL.
-            guarded(codes::INTERNAL, || unsafe { find_symbol(image.cast(), name, addr.cast(), true) })
+            guarded(codes::INTERNAL, || unsafe {
+                find_symbol(image.cast(), name, addr.cast(), true)
+            })
         }
         unsafe extern "C" fn t_find_symbol(
             image: *mut c::mqs_image,
@@ -319,15 +345,20 @@ macro_rules! common_trampolines {
             addr: *mut c::mqs_taddr_t,
         ) -> c_int {
             // SAFETY: forwarded unchanged from the DLL.
-            guarded(codes::INTERNAL, || unsafe { find_symbol(image.cast(), name, addr.cast(), false) })
+            guarded(codes::INTERNAL, || unsafe {
+                find_symbol(image.cast(), name, addr.cast(), false)
+            })
         }
         unsafe extern "C" fn t_find_type(
             image: *mut c::mqs_image,
             name: *mut c_char,
             _lang: c::mqs_lang_code,
         ) -> *mut c::mqs_type {
-            // SAFETY: forwarded unchanged from the DLL.
-            guarded(std::ptr::null_mut(), || unsafe { find_type(image.cast(), name) }.cast())
+            guarded(std::ptr::null_mut(), || {
+                // SAFETY: forwarded unchanged from the DLL.
+                let ty = unsafe { find_type(image.cast(), name) };
+                ty.cast()
+            })
         }
         unsafe extern "C" fn t_field_offset(ty: *mut c::mqs_type, field: *mut c_char) -> c_int {
             // SAFETY: forwarded unchanged from the DLL.
@@ -349,7 +380,9 @@ macro_rules! common_trampolines {
             buf: *mut c_void,
         ) -> c_int {
             // SAFETY: forwarded unchanged from the DLL.
-            guarded(codes::INTERNAL, || unsafe { fetch_data(process.cast(), addr, size, buf.cast()) })
+            guarded(codes::INTERNAL, || unsafe {
+                fetch_data(process.cast(), addr, size, buf.cast())
+            })
         }
         unsafe extern "C" fn t_target_to_host(
             process: *mut c::mqs_process,
@@ -358,7 +391,9 @@ macro_rules! common_trampolines {
             size: c_int,
         ) {
             // SAFETY: forwarded unchanged from the DLL.
-            guarded((), || unsafe { target_to_host(process.cast(), input.cast(), output.cast(), size) })
+            guarded((), || unsafe {
+                target_to_host(process.cast(), input.cast(), output.cast(), size)
+            })
         }
 
         pub static IMAGE: c::mqs_image_callbacks = c::mqs_image_callbacks {
@@ -406,13 +441,20 @@ pub mod mpi2 {
         guarded(std::ptr::null_mut(), || get_job_info(job.cast()).cast())
     }
     unsafe extern "C" fn t_get_process_job(process: *mut c::mqs_process) -> *mut c::mqs_job {
-        guarded(std::ptr::null_mut(), || get_process_job(process.cast()).cast())
+        guarded(std::ptr::null_mut(), || {
+            get_process_job(process.cast()).cast()
+        })
     }
     unsafe extern "C" fn t_get_process_identity(handle: *mut c::mqs_job) -> c_int {
         guarded(-1, || get_process_identity(handle.cast()))
     }
-    unsafe extern "C" fn t_get_process(job: *mut c::mqs_job, identity: c_int) -> *mut c::mqs_process {
-        guarded(std::ptr::null_mut(), || get_process(job.cast(), identity).cast())
+    unsafe extern "C" fn t_get_process(
+        job: *mut c::mqs_job,
+        identity: c_int,
+    ) -> *mut c::mqs_process {
+        guarded(std::ptr::null_mut(), || {
+            get_process(job.cast(), identity).cast()
+        })
     }
 
     pub static BASIC: c::mqs_basic_callbacks = c::mqs_basic_callbacks {

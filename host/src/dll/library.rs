@@ -192,7 +192,11 @@ pub(crate) unsafe fn static_str(ptr: *const c_char) -> Option<String> {
         return None;
     }
     // SAFETY: non-NULL and NUL-terminated per the contract.
-    Some(unsafe { CStr::from_ptr(ptr) }.to_string_lossy().into_owned())
+    Some(
+        unsafe { CStr::from_ptr(ptr) }
+            .to_string_lossy()
+            .into_owned(),
+    )
 }
 
 fn resolve_entry_points(lib: &Library) -> std::result::Result<EntryPoints, String> {

@@ -106,7 +106,11 @@ pub fn check_trusted(path: &Path) -> Result<()> {
     if mode & 0o022 != 0 {
         return Err(untrusted(format!(
             "writable by {} (mode {:o})",
-            if mode & 0o002 != 0 { "everyone" } else { "its group" },
+            if mode & 0o002 != 0 {
+                "everyone"
+            } else {
+                "its group"
+            },
             mode & 0o7777
         )));
     }
@@ -157,7 +161,10 @@ mod tests {
         check_trusted(&ok).unwrap();
         let (_d, group) = temp_file(0o775);
         let err = check_trusted(&group).unwrap_err().to_string();
-        assert!(err.contains("its group") && err.contains("--trust-dll"), "{err}");
+        assert!(
+            err.contains("its group") && err.contains("--trust-dll"),
+            "{err}"
+        );
         let (_d, world) = temp_file(0o757);
         let err = check_trusted(&world).unwrap_err().to_string();
         assert!(err.contains("everyone"), "{err}");
@@ -176,10 +183,16 @@ mod tests {
 
     #[test]
     fn first_existing_reports_every_candidate() {
-        let err = first_existing(&[PathBuf::from("/nonexistent/a.so"), PathBuf::from("/nonexistent/b.so")])
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("/nonexistent/a.so, /nonexistent/b.so"), "{err}");
+        let err = first_existing(&[
+            PathBuf::from("/nonexistent/a.so"),
+            PathBuf::from("/nonexistent/b.so"),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("/nonexistent/a.so, /nonexistent/b.so"),
+            "{err}"
+        );
     }
 
     /// A minimal temporary directory, removed on drop.

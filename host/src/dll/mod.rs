@@ -4,12 +4,13 @@
 //! through a dump (`session`).
 
 mod callbacks;
+pub mod capture;
 mod handles;
 pub mod library;
 pub mod locate;
 pub mod session;
 
-pub use callbacks::{codes as host_codes, set_verbose};
+pub use callbacks::{codes as host_codes, is_verbose, set_verbose};
 pub use library::Dll;
 pub use session::{ImageId, ProcessId, Session};
 

@@ -111,7 +111,10 @@ impl<'t> Session<'t> {
             .map(|m| format_has_queues_message(&m, &image.name))
             .unwrap_or_default();
         let mut detail = if text.is_empty() {
-            format!("the DLL cannot show message queues ({})", self.dll.error_string(rc))
+            format!(
+                "the DLL cannot show message queues ({})",
+                self.dll.error_string(rc)
+            )
         } else {
             text
         };
@@ -140,8 +143,13 @@ impl<'t> Session<'t> {
         pointer_size: i32,
     ) -> Result<ProcessId> {
         let image_handle: &ImageHandle = &self.images[image.0];
-        let process =
-            ProcessHandle::new(target, image_handle, self.job.as_deref(), global_rank, pointer_size);
+        let process = ProcessHandle::new(
+            target,
+            image_handle,
+            self.job.as_deref(),
+            global_rank,
+            pointer_size,
+        );
         let handle = process.as_ptr().cast_mut();
         let identity = self.register_identity(&process, global_rank);
         process.identity.set(identity);
@@ -179,7 +187,10 @@ impl<'t> Session<'t> {
         let mut table = job.processes.borrow_mut();
         let index = match usize::try_from(global_rank) {
             Ok(rank) if table.get(rank).is_none_or(|p| p.is_null()) => rank,
-            _ => table.iter().position(|p| p.is_null()).unwrap_or(table.len()),
+            _ => table
+                .iter()
+                .position(|p| p.is_null())
+                .unwrap_or(table.len()),
         };
         if table.len() <= index {
             table.resize(index + 1, std::ptr::null());
@@ -220,13 +231,19 @@ impl<'t> Session<'t> {
         let rc = unsafe { (entry.setup_communicator_iterator)(handle) };
         match ReturnCode::from_raw(rc) {
             ReturnCode::Ok => {}
-            ReturnCode::EndOfList => return Section::Ok { value: CommunicatorList { list: vec![] } },
+            ReturnCode::EndOfList => {
+                return Section::Ok {
+                    value: CommunicatorList { list: vec![] },
+                }
+            }
             ReturnCode::NoInformation => {
                 return Section::NotAvailable {
                     reason: "the DLL has no information about communicators".into(),
                 }
             }
-            ReturnCode::Other(_) => return self.section_error("mqs_setup_communicator_iterator", rc),
+            ReturnCode::Other(_) => {
+                return self.section_error("mqs_setup_communicator_iterator", rc)
+            }
         }
         let mut list = Vec::new();
         loop {
@@ -364,7 +381,12 @@ impl<'t> Session<'t> {
     /// MPI-2: the function the DLL wants a breakpoint on to learn about
     /// spawned processes, if it names one.
     pub fn spawn_breakpoint_name(&self, id: ProcessId) -> Option<String> {
-        let get = self.dll.entry.mpi2.filter(|_| self.dll.is_mpi2())?.spawn_breakpoint_name?;
+        let get = self
+            .dll
+            .entry
+            .mpi2
+            .filter(|_| self.dll.is_mpi2())?
+            .spawn_breakpoint_name?;
         let handle = self.processes[id.0].as_ptr().cast_mut();
         let mut buf = [0 as c_char; 256];
         // SAFETY: registered handle; the buffer's true length is passed.
@@ -449,7 +471,10 @@ mod tests {
 
     #[test]
     fn has_queues_message_is_filled_once_and_flattened() {
-        assert_eq!(fmt("no queues in\n'%s'\n", "/bin/a"), "no queues in '/bin/a'");
+        assert_eq!(
+            fmt("no queues in\n'%s'\n", "/bin/a"),
+            "no queues in '/bin/a'"
+        );
         assert_eq!(fmt("%s and %s", "x"), "x and %s");
         assert_eq!(fmt("100%% sure: %s", "x"), "100% sure: x");
         assert_eq!(fmt("no image here", "x"), "no image here");

@@ -58,7 +58,10 @@ impl SymbolIndex {
 
     /// Like `from_mapped`, sharing parsed files with other processes (the
     /// ranks of one job run the same binaries) through `cache`.
-    pub fn from_mapped_with_cache(cache: Arc<SymbolCache>, objects: &[MappedObject]) -> Result<Self> {
+    pub fn from_mapped_with_cache(
+        cache: Arc<SymbolCache>,
+        objects: &[MappedObject],
+    ) -> Result<Self> {
         let index = Self::with_cache(cache, Vec::new())?;
         for object in objects {
             index.add_mapped(object);

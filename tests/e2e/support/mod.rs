@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -15,7 +16,11 @@ use serde_json::Value;
 /// (the host's own tests need it); a stale or missing one is an error, not
 /// a reason to test something else.
 pub fn mqs_dump() -> PathBuf {
-    let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
+    let profile = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
     let exe = mqs_tests::target_dir().join(profile).join("mqs-dump");
     assert!(
         exe.exists(),
@@ -135,12 +140,19 @@ fn thread_problems(pid: u32) -> Vec<String> {
 }
 
 pub fn tracer_of(pid: u32) -> Option<u32> {
-    status_field(pid, "TracerPid")?.parse().ok().filter(|&t| t != 0)
+    status_field(pid, "TracerPid")?
+        .parse()
+        .ok()
+        .filter(|&t| t != 0)
 }
 
 /// Compiles `tests/support/<name>.c` with the system C compiler and the
-/// given flags, once per distinct flag set, into the target directory.
+/// given flags, once per distinct flag set and test process, into the
+/// target directory. Once: replacing a program that a running test target
+/// was started from would make its maps say "(deleted)".
 pub fn support_program(name: &str, flags: &[&str], shared: bool) -> PathBuf {
+    static BUILT: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
     let root = mqs_tests::workspace_root();
     let src = root.join("tests/support").join(format!("{name}.c"));
     let tag: String = flags
@@ -156,6 +168,9 @@ pub fn support_program(name: &str, flags: &[&str], shared: bool) -> PathBuf {
         format!("{name}{}{tag}", if tag.is_empty() { "" } else { "-" })
     };
     let out = dir.join(file);
+    if built.contains(&out) {
+        return out;
+    }
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let tmp = dir.join(format!(
         ".{}.{}.{}",
@@ -170,14 +185,10 @@ pub fn support_program(name: &str, flags: &[&str], shared: bool) -> PathBuf {
     if shared {
         cmd.args(["-shared", "-fPIC"]);
     }
-    let status = cmd
-        .arg("-o")
-        .arg(&tmp)
-        .arg(&src)
-        .status()
-        .expect("run cc");
+    let status = cmd.arg("-o").arg(&tmp).arg(&src).status().expect("run cc");
     assert!(status.success(), "compiling {} failed", src.display());
     std::fs::rename(&tmp, &out).expect("rename support program");
+    built.push(out.clone());
     out
 }
 
@@ -199,7 +210,9 @@ impl Spawned {
             .expect("start support program");
         let stdout = child.stdout.take().expect("piped stdout");
         let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).expect("READY line");
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("READY line");
         assert!(line.starts_with("READY pid="), "unexpected output: {line}");
         Spawned { child }
     }

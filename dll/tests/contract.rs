@@ -1,0 +1,289 @@
+//! The calling contract through the C entry points: versions, error codes
+//! and strings, has_queues messages, misuse by a debugger (wrong order,
+//! NULLs, calling past the end), caching, and graceful degradation when
+//! ob1 has no debug information (an Open MPI "release" build).
+
+mod common;
+
+use std::ffi::{c_char, CStr};
+
+use common::host::{self, abi, Image, Process, Queue, DPRINTS};
+use common::snapshot::Snapshot;
+use mqs_dll::errors::DllError;
+use mqs_dll::exports as x;
+
+fn snapshot(name: &str) -> Snapshot {
+    let s = Snapshot::load(&common::data(name)).unwrap_or_default();
+    assert!(!s.memory.is_empty(), "{name}");
+    s
+}
+
+fn text(p: *mut c_char) -> String {
+    assert!(!p.is_null());
+    // SAFETY: the DLL returns static NUL-terminated strings.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+#[test]
+fn versions_and_error_strings() {
+    host::setup_basic();
+    // SAFETY: plain calls without pointers.
+    let (compat, width) = unsafe { (x::mqs_version_compatibility(), x::mqs_dll_taddr_width()) };
+    assert_eq!(compat, if cfg!(feature = "mpi2") { 3 } else { 2 });
+    assert_eq!(width, 8);
+    // SAFETY: as above.
+    let v = text(unsafe { x::mqs_version_string() });
+    assert!(v.starts_with("mqs message-queue DLL"), "{v}");
+    assert!(v.contains("Open MPI"), "{v}");
+    for e in DllError::ALL {
+        // SAFETY: as above.
+        let s = text(unsafe { x::mqs_dll_error_string(e.code()) });
+        assert_eq!(s, e.text().to_string_lossy());
+    }
+    // SAFETY: as above.
+    let unknown = text(unsafe { x::mqs_dll_error_string(12345) });
+    assert_eq!(unknown, "mqs DLL: unknown error code");
+    // SAFETY: as above.
+    let (first, again) = unsafe {
+        (
+            x::mqs_dll_error_string(12345),
+            x::mqs_dll_error_string(12345),
+        )
+    };
+    assert_eq!(first, again, "static, not re-allocated");
+}
+
+#[test]
+fn image_checks_say_what_is_missing() {
+    let base = snapshot("queues-rank0.json");
+
+    // Not Open MPI at all.
+    let mut s = base.clone();
+    s.symbols.remove("ompi_mpi_communicators");
+    let mut image = Image::new(s.fake_image());
+    let (rc, msg) = host::setup_image(&mut image);
+    assert_eq!(rc, DllError::NotOpenMpi.code());
+    let msg = msg.unwrap_or_default();
+    assert_eq!(msg.matches("%s").count(), 1, "{msg}");
+    assert!(msg.contains("ompi_mpi_communicators"), "{msg}");
+    host::destroy_image(&mut image);
+
+    // A field missing: an unsupported version.
+    let mut s = base.clone();
+    if let Some(t) = s.types.get_mut("ompi_communicator_t") {
+        t.fields.remove("c_contextid");
+    }
+    let mut image = Image::new(s.fake_image());
+    let (rc, msg) = host::setup_image(&mut image);
+    assert_eq!(rc, DllError::MissingField.code());
+    let msg = msg.unwrap_or_default();
+    assert!(
+        msg.contains("c_contextid") && msg.contains("ompi_communicator_t"),
+        "{msg}"
+    );
+    host::destroy_image(&mut image);
+
+    // Asked to stay silent.
+    let mut s = base.clone();
+    s.symbols.insert("MPIR_Ignore_queues".into(), 0x1000);
+    let mut image = Image::new(s.fake_image());
+    let (rc, msg) = host::setup_image(&mut image);
+    assert_eq!(rc, DllError::SilentFailure.code());
+    assert_eq!(msg, None);
+    host::destroy_image(&mut image);
+}
+
+#[test]
+fn misuse_gets_error_codes_not_crashes() {
+    let s = snapshot("queues-rank0.json");
+    let mut image = Image::new(s.fake_image());
+    assert_eq!(host::setup_image(&mut image).0, 0);
+    let mut process = Process::new(Box::new(s.fake_process()), &mut image, s.type_sizes, 0);
+    let ph: *mut abi::mqs_process = (&mut *process as *mut Process).cast();
+    let mut comm = abi::mqs_communicator::default();
+    let mut op = abi::mqs_pending_operation::default();
+    let mut ranks = [0i32; 2];
+    // SAFETY: live handles, writable buffers (and deliberate NULLs).
+    unsafe {
+        // Before mqs_setup_process.
+        assert_eq!(
+            x::mqs_update_communicator_list(ph),
+            DllError::NoProcessInfo.code()
+        );
+        assert_eq!(x::mqs_setup_process(ph, &host::PROCESS_CB), 0);
+        // Iterators used before being set up.
+        assert_eq!(
+            x::mqs_get_communicator(ph, &mut comm),
+            DllError::NoCurrentCommunicator.code()
+        );
+        assert_eq!(
+            x::mqs_next_communicator(ph),
+            DllError::NoCurrentCommunicator.code()
+        );
+        // Skipping has_queues and update: the DLL catches up.
+        assert_eq!(x::mqs_setup_communicator_iterator(ph), 0);
+        assert_eq!(
+            x::mqs_next_operation(ph, &mut op),
+            DllError::NoOperationIterator.code()
+        );
+        assert_eq!(
+            x::mqs_setup_operation_iterator(ph, 7),
+            DllError::BadOpClass.code()
+        );
+        assert_eq!(
+            x::mqs_get_communicator(ph, std::ptr::null_mut()),
+            DllError::NullArgument.code()
+        );
+        assert_eq!(
+            x::mqs_get_comm_group(ph, std::ptr::null_mut()),
+            DllError::NullArgument.code()
+        );
+        assert_eq!(
+            x::mqs_next_operation(ph, std::ptr::null_mut()),
+            DllError::NullArgument.code()
+        );
+        assert_eq!(x::mqs_get_communicator(ph, &mut comm), 0);
+        assert_eq!(x::mqs_get_comm_group(ph, ranks.as_mut_ptr()), 0);
+        assert_eq!(ranks, [0, 1]);
+        // Walk to the end, then once more: an error, not a NULL dereference.
+        let mut n = 1;
+        while x::mqs_next_communicator(ph) == 0 {
+            n += 1;
+        }
+        assert_eq!(n, 5);
+        assert_eq!(
+            x::mqs_next_communicator(ph),
+            DllError::NoCurrentCommunicator.code()
+        );
+        assert_eq!(
+            x::mqs_get_communicator(ph, &mut comm),
+            DllError::NoCurrentCommunicator.code()
+        );
+        assert_eq!(
+            x::mqs_setup_operation_iterator(ph, 0),
+            DllError::NoCurrentCommunicator.code()
+        );
+        // NULL handles.
+        assert_eq!(
+            x::mqs_update_communicator_list(std::ptr::null_mut()),
+            DllError::NullArgument.code()
+        );
+        assert_eq!(
+            x::mqs_setup_image(std::ptr::null_mut(), &host::IMAGE_CB),
+            DllError::NullArgument.code()
+        );
+        let mut msg: *mut c_char = std::ptr::null_mut();
+        assert_eq!(x::mqs_process_has_queues(ph, &mut msg), 0);
+        assert!(msg.is_null());
+        assert_eq!(x::mqs_process_has_queues(ph, std::ptr::null_mut()), 0);
+        // Destroying NULL or twice is harmless.
+        x::mqs_destroy_process_info(std::ptr::null_mut());
+        x::mqs_destroy_image_info(std::ptr::null_mut());
+    }
+    host::destroy_process(&mut process);
+    host::destroy_process(&mut process);
+    host::destroy_image(&mut image);
+}
+
+#[test]
+fn the_communicator_list_is_rebuilt_only_when_the_table_changes() {
+    let s = snapshot("queues-rank0.json");
+    let mut image = Image::new(s.fake_image());
+    assert_eq!(host::setup_image(&mut image).0, 0);
+    let mut process = Process::new(Box::new(s.fake_process()), &mut image, s.type_sizes, 0);
+    let ph: *mut abi::mqs_process = (&mut *process as *mut Process).cast();
+    // SAFETY: live handles.
+    unsafe {
+        assert_eq!(x::mqs_setup_process(ph, &host::PROCESS_CB), 0);
+        assert_eq!(x::mqs_process_has_queues(ph, std::ptr::null_mut()), 0);
+        let before = process.fetches.get();
+        assert_eq!(x::mqs_update_communicator_list(ph), 0);
+        let first = process.fetches.get() - before;
+        let before = process.fetches.get();
+        assert_eq!(x::mqs_update_communicator_list(ph), 0);
+        let second = process.fetches.get() - before;
+        // The second update reads the table header and slots only.
+        assert!(
+            second <= 2 && second < first,
+            "{first} then {second} fetches"
+        );
+    }
+    host::destroy_process(&mut process);
+    host::destroy_image(&mut image);
+}
+
+#[test]
+fn without_ob1_debug_info_receives_come_from_the_free_lists() {
+    let mut s = snapshot("queues3-rank0.json");
+    // What an Open MPI release build has: no DWARF for ob1's private types.
+    s.types
+        .retain(|name, _| !name.starts_with("mca_pml_ob1_") && name != "mca_btl_base_segment_t");
+    let mut image = Image::new(s.fake_image());
+    assert_eq!(host::setup_image(&mut image).0, 0);
+    let mut process = Process::new(Box::new(s.fake_process()), &mut image, s.type_sizes, 0);
+    let d = host::dump(&mut process);
+    assert_eq!(d.process_rc, 0);
+    let dup = d.comm("mqs-dup").map(|c| c.queues.clone());
+    let Some([sends, recvs, unexpected]) = dup else {
+        unreachable!("no mqs-dup in {d:?}");
+    };
+    assert_eq!(sends, Queue::Ops(vec![]));
+    assert_eq!(unexpected, Queue::NoInformation);
+    let tags: Vec<_> = recvs.ops().iter().map(|o| o.desired_tag).collect();
+    // Still in posting order: the requests carry their sequence numbers.
+    assert_eq!(tags, [Some(7), Some(2000), Some(2001), Some(2002)]);
+    for op in recvs.ops() {
+        assert_eq!(
+            op.extra_text.last().map(String::as_str),
+            Some("order: by posting sequence (no ob1 queue info)")
+        );
+    }
+    let world = d
+        .comm("MPI_COMM_WORLD")
+        .map(|c| c.queues[1].ops().to_vec())
+        .unwrap_or_default();
+    assert_eq!(world.len(), 1);
+    assert_eq!(
+        (world[0].desired_local_rank, world[0].desired_tag),
+        (-1, Some(8))
+    );
+    let lines = DPRINTS.lock().map(|d| d.join("\n")).unwrap_or_default();
+    assert!(
+        lines.contains("ob1's queues have no debug information"),
+        "{lines}"
+    );
+    host::destroy_image(&mut image);
+}
+
+#[test]
+fn any_source_and_any_tag_are_minus_one_and_tag_wild() {
+    let s = snapshot("queues-rank0.json");
+    let mut image = Image::new(s.fake_image());
+    assert_eq!(host::setup_image(&mut image).0, 0);
+    let mut process = Process::new(Box::new(s.fake_process()), &mut image, s.type_sizes, 0);
+    let ph: *mut abi::mqs_process = (&mut *process as *mut Process).cast();
+    // SAFETY: live handles and writable structs.
+    unsafe {
+        assert_eq!(x::mqs_setup_process(ph, &host::PROCESS_CB), 0);
+        assert_eq!(x::mqs_update_communicator_list(ph), 0);
+        assert_eq!(x::mqs_setup_communicator_iterator(ph), 0);
+        let mut seen_any_source = false;
+        let mut seen_any_tag = false;
+        loop {
+            assert_eq!(x::mqs_setup_operation_iterator(ph, 1) & !2, 0);
+            let mut op = abi::mqs_pending_operation::default();
+            while x::mqs_next_operation(ph, &mut op) == 0 {
+                assert_ne!(op.desired_local_rank, 4_294_967_295);
+                seen_any_source |= op.desired_local_rank == -1 && op.desired_global_rank == -1;
+                seen_any_tag |= op.tag_wild != 0;
+                op = abi::mqs_pending_operation::default();
+            }
+            if x::mqs_next_communicator(ph) != 0 {
+                break;
+            }
+        }
+        assert!(seen_any_source && seen_any_tag);
+    }
+    host::destroy_process(&mut process);
+    host::destroy_image(&mut image);
+}
