@@ -172,12 +172,13 @@ impl Budget {
     /// Generous for any real job, small enough to return promptly.
     pub const DEFAULT: Budget = Budget {
         max_fetches: 200_000,
-        max_bytes: 1 << 30,
+        max_bytes: 256 << 20,
     };
 }
 
-/// Largest single read; anything bigger is a corrupt size.
-pub const MAX_READ: usize = 64 << 20;
+/// Largest single read (a group of 2M ranks, a table of 2M communicators);
+/// anything bigger is a corrupt size.
+pub const MAX_READ: usize = 16 << 20;
 /// Addresses below this are never valid (the null page).
 pub const MIN_ADDRESS: u64 = 4096;
 

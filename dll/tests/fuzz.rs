@@ -16,13 +16,16 @@ use mqs_dll::errors::DllError;
 use mqs_dll::testing::FakeProcess;
 use proptest::prelude::*;
 
-const SNAPSHOTS: [&str; 6] = [
+const SNAPSHOTS: [&str; 9] = [
     "queues-rank0.json",
     "queues-rank1.json",
     "queues3-rank0.json",
     "queues3-rank1.json",
     "intercomm-rank0.json",
     "intercomm-rank1.json",
+    "release-queues3-rank0.json",
+    "release-queues3-rank1.json",
+    "spawn-parent.json",
 ];
 
 /// Most fetches one corrupted session may make. A clean session needs
@@ -86,6 +89,9 @@ enum Mutation {
     },
     /// Unmap the page under a region's byte.
     Unmap { region: usize, offset: usize },
+    /// A debugger reporting a wrong layout: one field offset (or, for
+    /// `field == usize::MAX`, a type's size) replaced.
+    Layout { ty: usize, field: usize, value: u64 },
 }
 
 #[derive(Debug, Clone)]
@@ -142,6 +148,12 @@ fn mutation() -> impl Strategy<Value = Mutation> {
             }),
         (any::<usize>(), any::<usize>())
             .prop_map(|(region, offset)| Mutation::Unmap { region, offset }),
+        (
+            any::<usize>(),
+            prop_oneof![Just(usize::MAX), any::<usize>()],
+            prop_oneof![0u64..4096, Just(0x7fff_ffff), Just(0)]
+        )
+            .prop_map(|(ty, field, value)| Mutation::Layout { ty, field, value }),
     ]
 }
 
@@ -193,7 +205,31 @@ fn apply(regions: &[(u64, usize)], p: &mut FakeProcess, m: &Mutation) {
             let a = at(*region, *offset, 1);
             p.unmap(a);
         }
+        Mutation::Layout { .. } => {}
     }
+}
+
+/// Applies the layout mutations to a copy of the snapshot's types.
+fn mutate_layout(snap: &Snapshot, mutations: &[Mutation]) -> Snapshot {
+    let mut s = snap.clone();
+    let names: Vec<String> = s.types.keys().cloned().collect();
+    for m in mutations {
+        let Mutation::Layout { ty, field, value } = m else {
+            continue;
+        };
+        let Some(t) = names.get(ty % names.len().max(1)).and_then(|n| s.types.get_mut(n)) else {
+            continue;
+        };
+        if *field == usize::MAX || t.fields.is_empty() {
+            t.size = *value;
+        } else {
+            let keys: Vec<String> = t.fields.keys().cloned().collect();
+            if let Some(slot) = t.fields.get_mut(&keys[field % keys.len()]) {
+                *slot = *value;
+            }
+        }
+    }
+    s
 }
 
 fn check_codes(d: &Dump) -> Result<(), TestCaseError> {
@@ -241,9 +277,14 @@ fn session(which: usize, mutations: &[Mutation]) -> Result<(), TestCaseError> {
     for m in mutations {
         apply(&loaded.regions, &mut fake, m);
     }
-    let mut image = Image::new(snap.fake_image());
+    let layout_changed = mutations.iter().any(|m| matches!(m, Mutation::Layout { .. }));
+    let types = mutate_layout(snap, mutations);
+    let mut image = Image::new(types.fake_image());
     let (rc, _) = host::setup_image(&mut image);
-    prop_assert_eq!(rc, 0);
+    if !layout_changed {
+        prop_assert_eq!(rc, 0);
+    }
+    prop_assert_ne!(rc, DllError::Internal.code());
     let mut process = Process::new(
         Box::new(fake),
         &mut image,

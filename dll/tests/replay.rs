@@ -48,6 +48,8 @@ fn recorded_dumps_are_reproduced() {
         "queues3-rank1.json",
         "intercomm-rank0.json",
         "intercomm-rank1.json",
+        "release-queues3-rank0.json",
+        "release-queues3-rank1.json",
     ] {
         let (snap, dump, fetches) = replay(name);
         assert_eq!(Some(dump.to_json()), snap.expected, "{name}");
@@ -239,4 +241,22 @@ fn intercommunicator_peers_are_remote_group_ranks() {
         ),
         (0, 0, Some(22))
     );
+}
+
+#[test]
+fn release_build_degrades_gracefully() {
+    let (_, d, _) = replay("release-queues3-rank0.json");
+    for c in &d.comms {
+        assert_eq!(c.queues[UNEXP], Queue::NoInformation, "{}", c.comm.name);
+    }
+    let dup = ops(&d, "mqs-dup", RECVS);
+    let tags: Vec<_> = dup.iter().map(|o| o.desired_tag).collect();
+    assert_eq!(tags, [Some(7), Some(2000), Some(2001), Some(2002)]);
+    assert!(dup
+        .iter()
+        .all(|o| o.extra_text.last().is_some_and(|l| l.starts_with("order: by posting sequence"))));
+    let (_, d, _) = replay("release-queues3-rank1.json");
+    let sends = ops(&d, "MPI_COMM_WORLD", SENDS);
+    assert_eq!(sends.len(), 1);
+    assert_eq!((sends[0].desired_tag, sends[0].desired_length), (Some(5), 400_000));
 }
