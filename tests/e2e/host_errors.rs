@@ -203,6 +203,27 @@ fn permission_denied_for_another_user() {
 }
 
 #[test]
+fn permission_denied_without_cap_sys_ptrace() {
+    // Root without CAP_SYS_PTRACE (as in a default container) may not trace
+    // another user's process.
+    let exe = fake_mpi();
+    // The target runs as nobody, so it must be able to run the program.
+    let target = Spawned::start_as(&exe, &[], 65534);
+    let out = Command::new("setpriv")
+        .args(["--bounding-set=-sys_ptrace", "--inh-caps=-sys_ptrace", "--"])
+        .arg(mqs_dump())
+        .args(["--pid", &target.pid().to_string()])
+        .output()
+        .expect("run mqs-dump under setpriv");
+    assert_error(
+        &out,
+        PERMISSION_DENIED,
+        &["CAP_SYS_PTRACE", "--cap-add=SYS_PTRACE"],
+    );
+    assert_running_untraced(target.pid());
+}
+
+#[test]
 fn permission_denied_when_already_traced() {
     let target = Spawned::start(&fake_mpi(), &[]);
     let pid = target.pid();

@@ -200,9 +200,18 @@ pub struct Spawned {
 impl Spawned {
     /// Starts `exe args...` and waits for its "READY pid=N" line.
     pub fn start(exe: &Path, args: &[&str]) -> Spawned {
+        Self::start_cmd(Command::new(exe).args(args))
+    }
+
+    /// Like `start`, running as another user.
+    pub fn start_as(exe: &Path, args: &[&str], uid: u32) -> Spawned {
+        use std::os::unix::process::CommandExt;
+        Self::start_cmd(Command::new(exe).args(args).uid(uid).gid(uid))
+    }
+
+    fn start_cmd(cmd: &mut Command) -> Spawned {
         use std::io::{BufRead, BufReader};
-        let mut child = Command::new(exe)
-            .args(args)
+        let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
