@@ -179,6 +179,25 @@ pub fn dump(pid: i32, options: &Options, progress: Progress<'_>) -> Result<JobDu
     }
 }
 
+/// Dumps one process through each of several DLLs, all within one stop of
+/// the process, so that they see the same state (for cross-checking DLLs).
+pub fn dump_with_each_dll(pid: i32, dlls: &[PathBuf], options: &Options) -> Result<Vec<ProcessDump>> {
+    let target = attach(pid, options)?;
+    let result = index_symbols(&target, &options.debug_dirs).and_then(|symbols| {
+        let rank = rank_from_environment(pid).unwrap_or(-1);
+        dlls.iter()
+            .map(|dll| {
+                let options = Options {
+                    dll: Some(dll.clone()),
+                    ..options.clone()
+                };
+                dump_attached(pid, rank, &target, symbols.clone(), &options)
+            })
+            .collect()
+    });
+    finish(pid, target, result)
+}
+
 /// Dumps one rank (not a starter).
 fn dump_rank(
     pid: i32,

@@ -160,6 +160,13 @@ impl Dll {
         self.entry.get_comm_group.is_some()
     }
 
+    /// The DLL's own text for a code, if it has one. For mqs_no_information
+    /// this is where a DLL can say *why* it knows nothing.
+    pub fn code_text(&self, code: i32) -> Option<String> {
+        // SAFETY: takes an int, returns a static string or NULL.
+        unsafe { static_str((self.entry.dll_error_string)(code)) }.filter(|t| !t.is_empty())
+    }
+
     /// Text for one of the DLL's own codes.
     pub fn error_string(&self, code: i32) -> String {
         // SAFETY: takes an int, returns a static string or NULL.

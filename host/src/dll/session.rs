@@ -238,7 +238,7 @@ impl<'t> Session<'t> {
             }
             ReturnCode::NoInformation => {
                 return Section::NotAvailable {
-                    reason: "the DLL has no information about communicators".into(),
+                    reason: self.no_information("about communicators"),
                 }
             }
             ReturnCode::Other(_) => {
@@ -304,7 +304,7 @@ impl<'t> Session<'t> {
             }
             ReturnCode::NoInformation => {
                 return Section::NotAvailable {
-                    reason: format!("the DLL has no information about {}", class.name()),
+                    reason: self.no_information(&format!("about {}", class.name())),
                 }
             }
             ReturnCode::Other(_) => return self.section_error("mqs_setup_operation_iterator", rc),
@@ -339,6 +339,20 @@ impl<'t> Session<'t> {
         }
     }
 
+    /// Why the DLL has no information: the interface has no channel for it
+    /// but the DLL's text for mqs_no_information, which a DLL may make
+    /// specific (ours does); generic texts add nothing and are left out.
+    fn no_information(&self, what: &str) -> String {
+        let generic = |t: &str| {
+            let t = t.to_ascii_lowercase();
+            t.len() < 40 || t.ends_with("no information") || t.ends_with("nothing is known")
+        };
+        match self.dll.code_text(mqs_abi::ffi::mpi1::mqs_no_information as c_int) {
+            Some(text) if !generic(&text) => format!("the DLL has no information {what}: {text}"),
+            _ => format!("the DLL has no information {what}"),
+        }
+    }
+
     fn section_error<T>(&self, call: &str, rc: c_int) -> Section<T> {
         Section::Error {
             message: format!("{call}: {}", self.dll.error_string(rc)),
@@ -358,7 +372,7 @@ impl<'t> Session<'t> {
             ReturnCode::EndOfList => return Some(Section::Ok { value: vec![] }),
             ReturnCode::NoInformation => {
                 return Some(Section::NotAvailable {
-                    reason: "the DLL has no information about new processes".into(),
+                    reason: self.no_information("about new processes"),
                 })
             }
             ReturnCode::Other(_) => {
