@@ -2,11 +2,14 @@
 //! `mqs_process *`, ...) are opaque here: they are only passed back to the
 //! debugger through [`crate::callbacks`].
 
+use std::sync::Arc;
+
 use mqs_abi::{Communicator, OpClass, PendingOperation, ReturnCode};
 
 use crate::abi;
 use crate::callbacks::{self, Basic, ImageCallbacks, ProcessCallbacks};
 use crate::errors::DllError;
+use crate::layout::Layout;
 use crate::openmpi::groups::NameMap;
 use crate::openmpi::{self, Failure, ImageState, ProcessState};
 
@@ -42,15 +45,7 @@ pub fn image_has_queues(image: *mut abi::mqs_image) -> Result<(), Failure> {
 
 /// The image of a process, its table and layout (checking it if the
 /// debugger has not).
-fn image_of(
-    pc: &ProcessCallbacks,
-) -> Result<
-    (
-        ImageCallbacks,
-        Option<std::sync::Arc<crate::layout::Layout>>,
-    ),
-    DllError,
-> {
+fn image_of(pc: &ProcessCallbacks) -> Result<(ImageCallbacks, Option<Arc<Layout>>), DllError> {
     let image = pc.image().ok_or(DllError::NoImageInfo)?;
     callbacks::with_image_state::<ImageState, _>(image, |st| {
         let ic = ImageCallbacks::new(image, st.table);

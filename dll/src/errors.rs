@@ -171,7 +171,7 @@ impl std::error::Error for DllError {}
 pub fn error_string(code: i32) -> &'static CStr {
     match code {
         0 => c"mqs_ok",
-        1 => c"mqs_no_information: nothing is known",
+        1 => crate::messages::no_information_text(),
         2 => c"mqs_end_of_list",
         _ => match DllError::from_code(code) {
             Some(e) => e.text(),

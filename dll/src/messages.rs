@@ -107,6 +107,31 @@ pub fn set_detected(what: &str) {
     }
 }
 
+static NO_INFORMATION: std::sync::Mutex<Option<&'static CStr>> = std::sync::Mutex::new(None);
+
+/// The generic text for mqs_no_information, when no reason was recorded.
+const NO_INFORMATION_NONE: &CStr = c"mqs_no_information: nothing is known";
+
+/// Records why the DLL is about to answer mqs_no_information. The
+/// interface has no other channel for it: hosts that want the reason ask
+/// mqs_dll_error_string(mqs_no_information) right after the call.
+pub fn set_no_information_reason(why: &str) {
+    let text = format!("mqs_no_information: {why}");
+    let s = intern(&text, NO_INFORMATION_NONE);
+    if let Ok(mut r) = NO_INFORMATION.try_lock() {
+        *r = Some(s);
+    }
+}
+
+/// The text for mqs_no_information: the latest reason, or the generic one.
+pub fn no_information_text() -> &'static CStr {
+    match NO_INFORMATION.try_lock() {
+        Ok(r) => r.unwrap_or(NO_INFORMATION_NONE),
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().unwrap_or(NO_INFORMATION_NONE),
+        Err(std::sync::TryLockError::WouldBlock) => NO_INFORMATION_NONE,
+    }
+}
+
 /// The version string: ours, and the MPI most recently detected.
 pub fn version_string() -> &'static CStr {
     match DETECTED.try_lock() {

@@ -287,3 +287,69 @@ fn any_source_and_any_tag_are_minus_one_and_tag_wild() {
     host::destroy_process(&mut process);
     host::destroy_image(&mut image);
 }
+
+/// Target memory the test can change between calls.
+#[derive(Clone)]
+struct Shared(std::rc::Rc<std::cell::RefCell<mqs_dll::testing::FakeProcess>>);
+
+impl mqs_dll::callbacks::ProcessAccess for Shared {
+    fn fetch(&self, addr: u64, buf: &mut [u8]) -> bool {
+        self.0.borrow().fetch(addr, buf)
+    }
+    fn target_to_host(&self, input: &[u8], output: &mut [u8]) {
+        self.0.borrow().target_to_host(input, output)
+    }
+}
+
+fn comm_names(ph: *mut abi::mqs_process) -> Vec<String> {
+    let mut names = Vec::new();
+    // SAFETY: a live handle and writable structs.
+    unsafe {
+        assert_eq!(x::mqs_update_communicator_list(ph), 0);
+        let mut rc = x::mqs_setup_communicator_iterator(ph);
+        while rc == 0 {
+            let mut c = abi::mqs_communicator::default();
+            assert_eq!(x::mqs_get_communicator(ph, &mut c), 0);
+            names.push(mqs_abi::decode_c_chars(&c.name));
+            rc = x::mqs_next_communicator(ph);
+        }
+    }
+    names
+}
+
+#[test]
+fn a_freed_communicator_disappears_at_the_next_update() {
+    use mqs_dll::callbacks::ProcessAccess;
+    let s = snapshot("queues-rank0.json");
+    let memory = Shared(std::rc::Rc::new(std::cell::RefCell::new(s.fake_process())));
+    let mut image = Image::new(s.fake_image());
+    assert_eq!(host::setup_image(&mut image).0, 0);
+    let mut process = Process::new(Box::new(memory.clone()), &mut image, s.type_sizes, 0);
+    let ph: *mut abi::mqs_process = (&mut *process as *mut Process).cast();
+    // SAFETY: a live handle and a static table.
+    assert_eq!(unsafe { x::mqs_setup_process(ph, &host::PROCESS_CB) }, 0);
+    let before = comm_names(ph);
+    assert!(before.iter().any(|n| n == "mqs-split"), "{before:?}");
+
+    // MPI_Comm_free: the table slot of mqs-split (context id 4) becomes NULL.
+    let table = s
+        .symbols
+        .get("ompi_mpi_communicators")
+        .copied()
+        .unwrap_or(0);
+    let addr_off = s.types["opal_pointer_array_t"].fields["addr"];
+    let mut raw = [0u8; 8];
+    assert!(memory.fetch(table + addr_off, &mut raw));
+    let slots = u64::from_le_bytes(raw);
+    memory.0.borrow_mut().write_u64(slots + 4 * 8, 0);
+
+    let after = comm_names(ph);
+    let expected: Vec<String> = before
+        .iter()
+        .filter(|n| *n != "mqs-split")
+        .cloned()
+        .collect();
+    assert_eq!(after, expected);
+    host::destroy_process(&mut process);
+    host::destroy_image(&mut image);
+}

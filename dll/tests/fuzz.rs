@@ -217,7 +217,10 @@ fn mutate_layout(snap: &Snapshot, mutations: &[Mutation]) -> Snapshot {
         let Mutation::Layout { ty, field, value } = m else {
             continue;
         };
-        let Some(t) = names.get(ty % names.len().max(1)).and_then(|n| s.types.get_mut(n)) else {
+        let Some(t) = names
+            .get(ty % names.len().max(1))
+            .and_then(|n| s.types.get_mut(n))
+        else {
             continue;
         };
         if *field == usize::MAX || t.fields.is_empty() {
@@ -277,7 +280,9 @@ fn session(which: usize, mutations: &[Mutation]) -> Result<(), TestCaseError> {
     for m in mutations {
         apply(&loaded.regions, &mut fake, m);
     }
-    let layout_changed = mutations.iter().any(|m| matches!(m, Mutation::Layout { .. }));
+    let layout_changed = mutations
+        .iter()
+        .any(|m| matches!(m, Mutation::Layout { .. }));
     let types = mutate_layout(snap, mutations);
     let mut image = Image::new(types.fake_image());
     let (rc, _) = host::setup_image(&mut image);

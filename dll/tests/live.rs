@@ -17,8 +17,38 @@ fn our_dll() -> PathBuf {
     deps.join("libmqs_dll.so")
 }
 
-/// Dumps every rank of the job through its launcher, as JSON.
+/// Dumps every rank of the job through its launcher, as JSON, once the
+/// state has settled: ranks post their blocking receive just after READY,
+/// so a dump taken at once may precede it. Two equal dumps in a row (apart
+/// from timings) are the settled state.
 fn dump_job(job: &Job) -> Result<Vec<Value>, String> {
+    let mut last = dump_once(job)?;
+    for _ in 0..20 {
+        std::thread::sleep(std::time::Duration::from_millis(250));
+        let next = dump_once(job)?;
+        if strip(&next) == strip(&last) {
+            return Ok(next);
+        }
+        last = next;
+    }
+    Err(format!("{}: the queues never settled", job.fixture()))
+}
+
+/// A dump without what changes between two dumps of a still process.
+fn strip(procs: &[Value]) -> Vec<Value> {
+    procs
+        .iter()
+        .map(|p| {
+            let mut p = p.clone();
+            if let Some(o) = p.as_object_mut() {
+                o.remove("stats");
+            }
+            p
+        })
+        .collect()
+}
+
+fn dump_once(job: &Job) -> Result<Vec<Value>, String> {
     let dll = our_dll();
     if !dll.exists() {
         return Err(format!("{} not built", dll.display()));

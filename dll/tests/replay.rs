@@ -252,11 +252,15 @@ fn release_build_degrades_gracefully() {
     let dup = ops(&d, "mqs-dup", RECVS);
     let tags: Vec<_> = dup.iter().map(|o| o.desired_tag).collect();
     assert_eq!(tags, [Some(7), Some(2000), Some(2001), Some(2002)]);
-    assert!(dup
-        .iter()
-        .all(|o| o.extra_text.last().is_some_and(|l| l.starts_with("order: by posting sequence"))));
+    assert!(dup.iter().all(|o| o
+        .extra_text
+        .last()
+        .is_some_and(|l| l.starts_with("order: by posting sequence"))));
     let (_, d, _) = replay("release-queues3-rank1.json");
     let sends = ops(&d, "MPI_COMM_WORLD", SENDS);
     assert_eq!(sends.len(), 1);
-    assert_eq!((sends[0].desired_tag, sends[0].desired_length), (Some(5), 400_000));
+    assert_eq!(
+        (sends[0].desired_tag, sends[0].desired_length),
+        (Some(5), 400_000)
+    );
 }

@@ -175,39 +175,5 @@ pub struct Queue {
     pub truncated: Option<String>,
 }
 
-/// One pending operation, as the DLL reported it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Operation {
-    pub status: String,
-    pub desired_local_rank: i64,
-    pub desired_global_rank: i64,
-    /// None: MPI_ANY_TAG (the DLL set tag_wild).
-    pub desired_tag: Option<i64>,
-    pub desired_length: i64,
-    pub system_buffer: bool,
-    pub buffer: u64,
-    pub actual_local_rank: i64,
-    pub actual_global_rank: i64,
-    pub actual_tag: i64,
-    pub actual_length: i64,
-    pub extra_text: Vec<String>,
-}
-
-impl From<PendingOperation> for Operation {
-    fn from(op: PendingOperation) -> Self {
-        Self {
-            status: op.status.name(),
-            desired_local_rank: op.desired_local_rank,
-            desired_global_rank: op.desired_global_rank,
-            desired_tag: op.desired_tag,
-            desired_length: op.desired_length,
-            system_buffer: op.system_buffer,
-            buffer: op.buffer,
-            actual_local_rank: op.actual_local_rank,
-            actual_global_rank: op.actual_global_rank,
-            actual_tag: op.actual_tag,
-            actual_length: op.actual_length,
-            extra_text: op.extra_text,
-        }
-    }
-}
+/// One pending operation, exactly as the DLL reported it.
+pub type Operation = PendingOperation;

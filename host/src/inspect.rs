@@ -181,7 +181,11 @@ pub fn dump(pid: i32, options: &Options, progress: Progress<'_>) -> Result<JobDu
 
 /// Dumps one process through each of several DLLs, all within one stop of
 /// the process, so that they see the same state (for cross-checking DLLs).
-pub fn dump_with_each_dll(pid: i32, dlls: &[PathBuf], options: &Options) -> Result<Vec<ProcessDump>> {
+pub fn dump_with_each_dll(
+    pid: i32,
+    dlls: &[PathBuf],
+    options: &Options,
+) -> Result<Vec<ProcessDump>> {
     let target = attach(pid, options)?;
     let result = index_symbols(&target, &options.debug_dirs).and_then(|symbols| {
         let rank = rank_from_environment(pid).unwrap_or(-1);
@@ -261,6 +265,7 @@ fn dump_attached(
     symbols: Arc<SymbolIndex>,
     options: &Options,
 ) -> Result<ProcessDump> {
+    let _one_session_at_a_time = crate::dll::exclusive();
     // The DLL's own printing is kept apart (shown with --verbose, and in
     // the dump), from loading it to dropping the session.
     let capture = OutputCapture::start();

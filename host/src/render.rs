@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use mqs_abi::OpClass;
+use mqs_abi::{OpClass, OpStatus};
 
 use crate::dump::{CommunicatorDump, JobDump, Operation, ProcessDump, Queue, Section};
 
@@ -172,7 +172,7 @@ fn operation_text(out: &mut String, class: OpClass, index: usize, op: &Operation
     let _ = writeln!(
         out,
         "      [{index}] {} {direction} {peer} tag {tag} length {} buffer {:#x}{}",
-        op.status,
+        op.status.name(),
         op.desired_length,
         op.buffer,
         if op.system_buffer {
@@ -181,7 +181,7 @@ fn operation_text(out: &mut String, class: OpClass, index: usize, op: &Operation
             ""
         }
     );
-    if op.status != "pending" {
+    if op.status != OpStatus::Pending {
         let _ = writeln!(
             out,
             "          matched {} tag {} length {}",
@@ -202,7 +202,7 @@ mod tests {
 
     fn sample() -> JobDump {
         let op = Operation {
-            status: "pending".into(),
+            status: OpStatus::Pending,
             desired_local_rank: -1,
             desired_global_rank: -1,
             desired_tag: None,

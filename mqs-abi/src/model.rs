@@ -135,6 +135,14 @@ impl OpStatus {
     }
 }
 
+/// Serialised as its name ("pending", "matched", "complete", "status N").
+#[cfg(feature = "serde")]
+impl serde::Serialize for OpStatus {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.name())
+    }
+}
+
 /// Decodes a fixed-size C character array: up to the first NUL or the end of
 /// the array, whichever comes first, with invalid UTF-8 replaced.
 pub fn decode_c_chars(chars: &[c_char]) -> String {
@@ -195,6 +203,7 @@ impl Communicator {
 
 /// A pending send, posted receive or unexpected message.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct PendingOperation {
     pub status: OpStatus,
     pub desired_local_rank: i64,

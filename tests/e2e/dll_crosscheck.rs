@@ -7,6 +7,7 @@
 
 use std::path::PathBuf;
 
+use mqs_abi::OpStatus;
 use mqs_host::dump::{CommunicatorDump, Operation, ProcessDump, Queue, Section};
 use mqs_host::inspect::{dump_with_each_dll, Options};
 use mqs_tests::{Job, Mpi};
@@ -28,7 +29,11 @@ const KNOWN: &[&str] = &[
 
 fn our_dll() -> PathBuf {
     let path = mqs_tests::target_dir()
-        .join(if cfg!(debug_assertions) { "debug" } else { "release" })
+        .join(if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        })
         .join("libmqs_dll.so");
     assert!(
         path.exists(),
@@ -54,7 +59,11 @@ fn communicators(dump: &ProcessDump) -> &[CommunicatorDump] {
 fn operations<'a>(queue: &'a Section<Queue>, what: &str) -> &'a [Operation] {
     match queue {
         Section::Ok { value } => {
-            assert!(value.truncated.is_none(), "{what}: truncated: {:?}", value.truncated);
+            assert!(
+                value.truncated.is_none(),
+                "{what}: truncated: {:?}",
+                value.truncated
+            );
             &value.operations
         }
         other => panic!("{what}: {other:?}"),
@@ -91,11 +100,15 @@ fn compare_queue(
     let mut ours = ours.to_vec();
     theirs.sort_by_key(key);
     ours.sort_by_key(key);
-    assert_eq!(theirs.len(), ours.len(), "{what}: theirs {theirs:#?}\nours {ours:#?}");
+    assert_eq!(
+        theirs.len(),
+        ours.len(),
+        "{what}: theirs {theirs:#?}\nours {ours:#?}"
+    );
     for (t, o) in theirs.iter().zip(&ours) {
         let fields = |op: &Operation| {
             (
-                op.status.clone(),
+                op.status,
                 op.desired_local_rank,
                 op.desired_global_rank,
                 op.desired_tag,
@@ -107,7 +120,10 @@ fn compare_queue(
         let mut t = t.clone();
         if let Some(world) = remote_world(t.desired_local_rank) {
             // Known defect: theirs translates through the wrong group.
-            assert_eq!(o.desired_global_rank, world, "{what}: ours translates the remote peer");
+            assert_eq!(
+                o.desired_global_rank, world,
+                "{what}: ours translates the remote peer"
+            );
             t.desired_global_rank = world;
             if is_send {
                 t.actual_global_rank = world;
@@ -116,9 +132,14 @@ fn compare_queue(
         let t = &t;
         assert_eq!(fields(t), fields(o), "{what}");
         // The actual_* fields mean something once matched, and for sends.
-        if is_send || t.status != "pending" {
+        if is_send || t.status != OpStatus::Pending {
             let actual = |op: &Operation| {
-                (op.actual_local_rank, op.actual_global_rank, op.actual_tag, op.actual_length)
+                (
+                    op.actual_local_rank,
+                    op.actual_global_rank,
+                    op.actual_tag,
+                    op.actual_length,
+                )
             };
             assert_eq!(actual(t), actual(o), "{what} actual");
         } else {
@@ -144,15 +165,27 @@ fn cross_check(mpi: Mpi, pid: u32) -> ProcessDump {
     cross_check_with(mpi, pid, &|_, _| None)
 }
 
-fn cross_check_with(mpi: Mpi, pid: u32, remote_world: &dyn Fn(&str, i64) -> Option<i64>) -> ProcessDump {
-    let dumps = dump_with_each_dll(pid as i32, &[their_dll(mpi), our_dll()], &Options::default())
-        .expect("both DLLs dump the same stopped process");
+fn cross_check_with(
+    mpi: Mpi,
+    pid: u32,
+    remote_world: &dyn Fn(&str, i64) -> Option<i64>,
+) -> ProcessDump {
+    let dumps = dump_with_each_dll(
+        pid as i32,
+        &[their_dll(mpi), our_dll()],
+        &Options::default(),
+    )
+    .expect("both DLLs dump the same stopped process");
     let (theirs, ours) = (&dumps[0], &dumps[1]);
     assert!(ours.dll.version.contains("mqs"), "{}", ours.dll.version);
     let ours_comms = communicators(ours);
     for t in communicators(theirs) {
         if t.name == "MPI_COMM_NULL" {
-            assert_eq!((t.size, t.local_rank), (0, U32_MINUS_1 - 1), "their MPI_COMM_NULL");
+            assert_eq!(
+                (t.size, t.local_rank),
+                (0, U32_MINUS_1 - 1),
+                "their MPI_COMM_NULL"
+            );
             assert!(!ours_comms.iter().any(|o| o.name == "MPI_COMM_NULL"));
             continue;
         }
@@ -189,7 +222,9 @@ fn cross_check_with(mpi: Mpi, pid: u32, remote_world: &dyn Fn(&str, i64) -> Opti
     // Ours lists nothing theirs does not (but MPI_COMM_NULL).
     for o in ours_comms {
         assert!(
-            communicators(theirs).iter().any(|t| t.unique_id == o.unique_id),
+            communicators(theirs)
+                .iter()
+                .any(|t| t.unique_id == o.unique_id),
             "ours lists {} (id {}) that theirs does not",
             o.name,
             o.unique_id
@@ -284,7 +319,10 @@ fn ring_fixture_agrees() {
             if found {
                 break;
             }
-            assert!(std::time::Instant::now() < deadline, "rank {rank}: {receives:?}");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "rank {rank}: {receives:?}"
+            );
             std::thread::sleep(std::time::Duration::from_millis(200));
         }
     }
@@ -300,7 +338,10 @@ fn release_build_agrees_and_says_why_unexpected_is_unavailable() {
             Section::NotAvailable { reason } => {
                 assert!(reason.contains("debug"), "{}: {reason}", comm.name)
             }
-            other => panic!("{}: unexpected queue without ob1 debug info: {other:?}", comm.name),
+            other => panic!(
+                "{}: unexpected queue without ob1 debug info: {other:?}",
+                comm.name
+            ),
         }
     }
     job.shutdown().unwrap();

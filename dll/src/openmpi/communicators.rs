@@ -191,8 +191,12 @@ pub fn build<P: ProcessAccess + ?Sized>(
     own_jobid: Option<u32>,
     names: Option<&NameMap>,
 ) -> Result<Built, ReadError> {
+    // MPI_COMM_WORLD is slot 0 in Open MPI; the symbol is only trusted if
+    // it is in the table (a debugger may resolve a copy-relocated symbol to
+    // the library's unused copy instead of the executable's).
     let world_addr = known
         .comm_world
+        .filter(|w| table.slots.contains(w))
         .or_else(|| table.slots.first().copied())
         .unwrap_or(0);
     let world = match read_comm(t, layout, world_addr) {

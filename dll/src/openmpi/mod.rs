@@ -645,6 +645,9 @@ impl ProcessState {
         let ob1l = match &layout.ob1 {
             Ok(l) => l,
             Err(m) => {
+                crate::messages::set_no_information_reason(&format!(
+                    "ob1 has no debug information ({m} missing): build Open MPI with -g to see unexpected messages"
+                ));
                 let line = format!(
                     "mqs DLL: unexpected messages not available: ob1 has no debug information ({m} missing)"
                 );
@@ -654,6 +657,9 @@ impl ProcessState {
             }
         };
         if !self.ob1_selected() {
+            crate::messages::set_no_information_reason(
+                "the selected PML is not ob1: only ob1's unexpected messages can be read",
+            );
             return None;
         }
         let oc = match ob1::read_comm(t, layout, comm, syms.ob1_comm_class) {

@@ -14,6 +14,15 @@ pub use callbacks::{codes as host_codes, is_verbose, set_verbose};
 pub use library::Dll;
 pub use session::{ImageId, ProcessId, Session};
 
+/// DLLs keep global state (Open MPI's does) and the output capture moves the
+/// process's stdout and stderr: one session at a time in a process. Held
+/// for a whole dump; a poisoned lock is still a lock.
+pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// What the DLL may look up in an image: the host's symbol tables and DWARF
 /// behind a small interface, so the DLL layer does not depend on how they
 /// are read (and unit tests can give fixed answers).

@@ -320,7 +320,7 @@ impl<'t> Session<'t> {
             // SAFETY: registered handle; zeroed host-owned operation.
             let rc = unsafe { (entry.next_operation)(handle, (&raw mut out).cast()) };
             match ReturnCode::from_raw(rc) {
-                ReturnCode::Ok => operations.push(PendingOperation::from_raw(&out).into()),
+                ReturnCode::Ok => operations.push(PendingOperation::from_raw(&out)),
                 ReturnCode::EndOfList => break,
                 _ => {
                     truncated = Some(format!(
@@ -347,7 +347,10 @@ impl<'t> Session<'t> {
             let t = t.to_ascii_lowercase();
             t.len() < 40 || t.ends_with("no information") || t.ends_with("nothing is known")
         };
-        match self.dll.code_text(mqs_abi::ffi::mpi1::mqs_no_information as c_int) {
+        match self
+            .dll
+            .code_text(mqs_abi::ffi::mpi1::mqs_no_information as c_int)
+        {
             Some(text) if !generic(&text) => format!("the DLL has no information {what}: {text}"),
             _ => format!("the DLL has no information {what}"),
         }
