@@ -292,8 +292,27 @@ fn helper() {
     }
 }
 
+/// The test binary, where another user can run it: the checkout may sit in
+/// a directory only root can enter (mktemp -d makes them 0700).
+fn exe_for(uid: Option<u32>) -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    if uid.is_none() {
+        return exe;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("mqs-target-live-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let copy = dir.join("target_live");
+    if !copy.exists() {
+        std::fs::copy(&exe, &copy).unwrap();
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    copy
+}
+
 fn spawn_helper(task: &str, uid: Option<u32>) -> (Guard, impl Iterator<Item = String>) {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    let mut cmd = Command::new(exe_for(uid));
     cmd.args(["--exact", "helper", "--nocapture", "--test-threads=1"])
         .env(HELPER_ENV, task)
         .current_dir("/")

@@ -187,7 +187,7 @@ fn permission_denied_for_another_user() {
     let job = Job::launch(Mpi::OpenMpiG, "queues", 2, &[]).expect("launch");
     let pid = job.rank_pid(0).unwrap();
     // mqs-dump as uid 65534 (nobody) against a rank that root owns.
-    let out = Command::new(mqs_dump())
+    let out = Command::new(world_executable(&mqs_dump()))
         .args(["--pid", &pid.to_string()])
         .uid(65534)
         .gid(65534)
@@ -206,8 +206,8 @@ fn permission_denied_for_another_user() {
 fn permission_denied_without_cap_sys_ptrace() {
     // Root without CAP_SYS_PTRACE (as in a default container) may not trace
     // another user's process.
-    let exe = fake_mpi();
     // The target runs as nobody, so it must be able to run the program.
+    let exe = world_executable(&fake_mpi());
     let target = Spawned::start_as(&exe, &[], 65534);
     let out = Command::new("setpriv")
         .args(["--bounding-set=-sys_ptrace", "--inh-caps=-sys_ptrace", "--"])

@@ -192,6 +192,23 @@ pub fn support_program(name: &str, flags: &[&str], shared: bool) -> PathBuf {
     out
 }
 
+/// A copy of `exe` that another user can run: the checkout (and so the
+/// target directory) may sit in a directory only root can enter.
+pub fn world_executable(exe: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    static LOCK: Mutex<()> = Mutex::new(());
+    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!("mqs-e2e-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("shared dir");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let copy = dir.join(exe.file_name().expect("a file"));
+    if !copy.exists() {
+        std::fs::copy(exe, &copy).expect("copy executable");
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    copy
+}
+
 /// A support process started by a test, killed and reaped on drop.
 pub struct Spawned {
     child: Child,
