@@ -121,7 +121,7 @@ struct Figures {
 }
 
 fn run_dll(
-    dll_path: &PathBuf,
+    dll_path: &std::path::Path,
     symbols: &std::sync::Arc<mqs_host::symbols::SymbolIndex>,
     target: &PageCache<LiveProcess>,
     pid: i32,
