@@ -231,6 +231,7 @@ fn without_ob1_debug_info_receives_come_from_the_free_lists() {
     assert_eq!(unexpected, Queue::NoInformation);
     let tags: Vec<_> = recvs.ops().iter().map(|o| o.desired_tag).collect();
     // Still in posting order: the requests carry their sequence numbers.
+    // Recorded when queues.c gave its extra receives tags 2000+i.
     assert_eq!(tags, [Some(7), Some(2000), Some(2001), Some(2002)]);
     for op in recvs.ops() {
         assert_eq!(

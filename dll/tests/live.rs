@@ -135,8 +135,8 @@ fn check_queues(mpi: Mpi) -> Result<(), String> {
         ops(&comm(r0, "mqs-dup")["receives"]),
         [
             pending(1, 1, Some(7), 16),
-            pending(1, 1, Some(2000), 4),
-            pending(1, 1, Some(2001), 4)
+            pending(1, 1, Some(1_000_000), 4),
+            pending(1, 1, Some(1_000_001), 4)
         ],
         "posting (= matching) order"
     );

@@ -189,6 +189,7 @@ fn queues_with_extra_operations_keep_matching_order() {
         .iter()
         .map(|o| o.desired_tag)
         .collect();
+    // Recorded when queues.c gave its extra receives tags 2000+i.
     assert_eq!(tags, [Some(7), Some(2000), Some(2001), Some(2002)]);
     let unexpected: Vec<_> = ops(&d, "mqs-dup", UNEXP)
         .iter()
@@ -251,6 +252,7 @@ fn release_build_degrades_gracefully() {
     }
     let dup = ops(&d, "mqs-dup", RECVS);
     let tags: Vec<_> = dup.iter().map(|o| o.desired_tag).collect();
+    // Recorded when queues.c gave its extra receives tags 2000+i.
     assert_eq!(tags, [Some(7), Some(2000), Some(2001), Some(2002)]);
     assert!(dup.iter().all(|o| o
         .extra_text
