@@ -105,6 +105,27 @@ pub(crate) fn list_is_empty<P: ProcessAccess + ?Sized>(
     Some(next == proc_view.addr + sentinel_off)
 }
 
+/// The bytes of one peer's `mca_pml_ob1_comm_proc_t`, or None (with the
+/// reason in `stop`) when its pointer is bad: the step both per-peer walks
+/// (posted receives, unexpected fragments) start from.
+pub(crate) fn peer_view<'t, 'a, P: ProcessAccess + ?Sized>(
+    t: &'t Target<'a, P>,
+    ob1: &Ob1Layout,
+    proc_addr: u64,
+    stop: &mut Option<Stop>,
+) -> Option<crate::target::View<'t, 'a, P>> {
+    match t
+        .check_ptr(proc_addr, t.ptr_align(), ob1.proc_size)
+        .and_then(|a| t.view(a, ob1.proc_size))
+    {
+        Ok(v) => Some(v),
+        Err(_) => {
+            *stop = stop.or(Some(Stop::BadPointer(proc_addr)));
+            None
+        }
+    }
+}
+
 /// A posted receive in ob1's queues.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Posted {
@@ -147,15 +168,8 @@ pub fn posted<P: ProcessAccess + ?Sized>(
             stop = stop.or(Some(Stop::Budget));
             break;
         }
-        let view = match t
-            .check_ptr(proc_addr, t.ptr_align(), ob1.proc_size)
-            .and_then(|a| t.view(a, ob1.proc_size))
-        {
-            Ok(v) => v,
-            Err(_) => {
-                stop = stop.or(Some(Stop::BadPointer(proc_addr)));
-                continue;
-            }
+        let Some(view) = peer_view(t, ob1, proc_addr, &mut stop) else {
+            continue;
         };
         if list_is_empty(&view, layout, ob1.proc_specific_receives) == Some(true) {
             continue;

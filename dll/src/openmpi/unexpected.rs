@@ -13,7 +13,7 @@ use mqs_abi::{OpStatus, PendingOperation};
 use crate::callbacks::ProcessAccess;
 use crate::layout::{Layout, Ob1Layout};
 use crate::openmpi::communicators::Comm;
-use crate::openmpi::ob1::{list_is_empty, Ob1Comm};
+use crate::openmpi::ob1::{list_is_empty, peer_view, Ob1Comm};
 use crate::target::{ReadError, Target};
 use crate::walk::{self, Stop};
 
@@ -125,15 +125,8 @@ pub fn frags<P: ProcessAccess + ?Sized>(
             stop = stop.or(Some(Stop::Budget));
             break;
         }
-        let view = match t
-            .check_ptr(proc_addr, t.ptr_align(), ob1.proc_size)
-            .and_then(|a| t.view(a, ob1.proc_size))
-        {
-            Ok(v) => v,
-            Err(_) => {
-                stop = stop.or(Some(Stop::BadPointer(proc_addr)));
-                continue;
-            }
+        let Some(view) = peer_view(t, ob1, proc_addr, &mut stop) else {
+            continue;
         };
         if list_is_empty(&view, layout, ob1.proc_unexpected_frags) != Some(true) {
             let w = walk::opal_list(
