@@ -28,6 +28,7 @@ pub struct Launcher {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct RankFailure {
+    /// Its number in the job, as `ProcessDump::global_rank`.
     pub rank: usize,
     pub pid: i32,
     pub host: String,
@@ -46,8 +47,14 @@ pub struct DllInfo {
 #[derive(Debug, Clone, Serialize)]
 pub struct ProcessDump {
     pub pid: i32,
-    /// Rank in MPI_COMM_WORLD as the host knows it (MPIR, or -1).
+    /// The process's number in the job: its MPI_COMM_WORLD rank (from MPIR
+    /// or its environment), or for a spawned process the identity the host
+    /// gave it after every world rank, which MPI-2 DLLs report as its global
+    /// rank. -1 if unknown.
     pub global_rank: i32,
+    /// Set for a process started after the job (MPI_Comm_spawn).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spawned: Option<SpawnedJob>,
     pub executable: String,
     pub dll: DllInfo,
     /// The communicator list, or why there is none.
@@ -63,6 +70,15 @@ pub struct ProcessDump {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spawn_breakpoint: Option<String>,
     pub stats: DumpStats,
+}
+
+/// Where a spawned process sits in the job the MPI made for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SpawnedJob {
+    /// The launcher's name for that job.
+    pub job: String,
+    /// Rank in that job's MPI_COMM_WORLD.
+    pub rank: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -7,11 +7,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::dll::capture::OutputCapture;
-use crate::dll::{locate, Dll, ImageSymbols, Session, TypeLayout};
+use crate::dll::{locate, Dll, ImageSymbols, ProcessId, Session, TypeLayout};
 use crate::dump::{
     DllInfo, JobDump, Launcher, NewProcess, NewProcessList, ProcessDump, RankFailure, Section,
-    SCHEMA_VERSION,
+    SpawnedJob, SCHEMA_VERSION,
 };
+use crate::job::{Member, MpiEnvironment};
 use crate::mpir;
 use crate::symbols::{SymbolCache, SymbolIndex};
 use crate::target::{exe_path, LiveProcess, Mode, PageCache, Target};
@@ -75,20 +76,10 @@ fn index_symbols_with(target: &dyn Target, cache: &Arc<SymbolCache>) -> Result<A
 /// The MPI_COMM_WORLD rank a launcher gave the process, from its
 /// environment (Open MPI, MPICH/hydra and PMIx launchers set these).
 pub fn rank_from_environment(pid: i32) -> Option<i32> {
-    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-    let vars: Vec<&[u8]> = environ.split(|&b| b == 0).collect();
-    for key in ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"] {
-        let prefix = format!("{key}=");
-        if let Some(value) = vars.iter().find_map(|v| v.strip_prefix(prefix.as_bytes())) {
-            if let Ok(rank) = std::str::from_utf8(value).unwrap_or("").parse() {
-                return Some(rank);
-            }
-        }
-    }
-    None
+    MpiEnvironment::of(pid).rank
 }
 
-/// Called before each rank of a job is dumped: (done, total).
+/// Called as a job's processes are stopped and dumped: (steps done, total).
 pub type Progress<'a> = &'a mut dyn FnMut(usize, usize);
 
 /// Dumps `pid`: one MPI process, or, for an MPI starter, every local rank
@@ -130,7 +121,7 @@ pub fn dump(pid: i32, options: &Options, progress: Progress<'_>) -> Result<JobDu
     }
 
     // A starter: its table was read while it was stopped; let it go before
-    // stopping its ranks one by one.
+    // stopping its job.
     let launcher = Launcher {
         pid,
         executable: exe_path(pid)
@@ -138,45 +129,215 @@ pub fn dump(pid: i32, options: &Options, progress: Progress<'_>) -> Result<JobDu
             .unwrap_or_default(),
     };
     let table = finish(pid, target, Ok(table))?;
+    let members = crate::job::members(pid, &table);
     let mut job = JobDump {
         schema_version: SCHEMA_VERSION,
         launcher: Some(launcher),
         processes: vec![],
         failures: vec![],
     };
-    let mut first_error = None;
-    for (done, entry) in table.iter().enumerate() {
-        progress(done, table.len());
-        let failure = |message: String, code: i32| RankFailure {
-            rank: entry.rank,
-            pid: entry.pid,
-            host: entry.host.clone(),
-            message,
-            exit_code: code,
-        };
-        if !mpir::is_local_host(&entry.host) || entry.pid <= 0 {
-            job.failures.push(failure(
-                format!(
-                    "rank {} runs on host '{}' (pid {}): only local processes can be read",
-                    entry.rank, entry.host, entry.pid
-                ),
-                crate::exit_code::OTHER,
-            ));
-            continue;
-        }
-        match dump_rank(entry.pid, entry.rank as i32, options, &cache) {
-            Ok(process) => job.processes.push(process),
-            Err(e) => {
-                job.failures.push(failure(e.to_string(), e.exit_code()));
-                first_error.get_or_insert(e);
-            }
-        }
-    }
-    progress(table.len(), table.len());
+    let first_error = dump_members(&members, options, &cache, progress, &mut job);
     match first_error {
         Some(e) if job.processes.is_empty() => Err(e),
         _ => Ok(job),
     }
+}
+
+/// A member of the job, stopped, with what its dump needs.
+struct Attached<'m> {
+    member: &'m Member,
+    target: PageCache<LiveProcess>,
+    symbols: Arc<SymbolIndex>,
+    dll: PathBuf,
+}
+
+/// Records why a member was not dumped; the first error is kept whole.
+fn fail(job: &mut JobDump, first: &mut Option<Error>, member: &Member, error: Error) {
+    job.failures.push(RankFailure {
+        rank: usize::try_from(member.identity).unwrap_or(member.rank),
+        pid: member.pid,
+        host: member.host.clone(),
+        message: error.to_string(),
+        exit_code: error.exit_code(),
+    });
+    first.get_or_insert(error);
+}
+
+/// Dumps the members of a job: all local ones are stopped together, handed
+/// to one session per DLL (so an MPI-2 DLL knows every identity when it
+/// translates ranks), dumped, then resumed. Returns the first error.
+fn dump_members(
+    members: &[Member],
+    options: &Options,
+    cache: &Arc<SymbolCache>,
+    progress: Progress<'_>,
+    job: &mut JobDump,
+) -> Option<Error> {
+    let mut first = None;
+    // Two steps per member: stopping it, then dumping it.
+    let total = members.len() * 2;
+    let mut attached = Vec::new();
+    for (done, member) in members.iter().enumerate() {
+        progress(done, total);
+        if !mpir::is_local_host(&member.host) || member.pid <= 0 {
+            job.failures.push(RankFailure {
+                rank: member.rank,
+                pid: member.pid,
+                host: member.host.clone(),
+                message: format!(
+                    "rank {} runs on host '{}' (pid {}): only local processes can be read",
+                    member.rank, member.host, member.pid
+                ),
+                exit_code: crate::exit_code::OTHER,
+            });
+            continue;
+        }
+        let target = match attach(member.pid, options) {
+            Ok(target) => target,
+            Err(e) => {
+                fail(job, &mut first, member, e);
+                continue;
+            }
+        };
+        let prepared = index_symbols_with(&target, cache).and_then(|symbols| {
+            let dll = dll_path_for(&symbols, &target, options)?;
+            Ok((symbols, dll))
+        });
+        match prepared {
+            Ok((symbols, dll)) => attached.push(Attached {
+                member,
+                target,
+                symbols,
+                dll,
+            }),
+            Err(e) => {
+                if let Err(e) = finish(member.pid, target, Err::<(), _>(e)) {
+                    fail(job, &mut first, member, e);
+                }
+            }
+        }
+    }
+
+    let mut results: Vec<Option<Result<ProcessDump>>> = attached.iter().map(|_| None).collect();
+    let mut dlls: Vec<&PathBuf> = attached.iter().map(|a| &a.dll).collect();
+    dlls.sort();
+    dlls.dedup();
+    let mut done = members.len();
+    for dll in dlls {
+        let group: Vec<usize> = (0..attached.len())
+            .filter(|&i| &attached[i].dll == dll)
+            .collect();
+        let mut step = |_: usize| {
+            progress(done, total);
+            done += 1;
+        };
+        for (i, result) in dump_group(dll, &attached, &group, &mut step) {
+            results[i] = Some(result);
+        }
+    }
+
+    // Resume everyone, then report in job order.
+    for (a, result) in attached.into_iter().zip(results) {
+        let result = result.unwrap_or_else(|| {
+            Err(Error::Dll {
+                call: "mqs_setup_process",
+                detail: "the process was not handed to the DLL".into(),
+            })
+        });
+        match finish(a.member.pid, a.target, result) {
+            Ok(process) => job.processes.push(process),
+            Err(e) => fail(job, &mut first, a.member, e),
+        }
+    }
+    progress(total, total);
+    job.failures.sort_by_key(|f| f.rank);
+    first
+}
+
+/// One session of `dll` over the attached members `group` (indices into
+/// `attached`): every process is handed to the DLL before any is dumped.
+fn dump_group(
+    dll_path: &std::path::Path,
+    attached: &[Attached<'_>],
+    group: &[usize],
+    step: &mut dyn FnMut(usize),
+) -> Vec<(usize, Result<ProcessDump>)> {
+    let _one_session_at_a_time = crate::dll::exclusive();
+    let setup = OutputCapture::start();
+    let session = Dll::load(dll_path).and_then(|dll| Ok((dll, Session::new(dll)?)));
+    let mut setup_output = setup.map(OutputCapture::finish).unwrap_or_default();
+    let (dll, mut session) = match session {
+        Ok(pair) => pair,
+        Err(e) => {
+            echo_verbose(&setup_output);
+            // Every member fails the same way; the first carries the error,
+            // the others the same error loaded again (or its text).
+            let message = e.to_string();
+            let mut e = Some(e);
+            return group
+                .iter()
+                .map(|&i| {
+                    let error = e
+                        .take()
+                        .or_else(|| Dll::load(dll_path).err())
+                        .unwrap_or_else(|| Error::Dll {
+                            call: "mqs_setup_job",
+                            detail: message.clone(),
+                        });
+                    (i, Err(error))
+                })
+                .collect();
+        }
+    };
+    let mut added = Vec::new();
+    let mut out = Vec::new();
+    for &i in group {
+        let a = &attached[i];
+        let capture = OutputCapture::start();
+        let executable = executable_of(a.member.pid);
+        let result = session
+            .add_image(&executable, Box::new(IndexSymbols(a.symbols.clone())))
+            .and_then(|image| {
+                session.add_process(image, Box::new(&a.target), a.member.identity, 8)
+            });
+        let output = capture.map(OutputCapture::finish).unwrap_or_default();
+        match result {
+            Ok(process) => added.push((i, process, executable, output)),
+            Err(e) => {
+                echo_verbose(&output);
+                out.push((i, Err(e)));
+            }
+        }
+    }
+    for (i, process, executable, mut output) in added {
+        step(i);
+        let capture = OutputCapture::start();
+        let mut dump = process_dump(&session, process, attached[i].member, executable, dll);
+        output.extend(capture.map(OutputCapture::finish).unwrap_or_default());
+        output.splice(0..0, std::mem::take(&mut setup_output));
+        echo_verbose(&output);
+        dump.dll_output = output;
+        out.push((i, Ok(dump)));
+    }
+    // Destroying the session's objects may print too; nobody reads that.
+    let capture = OutputCapture::start();
+    drop(session);
+    echo_verbose(&capture.map(OutputCapture::finish).unwrap_or_default());
+    out
+}
+
+fn echo_verbose(lines: &[String]) {
+    if crate::dll::is_verbose() {
+        for line in lines {
+            eprintln!("mqs-dll: {line}");
+        }
+    }
+}
+
+fn executable_of(pid: i32) -> String {
+    exe_path(pid)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| format!("pid {pid}"))
 }
 
 /// Dumps one process through each of several DLLs, all within one stop of
@@ -199,19 +360,6 @@ pub fn dump_with_each_dll(
             })
             .collect()
     });
-    finish(pid, target, result)
-}
-
-/// Dumps one rank (not a starter).
-fn dump_rank(
-    pid: i32,
-    rank: i32,
-    options: &Options,
-    cache: &Arc<SymbolCache>,
-) -> Result<ProcessDump> {
-    let target = attach(pid, options)?;
-    let result = index_symbols_with(&target, cache)
-        .and_then(|symbols| dump_attached(pid, rank, &target, symbols, options));
     finish(pid, target, result)
 }
 
@@ -289,6 +437,31 @@ fn run_session(
     symbols: Arc<SymbolIndex>,
     options: &Options,
 ) -> Result<ProcessDump> {
+    let dll_path = dll_path_for(&symbols, target, options)?;
+    let dll = Dll::load(&dll_path)?;
+    let executable = executable_of(pid);
+    let mut session = Session::new(dll)?;
+    let image = session.add_image(&executable, Box::new(IndexSymbols(symbols)))?;
+    // The session borrows the target: it is dropped (and the DLL's process
+    // info destroyed) before the caller detaches.
+    let process = session.add_process(image, Box::new(target), global_rank, 8)?;
+    let member = Member {
+        pid,
+        host: String::new(),
+        rank: usize::try_from(global_rank).unwrap_or(0),
+        identity: global_rank,
+        spawned_job: None,
+    };
+    Ok(process_dump(&session, process, &member, executable, dll))
+}
+
+/// The DLL to use for a process: the one given, else the one it names
+/// (checked for trust unless told otherwise).
+fn dll_path_for(
+    symbols: &Arc<SymbolIndex>,
+    target: &PageCache<LiveProcess>,
+    options: &Options,
+) -> Result<PathBuf> {
     let dll_path = match &options.dll {
         Some(path) => path.clone(),
         None => {
@@ -306,16 +479,17 @@ fn run_session(
             detail: "no such file".into(),
         });
     }
-    let dll = Dll::load(&dll_path)?;
-    let executable = exe_path(pid)
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|_| format!("pid {pid}"));
+    Ok(dll_path)
+}
 
-    let mut session = Session::new(dll)?;
-    let image = session.add_image(&executable, Box::new(IndexSymbols(symbols)))?;
-    // The session borrows the target: it is dropped (and the DLL's process
-    // info destroyed) before the caller detaches.
-    let process = session.add_process(image, Box::new(target), global_rank, 8)?;
+/// Walks everything the DLL can tell about a process handed to `session`.
+fn process_dump(
+    session: &Session<'_>,
+    process: ProcessId,
+    member: &Member,
+    executable: String,
+    dll: &Dll,
+) -> ProcessDump {
     let (communicators, stats) = session.dump(process);
     let new_processes = session.new_processes(process).map(|section| match section {
         Section::Ok { value } => Section::Ok {
@@ -327,9 +501,13 @@ fn run_session(
         Section::Error { message } => Section::Error { message },
     });
     let spawn_breakpoint = session.spawn_breakpoint_name(process);
-    Ok(ProcessDump {
-        pid,
-        global_rank,
+    ProcessDump {
+        pid: member.pid,
+        global_rank: member.identity,
+        spawned: member.spawned_job.as_ref().map(|job| SpawnedJob {
+            job: job.clone(),
+            rank: member.rank,
+        }),
         executable,
         dll: DllInfo {
             path: dll.path.display().to_string(),
@@ -341,5 +519,5 @@ fn run_session(
         spawn_breakpoint,
         dll_output: Vec::new(),
         stats,
-    })
+    }
 }

@@ -5,6 +5,7 @@ pub mod dll;
 pub mod dump;
 pub mod error;
 pub mod inspect;
+pub mod job;
 pub mod mpir;
 pub mod render;
 pub mod symbols;

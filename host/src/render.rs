@@ -46,6 +46,10 @@ fn process_text(out: &mut String, p: &ProcessDump) {
     } else {
         "rank unknown".into()
     };
+    let rank = match &p.spawned {
+        Some(s) => format!("{rank}; spawned: rank {} of job {}", s.rank, s.job),
+        None => rank,
+    };
     let _ = writeln!(out, "Process {} ({rank}): {}", p.pid, p.executable);
     let _ = writeln!(
         out,
@@ -222,6 +226,7 @@ mod tests {
             processes: vec![ProcessDump {
                 pid: 42,
                 global_rank: 0,
+                spawned: None,
                 executable: "/bin/app".into(),
                 dll: DllInfo {
                     path: "/lib/dll.so".into(),

@@ -21,6 +21,32 @@ pub use live::{LiveProcess, Mode};
 pub use maps::exe_path;
 pub use ptrace::install_signal_cleanup;
 
+/// The parent of a process, if it is still there.
+pub fn parent_pid(pid: i32) -> Option<i32> {
+    procfs::stat(pid).ok().map(|s| s.ppid)
+}
+
+/// The descendants of `root` (children, grandchildren...), by pid, in no
+/// particular order; at most `limit` of them.
+pub fn descendants(root: i32, limit: usize) -> Vec<i32> {
+    let parents: Vec<(i32, i32)> = procfs::all_pids()
+        .into_iter()
+        .filter_map(|pid| Some((pid, procfs::stat(pid).ok()?.ppid)))
+        .collect();
+    let mut found = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(parent) = frontier.pop() {
+        for &(pid, _) in parents.iter().filter(|(_, ppid)| *ppid == parent) {
+            if found.len() >= limit || found.contains(&pid) || pid == root {
+                continue;
+            }
+            found.push(pid);
+            frontier.push(pid);
+        }
+    }
+    found
+}
+
 /// The granularity of reads and of the cache. Every Linux page size is a
 /// multiple of it, so a page of this size is either wholly mapped or not.
 pub const PAGE_SIZE: u64 = 4096;

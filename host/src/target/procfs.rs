@@ -65,6 +65,7 @@ fn parse_ids(value: &str) -> Option<[u32; 4]> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Stat {
     pub state: char,
+    pub ppid: i32,
     /// Clock ticks after boot: tells a process from a later one with its pid.
     pub start_time: u64,
 }
@@ -75,9 +76,14 @@ pub(crate) fn parse_stat(text: &str) -> Option<Stat> {
     let rest = &text[text.rfind(')')? + 1..];
     let mut fields = rest.split_whitespace();
     let state = fields.next()?.chars().next()?;
-    // starttime is field 22 of the line; field 3 (state) was just taken.
-    let start_time = fields.nth(22 - 4)?.parse().ok()?;
-    Some(Stat { state, start_time })
+    let ppid = fields.next()?.parse().ok()?;
+    // starttime is field 22 of the line; fields 3 and 4 were just taken.
+    let start_time = fields.nth(22 - 5)?.parse().ok()?;
+    Some(Stat {
+        state,
+        ppid,
+        start_time,
+    })
 }
 
 fn invalid(path: &str) -> io::Error {
@@ -94,6 +100,15 @@ pub(crate) fn status(pid: i32) -> io::Result<Status> {
 
 pub(crate) fn stat(pid: i32) -> io::Result<Stat> {
     read_stat(format!("/proc/{pid}/stat"))
+}
+
+/// Every process id in /proc (processes appear and vanish meanwhile).
+pub(crate) fn all_pids() -> Vec<i32> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect()
 }
 
 pub(crate) fn thread_stat(pid: i32, tid: i32) -> io::Result<Stat> {
@@ -203,6 +218,7 @@ mod tests {
             parse_stat(line),
             Some(Stat {
                 state: 't',
+                ppid: 1,
                 start_time: 123456
             })
         );

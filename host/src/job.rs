@@ -1,0 +1,236 @@
+//! The processes of a job and the identities the host gives them.
+//!
+//! An MPIR starter lists the ranks of MPI_COMM_WORLD. Processes started
+//! later with MPI_Comm_spawn are not in that table (Open MPI 4.1's mpirun
+//! keeps the first job's only), so they are found on this machine as the
+//! starter's descendants that carry an MPI rank in their environment and
+//! belong to another MPI job. Identities, which MPI-2 DLLs report as global
+//! ranks: COMM_WORLD ranks first, then each spawned job in turn, its ranks in
+//! order.
+
+use std::collections::HashSet;
+
+use crate::mpir::ProcDesc;
+
+/// Most descendants of a starter looked at.
+const MAX_DESCENDANTS: usize = 1 << 16;
+
+/// Environment variables that hold a process's rank in its own job.
+const RANK_VARS: [&str; 3] = ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"];
+/// Environment variables that name the job a process belongs to.
+const JOB_VARS: [&str; 2] = ["OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE"];
+
+/// What a process's environment says about its place in an MPI job.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MpiEnvironment {
+    /// Rank in its own MPI_COMM_WORLD.
+    pub rank: Option<i32>,
+    /// The launcher's name for its job.
+    pub job: Option<String>,
+}
+
+impl MpiEnvironment {
+    /// Reads `/proc/PID/environ`; empty when unreadable.
+    pub fn of(pid: i32) -> Self {
+        std::fs::read(format!("/proc/{pid}/environ"))
+            .map(|raw| Self::parse(&raw))
+            .unwrap_or_default()
+    }
+
+    /// Parses a NUL-separated environment block.
+    pub fn parse(raw: &[u8]) -> Self {
+        let vars: Vec<&[u8]> = raw.split(|&b| b == 0).collect();
+        let value = |key: &str| -> Option<String> {
+            let prefix = format!("{key}=");
+            vars.iter()
+                .find_map(|v| v.strip_prefix(prefix.as_bytes()))
+                .and_then(|v| std::str::from_utf8(v).ok())
+                .map(str::to_string)
+        };
+        Self {
+            rank: RANK_VARS
+                .iter()
+                .find_map(|k| value(k).and_then(|v| v.parse().ok())),
+            job: JOB_VARS
+                .iter()
+                .find_map(|k| value(k).filter(|v| !v.is_empty())),
+        }
+    }
+}
+
+/// A process of the job, as the host will dump it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub pid: i32,
+    pub host: String,
+    /// Rank in its own MPI_COMM_WORLD.
+    pub rank: usize,
+    /// The host's number for it in the whole job.
+    pub identity: i32,
+    /// For a process spawned after the job started: its job's name.
+    pub spawned_job: Option<String>,
+}
+
+/// A candidate process found below the starter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    pub pid: i32,
+    pub ppid: i32,
+    pub env: MpiEnvironment,
+}
+
+/// The job's members: the table's ranks, then the spawned processes found
+/// below the starter, numbered as the module says.
+pub fn members(starter: i32, table: &[ProcDesc]) -> Vec<Member> {
+    let found: Vec<Found> = crate::target::descendants(starter, MAX_DESCENDANTS)
+        .into_iter()
+        .filter_map(|pid| {
+            Some(Found {
+                pid,
+                ppid: crate::target::parent_pid(pid)?,
+                env: MpiEnvironment::of(pid),
+            })
+        })
+        .collect();
+    let initial_jobs: HashSet<String> = table
+        .iter()
+        .filter(|e| e.pid > 0 && crate::mpir::is_local_host(&e.host))
+        .filter_map(|e| MpiEnvironment::of(e.pid).job)
+        .collect();
+    number(table, &found, &initial_jobs, &local_host_name())
+}
+
+/// The numbering itself, apart from /proc.
+pub fn number(
+    table: &[ProcDesc],
+    found: &[Found],
+    initial_jobs: &HashSet<String>,
+    host: &str,
+) -> Vec<Member> {
+    let mut members: Vec<Member> = table
+        .iter()
+        .map(|e| Member {
+            pid: e.pid,
+            host: e.host.clone(),
+            rank: e.rank,
+            identity: i32::try_from(e.rank).unwrap_or(-1),
+            spawned_job: None,
+        })
+        .collect();
+    let known: HashSet<i32> = table.iter().map(|e| e.pid).collect();
+    let candidates: HashSet<i32> = found.iter().map(|f| f.pid).collect();
+    let mut spawned: Vec<(String, usize, i32)> = found
+        .iter()
+        .filter(|f| !known.contains(&f.pid))
+        // A rank's own child (a helper it forked) inherits its environment:
+        // only the process the launcher started counts.
+        .filter(|f| !known.contains(&f.ppid) && !candidates.contains(&f.ppid))
+        .filter_map(|f| {
+            let job = f.env.job.clone()?;
+            let rank = usize::try_from(f.env.rank?).ok()?;
+            (!initial_jobs.contains(&job)).then_some((job, rank, f.pid))
+        })
+        .collect();
+    // Jobs in the order the launcher numbered them (numeric names compare
+    // as numbers), ranks in order within each.
+    spawned.sort_by(|a, b| {
+        let key = |s: &str| (s.parse::<u64>().ok(), s.to_string());
+        key(&a.0).cmp(&key(&b.0)).then(a.1.cmp(&b.1))
+    });
+    spawned.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1);
+    let first = table.iter().map(|e| e.rank + 1).max().unwrap_or(0);
+    for (i, (job, rank, pid)) in spawned.into_iter().enumerate() {
+        members.push(Member {
+            pid,
+            host: host.to_string(),
+            rank,
+            identity: i32::try_from(first + i).unwrap_or(-1),
+            spawned_job: Some(job),
+        });
+    }
+    members
+}
+
+fn local_host_name() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn desc(rank: usize, pid: i32) -> ProcDesc {
+        ProcDesc {
+            rank,
+            host: "vm".into(),
+            executable: "a".into(),
+            pid,
+        }
+    }
+
+    fn found(pid: i32, ppid: i32, job: &str, rank: i32) -> Found {
+        Found {
+            pid,
+            ppid,
+            env: MpiEnvironment {
+                rank: Some(rank),
+                job: Some(job.into()),
+            },
+        }
+    }
+
+    #[test]
+    fn environment_names_rank_and_job() {
+        let env = MpiEnvironment::parse(
+            b"A=1\0OMPI_COMM_WORLD_RANK=3\0PMIX_NAMESPACE=77\0OMPI_MCA_ess_base_jobid=12\0",
+        );
+        assert_eq!(env.rank, Some(3));
+        assert_eq!(env.job.as_deref(), Some("12"));
+        assert_eq!(
+            MpiEnvironment::parse(b"PMI_RANK=x\0"),
+            MpiEnvironment::default()
+        );
+    }
+
+    #[test]
+    fn spawned_jobs_follow_the_world_in_job_then_rank_order() {
+        let table = [desc(0, 10), desc(1, 11)];
+        let initial: HashSet<String> = ["100".to_string()].into();
+        let found = [
+            found(10, 9, "100", 0),
+            found(11, 9, "100", 1),
+            // Two spawned jobs; "1000" comes after "101" only as a number.
+            found(31, 9, "1000", 0),
+            found(21, 9, "101", 1),
+            found(20, 9, "101", 0),
+            // A helper rank 0 of the world forked: not a process of its own.
+            found(40, 10, "100", 0),
+            // A spawned rank's own child.
+            found(41, 20, "101", 0),
+            // Not MPI.
+            Found {
+                pid: 50,
+                ppid: 9,
+                env: MpiEnvironment::default(),
+            },
+        ];
+        let members = number(&table, &found, &initial, "vm");
+        let summary: Vec<(i32, usize, i32, Option<&str>)> = members
+            .iter()
+            .map(|m| (m.pid, m.rank, m.identity, m.spawned_job.as_deref()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (10, 0, 0, None),
+                (11, 1, 1, None),
+                (20, 0, 2, Some("101")),
+                (21, 1, 3, Some("101")),
+                (31, 0, 4, Some("1000")),
+            ]
+        );
+    }
+}
