@@ -23,7 +23,7 @@ use crate::walk::Stop;
 
 use communicators::{Comm, Known, Signature};
 use groups::{NameMap, ProcName, World};
-use requests::{DatatypeCache, Scan};
+use requests::{DatatypeCache, Request, Scan};
 
 /// Data symbols the DLL reads.
 pub const SYM_COMMUNICATORS: &str = "ompi_mpi_communicators";
@@ -491,19 +491,50 @@ impl ProcessState {
         self.show_internal || !requests::is_internal_tag(tag)
     }
 
-    fn scan<P: ProcessAccess + ?Sized>(
+    /// The live requests of `comm` in one of the request free lists (the
+    /// scan is made once per stop and shared by every communicator), kept
+    /// if `keep` says so, with the scan's stop.
+    fn requests_of<P: ProcessAccess + ?Sized>(
         &mut self,
         t: &Target<'_, P>,
         layout: &Layout,
         fl: u64,
         sends: bool,
-    ) -> &Scan {
+        comm: &Comm,
+        keep: impl Fn(&Request) -> bool,
+    ) -> (Vec<Request>, Option<Stop>) {
         let slot = if sends {
             &mut self.cache.sends
         } else {
             &mut self.cache.recvs
         };
-        slot.get_or_insert_with(|| requests::scan_free_list(t, layout, fl))
+        let scan = slot.get_or_insert_with(|| requests::scan_free_list(t, layout, fl));
+        let reqs = scan
+            .by_comm
+            .get(&comm.addr)
+            .map(|list| {
+                list.iter()
+                    .filter(|r| {
+                        keep(r) && (self.show_internal || !requests::is_internal_tag(r.tag))
+                    })
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        (reqs, scan.stop)
+    }
+
+    /// A request as a pending operation, its datatype read (cached).
+    fn operation<P: ProcessAccess + ?Sized>(
+        &mut self,
+        t: &Target<'_, P>,
+        layout: &Layout,
+        req: &Request,
+        comm: &Comm,
+        order: Option<String>,
+    ) -> PendingOperation {
+        let dt = requests::datatype(t, layout, &mut self.cache.datatypes, req.datatype);
+        requests::to_operation(req, comm, dt.as_ref(), order)
     }
 
     fn sends<P: ProcessAccess + ?Sized>(
@@ -514,25 +545,15 @@ impl ProcessState {
         comm: &Comm,
     ) -> Option<(Vec<PendingOperation>, Option<Stop>)> {
         let fl = syms.send_requests?;
-        let scan = self.scan(t, layout, fl, true);
-        let stop = scan.stop;
-        let mut reqs: Vec<_> = scan
-            .by_comm
-            .get(&comm.addr)
-            .cloned()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|r| r.kind == requests::Kind::Send && self.keep_tag(r.tag))
-            .collect();
+        let (mut reqs, stop) = self.requests_of(t, layout, fl, true, comm, |r| {
+            r.kind == requests::Kind::Send
+        });
         // ob1 numbers sends per peer as they start: the closest thing to
         // the order they were issued.
         reqs.sort_by_key(|r| (r.sequence.unwrap_or(u64::MAX), r.peer, r.addr));
         let ops = reqs
             .iter()
-            .map(|r| {
-                let dt = requests::datatype(t, layout, &mut self.cache.datatypes, r.datatype);
-                requests::to_operation(r, comm, dt.as_ref(), None)
-            })
+            .map(|r| self.operation(t, layout, r, comm, None))
             .collect();
         Some((ops, stop))
     }
@@ -569,18 +590,7 @@ impl ProcessState {
                         "peer queue"
                     };
                     let order = format!("posted #{k} in ob1 matching order ({queue})");
-                    let dt = requests::datatype(
-                        t,
-                        layout,
-                        &mut self.cache.datatypes,
-                        p.request.datatype,
-                    );
-                    ops.push(requests::to_operation(
-                        &p.request,
-                        comm,
-                        dt.as_ref(),
-                        Some(order),
-                    ));
+                    ops.push(self.operation(t, layout, &p.request, comm, Some(order)));
                 }
                 true
             }
@@ -594,16 +604,10 @@ impl ProcessState {
         let Some(fl) = syms.recv_requests else {
             return from_queues.then_some((ops, stop));
         };
-        let scan = self.scan(t, layout, fl, false);
-        stop = stop.or(scan.stop);
-        let mut reqs: Vec<_> = scan
-            .by_comm
-            .get(&comm.addr)
-            .cloned()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|r| r.kind.is_receive() && !shown.contains(&r.addr) && self.keep_tag(r.tag))
-            .collect();
+        let (mut reqs, scan_stop) = self.requests_of(t, layout, fl, false, comm, |r| {
+            r.kind.is_receive() && !shown.contains(&r.addr)
+        });
+        stop = stop.or(scan_stop);
         // ob1 numbers receives as they are posted; a PML that does not (all
         // equal) leaves allocation order.
         let distinct = reqs
@@ -624,13 +628,7 @@ impl ProcessState {
             "order: allocation order (free list), not matching".to_string()
         };
         for r in reqs {
-            let dt = requests::datatype(t, layout, &mut self.cache.datatypes, r.datatype);
-            ops.push(requests::to_operation(
-                &r,
-                comm,
-                dt.as_ref(),
-                Some(order.clone()),
-            ));
+            ops.push(self.operation(t, layout, &r, comm, Some(order.clone())));
         }
         Some((ops, stop))
     }
