@@ -213,34 +213,31 @@ fn resolve_entry_points(lib: &Library) -> std::result::Result<EntryPoints, Strin
         let symbol: Option<Symbol<T>> = unsafe { lib.get(name.as_bytes()) }.ok();
         symbol.map(|s| *s)
     }
-    let mut missing = Vec::new();
-    macro_rules! required {
-        ($name:literal) => {
-            match get(lib, $name) {
-                Some(f) => Some(f),
-                None => {
-                    missing.push($name);
-                    None
-                }
+    // Each entry point is named once: required ones must all resolve (the
+    // error lists every one missing), optional ones may be absent.
+    macro_rules! entry_points {
+        (required { $($field:ident = $name:literal,)* }
+         optional { $($opt:ident = $opt_name:literal,)* }
+         mpi2 = $mpi2:expr) => {{
+            $(let $field = get(lib, $name);)*
+            let missing: Vec<&str> = [$(($name, $field.is_some()),)*]
+                .iter()
+                .filter(|(_, found)| !found)
+                .map(|(name, _)| *name)
+                .collect();
+            if !missing.is_empty() {
+                return Err(format!(
+                    "not a message-queue DLL: missing entry points {}",
+                    missing.join(", ")
+                ));
             }
-        };
+            EntryPoints {
+                $($field: $field.ok_or_else(String::new)?,)*
+                $($opt: get(lib, $opt_name),)*
+                mpi2: $mpi2,
+            }
+        }};
     }
-    let setup_basic_callbacks = required!("mqs_setup_basic_callbacks");
-    let version_string = required!("mqs_version_string");
-    let version_compatibility = required!("mqs_version_compatibility");
-    let dll_error_string = required!("mqs_dll_error_string");
-    let setup_image = required!("mqs_setup_image");
-    let image_has_queues = required!("mqs_image_has_queues");
-    let destroy_image_info = required!("mqs_destroy_image_info");
-    let setup_process = required!("mqs_setup_process");
-    let process_has_queues = required!("mqs_process_has_queues");
-    let destroy_process_info = required!("mqs_destroy_process_info");
-    let update_communicator_list = required!("mqs_update_communicator_list");
-    let setup_communicator_iterator = required!("mqs_setup_communicator_iterator");
-    let get_communicator = required!("mqs_get_communicator");
-    let next_communicator = required!("mqs_next_communicator");
-    let setup_operation_iterator = required!("mqs_setup_operation_iterator");
-    let next_operation = required!("mqs_next_operation");
 
     let mpi2 = match (
         get(lib, "mqs_setup_job"),
@@ -260,65 +257,29 @@ fn resolve_entry_points(lib: &Library) -> std::result::Result<EntryPoints, Strin
         _ => None,
     };
 
-    match (
-        setup_basic_callbacks,
-        version_string,
-        version_compatibility,
-        dll_error_string,
-        setup_image,
-        image_has_queues,
-        destroy_image_info,
-        setup_process,
-        process_has_queues,
-        destroy_process_info,
-        update_communicator_list,
-        setup_communicator_iterator,
-        get_communicator,
-        next_communicator,
-        setup_operation_iterator,
-        next_operation,
-    ) {
-        (
-            Some(setup_basic_callbacks),
-            Some(version_string),
-            Some(version_compatibility),
-            Some(dll_error_string),
-            Some(setup_image),
-            Some(image_has_queues),
-            Some(destroy_image_info),
-            Some(setup_process),
-            Some(process_has_queues),
-            Some(destroy_process_info),
-            Some(update_communicator_list),
-            Some(setup_communicator_iterator),
-            Some(get_communicator),
-            Some(next_communicator),
-            Some(setup_operation_iterator),
-            Some(next_operation),
-        ) => Ok(EntryPoints {
-            setup_basic_callbacks,
-            version_string,
-            version_compatibility,
-            dll_taddr_width: get(lib, "mqs_dll_taddr_width"),
-            dll_error_string,
-            setup_image,
-            image_has_queues,
-            destroy_image_info,
-            setup_process,
-            process_has_queues,
-            destroy_process_info,
-            update_communicator_list,
-            setup_communicator_iterator,
-            get_communicator,
-            get_comm_group: get(lib, "mqs_get_comm_group"),
-            next_communicator,
-            setup_operation_iterator,
-            next_operation,
-            mpi2,
-        }),
-        _ => Err(format!(
-            "not a message-queue DLL: missing entry points {}",
-            missing.join(", ")
-        )),
-    }
+    Ok(entry_points! {
+        required {
+            setup_basic_callbacks = "mqs_setup_basic_callbacks",
+            version_string = "mqs_version_string",
+            version_compatibility = "mqs_version_compatibility",
+            dll_error_string = "mqs_dll_error_string",
+            setup_image = "mqs_setup_image",
+            image_has_queues = "mqs_image_has_queues",
+            destroy_image_info = "mqs_destroy_image_info",
+            setup_process = "mqs_setup_process",
+            process_has_queues = "mqs_process_has_queues",
+            destroy_process_info = "mqs_destroy_process_info",
+            update_communicator_list = "mqs_update_communicator_list",
+            setup_communicator_iterator = "mqs_setup_communicator_iterator",
+            get_communicator = "mqs_get_communicator",
+            next_communicator = "mqs_next_communicator",
+            setup_operation_iterator = "mqs_setup_operation_iterator",
+            next_operation = "mqs_next_operation",
+        }
+        optional {
+            dll_taddr_width = "mqs_dll_taddr_width",
+            get_comm_group = "mqs_get_comm_group",
+        }
+        mpi2 = mpi2
+    })
 }
