@@ -511,7 +511,7 @@ fn process_dump(
         executable,
         dll: DllInfo {
             path: dll.path.display().to_string(),
-            version: dll.version.clone(),
+            version: dll.current_version(),
             compatibility: dll.compatibility,
         },
         communicators,

@@ -177,7 +177,12 @@ fn cross_check_with(
     )
     .expect("both DLLs dump the same stopped process");
     let (theirs, ours) = (&dumps[0], &dumps[1]);
-    assert!(ours.dll.version.contains("mqs"), "{}", ours.dll.version);
+    // Ours names itself and, once it has seen the image, the MPI it found.
+    assert!(
+        ours.dll.version.contains("mqs") && ours.dll.version.contains("detected: Open MPI"),
+        "{}",
+        ours.dll.version
+    );
     let ours_comms = communicators(ours);
     for t in communicators(theirs) {
         if t.name == "MPI_COMM_NULL" {

@@ -160,6 +160,13 @@ impl Dll {
         self.entry.get_comm_group.is_some()
     }
 
+    /// The version string as the DLL gives it now: a DLL may name the MPI it
+    /// detected once it has seen an image (ours does).
+    pub fn current_version(&self) -> String {
+        // SAFETY: takes nothing, returns a static string or NULL.
+        unsafe { static_str((self.entry.version_string)()) }.unwrap_or_else(|| self.version.clone())
+    }
+
     /// The DLL's own text for a code, if it has one. For mqs_no_information
     /// this is where a DLL can say *why* it knows nothing.
     pub fn code_text(&self, code: i32) -> Option<String> {
