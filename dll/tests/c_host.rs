@@ -1,5 +1,5 @@
 //! Our DLL loaded by a C program with dlopen, exactly as a C debugger does
-//! (`tests/c/dlopen_host.c`): every entry point resolves, the setup sequence
+//! (the workspace's `tests/c/dlopen_host.c`): every entry point resolves, the setup sequence
 //! runs with C callbacks, and the error paths hold (missing types give a
 //! has_queues message with exactly one `%s`). Runs against the cdylib of
 //! the current build: MPI-1 by default, MPI-2 with `--features mpi2`.
@@ -30,7 +30,7 @@ fn a_c_debugger_can_load_and_set_up_the_dll() {
         .args(["-std=c11", "-g", "-Wall", "-Wextra", "-Werror"])
         .arg(format!("-DFOR_MPI2={level}"))
         .arg(format!("-I{}", root.join("../include").display()))
-        .arg(root.join("tests/c/dlopen_host.c"))
+        .arg(root.join("../tests/c/dlopen_host.c"))
         .arg("-ldl")
         .arg("-o")
         .arg(&host)
