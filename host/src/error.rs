@@ -31,6 +31,19 @@ pub enum Error {
         errno: nix::errno::Errno,
     },
 
+    /// A thread that would not stop (stuck in the kernel, say): the process
+    /// is released untouched.
+    #[error(
+        "thread {tid} of pid {pid} did not stop within {seconds} s (state {state}); \
+         try again, or read it without stopping (--no-stop)"
+    )]
+    StopTimeout {
+        pid: i32,
+        tid: i32,
+        seconds: u64,
+        state: String,
+    },
+
     /// An ELF or DWARF file that could not be parsed.
     #[error("{}: {detail}", path.display())]
     ObjectFile { path: PathBuf, detail: String },
@@ -148,6 +161,7 @@ impl Error {
             Self::Usage(_) => USAGE,
             Self::Read { .. }
             | Self::Ptrace { .. }
+            | Self::StopTimeout { .. }
             | Self::ObjectFile { .. }
             | Self::Io { .. }
             | Self::Dll { .. } => OTHER,

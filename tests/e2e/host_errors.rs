@@ -331,3 +331,25 @@ fn remote_and_failed_ranks_do_not_hide_the_rest() {
     assert_running_untraced(job.launcher_pid());
     job.shutdown().unwrap();
 }
+
+#[test]
+fn a_thread_that_never_stops_times_out_and_is_released() {
+    let exe = support_program("stuck_in_kernel", &[], false);
+    let target = Spawned::start(&exe, &[]);
+    let pid = target.pid().to_string();
+    let out = run(&["--pid", &pid]);
+    assert_error(
+        &out,
+        1,
+        &[
+            &format!("thread {pid} of pid {pid} did not stop within 10 s"),
+            "state D (uninterruptible sleep",
+            "--no-stop",
+        ],
+    );
+    assert_eq!(tracer_of(target.pid()), None);
+    // What the message suggests works: read without stopping.
+    let out = run(&["--pid", &pid, "--no-stop"]);
+    assert_error(&out, NOT_MPI, &["is not an MPI process"]);
+    assert_eq!(tracer_of(target.pid()), None);
+}

@@ -42,6 +42,8 @@ pub(crate) struct StoppedThreads {
     stopped: Vec<i32>,
     /// Seized and interrupted, stop not yet seen.
     stopping: Vec<i32>,
+    /// A stop already timed out: resuming does not wait for it again.
+    gave_up: bool,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -52,6 +54,7 @@ impl StoppedThreads {
             pid,
             stopped: Vec::new(),
             stopping: Vec::new(),
+            gave_up: false,
             _not_send: PhantomData,
         };
         // Every tid ever seen, so that a zombie leader still listed in
@@ -141,10 +144,15 @@ impl StoppedThreads {
                 return Ok(());
             };
             if Instant::now() >= deadline {
-                return Err(Error::Ptrace {
-                    op: "PTRACE_INTERRUPT (waiting for the stop)",
+                self.gave_up = true;
+                let state = procfs::thread_stat(self.pid, late)
+                    .map(|s| s.state)
+                    .unwrap_or('?');
+                return Err(Error::StopTimeout {
+                    pid: self.pid,
                     tid: late,
-                    errno: Errno::ETIMEDOUT,
+                    seconds: STOP_TIMEOUT.as_secs(),
+                    state: state_name(state),
                 });
             }
             std::thread::sleep(nap);
@@ -156,7 +164,7 @@ impl StoppedThreads {
     pub(crate) fn resume(&mut self) -> Result<()> {
         // PTRACE_DETACH needs a stopped tracee, so first let the interrupted
         // threads reach their stop.
-        let mut first_error = if self.stopping.is_empty() {
+        let mut first_error = if self.stopping.is_empty() || self.gave_up {
             None
         } else {
             self.await_stops().err()
@@ -323,4 +331,17 @@ pub fn install_signal_cleanup() {
         unblock.add(sig);
     }
     let _ = unblock.thread_unblock();
+}
+
+/// A thread state letter of /proc/PID/stat, in words.
+fn state_name(state: char) -> String {
+    let what = match state {
+        'D' => "uninterruptible sleep: waiting in the kernel, for I/O or a driver",
+        'R' => "running",
+        'S' => "sleeping",
+        'T' | 't' => "stopped by another signal or tracer",
+        'Z' => "a zombie",
+        _ => "unknown",
+    };
+    format!("{state} ({what})")
 }
