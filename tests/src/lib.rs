@@ -9,6 +9,7 @@ mod error;
 mod job;
 mod mpi;
 mod procfs;
+mod shared_dir;
 
 pub use error::{Error, NotReady, Result};
 pub use job::{launcher_command, Job, LaunchOptions, JOB_ENV};
@@ -16,3 +17,4 @@ pub use mpi::{
     build_fixture, fixture_source, fixtures_dir, target_dir, workspace_root, Family, Mpi,
 };
 pub use procfs::{descendants, process_alive, process_cmdline, processes_with_env, ProcessRecord};
+pub use shared_dir::shared_dir;

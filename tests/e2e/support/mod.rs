@@ -198,9 +198,7 @@ pub fn world_executable(exe: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     static LOCK: Mutex<()> = Mutex::new(());
     let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = std::env::temp_dir().join(format!("mqs-e2e-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("shared dir");
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = mqs_tests::shared_dir("mqs-e2e").expect("shared dir");
     let copy = dir.join(exe.file_name().expect("a file"));
     if !copy.exists() {
         std::fs::copy(exe, &copy).expect("copy executable");
