@@ -510,6 +510,7 @@ fn mapped_object(path: &Path, ranges: Vec<MappedRange>) -> MappedObject {
     MappedObject {
         path: path.to_owned(),
         deleted: false,
+        contents: None,
         inode: 0,
         base: ranges[0].start,
         base_offset: ranges[0].offset,

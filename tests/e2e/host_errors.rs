@@ -353,3 +353,24 @@ fn a_thread_that_never_stops_times_out_and_is_released() {
     assert_error(&out, NOT_MPI, &["is not an MPI process"]);
     assert_eq!(tracer_of(target.pid()), None);
 }
+
+#[test]
+fn a_program_deleted_while_it_runs_is_still_read() {
+    // Rebuilding a program while its job runs leaves the maps saying
+    // "(deleted)": the path names another file, or none. The mapped one is
+    // read through /proc/PID/map_files instead of giving up on its symbols.
+    let dir = scratch("deleted-binary");
+    let exe = dir.join("fake_mpi");
+    std::fs::copy(fake_mpi(), &exe).unwrap();
+    let dll = support_program("test_dll", &[], true);
+    let target = Spawned::start(&exe, &[dll.to_str().unwrap()]);
+    std::fs::remove_file(&exe).unwrap();
+    let out = run(&["--pid", &target.pid().to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("Communicator test: size 1"),
+        "{}",
+        stdout(&out)
+    );
+    assert_running_untraced(target.pid());
+}

@@ -50,8 +50,8 @@ impl SymbolIndex {
 
     /// An index over the objects of a process's maps (executable first),
     /// with biases from their lowest mappings. Mapped files that are not
-    /// ELF (shared-memory segments, locale archives) or were deleted since
-    /// they were mapped are skipped; [`Self::skipped`] says which and why.
+    /// ELF (shared-memory segments, locale archives), or were deleted since
+    /// they were mapped and cannot be read through /proc, are skipped; [`Self::skipped`] says which and why.
     pub fn from_mapped(objects: &[MappedObject], debug_dirs: Vec<PathBuf>) -> Result<Self> {
         Self::from_mapped_with_cache(Arc::new(SymbolCache::new(debug_dirs)), objects)
     }
@@ -72,11 +72,18 @@ impl SymbolIndex {
     /// Adds a mapped object (one that appeared in the maps after start,
     /// say), or records why it was skipped. Returns whether it was added.
     pub fn add_mapped(&self, mapped: &MappedObject) -> bool {
-        let added = if mapped.deleted {
-            Err("deleted since it was mapped: the path may name another file".to_owned())
-        } else {
-            self.add_at_lowest_mapping(mapped)
-                .map_err(|e| e.to_string())
+        let added = match (&mapped.deleted, &mapped.contents) {
+            (false, _) => self
+                .add_at_lowest_mapping(mapped, &mapped.path)
+                .map_err(|e| e.to_string()),
+            // The path may name another file now (a rebuilt binary): read
+            // the mapped one through the kernel's link to it.
+            (true, Some(contents)) => self
+                .add_at_lowest_mapping(mapped, contents)
+                .map_err(|e| format!("deleted since it was mapped, and unreadable: {e}")),
+            (true, None) => {
+                Err("deleted since it was mapped: the path may name another file".to_owned())
+            }
         };
         match added {
             Ok(()) => true,
@@ -87,8 +94,8 @@ impl SymbolIndex {
         }
     }
 
-    fn add_at_lowest_mapping(&self, mapped: &MappedObject) -> Result<()> {
-        let object = self.cache.object(&mapped.path)?;
+    fn add_at_lowest_mapping(&self, mapped: &MappedObject, file: &Path) -> Result<()> {
+        let object = self.cache.object(file)?;
         // The ELF header's mapping is the reference when there is one.
         let (start, offset) = match mapped.file_offset_zero_start {
             Some(start) => (start, 0),

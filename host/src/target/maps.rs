@@ -91,6 +91,7 @@ pub(crate) fn group(maps: &[u8], exe: Option<&Path>) -> Vec<MappedObject> {
             None => objects.push(MappedObject {
                 path: path.to_owned(),
                 deleted,
+                contents: None,
                 inode: line.inode,
                 base: 0,
                 base_offset: 0,
@@ -128,7 +129,14 @@ pub(crate) fn mapped_objects(pid: i32) -> Result<Vec<MappedObject>> {
     let maps = fs::read(&path).map_err(|e| proc_error(pid, e, true))?;
     // A kernel thread or a zombie has no executable; list the rest anyway.
     let exe = exe_path(pid).ok();
-    Ok(group(&maps, exe.as_deref()))
+    let mut objects = group(&maps, exe.as_deref());
+    for object in objects.iter_mut().filter(|o| o.deleted) {
+        object.contents = object
+            .ranges
+            .first()
+            .map(|r| PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", r.start, r.end)));
+    }
+    Ok(objects)
 }
 
 /// Maps an error from a /proc/PID file to the user-facing category.

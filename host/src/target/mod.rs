@@ -126,6 +126,10 @@ pub struct MappedObject {
     /// The file was deleted or replaced after it was mapped: the path may now
     /// name another file, or none.
     pub deleted: bool,
+    /// For a deleted file: where its contents can still be read, the
+    /// kernel's link to the mapping (`/proc/PID/map_files/START-END`;
+    /// opening it needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE).
+    pub contents: Option<PathBuf>,
     pub inode: u64,
     /// The lowest start address of any of its mappings.
     pub base: u64,
