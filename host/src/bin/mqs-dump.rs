@@ -14,7 +14,8 @@ use mqs_host::{exit_code, render, Error};
 #[command(name = "mqs-dump", version, after_help = EXIT_CODES)]
 struct Cli {
     /// The MPI process to inspect: a rank, or the job's starter (mpirun,
-    /// mpiexec) to dump every local rank of the job.
+    /// mpiexec) to dump every local rank of the job, and the processes it
+    /// spawned, all stopped at the same time.
     #[arg(long, value_name = "PID")]
     pid: i32,
 
