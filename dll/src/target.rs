@@ -4,8 +4,8 @@
 //! knows the target's basic type sizes and byte order, checks pointers
 //! before following them, and counts fetches and bytes against a budget so
 //! that no single call into the DLL can run for ever on corrupt data.
-//! Structures are usually read whole into a [`View`] (one fetch) and decoded
-//! from there.
+//! Structures are read whole, or only the [`Spans`] of them that are
+//! decoded, into a [`View`] (one fetch per span) and decoded from there.
 
 use std::cell::Cell;
 
@@ -281,19 +281,64 @@ impl<'a, P: ProcessAccess + ?Sized> Target<'a, P> {
     pub fn view(&self, addr: u64, len: u64) -> Result<View<'_, 'a, P>, ReadError> {
         let len = usize::try_from(len).map_err(|_| ReadError::OutOfRange)?;
         let bytes = self.read_bytes(addr, len)?;
+        Ok(self.view_from(addr, bytes))
+    }
+
+    /// Reads only the parts `spans` of the structure at `addr`, one fetch
+    /// per span; the view decodes at the structure's own offsets and refuses
+    /// any offset outside the spans.
+    pub fn view_spans(&self, addr: u64, spans: &Spans) -> Result<View<'_, 'a, P>, ReadError> {
+        let total = usize::try_from(spans.total()).map_err(|_| ReadError::OutOfRange)?;
+        if total > MAX_READ {
+            return Err(ReadError::OutOfRange);
+        }
+        let mut bytes = vec![0u8; total];
+        let mut done = 0usize;
+        for &(lo, hi) in spans.iter() {
+            let at = addr.checked_add(lo).ok_or(ReadError::OutOfRange)?;
+            let len = usize::try_from(hi - lo).map_err(|_| ReadError::OutOfRange)?;
+            let part = bytes
+                .get_mut(done..done + len)
+                .ok_or(ReadError::OutOfRange)?;
+            self.read_into(at, part)?;
+            done += len;
+        }
         Ok(View {
             target: self,
             addr,
             bytes,
+            spans: *spans,
         })
     }
 
     /// A view over bytes already read (part of a larger read).
     pub fn view_from(&self, addr: u64, bytes: Vec<u8>) -> View<'_, 'a, P> {
+        let spans = Spans::whole(bytes.len() as u64);
         View {
             target: self,
             addr,
             bytes,
+            spans,
+        }
+    }
+
+    /// A view of the parts `spans` of a structure at `addr` whose first
+    /// bytes are `whole` (part of a larger read); spans beyond `whole` are
+    /// cut to it, so a short structure loses only its last fields.
+    pub fn view_within(&self, addr: u64, whole: &[u8], spans: &Spans) -> View<'_, 'a, P> {
+        let cut = spans.clipped(whole.len() as u64);
+        let mut bytes = Vec::with_capacity(usize::try_from(cut.total()).unwrap_or(0));
+        for &(lo, hi) in cut.iter() {
+            // Clipped to `whole`, so the range is in bounds.
+            if let Some(part) = whole.get(lo as usize..hi as usize) {
+                bytes.extend_from_slice(part);
+            }
+        }
+        View {
+            target: self,
+            addr,
+            bytes,
+            spans: cut,
         }
     }
 
@@ -388,11 +433,99 @@ pub fn sign_extend(v: u64, size: u8) -> i64 {
     }
 }
 
-/// A structure read in one fetch, decoded field by field.
+/// Most separate byte ranges one [`View`] may hold.
+pub const MAX_SPANS: usize = 4;
+
+/// The byte ranges of a structure worth reading: sorted, disjoint,
+/// non-empty `(start, end)` offsets, at most [`MAX_SPANS`] of them. Reading
+/// only these instead of the whole structure saves copying what is never
+/// decoded (a receive fragment is 656 bytes of which 100 matter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Spans {
+    n: usize,
+    at: [(u64, u64); MAX_SPANS],
+}
+
+impl Spans {
+    /// One span `0..len` (nothing if `len` is 0).
+    pub fn whole(len: u64) -> Spans {
+        Spans::cover(&[(0, len)], 0)
+    }
+
+    /// The spans covering every `(offset, size)` field, joining fields
+    /// less than `max_gap` bytes apart (each span is one fetch; a short gap
+    /// costs less to copy than a fetch). Beyond [`MAX_SPANS`] the last span
+    /// grows to cover the rest.
+    pub fn cover(fields: &[(u64, u64)], max_gap: u64) -> Spans {
+        let mut sorted: Vec<(u64, u64)> = fields
+            .iter()
+            .filter(|&&(_, size)| size > 0)
+            .map(|&(off, size)| (off, off.saturating_add(size)))
+            .collect();
+        sorted.sort_unstable();
+        let mut out = Spans {
+            n: 0,
+            at: [(0, 0); MAX_SPANS],
+        };
+        for (lo, hi) in sorted {
+            if out.n > 0 {
+                let last = &mut out.at[out.n - 1];
+                if lo <= last.1.saturating_add(max_gap) || out.n == MAX_SPANS {
+                    last.1 = last.1.max(hi);
+                    continue;
+                }
+            }
+            out.at[out.n] = (lo, hi);
+            out.n += 1;
+        }
+        out
+    }
+
+    /// The spans, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &(u64, u64)> {
+        self.at[..self.n].iter()
+    }
+
+    /// How many bytes they cover.
+    pub fn total(&self) -> u64 {
+        self.iter().map(|&(lo, hi)| hi - lo).sum()
+    }
+
+    /// Where the last span ends (0 if none).
+    pub fn end(&self) -> u64 {
+        self.iter().last().map_or(0, |&(_, hi)| hi)
+    }
+
+    /// Whether `off..off + size` lies within one span.
+    pub fn contains(&self, off: u64, size: u64) -> bool {
+        off.checked_add(size)
+            .is_some_and(|end| self.iter().any(|&(lo, hi)| lo <= off && end <= hi))
+    }
+
+    /// The spans cut at `len`.
+    pub fn clipped(&self, len: u64) -> Spans {
+        let mut out = Spans {
+            n: 0,
+            at: [(0, 0); MAX_SPANS],
+        };
+        for &(lo, hi) in self.iter() {
+            if lo < len {
+                out.at[out.n] = (lo, hi.min(len));
+                out.n += 1;
+            }
+        }
+        out
+    }
+}
+
+/// A structure (or the parts of it in [`Spans`]) read once, decoded field
+/// by field at the structure's own offsets.
 pub struct View<'t, 'a, P: ProcessAccess + ?Sized> {
     target: &'t Target<'a, P>,
     pub addr: u64,
+    /// The spans' bytes, one after the other.
     bytes: Vec<u8>,
+    spans: Spans,
 }
 
 impl<P: ProcessAccess + ?Sized> std::fmt::Debug for View<'_, '_, P> {
@@ -405,12 +538,22 @@ impl<P: ProcessAccess + ?Sized> std::fmt::Debug for View<'_, '_, P> {
 }
 
 impl<P: ProcessAccess + ?Sized> View<'_, '_, P> {
-    /// The raw bytes at `off..off + len`.
+    /// The raw bytes at `off..off + len` of the structure, if they were
+    /// read.
     pub fn bytes(&self, off: u64, len: u64) -> Result<&[u8], ReadError> {
-        let start = usize::try_from(off).map_err(|_| ReadError::OutOfRange)?;
-        let len = usize::try_from(len).map_err(|_| ReadError::OutOfRange)?;
-        let end = start.checked_add(len).ok_or(ReadError::OutOfRange)?;
-        self.bytes.get(start..end).ok_or(ReadError::OutOfRange)
+        let end = off.checked_add(len).ok_or(ReadError::OutOfRange)?;
+        let mut base = 0u64;
+        for &(lo, hi) in self.spans.iter() {
+            if lo <= off && end <= hi {
+                let start =
+                    usize::try_from(base + (off - lo)).map_err(|_| ReadError::OutOfRange)?;
+                let len = usize::try_from(len).map_err(|_| ReadError::OutOfRange)?;
+                let stop = start.checked_add(len).ok_or(ReadError::OutOfRange)?;
+                return self.bytes.get(start..stop).ok_or(ReadError::OutOfRange);
+            }
+            base += hi - lo;
+        }
+        Err(ReadError::OutOfRange)
     }
 
     pub fn uint(&self, off: u64, size: u8) -> Result<u64, ReadError> {
@@ -507,6 +650,49 @@ mod tests {
         let t = Target::new(&p, Sizes::LP64, ByteOrder::Same);
         assert_eq!(t.read_cstring(0x10ffe, 64).as_deref(), Ok("abcdef"));
         assert_eq!(t.read_cstring(0x10ffe, 3).as_deref(), Ok("abc"));
+    }
+
+    #[test]
+    fn spans_join_near_fields_and_views_refuse_the_rest() {
+        let s = Spans::cover(
+            &[(176, 8), (16, 8), (56, 4), (456, 8), (488, 8), (0, 0)],
+            128,
+        );
+        assert_eq!(
+            s.iter().copied().collect::<Vec<_>>(),
+            vec![(16, 184), (456, 496)]
+        );
+        assert_eq!((s.total(), s.end()), (208, 496));
+        assert!(s.contains(60, 4) && !s.contains(180, 8) && !s.contains(300, 1));
+        assert_eq!(
+            s.clipped(470).iter().copied().collect::<Vec<_>>(),
+            vec![(16, 184), (456, 470)]
+        );
+        // More fields than spans: the last one covers the rest.
+        let many: Vec<(u64, u64)> = (0..10).map(|i| (i * 1000, 4)).collect();
+        let s = Spans::cover(&many, 0);
+        assert_eq!(s.iter().count(), MAX_SPANS);
+        assert_eq!(s.end(), 9004);
+
+        let mut p = FakeProcess::new();
+        p.map(0x10000, (0..=255).collect());
+        let t = Target::new(&p, Sizes::LP64, ByteOrder::Same);
+        let spans = Spans::cover(&[(8, 2), (200, 1)], 16);
+        let v = t.view_spans(0x10000, &spans).unwrap();
+        assert_eq!(t.fetches(), 2);
+        assert_eq!((v.u16(8), v.u8(200)), (Ok(0x0908), Ok(200)));
+        assert_eq!(v.u8(7), Err(ReadError::OutOfRange));
+        assert_eq!(v.u16(9), Err(ReadError::OutOfRange));
+        assert_eq!(v.u8(100), Err(ReadError::OutOfRange));
+        // Beyond the mapping: the read fails, it is not cut short.
+        let past = Spans::cover(&[(4090, 10)], 0);
+        assert!(t.view_spans(0x10000, &past).is_err());
+        let whole: Vec<u8> = (0..=255).collect();
+        let v = t.view_within(0x10000, &whole[..100], &spans);
+        assert_eq!(
+            (v.u16(8), v.u8(200)),
+            (Ok(0x0908), Err(ReadError::OutOfRange))
+        );
     }
 
     #[test]

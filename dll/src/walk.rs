@@ -8,7 +8,7 @@ use std::collections::HashSet;
 
 use crate::callbacks::ProcessAccess;
 use crate::layout::{FreeListLayout, ListLayout};
-use crate::target::{ReadError, Target, View};
+use crate::target::{ReadError, Spans, Target, View};
 
 /// Most elements any one list may have.
 pub const MAX_LIST_ITEMS: usize = 1 << 20;
@@ -115,6 +115,83 @@ pub fn opal_list<P: ProcessAccess + ?Sized>(
     walk
 }
 
+/// Walks an `opal_list_t` as [`opal_list`] does, reading the parts `spans`
+/// of each item on the way: one fetch per item and span instead of one for
+/// the link and one for the item. When `spans` hold the item's `next`
+/// pointer the walk follows it from the bytes read; when the item cannot be
+/// read, its `next` is read alone, so the walk goes on as [`opal_list`]
+/// would. `visit` gets every item in order, with its bytes or the error.
+pub fn opal_list_read<'t, 'a, P: ProcessAccess + ?Sized>(
+    t: &'t Target<'a, P>,
+    list: &ListLayout,
+    list_addr: u64,
+    cap: usize,
+    spans: &Spans,
+    mut visit: impl FnMut(u64, Result<View<'t, 'a, P>, ReadError>),
+) -> Walk {
+    let mut walk = Walk::default();
+    let Some(sentinel) = list_addr.checked_add(list.sentinel) else {
+        walk.stop = Some(Stop::BadPointer(list_addr));
+        return walk;
+    };
+    let first = t
+        .check_ptr(sentinel, t.ptr_align(), list.item_size)
+        .and_then(|s| t.read_ptr(s + list.item_next));
+    let mut cur = match first {
+        Ok(p) => p,
+        Err(e) => {
+            walk.stop = Some(Stop::from_read(e, sentinel));
+            return walk;
+        }
+    };
+    let next_in_spans = spans.contains(list.item_next, u64::from(t.sizes.pointer));
+    let mut seen = HashSet::new();
+    seen.insert(sentinel);
+    let cap = cap.min(MAX_LIST_ITEMS);
+    while cur != sentinel {
+        if let Err(e) = t.check_ptr(cur, t.ptr_align(), list.item_size) {
+            walk.stop = Some(Stop::from_read(e, cur));
+            break;
+        }
+        if !seen.insert(cur) {
+            walk.stop = Some(Stop::Cycle(cur));
+            break;
+        }
+        if walk.items.len() >= cap {
+            walk.stop = Some(Stop::Limit(cap));
+            break;
+        }
+        walk.items.push(cur);
+        let next = match t.view_spans(cur, spans) {
+            Ok(view) => {
+                let next = if next_in_spans {
+                    view.ptr(list.item_next)
+                } else {
+                    cur.checked_add(list.item_next)
+                        .ok_or(ReadError::OutOfRange)
+                        .and_then(|a| t.read_ptr(a))
+                };
+                visit(cur, Ok(view));
+                next
+            }
+            Err(e) => {
+                visit(cur, Err(e));
+                cur.checked_add(list.item_next)
+                    .ok_or(ReadError::OutOfRange)
+                    .and_then(|a| t.read_ptr(a))
+            }
+        };
+        match next {
+            Ok(next) => cur = next,
+            Err(e) => {
+                walk.stop = Some(Stop::from_read(e, cur));
+                break;
+            }
+        }
+    }
+    walk
+}
+
 /// Walks a ring of items linked through `next_off` starting at `head`
 /// (ob1's out-of-sequence fragments): until the ring closes on `head`.
 pub fn ring<P: ProcessAccess + ?Sized>(
@@ -179,12 +256,13 @@ fn align_up(v: u64, a: u64) -> Option<u64> {
 /// first slab is the initial allocation (its count is what the others do not
 /// account for); elements whose object class is not `fl_frag_class` are
 /// skipped, so a wrong count cannot produce garbage. `visit` gets each
-/// element's address and its first `elem_len` bytes.
+/// element's address and the parts `spans` of it (cut at the element's
+/// size); the object class must be among them for the class check.
 pub fn free_list<P: ProcessAccess + ?Sized>(
     t: &Target<'_, P>,
     spec: FreeListSpec<'_>,
     fl_addr: u64,
-    elem_len: u64,
+    spans: &Spans,
     cap: usize,
     mut visit: impl FnMut(u64, &View<'_, '_, P>),
 ) -> Option<Stop> {
@@ -230,7 +308,7 @@ pub fn free_list<P: ProcessAccess + ?Sized>(
     let Some(stride) = align_up(frag_size, alignment) else {
         return Some(Stop::Corrupt);
     };
-    if stride == 0 || stride > MAX_ELEMENT_SIZE || elem_len > stride.max(elem_len) {
+    if stride == 0 || stride > MAX_ELEMENT_SIZE {
         return Some(Stop::Corrupt);
     }
     let slabs = opal_list(t, list, fl_addr + fl.allocations, MAX_SLABS);
@@ -298,10 +376,10 @@ pub fn free_list<P: ProcessAccess + ?Sized>(
         };
         for k in 0..count as u64 {
             let off = k * stride;
-            let Ok(bytes) = region.bytes(off, elem_len.min(stride)) else {
+            let Ok(bytes) = region.bytes(off, spans.end().min(stride)) else {
                 break;
             };
-            let elem = t.view_from(start + off, bytes.to_vec());
+            let elem = t.view_within(start + off, bytes, spans);
             if let Some(class_off) = obj_class {
                 if elem.ptr(class_off).ok() != Some(class) {
                     continue;
@@ -403,6 +481,55 @@ mod tests {
     }
 
     #[test]
+    fn reading_walk_takes_items_and_links_in_one_fetch() {
+        let mut p = FakeProcess::new();
+        let items = [0x20000, 0x30000, 0x28000];
+        build_list(&mut p, 0x10000, &items, None);
+        for (i, &it) in items.iter().enumerate() {
+            p.write_u64(it + 48, 100 + i as u64);
+        }
+        let t = target(&p);
+        let spans = Spans::cover(&[(16, 8), (48, 8)], 64);
+        let mut seen = Vec::new();
+        let w = opal_list_read(&t, &LIST, 0x10000, 100, &spans, |a, v| {
+            seen.push((a, v.and_then(|v| v.u64(48))));
+        });
+        assert_eq!(w, opal_list(&t, &LIST, 0x10000, 100));
+        assert_eq!(
+            seen,
+            vec![(0x20000, Ok(100)), (0x30000, Ok(101)), (0x28000, Ok(102))]
+        );
+        // The sentinel, then one fetch per item.
+        let before = t.fetches();
+        opal_list_read(&t, &LIST, 0x10000, 100, &spans, |_, _| {});
+        assert_eq!(t.fetches() - before, 4);
+
+        // An item whose far span is unmapped is reported and passed over;
+        // so is one whose spans leave out the link (read apart).
+        let far = Spans::cover(&[(16, 8), (4096, 8)], 0);
+        let mut errors = 0;
+        let w = opal_list_read(&t, &LIST, 0x10000, 100, &far, |_, v| {
+            errors += usize::from(v.is_err());
+        });
+        assert_eq!((w.items.len(), w.stop, errors), (3, None, 3));
+        let no_link = Spans::cover(&[(48, 8)], 0);
+        let w = opal_list_read(&t, &LIST, 0x10000, 100, &no_link, |_, v| {
+            assert!(v.is_ok());
+        });
+        assert_eq!(w.items, items.to_vec());
+
+        // Cycles and bad links stop it as they stop opal_list.
+        build_list(&mut p, 0x10000, &[0x20000, 0x30000], Some(0x20000));
+        let t = target(&p);
+        let w = opal_list_read(&t, &LIST, 0x10000, 100, &spans, |_, _| {});
+        assert_eq!(w.stop, Some(Stop::Cycle(0x20000)));
+        build_list(&mut p, 0x10000, &[0x20000], Some(0x20003));
+        let t = target(&p);
+        let w = opal_list_read(&t, &LIST, 0x10000, 100, &spans, |_, _| {});
+        assert_eq!(w.stop, Some(Stop::BadPointer(0x20003)));
+    }
+
+    #[test]
     fn rings_close_on_their_head() {
         let mut p = FakeProcess::new();
         for (a, n) in [
@@ -470,7 +597,9 @@ mod tests {
         let elems = build_free_list(&mut p, &[3, 4, 4], 4);
         let mut seen = Vec::new();
         let t = target(&p);
-        let stop = free_list(&t, SPEC, 0x10000, 16, 1000, |a, _| seen.push(a));
+        let stop = free_list(&t, SPEC, 0x10000, &Spans::whole(16), 1000, |a, _| {
+            seen.push(a)
+        });
         assert_eq!(stop, None);
         assert_eq!(seen, elems);
         // One fetch for the header, one per slab link, one per slab.
@@ -484,13 +613,27 @@ mod tests {
         p.write_u64(elems[1], 0xbad);
         p.write_u64(0x10000 + FL.num_allocated, u64::MAX);
         let mut seen = Vec::new();
-        let stop = free_list(&target(&p), SPEC, 0x10000, 16, 1000, |a, _| seen.push(a));
+        let stop = free_list(
+            &target(&p),
+            SPEC,
+            0x10000,
+            &Spans::whole(16),
+            1000,
+            |a, _| seen.push(a),
+        );
         assert!(!seen.contains(&elems[1]));
         assert!(seen.contains(&elems[0]));
         assert!(stop.is_some() || seen.len() <= 6);
         // Nonsense alignment.
         p.write_u64(0x10000 + FL.frag_alignment, 3);
-        let stop = free_list(&target(&p), SPEC, 0x10000, 16, 1000, |_, _| {});
+        let stop = free_list(
+            &target(&p),
+            SPEC,
+            0x10000,
+            &Spans::whole(16),
+            1000,
+            |_, _| {},
+        );
         assert_eq!(stop, Some(Stop::Corrupt));
     }
 }

@@ -4,18 +4,25 @@
 //! syscalls (goal: under 1 s, under one syscall per ten fetches) and the
 //! cold start (symbol and DWARF indexing).
 //!
-//! The same stopped process is then dumped through our DLL too, for the
-//! DLL issue's comparison: time and fetch callbacks of each.
+//! The same stopped process is dumped through our DLL too, for the DLL
+//! issue's comparison: time and fetch callbacks of each, in total and split
+//! into what both DLLs list (communicators, pending sends, posted receives)
+//! and what only ours lists (unexpected messages). Each round dumps through
+//! both DLLs, each with a cold page cache.
 //!
 //! `cargo build --release -p mqs-dll && cargo bench -p mqs-host --bench dump
-//! [-- N]` (N pending receives and unexpected messages, default 100000).
-//! Needs the Open MPI 4.1.4 -g build (scripts/setup-mpis).
+//! [-- N] [--rounds R] [--pid PID]`: N pending receives and unexpected
+//! messages (default 100000), R rounds (default 3); `--pid` dumps rank 0 of
+//! a `queues` job already running instead of launching one (setting up
+//! N = 100000 takes minutes: ob1 matches each of the N incoming messages
+//! against the N posted receives). Needs the Open MPI 4.1.4 -g build
+//! (scripts/setup-mpis).
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use mqs_host::dll::{Dll, Session};
-use mqs_host::dump::Section;
+use mqs_host::dump::{CommunicatorList, DumpStats, Queue, Section};
 use mqs_host::inspect::{index_symbols, IndexSymbols};
 use mqs_host::target::{exe_path, LiveProcess, Mode, PageCache, Target};
 use mqs_tests::{Job, LaunchOptions, Mpi};
@@ -27,26 +34,60 @@ fn main() {
     }
 }
 
-fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let n: usize = std::env::args()
-        .skip(1)
-        .find(|a| !a.starts_with('-'))
-        .map(|a| a.parse())
-        .transpose()?
-        .unwrap_or(100_000);
-    let mpi = Mpi::OpenMpiG;
-    println!(
-        "setting up: {} job with {n} pending receives on rank 0",
-        mpi.name()
-    );
-    let setup = Instant::now();
-    let options = LaunchOptions {
-        timeout: std::time::Duration::from_secs(600),
-        ..LaunchOptions::default()
+struct Args {
+    n: usize,
+    rounds: usize,
+    pid: Option<i32>,
+}
+
+fn parse_args() -> Result<Args, Box<dyn std::error::Error>> {
+    let mut args = Args {
+        n: 100_000,
+        rounds: 3,
+        pid: None,
     };
-    let job = Job::launch_with(mpi, "queues", 2, &[&n.to_string()], &options)?;
-    println!("job ready in {:.1} s", setup.elapsed().as_secs_f64());
-    let pid = job.rank_pid(0).ok_or("no rank 0")? as i32;
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--rounds" => args.rounds = it.next().ok_or("--rounds needs R")?.parse()?,
+            "--pid" => args.pid = Some(it.next().ok_or("--pid needs PID")?.parse()?),
+            // cargo bench passes --bench.
+            other if other.starts_with('-') => {}
+            other => args.n = other.parse()?,
+        }
+    }
+    args.rounds = args.rounds.max(1);
+    Ok(args)
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let args = parse_args()?;
+    let mpi = Mpi::OpenMpiG;
+    let mut job = None;
+    let pid = match args.pid {
+        Some(pid) => {
+            println!("dumping pid {pid} (a running queues job's rank 0)");
+            pid
+        }
+        None => {
+            println!(
+                "setting up: {} job with {} pending receives on rank 0",
+                mpi.name(),
+                args.n
+            );
+            let setup = Instant::now();
+            let options = LaunchOptions {
+                timeout: std::time::Duration::from_secs(1800),
+                ..LaunchOptions::default()
+            };
+            let j = Job::launch_with(mpi, "queues", 2, &[&args.n.to_string()], &options)?;
+            println!("job ready in {:.1} s", setup.elapsed().as_secs_f64());
+            let pid = j.rank_pid(0).ok_or("no rank 0")? as i32;
+            job = Some(j);
+            pid
+        }
+    };
+    println!("load average: {}", load_average());
 
     let live = LiveProcess::attach(pid, Mode::Stop)?;
     let target = PageCache::new(live);
@@ -66,48 +107,113 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         .into());
     }
     println!("symbol index (ELF, maps): {index_ms:.1} ms");
-    let mut figures = Vec::new();
-    // Same stopped process for both; each starts with a cold page cache.
-    for dll_path in [&theirs, &ours] {
-        target.invalidate();
-        figures.push(run_dll(dll_path, &symbols, &target, pid)?);
+    // Same stopped process for all; each dump starts with a cold page cache.
+    let mut rounds = Vec::new();
+    for _ in 0..args.rounds {
+        let mut pair = Vec::new();
+        for dll_path in [&theirs, &ours] {
+            target.invalidate();
+            pair.push(run_dll(dll_path, &symbols, &target, pid)?);
+        }
+        rounds.push(pair);
     }
     let cache = target.stats();
     target.into_inner().detach()?;
-    job.shutdown()?;
+    if let Some(job) = job {
+        job.shutdown()?;
+    }
 
-    for f in &figures {
+    for f in &rounds[0] {
         println!("DLL: {}", f.version);
         println!(
-            "  listed: {} posted receives, {} unexpected messages",
-            f.receives, f.unexpected
+            "  listed: {} pending sends, {} posted receives, {} unexpected messages",
+            f.sends, f.receives, f.unexpected
         );
+        for note in &f.notes {
+            println!("  note: {note}");
+        }
         println!(
-            "  cold start (DWARF, DLL setup): {:.1} ms, {} fetches, {} syscalls",
+            "  cold start (DWARF, DLL setup), first round: {:.1} ms, {} fetches, {} syscalls",
             f.cold_ms, f.setup_fetches, f.setup_syscalls
         );
+    }
+    for (i, pair) in rounds.iter().enumerate() {
+        println!("round {}:", i + 1);
+        for (who, f) in ["  Open MPI's", "  ours      "].iter().zip(pair) {
+            let total = &f.total;
+            println!(
+                "{who} dump {:7.1} ms, {:8} fetches, {:10} bytes, {:6} syscalls ({:.4} per fetch)",
+                total.elapsed_ms,
+                total.fetches,
+                total.fetched_bytes,
+                total.syscalls,
+                total.syscalls as f64 / total.fetches.max(1) as f64
+            );
+            let (both, only) = (&f.both, &f.unexpected_stats);
+            println!(
+                "{who}   both list (comms, sends, receives): {:7.1} ms, {:8} fetches, {:10} bytes",
+                both.elapsed_ms, both.fetches, both.fetched_bytes
+            );
+            println!(
+                "{who}   unexpected messages:               {:7.1} ms, {:8} fetches, {:10} bytes",
+                only.elapsed_ms, only.fetches, only.fetched_bytes
+            );
+        }
+        let (t, o) = (&pair[0], &pair[1]);
         println!(
-            "  dump: {:.1} ms, {} fetch callbacks, {} bytes, {} syscalls ({:.4} per fetch)",
-            f.stats.elapsed_ms,
-            f.stats.fetches,
-            f.stats.fetched_bytes,
-            f.stats.syscalls,
-            f.stats.syscalls as f64 / f.stats.fetches.max(1) as f64
+            "  ours/theirs on what both list: {:.2}x the time, {:.3}x the fetches; \
+             whole dump: {:.2}x the time, {:.3}x the fetches",
+            ratio(o.both.elapsed_ms, t.both.elapsed_ms),
+            ratio(o.both.fetches as f64, t.both.fetches as f64),
+            ratio(o.total.elapsed_ms, t.total.elapsed_ms),
+            ratio(o.total.fetches as f64, t.total.fetches as f64),
         );
     }
-    let (t, o) = (&figures[0], &figures[1]);
+    let range = |pick: &dyn Fn(&[Figures]) -> f64, digits: usize| {
+        let v: Vec<f64> = rounds.iter().map(|p| pick(p)).collect();
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        format!("{lo:.digits$} to {hi:.digits$}")
+    };
+    println!("over {} rounds:", rounds.len());
     println!(
-        "ours vs Open MPI's: {:.2}x the time, {:.3}x the fetches (goal: faster, at most as many)",
-        o.stats.elapsed_ms / t.stats.elapsed_ms.max(1e-9),
-        o.stats.fetches as f64 / t.stats.fetches.max(1) as f64
+        "  both list:  Open MPI's {} ms, ours {} ms",
+        range(&|p| p[0].both.elapsed_ms, 1),
+        range(&|p| p[1].both.elapsed_ms, 1)
     );
     println!(
-        "host goals (Open MPI's DLL): dump {:.2} s (< 1 s), {:.4} syscalls per fetch (< 0.1)",
-        t.stats.elapsed_ms / 1e3,
-        t.stats.syscalls as f64 / t.stats.fetches.max(1) as f64
+        "  whole dump: Open MPI's {} ms, ours {} ms",
+        range(&|p| p[0].total.elapsed_ms, 1),
+        range(&|p| p[1].total.elapsed_ms, 1)
+    );
+    println!(
+        "  ours/theirs on what both list: {}x the time (goal: below 1), {}x the fetches (goal: at most 1)",
+        range(&|p| ratio(p[1].both.elapsed_ms, p[0].both.elapsed_ms), 2),
+        range(
+            &|p| ratio(p[1].both.fetches as f64, p[0].both.fetches as f64),
+            3
+        ),
+    );
+    let t = &rounds[0][0];
+    println!(
+        "host goals (Open MPI's DLL, round 1): dump {:.2} s (< 1 s), {:.4} syscalls per fetch (< 0.1)",
+        t.total.elapsed_ms / 1e3,
+        t.total.syscalls as f64 / t.total.fetches.max(1) as f64
     );
     println!("page cache: {cache:?}");
+    println!("load average: {}", load_average());
     Ok(())
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    a / b.max(1e-9)
+}
+
+/// The first three fields of /proc/loadavg.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
 }
 
 struct Figures {
@@ -115,9 +221,16 @@ struct Figures {
     cold_ms: f64,
     setup_fetches: u64,
     setup_syscalls: u64,
-    stats: mqs_host::dump::DumpStats,
+    total: DumpStats,
+    /// Communicators, pending sends and posted receives: the whole dump
+    /// less the unexpected-message queues.
+    both: DumpStats,
+    unexpected_stats: DumpStats,
+    sends: usize,
     receives: usize,
     unexpected: usize,
+    /// Truncations and "list cut" notes, per communicator and queue.
+    notes: Vec<String>,
 }
 
 fn run_dll(
@@ -136,26 +249,58 @@ fn run_dll(
     let cold_ms = cold.elapsed().as_secs_f64() * 1e3;
     let setup_fetches = session.fetches(process);
     let setup_syscalls = target.syscalls() - syscalls_before;
-    let (comms, stats) = session.dump(process);
-    let mut receives = 0;
-    let mut unexpected = 0;
-    if let Section::Ok { value } = &comms {
-        for comm in &value.list {
-            if let Section::Ok { value } = &comm.receives {
-                receives += value.operations.len();
-            }
-            if let Section::Ok { value } = &comm.unexpected {
-                unexpected += value.operations.len();
-            }
-        }
-    }
+    let (comms, total, per_class) = session.dump_by_class(process);
+    let [_, _, unexpected_stats] = per_class;
+    let both = DumpStats {
+        fetches: total.fetches - unexpected_stats.fetches,
+        fetched_bytes: total.fetched_bytes - unexpected_stats.fetched_bytes,
+        syscalls: total.syscalls - unexpected_stats.syscalls,
+        elapsed_ms: total.elapsed_ms - unexpected_stats.elapsed_ms,
+    };
+    let (sends, receives, unexpected, notes) = count(&comms);
     Ok(Figures {
         version: dll.version.clone(),
         cold_ms,
         setup_fetches,
         setup_syscalls,
-        stats,
+        total,
+        both,
+        unexpected_stats,
+        sends,
         receives,
         unexpected,
+        notes,
     })
+}
+
+/// Operations listed per class, and every sign that a list was cut.
+fn count(comms: &Section<CommunicatorList>) -> (usize, usize, usize, Vec<String>) {
+    let mut n = [0usize; 3];
+    let mut notes = Vec::new();
+    let Section::Ok { value } = comms else {
+        notes.push("no communicator list".into());
+        return (0, 0, 0, notes);
+    };
+    for comm in &value.list {
+        let queues: [(&str, &Section<Queue>); 3] = [
+            ("sends", &comm.sends),
+            ("receives", &comm.receives),
+            ("unexpected", &comm.unexpected),
+        ];
+        for (i, (what, queue)) in queues.into_iter().enumerate() {
+            let Section::Ok { value } = queue else {
+                continue;
+            };
+            n[i] += value.operations.len();
+            if let Some(t) = &value.truncated {
+                notes.push(format!("{} {what}: truncated: {t}", comm.name));
+            }
+            for op in &value.operations {
+                for line in op.extra_text.iter().filter(|l| l.contains("list cut")) {
+                    notes.push(format!("{} {what}: {line}", comm.name));
+                }
+            }
+        }
+    }
+    (n[0], n[1], n[2], notes)
 }

@@ -143,11 +143,24 @@ pub fn posted<P: ProcessAccess + ?Sized>(
 ) -> (Vec<Posted>, Option<Stop>) {
     let mut stop = oc.stop;
     let mut found: Vec<Posted> = Vec::new();
-    let mut take = |walk: walk::Walk, wild: bool, stop: &mut Option<Stop>| {
-        *stop = stop.or(walk.stop);
-        for item in walk.items {
-            // The list item is the first member of the request.
-            match requests::read(t, layout, item) {
+    // Each request is read with its list link (the list item is the
+    // request's first member): one fetch per posted receive.
+    let spans = requests::spans(layout, &t.sizes);
+    let mut queue = |list: u64, wild: bool, stop: &mut Option<Stop>| {
+        let mut read = Vec::new();
+        let w = walk::opal_list_read(
+            t,
+            &layout.list,
+            list,
+            walk::MAX_LIST_ITEMS,
+            &spans,
+            |item, view| read.push((item, view.and_then(|v| requests::decode(&v, layout)))),
+        );
+        // The walk's own stop first, then the first request that could not
+        // be read: as if the list were walked before its requests were read.
+        *stop = stop.or(w.stop);
+        for (item, request) in read {
+            match request {
                 Ok(request) => found.push(Posted { request, wild }),
                 Err(e) => {
                     *stop = stop.or(Some(match e {
@@ -158,11 +171,7 @@ pub fn posted<P: ProcessAccess + ?Sized>(
             }
         }
     };
-    take(
-        walk::opal_list(t, &layout.list, oc.wild, walk::MAX_LIST_ITEMS),
-        true,
-        &mut stop,
-    );
+    queue(oc.wild, true, &mut stop);
     for &(_, proc_addr) in &oc.procs {
         if t.exhausted() {
             stop = stop.or(Some(Stop::Budget));
@@ -174,16 +183,7 @@ pub fn posted<P: ProcessAccess + ?Sized>(
         if list_is_empty(&view, layout, ob1.proc_specific_receives) == Some(true) {
             continue;
         }
-        take(
-            walk::opal_list(
-                t,
-                &layout.list,
-                proc_addr + ob1.proc_specific_receives,
-                walk::MAX_LIST_ITEMS,
-            ),
-            false,
-            &mut stop,
-        );
+        queue(proc_addr + ob1.proc_specific_receives, false, &mut stop);
     }
     // Stable: within one queue, list order already is sequence order.
     found.sort_by_key(|p| p.request.sequence.unwrap_or(u64::MAX));

@@ -8,7 +8,7 @@ use mqs_abi::{OpStatus, PendingOperation};
 use crate::callbacks::ProcessAccess;
 use crate::layout::{Layout, Ob1Layout};
 use crate::openmpi::communicators::Comm;
-use crate::target::{ReadError, Target, View};
+use crate::target::{ReadError, Sizes, Spans, Target, View};
 use crate::walk::{self, Stop};
 
 /// `ompi_request_type_t`: OMPI_REQUEST_PML.
@@ -81,26 +81,62 @@ pub struct Request {
     pub ob1_received: Option<u64>,
 }
 
-/// Bytes to read for a request (the base request, plus ob1's fields when
-/// their debug info is there).
-pub fn read_size(layout: &Layout) -> u64 {
-    let mut n = layout.request.read_size();
+/// Gaps between needed fields shorter than this are read through rather
+/// than split into another fetch. A fetch costs the debugger a callback, a
+/// handle check and a cache lookup, far more than copying a few hundred
+/// bytes; and a second fetch per request would take a posted queue of
+/// 100,000 receives past the per-call budget ([`crate::target::Budget`]).
+/// So a request (the convertor between its base fields and its
+/// send/receive fields is 264 bytes in Open MPI 4.1) is read in one span.
+pub const MAX_GAP: u64 = 512;
+
+/// The parts of a request to read: every field [`decode`] uses (ob1's too
+/// when their debug info is there), its list link and its object class.
+pub fn spans(layout: &Layout, sizes: &Sizes) -> Spans {
+    let r = &layout.request;
+    let ptr = u64::from(sizes.pointer);
+    let size_t = u64::from(sizes.size_t);
+    let status = r.status;
+    let mut fields = vec![
+        (layout.list.item_next, ptr),
+        (r.pml_type, 4),
+        (r.ompi_type, 4),
+        (r.state, 4),
+        (r.complete, ptr),
+        (r.comm, ptr),
+        (r.peer, 4),
+        (r.tag, 4),
+        (r.addr, ptr),
+        (r.count, size_t),
+        (r.datatype, ptr),
+        (status.saturating_add(r.status_source), 4),
+        (status.saturating_add(r.status_tag), 4),
+        (r.send_addr, ptr),
+        (r.send_bytes_packed, size_t),
+        (r.send_mode, 4),
+    ];
+    let optional = [
+        layout.obj_class.map(|o| (o, ptr)),
+        r.pml_complete.map(|o| (o, 4)),
+        r.sequence.map(|o| (o, 8)),
+        r.status_ucount.map(|o| (status.saturating_add(o), size_t)),
+        r.status_cancelled.map(|o| (status.saturating_add(o), 4)),
+        r.recv_bytes_packed.map(|o| (o, size_t)),
+    ];
+    fields.extend(optional.into_iter().flatten());
     if let Ok(ob1) = &layout.ob1 {
-        for (off, extra) in [
-            (ob1.send_req_recv, 8),
-            (ob1.send_bytes_delivered, 8),
-            (ob1.recv_bytes_received, 8),
-        ] {
-            if let Some(off) = off {
-                n = n.max(off + extra);
-            }
-        }
+        let ob1_fields = [
+            ob1.send_req_recv.map(|o| (o, ptr)),
+            ob1.send_bytes_delivered.map(|o| (o, size_t)),
+            ob1.recv_bytes_received.map(|o| (o, size_t)),
+        ];
+        fields.extend(ob1_fields.into_iter().flatten());
     }
-    n
+    Spans::cover(&fields, MAX_GAP)
 }
 
-/// Decodes a request from a view of at least [`read_size`] bytes (shorter
-/// views lose only the optional fields).
+/// Decodes a request from a view of its [`spans`] (views cut short lose
+/// only the optional fields).
 pub fn decode<P: ProcessAccess + ?Sized>(
     view: &View<'_, '_, P>,
     layout: &Layout,
@@ -173,18 +209,6 @@ pub fn decode<P: ProcessAccess + ?Sized>(
     })
 }
 
-/// Reads and decodes the request at `addr`.
-pub fn read<P: ProcessAccess + ?Sized>(
-    t: &Target<'_, P>,
-    layout: &Layout,
-    addr: u64,
-) -> Result<Request, ReadError> {
-    let len = read_size(layout);
-    let at = t.check_ptr(addr, t.ptr_align(), len)?;
-    let view = t.view(at, len)?;
-    decode(&view, layout)
-}
-
 /// Whether a request is a live point-to-point request worth showing.
 pub fn is_live(req: &Request) -> bool {
     req.ompi_type == OMPI_REQUEST_PML && matches!(req.state, STATE_ACTIVE | STATE_CANCELLED)
@@ -205,13 +229,13 @@ pub fn scan_free_list<P: ProcessAccess + ?Sized>(
     fl_addr: u64,
 ) -> Scan {
     let mut scan = Scan::default();
-    let len = read_size(layout);
+    let spans = spans(layout, &t.sizes);
     let spec = walk::FreeListSpec {
         list: &layout.list,
         free_list: &layout.free_list,
         obj_class: layout.obj_class,
     };
-    scan.stop = walk::free_list(t, spec, fl_addr, len, walk::MAX_LIST_ITEMS, |_, view| {
+    scan.stop = walk::free_list(t, spec, fl_addr, &spans, walk::MAX_LIST_ITEMS, |_, view| {
         if let Ok(req) = decode(view, layout) {
             if is_live(&req) {
                 scan.by_comm.entry(req.comm).or_default().push(req);

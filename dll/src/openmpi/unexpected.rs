@@ -14,7 +14,7 @@ use crate::callbacks::ProcessAccess;
 use crate::layout::{Layout, Ob1Layout};
 use crate::openmpi::communicators::Comm;
 use crate::openmpi::ob1::{list_is_empty, peer_view, Ob1Comm};
-use crate::target::{ReadError, Target};
+use crate::target::{ReadError, Sizes, Spans, Target, View};
 use crate::walk::{self, Stop};
 
 /// ob1 header types (`MCA_BTL_TAG_PML + n`).
@@ -41,21 +41,71 @@ pub struct Frag {
     pub out_of_sequence: bool,
 }
 
-/// Decodes the fragment at `addr`.
+/// Segments read with a fragment's header: eager and rendezvous fragments
+/// of the shared-memory and TCP transports have one; more are read apart.
+const SEGMENTS_WITH_HEADER: u64 = 2;
+
+/// The parts of a fragment to read: its list link, the match or rendezvous
+/// header's fields, the segment count and the first segments (a fragment is
+/// 656 bytes in Open MPI 4.1, mostly segment and buffer arrays).
+pub fn frag_spans(layout: &Layout, ob1: &Ob1Layout, sizes: &Sizes) -> Spans {
+    let ptr = u64::from(sizes.pointer);
+    let hdr = ob1.frag_hdr;
+    let segments = SEGMENTS_WITH_HEADER.min(ob1.frag_max_segments);
+    let fields = [
+        (layout.list.item_next, ptr),
+        (hdr.saturating_add(ob1.hdr_type), 1),
+        (hdr.saturating_add(ob1.hdr_ctx), 2),
+        (hdr.saturating_add(ob1.hdr_src), 4),
+        (hdr.saturating_add(ob1.hdr_tag), 4),
+        (hdr.saturating_add(ob1.hdr_seq), 2),
+        (hdr.saturating_add(ob1.rndv_msg_length), 8),
+        (ob1.frag_num_segments, u64::from(sizes.size_t)),
+        (ob1.frag_segments, segments.saturating_mul(ob1.seg_size)),
+    ];
+    Spans::cover(&fields, crate::openmpi::requests::MAX_GAP)
+}
+
+/// Reads and decodes the fragment at `addr` (its [`frag_spans`]).
 pub fn read_frag<P: ProcessAccess + ?Sized>(
     t: &Target<'_, P>,
     ob1: &Ob1Layout,
+    spans: &Spans,
     addr: u64,
     out_of_sequence: bool,
 ) -> Result<Frag, ReadError> {
     let at = t.check_ptr(addr, t.ptr_align(), ob1.frag_size)?;
-    let v = t.view(at, ob1.frag_size)?;
+    let v = t.view_spans(at, spans)?;
+    decode_frag(t, ob1, &v, out_of_sequence)
+}
+
+/// Decodes a fragment from a view of its [`frag_spans`]; segments beyond
+/// those are read now.
+pub fn decode_frag<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    ob1: &Ob1Layout,
+    v: &View<'_, '_, P>,
+    out_of_sequence: bool,
+) -> Result<Frag, ReadError> {
+    let at = t.check_ptr(v.addr, t.ptr_align(), ob1.frag_size)?;
     let hdr = ob1.frag_hdr;
     let hdr_type = v.u8(hdr + ob1.hdr_type)?;
     let nseg = v.size_t(ob1.frag_num_segments)?.min(ob1.frag_max_segments);
+    // The segments not read with the header, in one more fetch.
+    let rest = if nseg > SEGMENTS_WITH_HEADER {
+        let first = ob1.frag_segments + SEGMENTS_WITH_HEADER * ob1.seg_size;
+        let len = (nseg - SEGMENTS_WITH_HEADER) * ob1.seg_size;
+        Some(t.view_spans(at, &Spans::cover(&[(first, len)], 0))?)
+    } else {
+        None
+    };
     let mut total: u64 = 0;
     for i in 0..nseg {
-        let len = v.u64(ob1.frag_segments + i * ob1.seg_size + ob1.seg_len)?;
+        let off = ob1.frag_segments + i * ob1.seg_size + ob1.seg_len;
+        let len = match &rest {
+            Some(r) if i >= SEGMENTS_WITH_HEADER => r.u64(off)?,
+            _ => v.u64(off)?,
+        };
         total = total.saturating_add(len);
     }
     let seg0 = if nseg > 0 {
@@ -108,9 +158,14 @@ pub fn frags<P: ProcessAccess + ?Sized>(
     let mut stop = oc.stop;
     let mut out = Vec::new();
     let mut budget = walk::MAX_LIST_ITEMS;
-    let read_all = |items: &[u64], oos: bool, stop: &mut Option<Stop>, out: &mut Vec<Frag>| {
-        for &item in items {
-            match read_frag(t, ob1, item, oos) {
+    let spans = frag_spans(layout, ob1, &t.sizes);
+    // Fragments in list order, read or not: the first budget error ends
+    // them, any other error is noted and skipped.
+    let take_all = |read: Vec<(u64, Result<Frag, ReadError>)>,
+                    stop: &mut Option<Stop>,
+                    out: &mut Vec<Frag>| {
+        for (item, frag) in read {
+            match frag {
                 Ok(f) => out.push(f),
                 Err(ReadError::Budget) => {
                     *stop = stop.or(Some(Stop::Budget));
@@ -129,15 +184,19 @@ pub fn frags<P: ProcessAccess + ?Sized>(
             continue;
         };
         if list_is_empty(&view, layout, ob1.proc_unexpected_frags) != Some(true) {
-            let w = walk::opal_list(
+            // Each fragment is read with its list link: one fetch apiece.
+            let mut read = Vec::new();
+            let w = walk::opal_list_read(
                 t,
                 &layout.list,
                 proc_addr + ob1.proc_unexpected_frags,
                 budget,
+                &spans,
+                |item, v| read.push((item, v.and_then(|v| decode_frag(t, ob1, &v, false)))),
             );
             budget = budget.saturating_sub(w.items.len());
             stop = stop.or(w.stop);
-            read_all(&w.items, false, &mut stop, &mut out);
+            take_all(read, &mut stop, &mut out);
         }
         let head = ob1
             .proc_frags_cant_match
@@ -161,7 +220,16 @@ pub fn frags<P: ProcessAccess + ?Sized>(
                 }
             }
             let start = out.len();
-            read_all(&ring_items, true, &mut stop, &mut out);
+            let mut read = Vec::new();
+            for &item in &ring_items {
+                let frag = read_frag(t, ob1, &spans, item, true);
+                let spent = frag == Err(ReadError::Budget);
+                read.push((item, frag));
+                if spent {
+                    break;
+                }
+            }
+            take_all(read, &mut stop, &mut out);
             out[start..].sort_by_key(|f| f.seq);
         }
     }

@@ -201,22 +201,30 @@ impl<'t> Session<'t> {
 
     /// Walks every communicator and queue of a process.
     pub fn dump(&self, id: ProcessId) -> (Section<CommunicatorList>, DumpStats) {
-        let process = &self.processes[id.0];
-        let start = Instant::now();
-        let fetches_before = process.fetches.get();
-        let bytes_before = process.fetched_bytes.get();
-        let syscalls_before = process.target.syscalls();
-        let section = self.walk_communicators(process);
-        let stats = DumpStats {
-            fetches: process.fetches.get() - fetches_before,
-            fetched_bytes: process.fetched_bytes.get() - bytes_before,
-            syscalls: process.target.syscalls().saturating_sub(syscalls_before),
-            elapsed_ms: start.elapsed().as_secs_f64() * 1e3,
-        };
+        let (section, stats, _) = self.dump_by_class(id);
         (section, stats)
     }
 
-    fn walk_communicators(&self, process: &ProcessHandle<'_>) -> Section<CommunicatorList> {
+    /// [`Session::dump`], with the share of each class of operation (in
+    /// [`OpClass::ALL`] order: setting up its iterator and taking every
+    /// operation, summed over communicators) for benchmarks that compare
+    /// DLLs on what both list.
+    pub fn dump_by_class(
+        &self,
+        id: ProcessId,
+    ) -> (Section<CommunicatorList>, DumpStats, [DumpStats; 3]) {
+        let process = &self.processes[id.0];
+        let before = Counters::now(process);
+        let mut per_class: [DumpStats; 3] = Default::default();
+        let section = self.walk_communicators(process, &mut per_class);
+        (section, before.since(process), per_class)
+    }
+
+    fn walk_communicators(
+        &self,
+        process: &ProcessHandle<'_>,
+        per_class: &mut [DumpStats; 3],
+    ) -> Section<CommunicatorList> {
         let entry = &self.dll.entry;
         let handle = process.as_ptr().cast_mut();
         // Every DLL call below gets `handle`, a registered process handle set
@@ -261,8 +269,10 @@ impl<'t> Session<'t> {
             }
             let mut comm = CommunicatorDump::new(Communicator::from_raw(&out));
             comm.group = self.comm_group(handle, comm.size);
-            for class in OpClass::ALL {
+            for (class, stats) in OpClass::ALL.into_iter().zip(per_class.iter_mut()) {
+                let before = Counters::now(process);
                 *comm.queue_mut(class) = self.walk_queue(handle, class);
+                before.add_since(process, stats);
             }
             list.push(comm);
             // SAFETY: see above. Never called again after end of list: both
@@ -421,6 +431,38 @@ impl<'t> Session<'t> {
     /// Fetch callbacks so far for a process.
     pub fn fetches(&self, id: ProcessId) -> u64 {
         self.processes[id.0].fetches.get()
+    }
+}
+
+/// A process's read counters and the time at one moment of a dump.
+struct Counters {
+    at: Instant,
+    fetches: u64,
+    bytes: u64,
+    syscalls: u64,
+}
+
+impl Counters {
+    fn now(process: &ProcessHandle<'_>) -> Counters {
+        Counters {
+            at: Instant::now(),
+            fetches: process.fetches.get(),
+            bytes: process.fetched_bytes.get(),
+            syscalls: process.target.syscalls(),
+        }
+    }
+
+    fn since(&self, process: &ProcessHandle<'_>) -> DumpStats {
+        let mut stats = DumpStats::default();
+        self.add_since(process, &mut stats);
+        stats
+    }
+
+    fn add_since(&self, process: &ProcessHandle<'_>, stats: &mut DumpStats) {
+        stats.fetches += process.fetches.get().saturating_sub(self.fetches);
+        stats.fetched_bytes += process.fetched_bytes.get().saturating_sub(self.bytes);
+        stats.syscalls += process.target.syscalls().saturating_sub(self.syscalls);
+        stats.elapsed_ms += self.at.elapsed().as_secs_f64() * 1e3;
     }
 }
 
