@@ -7,6 +7,7 @@
 //! Structures are read whole, or only the [`Spans`] of them that are
 //! decoded, into a [`View`] (one fetch per span) and decoded from there.
 
+use std::borrow::Cow;
 use std::cell::Cell;
 
 use crate::callbacks::{ProcessAccess, TypeSizes};
@@ -306,7 +307,7 @@ impl<'a, P: ProcessAccess + ?Sized> Target<'a, P> {
         Ok(View {
             target: self,
             addr,
-            bytes,
+            bytes: Cow::Owned(bytes),
             spans: *spans,
         })
     }
@@ -317,7 +318,7 @@ impl<'a, P: ProcessAccess + ?Sized> Target<'a, P> {
         View {
             target: self,
             addr,
-            bytes,
+            bytes: Cow::Owned(bytes),
             spans,
         }
     }
@@ -325,15 +326,25 @@ impl<'a, P: ProcessAccess + ?Sized> Target<'a, P> {
     /// A view of the parts `spans` of a structure at `addr` whose first
     /// bytes are `whole` (part of a larger read); spans beyond `whole` are
     /// cut to it, so a short structure loses only its last fields.
-    pub fn view_within(&self, addr: u64, whole: &[u8], spans: &Spans) -> View<'_, 'a, P> {
+    pub fn view_within<'r>(&'r self, addr: u64, whole: &'r [u8], spans: &Spans) -> View<'r, 'a, P> {
         let cut = spans.clipped(whole.len() as u64);
-        let mut bytes = Vec::with_capacity(usize::try_from(cut.total()).unwrap_or(0));
-        for &(lo, hi) in cut.iter() {
-            // Clipped to `whole`, so the range is in bounds.
-            if let Some(part) = whole.get(lo as usize..hi as usize) {
-                bytes.extend_from_slice(part);
+        let mut parts = cut.iter();
+        let bytes = match (parts.next(), parts.next()) {
+            // One span (a request's): its bytes as they are, no copy.
+            (Some(&(lo, hi)), None) => {
+                Cow::Borrowed(whole.get(lo as usize..hi as usize).unwrap_or_default())
             }
-        }
+            _ => {
+                let mut bytes = Vec::with_capacity(usize::try_from(cut.total()).unwrap_or(0));
+                for &(lo, hi) in cut.iter() {
+                    // Clipped to `whole`, so the range is in bounds.
+                    if let Some(part) = whole.get(lo as usize..hi as usize) {
+                        bytes.extend_from_slice(part);
+                    }
+                }
+                Cow::Owned(bytes)
+            }
+        };
         View {
             target: self,
             addr,
@@ -523,8 +534,9 @@ impl Spans {
 pub struct View<'t, 'a, P: ProcessAccess + ?Sized> {
     target: &'t Target<'a, P>,
     pub addr: u64,
-    /// The spans' bytes, one after the other.
-    bytes: Vec<u8>,
+    /// The spans' bytes, one after the other (borrowed from a larger read
+    /// when that is how they lie).
+    bytes: Cow<'t, [u8]>,
     spans: Spans,
 }
 

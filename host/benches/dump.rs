@@ -8,7 +8,8 @@
 //! issue's comparison: time and fetch callbacks of each, in total and split
 //! into what both DLLs list (communicators, pending sends, posted receives)
 //! and what only ours lists (unexpected messages). Each round dumps through
-//! both DLLs, each with a cold page cache.
+//! both DLLs (which goes first alternates), each with a cold page cache,
+//! while every rank of the job is stopped.
 //!
 //! `cargo build --release -p mqs-dll && cargo bench -p mqs-host --bench dump
 //! [-- N] [--rounds R] [--pid PID]`: N pending receives and unexpected
@@ -91,6 +92,14 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
 
     let live = LiveProcess::attach(pid, Mode::Stop)?;
     let target = PageCache::new(live);
+    // The job's other ranks poll while they wait. Stopped too, as mqs-dump
+    // stops a whole job, they leave the cores to the dump and the figures
+    // stop depending on where the scheduler put them.
+    let mut others = Vec::new();
+    for sibling in sibling_ranks(pid) {
+        others.push(LiveProcess::attach(sibling, Mode::Stop)?);
+    }
+    println!("stopped rank 0 and {} other rank(s)", others.len());
 
     let cold = Instant::now();
     let symbols = index_symbols(&target, &[])?;
@@ -109,16 +118,22 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     println!("symbol index (ELF, maps): {index_ms:.1} ms");
     // Same stopped process for all; each dump starts with a cold page cache.
     let mut rounds = Vec::new();
-    for _ in 0..args.rounds {
-        let mut pair = Vec::new();
-        for dll_path in [&theirs, &ours] {
+    for round in 0..args.rounds {
+        // Which DLL goes first alternates, so neither always meets the
+        // fresher caches.
+        let order: [usize; 2] = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        let mut pair = [None, None];
+        for i in order {
             target.invalidate();
-            pair.push(run_dll(dll_path, &symbols, &target, pid)?);
+            pair[i] = Some(run_dll([&theirs, &ours][i], &symbols, &target, pid)?);
         }
-        rounds.push(pair);
+        rounds.push(pair.into_iter().flatten().collect::<Vec<_>>());
     }
     let cache = target.stats();
     target.into_inner().detach()?;
+    for other in others {
+        other.detach()?;
+    }
     if let Some(job) = job {
         job.shutdown()?;
     }
@@ -303,4 +318,17 @@ fn count(comms: &Section<CommunicatorList>) -> (usize, usize, usize, Vec<String>
         }
     }
     (n[0], n[1], n[2], notes)
+}
+
+/// The other ranks of `pid`'s job on this machine: the processes with the
+/// same parent (the launcher) running the same executable.
+fn sibling_ranks(pid: i32) -> Vec<i32> {
+    let (Some(parent), Ok(exe)) = (mqs_host::target::parent_pid(pid), exe_path(pid)) else {
+        return Vec::new();
+    };
+    mqs_host::target::descendants(parent, 4096)
+        .into_iter()
+        .filter(|&p| p != pid && mqs_host::target::parent_pid(p) == Some(parent))
+        .filter(|&p| exe_path(p).is_ok_and(|e| e == exe))
+        .collect()
 }
