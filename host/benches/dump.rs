@@ -209,6 +209,13 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             3
         ),
     );
+    // One slow moment (a page fault storm, another process) swings a
+    // single round; the sums over all rounds swing less.
+    let sum = |which: usize| -> f64 { rounds.iter().map(|p| p[which].both.elapsed_ms).sum() };
+    println!(
+        "  ours/theirs on what both list, all rounds summed: {:.2}x the time",
+        ratio(sum(1), sum(0))
+    );
     let t = &rounds[0][0];
     println!(
         "host goals (Open MPI's DLL, round 1): dump {:.2} s (< 1 s), {:.4} syscalls per fetch (< 0.1)",
