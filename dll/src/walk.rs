@@ -65,54 +65,15 @@ pub struct Walk {
 }
 
 /// Walks an `opal_list_t` at `list_addr`: the items between the sentinel's
-/// `next` and the sentinel itself, at most `cap` of them.
+/// `next` and the sentinel itself, at most `cap` of them. Reads only the
+/// links: [`opal_list_read`] with nothing else to read.
 pub fn opal_list<P: ProcessAccess + ?Sized>(
     t: &Target<'_, P>,
     list: &ListLayout,
     list_addr: u64,
     cap: usize,
 ) -> Walk {
-    let mut walk = Walk::default();
-    let Some(sentinel) = list_addr.checked_add(list.sentinel) else {
-        walk.stop = Some(Stop::BadPointer(list_addr));
-        return walk;
-    };
-    let first = t
-        .check_ptr(sentinel, t.ptr_align(), list.item_size)
-        .and_then(|s| t.read_ptr(s + list.item_next));
-    let mut cur = match first {
-        Ok(p) => p,
-        Err(e) => {
-            walk.stop = Some(Stop::from_read(e, sentinel));
-            return walk;
-        }
-    };
-    let mut seen = HashSet::new();
-    seen.insert(sentinel);
-    let cap = cap.min(MAX_LIST_ITEMS);
-    while cur != sentinel {
-        if let Err(e) = t.check_ptr(cur, t.ptr_align(), list.item_size) {
-            walk.stop = Some(Stop::from_read(e, cur));
-            break;
-        }
-        if !seen.insert(cur) {
-            walk.stop = Some(Stop::Cycle(cur));
-            break;
-        }
-        if walk.items.len() >= cap {
-            walk.stop = Some(Stop::Limit(cap));
-            break;
-        }
-        walk.items.push(cur);
-        match t.read_ptr(cur + list.item_next) {
-            Ok(next) => cur = next,
-            Err(e) => {
-                walk.stop = Some(Stop::from_read(e, cur));
-                break;
-            }
-        }
-    }
-    walk
+    opal_list_read(t, list, list_addr, cap, &Spans::whole(0), |_, _| {})
 }
 
 /// Walks an `opal_list_t` as [`opal_list`] does, reading the parts `spans`
