@@ -11,6 +11,8 @@
 
 mod support;
 
+use std::time::{Duration, Instant};
+
 use mqs_tests::{Job, Mpi};
 use serde_json::Value;
 use support::*;
@@ -326,12 +328,36 @@ fn expected_for(mpi: Mpi, rank: u32) -> (Vec<Comm>, Option<&'static str>, &'stat
     }
 }
 
+/// `mqs-dump --pid PID --json`, repeated until every process it lists has
+/// posted its blocking receive (tag 1000 on mqs-wait), which the fixture
+/// does just after printing READY: on a busy machine a dump can come first.
+fn settled_dump(pid: u32, extra: &[&str]) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let json = dump_json(pid, extra);
+        let posted = |p: &Value| {
+            p["communicators"]["list"]
+                .as_array()
+                .and_then(|l| l.iter().find(|c| c["name"] == "mqs-wait"))
+                .and_then(|c| c["receives"]["operations"].as_array())
+                .is_some_and(|ops| ops.iter().any(|op| op["desired_tag"] == 1000))
+        };
+        let settled = json["processes"]
+            .as_array()
+            .is_some_and(|ps| !ps.is_empty() && ps.iter().all(posted));
+        if settled || Instant::now() > deadline {
+            return json;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Dumps each rank of a `queues` job by pid, in JSON and in text.
 fn ranks_by_pid(mpi: Mpi) {
     let job = Job::launch(mpi, "queues", 2, &[]).expect("launch queues");
     let prefix = mpi.prefix().expect("prefix");
     for (rank, pid) in job.rank_pids() {
-        let json = dump_json(pid, &[]);
+        let json = settled_dump(pid, &[]);
         assert_eq!(json["schema_version"], 1);
         assert!(json["launcher"].is_null());
         let process = &json["processes"][0];
@@ -374,7 +400,7 @@ fn ranks_by_pid(mpi: Mpi) {
 fn whole_job(mpi: Mpi) {
     let job = Job::launch(mpi, "queues", 2, &[]).expect("launch queues");
     let launcher = job.launcher_pid();
-    let json = dump_json(launcher, &[]);
+    let json = settled_dump(launcher, &[]);
     assert_eq!(json["launcher"]["pid"], launcher);
     assert_eq!(json["failures"], serde_json::json!([]));
     let processes = json["processes"].as_array().expect("processes");
@@ -420,7 +446,7 @@ fn mpich_whole_job_through_mpiexec() {
 fn no_stop_mode_reads_the_same_and_never_traces() {
     let job = Job::launch(Mpi::OpenMpiG, "queues", 2, &[]).expect("launch queues");
     let pid = job.rank_pid(0).expect("rank 0");
-    let json = dump_json(pid, &["--no-stop"]);
+    let json = settled_dump(pid, &["--no-stop"]);
     check_process(&json["processes"][0], &open_mpi_expected(0), None);
     assert_running_untraced(pid);
     job.shutdown().expect("shutdown");
