@@ -25,6 +25,16 @@ const DLL_INCOMPATIBLE: i32 = 9;
 const DLL_UNTRUSTED: i32 = 10;
 const PROCESS_GONE: i32 = 11;
 
+/// The dump through `test_dll.c` succeeded and shows its one communicator.
+fn assert_test_dll_dumped(out: &std::process::Output) {
+    assert!(out.status.success(), "{}", stderr(out));
+    assert!(
+        stdout(out).contains("Communicator test: size 1"),
+        "{}",
+        stdout(out)
+    );
+}
+
 fn fake_mpi() -> PathBuf {
     support_program("fake_mpi", &[], false)
 }
@@ -145,12 +155,7 @@ fn incompatible_dlls_are_refused() {
     // The same DLL at level 2 works: the refusals were about the level.
     let good = support_program("test_dll", &[], true);
     let out = run(&["--pid", &pid, "--dll", good.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        stdout(&out).contains("Communicator test: size 1"),
-        "{}",
-        stdout(&out)
-    );
+    assert_test_dll_dumped(&out);
     assert_running_untraced(target.pid());
 }
 
@@ -366,11 +371,6 @@ fn a_program_deleted_while_it_runs_is_still_read() {
     let target = Spawned::start(&exe, &[dll.to_str().unwrap()]);
     std::fs::remove_file(&exe).unwrap();
     let out = run(&["--pid", &target.pid().to_string()]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        stdout(&out).contains("Communicator test: size 1"),
-        "{}",
-        stdout(&out)
-    );
+    assert_test_dll_dumped(&out);
     assert_running_untraced(target.pid());
 }
