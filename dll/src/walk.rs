@@ -64,6 +64,33 @@ pub struct Walk {
     pub stop: Option<Stop>,
 }
 
+impl Walk {
+    /// Takes `cur` as the next item, unless it is a bad pointer, an item
+    /// seen before (a cycle) or one more than `cap`: then records why and
+    /// says no.
+    fn admit<P: ProcessAccess + ?Sized>(
+        &mut self,
+        t: &Target<'_, P>,
+        cur: u64,
+        item_size: u64,
+        seen: &mut HashSet<u64>,
+        cap: usize,
+    ) -> bool {
+        let stop = if let Err(e) = t.check_ptr(cur, t.ptr_align(), item_size) {
+            Stop::from_read(e, cur)
+        } else if !seen.insert(cur) {
+            Stop::Cycle(cur)
+        } else if self.items.len() >= cap {
+            Stop::Limit(cap)
+        } else {
+            self.items.push(cur);
+            return true;
+        };
+        self.stop = Some(stop);
+        false
+    }
+}
+
 /// Walks an `opal_list_t` at `list_addr`: the items between the sentinel's
 /// `next` and the sentinel itself, at most `cap` of them. Reads only the
 /// links: [`opal_list_read`] with nothing else to read.
@@ -110,19 +137,9 @@ pub fn opal_list_read<'t, 'a, P: ProcessAccess + ?Sized>(
     seen.insert(sentinel);
     let cap = cap.min(MAX_LIST_ITEMS);
     while cur != sentinel {
-        if let Err(e) = t.check_ptr(cur, t.ptr_align(), list.item_size) {
-            walk.stop = Some(Stop::from_read(e, cur));
+        if !walk.admit(t, cur, list.item_size, &mut seen, cap) {
             break;
         }
-        if !seen.insert(cur) {
-            walk.stop = Some(Stop::Cycle(cur));
-            break;
-        }
-        if walk.items.len() >= cap {
-            walk.stop = Some(Stop::Limit(cap));
-            break;
-        }
-        walk.items.push(cur);
         let next = match t.view_spans(cur, spans) {
             Ok(view) => {
                 let next = if next_in_spans {
@@ -170,19 +187,9 @@ pub fn ring<P: ProcessAccess + ?Sized>(
     let cap = cap.min(MAX_LIST_ITEMS);
     let mut cur = head;
     loop {
-        if let Err(e) = t.check_ptr(cur, t.ptr_align(), item_size) {
-            walk.stop = Some(Stop::from_read(e, cur));
+        if !walk.admit(t, cur, item_size, &mut seen, cap) {
             break;
         }
-        if !seen.insert(cur) {
-            walk.stop = Some(Stop::Cycle(cur));
-            break;
-        }
-        if walk.items.len() >= cap {
-            walk.stop = Some(Stop::Limit(cap));
-            break;
-        }
-        walk.items.push(cur);
         match t.read_ptr(cur + next_off) {
             Ok(next) if next == head => break,
             Ok(next) => cur = next,
