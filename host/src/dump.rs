@@ -5,7 +5,7 @@
 //! `docs/json.md` and versioned by [`SCHEMA_VERSION`].
 
 use mqs_abi::{Communicator, OpClass, PendingOperation};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Bumped on any incompatible change of the JSON output.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -20,7 +20,7 @@ pub struct JobDump {
     pub failures: Vec<RankFailure>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Launcher {
     pub pid: i32,
     pub executable: String,
@@ -69,6 +69,10 @@ pub struct ProcessDump {
     /// MPI-2 DLLs only: the function to stop in to learn about spawns.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spawn_breakpoint: Option<String>,
+    /// Memory the DLL asked for and did not get (a core or snapshot that
+    /// lacks it, an unmapped address), each as `LEN bytes at ADDR: why`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<String>,
     pub stats: DumpStats,
 }
 

@@ -78,6 +78,14 @@ pub enum Error {
     #[error("the DLL failed in {call}: {detail}")]
     Dll { call: &'static str, detail: String },
 
+    /// A rank of the job runs on another host, out of reach of ptrace.
+    #[error("rank {rank} runs on host '{host}' (pid {pid}): only local processes can be read")]
+    Remote { rank: usize, host: String, pid: i32 },
+
+    /// A core file or snapshot that cannot be read as one.
+    #[error("{}: {detail}", path.display())]
+    BadInput { path: PathBuf, detail: String },
+
     #[error("{0}")]
     Usage(String),
 }
@@ -143,6 +151,9 @@ pub mod exit_code {
     pub const DLL_INCOMPATIBLE: i32 = 9;
     pub const DLL_UNTRUSTED: i32 = 10;
     pub const PROCESS_GONE: i32 = 11;
+    /// Given by `--deadlock` when it finds a cycle of waiting ranks.
+    pub const DEADLOCK: i32 = 12;
+    pub const BAD_INPUT: i32 = 13;
 }
 
 impl Error {
@@ -159,7 +170,9 @@ impl Error {
             Self::DllIncompatible { .. } => DLL_INCOMPATIBLE,
             Self::DllUntrusted { .. } => DLL_UNTRUSTED,
             Self::Usage(_) => USAGE,
+            Self::BadInput { .. } => BAD_INPUT,
             Self::Read { .. }
+            | Self::Remote { .. }
             | Self::Ptrace { .. }
             | Self::StopTimeout { .. }
             | Self::ObjectFile { .. }

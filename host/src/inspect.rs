@@ -1,21 +1,28 @@
-//! Dumping live processes: attach, index symbols, find and load the DLL,
-//! run the interface's calling sequence, detach. Given an MPI starter
-//! (`mpirun`), every local rank of its job is dumped in turn. The library
-//! entry point behind `mqs-dump --pid`.
+//! One dump, from whatever source: find the processes (a pid, a starter's
+//! job, core files, a snapshot), index their symbols, find and load the
+//! DLL, run the interface's calling sequence over every process, let the
+//! processes go. The library entry points behind `mqs-dump`.
+//!
+//! Every source goes through the same steps ([`Prepared`] processes handed
+//! to [`dump_prepared`]); only finding the processes and letting them go
+//! differ. A single rank is a job of one.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::dll::capture::OutputCapture;
-use crate::dll::{locate, Dll, ImageSymbols, ProcessId, Session, TypeLayout};
+use crate::dll::{locate, Dll, ImageSymbols, ProcessId, Session};
 use crate::dump::{
     DllInfo, JobDump, Launcher, NewProcess, NewProcessList, ProcessDump, RankFailure, Section,
     SpawnedJob, SCHEMA_VERSION,
 };
 use crate::job::{Member, MpiEnvironment};
 use crate::mpir;
+use crate::process::{
+    CoreFile, CoreOptions, Liveness, LiveProcess, Mode, PageCache, SnapshotProcess, Target,
+};
+use crate::snapshot::{self, RecordingSymbols, Snapshot};
 use crate::symbols::{SymbolCache, SymbolIndex};
-use crate::target::{exe_path, LiveProcess, Mode, PageCache, Target};
 use crate::{Error, Result};
 
 /// How to dump.
@@ -29,34 +36,8 @@ pub struct Options {
     pub no_stop: bool,
     /// Extra directories with separate debug files.
     pub debug_dirs: Vec<PathBuf>,
-}
-
-/// The host's symbol index as the DLL layer sees it.
-#[derive(Debug)]
-pub struct IndexSymbols(Arc<SymbolIndex>);
-
-impl IndexSymbols {
-    pub fn new(index: Arc<SymbolIndex>) -> Self {
-        Self(index)
-    }
-}
-
-impl ImageSymbols for IndexSymbols {
-    fn find_symbol(&self, name: &str) -> Option<u64> {
-        self.0.find_symbol(name)
-    }
-
-    fn find_function(&self, name: &str) -> Option<u64> {
-        self.0.find_function(name)
-    }
-
-    fn find_type(&self, name: &str) -> Option<TypeLayout> {
-        let info = self.0.find_type(name)?;
-        Some(TypeLayout {
-            size: info.size,
-            fields: info.fields.clone(),
-        })
-    }
+    /// Save what the dump read into this snapshot file.
+    pub save: Option<PathBuf>,
 }
 
 /// The symbols of a process: every mapped object with its load bias.
@@ -75,48 +56,114 @@ fn index_symbols_with(target: &dyn Target, cache: &Arc<SymbolCache>) -> Result<A
 
 /// The MPI_COMM_WORLD rank a launcher gave the process, from its
 /// environment (Open MPI, MPICH/hydra and PMIx launchers set these).
-pub fn rank_from_environment(pid: i32) -> Option<i32> {
-    MpiEnvironment::of(pid).rank
+pub fn rank_from_environment(target: &dyn Target) -> Option<i32> {
+    MpiEnvironment::of(&target.environment().ok()?).rank
 }
 
 /// Called as a job's processes are stopped and dumped: (steps done, total).
 pub type Progress<'a> = &'a mut dyn FnMut(usize, usize);
 
+/// A process ready to be dumped: its source, symbols and DLL.
+struct Prepared<T: Target> {
+    member: Member,
+    target: PageCache<T>,
+    index: Option<Arc<SymbolIndex>>,
+    symbols: Arc<dyn ImageSymbols>,
+    /// Set when the dump is saved: the lookups as the DLL makes them.
+    recording: Option<Arc<RecordingSymbols>>,
+    dll: PathBuf,
+    executable: String,
+}
+
+impl<T: Target> Prepared<T> {
+    /// Indexes the target's symbols and finds its DLL. On failure the
+    /// target is handed back so that it can be let go.
+    fn new(
+        member: Member,
+        target: PageCache<T>,
+        symbols: Option<Arc<dyn ImageSymbols>>,
+        cache: &Arc<SymbolCache>,
+        options: &Options,
+    ) -> std::result::Result<Self, (PageCache<T>, Error)> {
+        let (index, symbols) = match symbols {
+            Some(symbols) => (None, symbols),
+            None => match index_symbols_with(&target, cache) {
+                Ok(index) => (Some(index.clone()), index as Arc<dyn ImageSymbols>),
+                Err(e) => return Err((target, e)),
+            },
+        };
+        let dll = match dll_path_for(&*symbols, &target, options) {
+            Ok(dll) => dll,
+            Err(e) => return Err((target, e)),
+        };
+        let recording = options
+            .save
+            .as_ref()
+            .map(|_| Arc::new(RecordingSymbols::new(symbols.clone())));
+        let symbols = match &recording {
+            Some(r) => r.clone() as Arc<dyn ImageSymbols>,
+            None => symbols,
+        };
+        let executable = target
+            .executable()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| format!("pid {}", member.pid));
+        Ok(Self {
+            member,
+            target,
+            index,
+            symbols,
+            recording,
+            dll,
+            executable,
+        })
+    }
+}
+
 /// Dumps `pid`: one MPI process, or, for an MPI starter, every local rank
 /// of its job. A starter whose ranks all fail gives the first rank's error.
 pub fn dump(pid: i32, options: &Options, progress: Progress<'_>) -> Result<JobDump> {
     let cache = Arc::new(SymbolCache::new(options.debug_dirs.clone()));
-    let target = attach(pid, options)?;
+    let mut target = attach(pid, options)?;
     let symbols = match index_symbols_with(&target, &cache) {
         Ok(symbols) => symbols,
-        Err(e) => return finish(pid, target, Err(e)),
+        Err(e) => return finish(&mut target, Err(e)),
     };
-    let starter = mpir::is_starter(&IndexSymbols(symbols.clone()));
+    let starter = mpir::is_starter(&*symbols);
     let table = if starter {
-        match mpir::read_proctable(&target, &IndexSymbols(symbols.clone())) {
+        match mpir::read_proctable(&target, &*symbols) {
             Ok(table) => table,
-            Err(e) => return finish(pid, target, Err(e)),
+            Err(e) => return finish(&mut target, Err(e)),
         }
     } else {
         Vec::new()
     };
     if table.is_empty() {
-        let rank = rank_from_environment(pid).unwrap_or(-1);
-        let result = dump_attached(pid, rank, &target, symbols, options).map_err(|e| match e {
+        let rank = rank_from_environment(&target).unwrap_or(-1);
+        let member = Member::single(pid, rank);
+        let prepared = Prepared::new(
+            member,
+            target,
+            Some(symbols as Arc<dyn ImageSymbols>),
+            &cache,
+            options,
+        );
+        let prepared = match prepared {
+            Ok(p) => p,
+            Err((mut target, e)) => return finish(&mut target, Err(e)),
+        };
+        let outcome = dump_job(None, vec![prepared], options, progress, &mut |t| {
+            finish(t, Ok(()))
+        })?;
+        return outcome.single().map_err(|e| match e {
+            // A starter whose job has not started names no DLL itself.
             Error::NotMpi { pid, .. } if starter => Error::NotMpi {
                 pid,
                 detail: "it is an MPI starter whose process table is empty \
-                             (its job has not started yet)"
+                         (its job has not started yet)"
                     .into(),
             },
             other => other,
-        });
-        let process = finish(pid, target, result)?;
-        return Ok(JobDump {
-            schema_version: SCHEMA_VERSION,
-            launcher: None,
-            processes: vec![process],
-            failures: vec![],
         });
     }
 
@@ -124,143 +171,253 @@ pub fn dump(pid: i32, options: &Options, progress: Progress<'_>) -> Result<JobDu
     // stopping its job.
     let launcher = Launcher {
         pid,
-        executable: exe_path(pid)
+        executable: target
+            .executable()
             .map(|p| p.display().to_string())
             .unwrap_or_default(),
     };
-    let table = finish(pid, target, Ok(table))?;
-    let members = crate::job::members(pid, &table);
-    let mut job = JobDump {
-        schema_version: SCHEMA_VERSION,
-        launcher: Some(launcher),
-        processes: vec![],
-        failures: vec![],
-    };
-    let first_error = dump_members(&members, options, &cache, progress, &mut job);
-    match first_error {
-        Some(e) if job.processes.is_empty() => Err(e),
-        _ => Ok(job),
-    }
-}
-
-/// A member of the job, stopped, with what its dump needs.
-struct Attached<'m> {
-    member: &'m Member,
-    target: PageCache<LiveProcess>,
-    symbols: Arc<SymbolIndex>,
-    dll: PathBuf,
-}
-
-/// Records why a member was not dumped; the first error is kept whole.
-fn fail(job: &mut JobDump, first: &mut Option<Error>, member: &Member, error: Error) {
-    job.failures.push(RankFailure {
-        rank: usize::try_from(member.identity).unwrap_or(member.rank),
-        pid: member.pid,
-        host: member.host.clone(),
-        message: error.to_string(),
-        exit_code: error.exit_code(),
-    });
-    first.get_or_insert(error);
-}
-
-/// Dumps the members of a job: all local ones are stopped together, handed
-/// to one session per DLL (so an MPI-2 DLL knows every identity when it
-/// translates ranks), dumped, then resumed. Returns the first error.
-fn dump_members(
-    members: &[Member],
-    options: &Options,
-    cache: &Arc<SymbolCache>,
-    progress: Progress<'_>,
-    job: &mut JobDump,
-) -> Option<Error> {
-    let mut first = None;
-    // Two steps per member: stopping it, then dumping it.
+    let members = crate::job::members(&target, &table);
+    finish(&mut target, Ok(()))?;
+    let mut failures = Vec::new();
+    let mut prepared = Vec::new();
     let total = members.len() * 2;
-    let mut attached = Vec::new();
-    for (done, member) in members.iter().enumerate() {
+    for (done, member) in members.into_iter().enumerate() {
         progress(done, total);
         if !mpir::is_local_host(&member.host) || member.pid <= 0 {
-            job.failures.push(RankFailure {
+            let e = Error::Remote {
                 rank: member.rank,
-                pid: member.pid,
                 host: member.host.clone(),
-                message: format!(
-                    "rank {} runs on host '{}' (pid {}): only local processes can be read",
-                    member.rank, member.host, member.pid
-                ),
-                exit_code: crate::exit_code::OTHER,
-            });
+                pid: member.pid,
+            };
+            failures.push((failure(&member, &e), e));
             continue;
         }
         let target = match attach(member.pid, options) {
             Ok(target) => target,
             Err(e) => {
-                fail(job, &mut first, member, e);
+                failures.push((failure(&member, &e), e));
                 continue;
             }
         };
-        let prepared = index_symbols_with(&target, cache).and_then(|symbols| {
-            let dll = dll_path_for(&symbols, &target, options)?;
-            Ok((symbols, dll))
-        });
-        match prepared {
-            Ok((symbols, dll)) => attached.push(Attached {
-                member,
-                target,
-                symbols,
-                dll,
-            }),
-            Err(e) => {
-                if let Err(e) = finish(member.pid, target, Err::<(), _>(e)) {
-                    fail(job, &mut first, member, e);
-                }
+        match Prepared::new(member.clone(), target, None, &cache, options) {
+            Ok(p) => prepared.push(p),
+            Err((mut target, e)) => {
+                let e = match finish(&mut target, Err::<(), _>(e)) {
+                    Err(e) => e,
+                    Ok(()) => continue,
+                };
+                failures.push((failure(&member, &e), e));
             }
         }
     }
+    let mut outcome = dump_job(Some(launcher), prepared, options, progress, &mut |t| {
+        finish(t, Ok(()))
+    })?;
+    outcome.add_failures(failures);
+    outcome.job_or_first_error()
+}
 
-    let mut results: Vec<Option<Result<ProcessDump>>> = attached.iter().map(|_| None).collect();
-    let mut dlls: Vec<&PathBuf> = attached.iter().map(|a| &a.dll).collect();
-    dlls.sort();
-    dlls.dedup();
-    let mut done = members.len();
-    for dll in dlls {
-        let group: Vec<usize> = (0..attached.len())
-            .filter(|&i| &attached[i].dll == dll)
-            .collect();
-        let mut step = |_: usize| {
-            progress(done, total);
-            done += 1;
-        };
-        for (i, result) in dump_group(dll, &attached, &group, &mut step) {
-            results[i] = Some(result);
+/// Dumps the processes recorded in core files (one per process of a job),
+/// numbered by their MPI rank, not by file order.
+pub fn dump_cores(cores: &[PathBuf], core: &CoreOptions, options: &Options) -> Result<JobDump> {
+    let cache = Arc::new(SymbolCache::new(options.debug_dirs.clone()));
+    let mut prepared = Vec::new();
+    let mut failures = Vec::new();
+    for path in cores {
+        let target = PageCache::new(CoreFile::open(path, core.clone())?);
+        let rank = rank_from_environment(&target).unwrap_or(-1);
+        let member = Member::single(target.pid(), rank);
+        match Prepared::new(member.clone(), target, None, &cache, options) {
+            Ok(p) => prepared.push(p),
+            Err((_, e)) if cores.len() == 1 => return Err(e),
+            Err((_, e)) => failures.push((failure(&member, &e), e)),
+        }
+    }
+    let mut outcome = dump_job(None, prepared, options, &mut |_, _| {}, &mut |_| Ok(()))?;
+    number_by_world_rank(&mut outcome.job);
+    outcome.add_failures(failures);
+    outcome.job_or_first_error()
+}
+
+/// Replays a snapshot file.
+pub fn dump_snapshot(path: &Path, options: &Options) -> Result<JobDump> {
+    let snapshot = Snapshot::load(path, &options.debug_dirs)?;
+    let cache = Arc::new(SymbolCache::new(options.debug_dirs.clone()));
+    let mut prepared: Vec<Prepared<SnapshotProcess>> = Vec::new();
+    let mut failures = Vec::new();
+    let count = snapshot.processes.len();
+    for entry in snapshot.processes {
+        let member = entry.member.clone();
+        let symbols: Arc<dyn ImageSymbols> = Arc::new(entry.symbols);
+        let target = PageCache::new(entry.target);
+        match Prepared::new(member.clone(), target, Some(symbols), &cache, options) {
+            Ok(p) => prepared.push(p),
+            Err((_, e)) if count == 1 => return Err(e),
+            Err((_, e)) => failures.push((failure(&member, &e), e)),
+        }
+    }
+    let mut outcome = dump_job(
+        snapshot.launcher,
+        prepared,
+        options,
+        &mut |_, _| {},
+        &mut |_| Ok(()),
+    )?;
+    outcome.add_failures(failures);
+    outcome.job_or_first_error()
+}
+
+/// A dump, with the errors behind its failures.
+struct Outcome {
+    job: JobDump,
+    /// The first error, whole (the failures keep only its text).
+    first_error: Option<Error>,
+}
+
+impl Outcome {
+    fn add_failures(&mut self, failures: Vec<(RankFailure, Error)>) {
+        for (failure, error) in failures {
+            self.job.failures.push(failure);
+            // Ranks on other hosts are reported, not failed on.
+            if !matches!(error, Error::Remote { .. }) {
+                self.first_error.get_or_insert(error);
+            }
+        }
+        self.job.failures.sort_by_key(|f| f.rank);
+    }
+
+    /// The dump, unless nothing could be dumped: then the first error.
+    fn job_or_first_error(self) -> Result<JobDump> {
+        match self.first_error {
+            Some(e) if self.job.processes.is_empty() => Err(e),
+            _ => Ok(self.job),
         }
     }
 
-    // Resume everyone, then report in job order.
-    for (a, result) in attached.into_iter().zip(results) {
+    /// A job of one process: its error is the error.
+    fn single(self) -> Result<JobDump> {
+        self.job_or_first_error()
+    }
+}
+
+fn failure(member: &Member, error: &Error) -> RankFailure {
+    RankFailure {
+        rank: usize::try_from(member.identity).unwrap_or(member.rank),
+        pid: member.pid,
+        host: member.host.clone(),
+        message: error.to_string(),
+        exit_code: error.exit_code(),
+    }
+}
+
+/// Where the global rank is not known from the process's environment, the
+/// DLL's MPI_COMM_WORLD says which rank it is; processes are then listed in
+/// rank order.
+fn number_by_world_rank(job: &mut JobDump) {
+    for p in &mut job.processes {
+        if p.global_rank >= 0 {
+            continue;
+        }
+        if let Section::Ok { value } = &p.communicators {
+            if let Some(world) = value.list.iter().find(|c| c.name == "MPI_COMM_WORLD") {
+                p.global_rank = i32::try_from(world.local_rank).unwrap_or(-1);
+            }
+        }
+    }
+    job.processes.sort_by_key(|p| (p.global_rank < 0, p.global_rank));
+}
+
+/// Dumps prepared processes: one session per DLL with every process of
+/// that DLL in it (so an MPI-2 DLL knows every identity when it translates
+/// ranks), then saves the snapshot if asked, then lets each process go
+/// with `release` (for live ones: resume, and check it still runs).
+fn dump_job<T: Target>(
+    launcher: Option<Launcher>,
+    mut prepared: Vec<Prepared<T>>,
+    options: &Options,
+    progress: Progress<'_>,
+    release: &mut dyn FnMut(&mut PageCache<T>) -> Result<()>,
+) -> Result<Outcome> {
+    let members = prepared.len();
+    let total = members * 2;
+    let mut results: Vec<Option<Result<ProcessDump>>> = prepared.iter().map(|_| None).collect();
+    let mut dlls: Vec<PathBuf> = prepared.iter().map(|p| p.dll.clone()).collect();
+    dlls.sort();
+    dlls.dedup();
+    let mut done = members;
+    for dll in &dlls {
+        let group: Vec<usize> = (0..prepared.len())
+            .filter(|&i| &prepared[i].dll == dll)
+            .collect();
+        let mut step = || {
+            progress(done, total);
+            done += 1;
+        };
+        for (i, result) in dump_group(dll, &prepared, &group, &mut step) {
+            results[i] = Some(result);
+        }
+    }
+    let saved = match &options.save {
+        Some(path) => save(path, launcher.as_ref(), &prepared),
+        None => Ok(()),
+    };
+
+    let mut job = JobDump {
+        schema_version: SCHEMA_VERSION,
+        launcher,
+        processes: vec![],
+        failures: vec![],
+    };
+    let mut first_error = None;
+    for (p, result) in prepared.iter_mut().zip(results) {
         let result = result.unwrap_or_else(|| {
             Err(Error::Dll {
                 call: "mqs_setup_process",
                 detail: "the process was not handed to the DLL".into(),
             })
         });
-        match finish(a.member.pid, a.target, result) {
+        let released = release(&mut p.target);
+        match released.and(result) {
             Ok(process) => job.processes.push(process),
-            Err(e) => fail(job, &mut first, a.member, e),
+            Err(e) => {
+                job.failures.push(failure(&p.member, &e));
+                first_error.get_or_insert(e);
+            }
         }
     }
     progress(total, total);
-    job.failures.sort_by_key(|f| f.rank);
-    first
+    saved?;
+    Ok(Outcome { job, first_error })
 }
 
-/// One session of `dll` over the attached members `group` (indices into
-/// `attached`): every process is handed to the DLL before any is dumped.
-fn dump_group(
-    dll_path: &std::path::Path,
-    attached: &[Attached<'_>],
+fn save<T: Target>(
+    path: &Path,
+    launcher: Option<&Launcher>,
+    prepared: &[Prepared<T>],
+) -> Result<()> {
+    let recorded: Vec<snapshot::Recorded<'_, T>> = prepared
+        .iter()
+        .filter_map(|p| {
+            Some(snapshot::Recorded {
+                member: &p.member,
+                target: &p.target,
+                symbols: p.recording.as_deref()?,
+                index: p.index.as_deref()?,
+                dll: &p.dll,
+            })
+        })
+        .collect();
+    snapshot::save(path, launcher, &recorded)
+}
+
+/// One session of `dll_path` over the prepared processes `group` (indices
+/// into `prepared`): every process is handed to the DLL before any is
+/// dumped.
+fn dump_group<T: Target>(
+    dll_path: &Path,
+    prepared: &[Prepared<T>],
     group: &[usize],
-    step: &mut dyn FnMut(usize),
+    step: &mut dyn FnMut(),
 ) -> Vec<(usize, Result<ProcessDump>)> {
     let _one_session_at_a_time = crate::dll::exclusive();
     let setup = OutputCapture::start();
@@ -292,27 +449,32 @@ fn dump_group(
     let mut added = Vec::new();
     let mut out = Vec::new();
     for &i in group {
-        let a = &attached[i];
+        let p = &prepared[i];
         let capture = OutputCapture::start();
-        let executable = executable_of(a.member.pid);
         let result = session
-            .add_image(&executable, Box::new(IndexSymbols(a.symbols.clone())))
+            .add_image(&p.executable, Box::new(p.symbols.clone()))
             .and_then(|image| {
-                session.add_process(image, Box::new(&a.target), a.member.identity, 8)
+                session.add_process(
+                    image,
+                    Box::new(&p.target),
+                    p.member.identity,
+                    p.target.pointer_size() as i32,
+                )
             });
         let output = capture.map(OutputCapture::finish).unwrap_or_default();
         match result {
-            Ok(process) => added.push((i, process, executable, output)),
+            Ok(process) => added.push((i, process, output)),
             Err(e) => {
                 echo_verbose(&output);
                 out.push((i, Err(e)));
             }
         }
     }
-    for (i, process, executable, mut output) in added {
-        step(i);
+    for (i, process, mut output) in added {
+        step();
+        let p = &prepared[i];
         let capture = OutputCapture::start();
-        let mut dump = process_dump(&session, process, attached[i].member, executable, dll);
+        let mut dump = process_dump(&session, process, &p.member, p.executable.clone(), dll);
         output.extend(capture.map(OutputCapture::finish).unwrap_or_default());
         output.splice(0..0, std::mem::take(&mut setup_output));
         echo_verbose(&output);
@@ -334,12 +496,6 @@ fn echo_verbose(lines: &[String]) {
     }
 }
 
-fn executable_of(pid: i32) -> String {
-    exe_path(pid)
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|_| format!("pid {pid}"))
-}
-
 /// Dumps one process through each of several DLLs, all within one stop of
 /// the process, so that they see the same state (for cross-checking DLLs).
 pub fn dump_with_each_dll(
@@ -347,20 +503,38 @@ pub fn dump_with_each_dll(
     dlls: &[PathBuf],
     options: &Options,
 ) -> Result<Vec<ProcessDump>> {
-    let target = attach(pid, options)?;
-    let result = index_symbols(&target, &options.debug_dirs).and_then(|symbols| {
-        let rank = rank_from_environment(pid).unwrap_or(-1);
-        dlls.iter()
-            .map(|dll| {
-                let options = Options {
-                    dll: Some(dll.clone()),
-                    ..options.clone()
-                };
-                dump_attached(pid, rank, &target, symbols.clone(), &options)
-            })
-            .collect()
-    });
-    finish(pid, target, result)
+    let cache = Arc::new(SymbolCache::new(options.debug_dirs.clone()));
+    let mut target = attach(pid, options)?;
+    let symbols = match index_symbols_with(&target, &cache) {
+        Ok(symbols) => symbols,
+        Err(e) => return finish(&mut target, Err(e)),
+    };
+    let member = Member::single(pid, rank_from_environment(&target).unwrap_or(-1));
+    let executable = target
+        .executable()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| format!("pid {pid}"));
+    let mut dumps = Vec::new();
+    for dll in dlls {
+        let prepared = [Prepared {
+            member: member.clone(),
+            target,
+            index: Some(symbols.clone()),
+            symbols: symbols.clone(),
+            recording: None,
+            dll: dll.clone(),
+            executable: executable.clone(),
+        }];
+        let mut results = dump_group(dll, &prepared, &[0], &mut || {});
+        let [Prepared { target: t, .. }] = prepared;
+        target = t;
+        match results.pop() {
+            Some((_, Ok(dump))) => dumps.push(dump),
+            Some((_, Err(e))) => return finish(&mut target, Err(e)),
+            None => {}
+        }
+    }
+    finish(&mut target, Ok(dumps))
 }
 
 fn attach(pid: i32, options: &Options) -> Result<PageCache<LiveProcess>> {
@@ -372,100 +546,29 @@ fn attach(pid: i32, options: &Options) -> Result<PageCache<LiveProcess>> {
     Ok(PageCache::new(LiveProcess::attach(pid, mode)?))
 }
 
-/// Detaches (resumes) the process whatever happened, then reports: the
-/// death of the process takes precedence over any other error.
-fn finish<T>(pid: i32, target: PageCache<LiveProcess>, result: Result<T>) -> Result<T> {
-    let detached = target.into_inner().detach();
-    let value = result.map_err(|e| gone_or(pid, e))?;
-    detached.map_err(|e| gone_or(pid, e))?;
+/// Lets a live process go whatever happened, then reports: the death of
+/// the process takes precedence over any other error.
+fn finish<T, S: Target>(target: &mut PageCache<S>, result: Result<T>) -> Result<T> {
+    let released = target.release();
+    let gone = || target.liveness() == Liveness::Gone;
+    let pid = target.pid();
+    let value = result.map_err(|e| if gone() { Error::ProcessGone { pid } } else { e })?;
+    released.map_err(|e| if gone() { Error::ProcessGone { pid } } else { e })?;
     // What was read may predate the death, but a dump of a process that is
     // no more is not what the user asked for: say so.
-    if process_gone(pid) {
+    if gone() {
         return Err(Error::ProcessGone { pid });
     }
     Ok(value)
 }
 
-/// An error seen while the process died is reported as its death.
-fn gone_or(pid: i32, error: Error) -> Error {
-    if process_gone(pid) {
-        Error::ProcessGone { pid }
-    } else {
-        error
-    }
-}
-
-fn process_gone(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state follows the parenthesised command name.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state == "Z" || state == "X"),
-        Err(_) => true,
-    }
-}
-
-fn dump_attached(
-    pid: i32,
-    global_rank: i32,
-    target: &PageCache<LiveProcess>,
-    symbols: Arc<SymbolIndex>,
-    options: &Options,
-) -> Result<ProcessDump> {
-    let _one_session_at_a_time = crate::dll::exclusive();
-    // The DLL's own printing is kept apart (shown with --verbose, and in
-    // the dump), from loading it to dropping the session.
-    let capture = OutputCapture::start();
-    let result = run_session(pid, global_rank, target, symbols, options);
-    let output = capture.map(OutputCapture::finish).unwrap_or_default();
-    if crate::dll::is_verbose() {
-        for line in &output {
-            eprintln!("mqs-dll: {line}");
-        }
-    }
-    result.map(|mut dump| {
-        dump.dll_output = output;
-        dump
-    })
-}
-
-fn run_session(
-    pid: i32,
-    global_rank: i32,
-    target: &PageCache<LiveProcess>,
-    symbols: Arc<SymbolIndex>,
-    options: &Options,
-) -> Result<ProcessDump> {
-    let dll_path = dll_path_for(&symbols, target, options)?;
-    let dll = Dll::load(&dll_path)?;
-    let executable = executable_of(pid);
-    let mut session = Session::new(dll)?;
-    let image = session.add_image(&executable, Box::new(IndexSymbols(symbols)))?;
-    // The session borrows the target: it is dropped (and the DLL's process
-    // info destroyed) before the caller detaches.
-    let process = session.add_process(image, Box::new(target), global_rank, 8)?;
-    let member = Member {
-        pid,
-        host: String::new(),
-        rank: usize::try_from(global_rank).unwrap_or(0),
-        identity: global_rank,
-        spawned_job: None,
-    };
-    Ok(process_dump(&session, process, &member, executable, dll))
-}
-
 /// The DLL to use for a process: the one given, else the one it names
 /// (checked for trust unless told otherwise).
-fn dll_path_for(
-    symbols: &Arc<SymbolIndex>,
-    target: &PageCache<LiveProcess>,
-    options: &Options,
-) -> Result<PathBuf> {
+fn dll_path_for(symbols: &dyn ImageSymbols, target: &dyn Target, options: &Options) -> Result<PathBuf> {
     let dll_path = match &options.dll {
         Some(path) => path.clone(),
         None => {
-            let named = locate::named_by_target(&IndexSymbols(symbols.clone()), target)?;
+            let named = locate::named_by_target(symbols, target)?;
             let path = locate::first_existing(&named)?;
             if !options.trust_dll {
                 locate::check_trusted(&path)?;
@@ -517,6 +620,7 @@ fn process_dump(
         communicators,
         new_processes,
         spawn_breakpoint,
+        unreadable: session.unreadable(process),
         dll_output: Vec::new(),
         stats,
     }

@@ -10,7 +10,10 @@
 
 use std::collections::HashSet;
 
+use serde::{Deserialize, Serialize};
+
 use crate::mpir::ProcDesc;
+use crate::process::{Environment, Target};
 
 /// Most descendants of a starter looked at.
 const MAX_DESCENDANTS: usize = 1 << 16;
@@ -30,36 +33,21 @@ pub struct MpiEnvironment {
 }
 
 impl MpiEnvironment {
-    /// Reads `/proc/PID/environ`; empty when unreadable.
-    pub fn of(pid: i32) -> Self {
-        std::fs::read(format!("/proc/{pid}/environ"))
-            .map(|raw| Self::parse(&raw))
-            .unwrap_or_default()
-    }
-
-    /// Parses a NUL-separated environment block.
-    pub fn parse(raw: &[u8]) -> Self {
-        let vars: Vec<&[u8]> = raw.split(|&b| b == 0).collect();
-        let value = |key: &str| -> Option<String> {
-            let prefix = format!("{key}=");
-            vars.iter()
-                .find_map(|v| v.strip_prefix(prefix.as_bytes()))
-                .and_then(|v| std::str::from_utf8(v).ok())
-                .map(str::to_string)
-        };
+    /// What a process's environment says.
+    pub fn of(env: &Environment) -> Self {
         Self {
             rank: RANK_VARS
                 .iter()
-                .find_map(|k| value(k).and_then(|v| v.parse().ok())),
+                .find_map(|k| env.get(k).and_then(|v| v.parse().ok())),
             job: JOB_VARS
                 .iter()
-                .find_map(|k| value(k).filter(|v| !v.is_empty())),
+                .find_map(|k| env.get(k).filter(|v| !v.is_empty()).map(str::to_string)),
         }
     }
 }
 
 /// A process of the job, as the host will dump it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Member {
     pub pid: i32,
     pub host: String,
@@ -69,6 +57,19 @@ pub struct Member {
     pub identity: i32,
     /// For a process spawned after the job started: its job's name.
     pub spawned_job: Option<String>,
+}
+
+impl Member {
+    /// A process dumped on its own: a job of one, on this host.
+    pub fn single(pid: i32, rank: i32) -> Self {
+        Self {
+            pid,
+            host: String::new(),
+            rank: usize::try_from(rank).unwrap_or(0),
+            identity: rank,
+            spawned_job: None,
+        }
+    }
 }
 
 /// A candidate process found below the starter.
@@ -81,26 +82,25 @@ pub struct Found {
 
 /// The job's members: the table's ranks, then the spawned processes found
 /// below the starter, numbered as the module says.
-pub fn members(starter: i32, table: &[ProcDesc]) -> Vec<Member> {
-    let found: Vec<Found> = crate::target::descendants(starter, MAX_DESCENDANTS)
-        .into_iter()
-        .filter_map(|pid| {
-            Some(Found {
-                pid,
-                ppid: crate::target::parent_pid(pid)?,
-                env: MpiEnvironment::of(pid),
-            })
+pub fn members(starter: &dyn Target, table: &[ProcDesc]) -> Vec<Member> {
+    let relatives = starter.descendants(MAX_DESCENDANTS).unwrap_or_default();
+    let found: Vec<Found> = relatives
+        .iter()
+        .map(|r| Found {
+            pid: r.pid,
+            ppid: r.ppid,
+            env: MpiEnvironment::of(&r.environment),
         })
         .collect();
     let initial_jobs: HashSet<String> = table
         .iter()
         .filter(|e| e.pid > 0 && crate::mpir::is_local_host(&e.host))
-        .filter_map(|e| MpiEnvironment::of(e.pid).job)
+        .filter_map(|e| found.iter().find(|f| f.pid == e.pid)?.env.job.clone())
         .collect();
     number(table, &found, &initial_jobs, &local_host_name())
 }
 
-/// The numbering itself, apart from /proc.
+/// The numbering itself, apart from how processes were found.
 pub fn number(
     table: &[ProcDesc],
     found: &[Found],
@@ -184,13 +184,13 @@ mod tests {
 
     #[test]
     fn environment_names_rank_and_job() {
-        let env = MpiEnvironment::parse(
+        let env = MpiEnvironment::of(&Environment::parse(
             b"A=1\0OMPI_COMM_WORLD_RANK=3\0PMIX_NAMESPACE=77\0OMPI_MCA_ess_base_jobid=12\0",
-        );
+        ));
         assert_eq!(env.rank, Some(3));
         assert_eq!(env.job.as_deref(), Some("12"));
         assert_eq!(
-            MpiEnvironment::parse(b"PMI_RANK=x\0"),
+            MpiEnvironment::of(&Environment::parse(b"PMI_RANK=x\0")),
             MpiEnvironment::default()
         );
     }

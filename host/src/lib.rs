@@ -8,7 +8,8 @@ pub mod inspect;
 pub mod job;
 pub mod mpir;
 pub mod render;
+pub mod snapshot;
 pub mod symbols;
-pub mod target;
+pub mod process;
 
 pub use error::{exit_code, Error, PermissionReason, Result};

@@ -6,9 +6,8 @@
 //! Only reading happens here: the table of a running job is filled in by
 //! the starter, so a tool attaching later needs no breakpoint.
 
-use crate::dll::locate::read_c_string;
 use crate::dll::ImageSymbols;
-use crate::target::Target;
+use crate::process::{read_c_string, read_word, Target};
 use crate::{Error, Result};
 
 /// Most entries believed (a corrupt size must not make us read gigabytes).
@@ -33,13 +32,16 @@ struct EntryLayout {
     pid: u64,
 }
 
-/// The layout the MPIR specification gives, on LP64.
-const SPEC_LAYOUT: EntryLayout = EntryLayout {
-    size: 24,
-    host: 0,
-    executable: 8,
-    pid: 16,
-};
+/// The layout the MPIR specification gives: two pointers and an int,
+/// padded to the pointer's alignment.
+fn spec_layout(word: u64) -> EntryLayout {
+    EntryLayout {
+        size: 3 * word,
+        host: 0,
+        executable: word,
+        pid: 2 * word,
+    }
+}
 
 /// Whether the process is an MPIR starter (it has the breakpoint function
 /// and the process table).
@@ -49,7 +51,7 @@ pub fn is_starter(symbols: &dyn ImageSymbols) -> bool {
         && symbols.find_symbol("MPIR_proctable_size").is_some()
 }
 
-fn layout(symbols: &dyn ImageSymbols) -> EntryLayout {
+fn layout(symbols: &dyn ImageSymbols, word: u32) -> EntryLayout {
     let from_dwarf = ["MPIR_PROCDESC", "struct MPIR_PROCDESC"]
         .iter()
         .find_map(|name| symbols.find_type(name))
@@ -61,7 +63,7 @@ fn layout(symbols: &dyn ImageSymbols) -> EntryLayout {
                 pid: t.field_offset("pid")?,
             })
         });
-    from_dwarf.unwrap_or(SPEC_LAYOUT)
+    from_dwarf.unwrap_or_else(|| spec_layout(u64::from(word)))
 }
 
 /// Reads the starter's process table; empty when the process has none
@@ -85,23 +87,19 @@ pub fn read_proctable(target: &dyn Target, symbols: &dyn ImageSymbols) -> Result
     if !(0..=MAX_PROCS).contains(&size) {
         return Err(not_ready(&format!("its MPIR_proctable_size is {size}")));
     }
-    let mut ptr = [0u8; 8];
-    target.read(table_addr, &mut ptr)?;
-    let table = u64::from_ne_bytes(ptr);
+    let word = target.pointer_size();
+    let table = read_word(target, table_addr, word)?;
     // MPI ranks of some MPIs (Open MPI: libopen-rte) carry the MPIR symbols
     // too, with an empty table: that is for the caller to tell apart.
     if size == 0 || table == 0 {
         return Ok(Vec::new());
     }
-    let layout = layout(symbols);
+    let layout = layout(symbols, word);
     let mut entries = Vec::with_capacity(size as usize);
     for rank in 0..size as u64 {
         let base = table + rank * layout.size;
-        let mut field = [0u8; 8];
-        target.read(base + layout.host, &mut field)?;
-        let host = string_at(target, u64::from_ne_bytes(field));
-        target.read(base + layout.executable, &mut field)?;
-        let executable = string_at(target, u64::from_ne_bytes(field));
+        let host = string_at(target, read_word(target, base + layout.host, word)?);
+        let executable = string_at(target, read_word(target, base + layout.executable, word)?);
         target.read(base + layout.pid, &mut int)?;
         entries.push(ProcDesc {
             rank: rank as usize,

@@ -96,6 +96,12 @@ fn process_text(out: &mut String, p: &ProcessDump) {
     if let Some(name) = &p.spawn_breakpoint {
         let _ = writeln!(out, "  Spawn breakpoint: {name}");
     }
+    if !p.unreadable.is_empty() {
+        let _ = writeln!(out, "  Memory the DLL could not read:");
+        for what in &p.unreadable {
+            let _ = writeln!(out, "    {what}");
+        }
+    }
     out.push('\n');
 }
 
@@ -261,6 +267,7 @@ mod tests {
                 },
                 new_processes: None,
                 spawn_breakpoint: None,
+                unreadable: vec![],
                 dll_output: vec![],
                 stats: DumpStats::default(),
             }],

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use crate::target::Target;
+use crate::process::Target;
 
 use super::{ImageSymbols, TypeLayout};
 
@@ -188,6 +188,8 @@ pub(crate) struct ProcessHandle<'t> {
     pub(crate) pointer_size: i32,
     pub(crate) fetches: Cell<u64>,
     pub(crate) fetched_bytes: Cell<u64>,
+    /// Fetches that failed, as `LEN bytes at ADDR: why` (the first few).
+    pub(crate) unreadable: RefCell<Vec<String>>,
 }
 
 impl Handle for ProcessHandle<'_> {
@@ -221,6 +223,7 @@ impl<'t> ProcessHandle<'t> {
             pointer_size,
             fetches: Cell::new(0),
             fetched_bytes: Cell::new(0),
+            unreadable: RefCell::new(Vec::new()),
         });
         register(process.as_ptr(), Kind::Process);
         process
@@ -228,6 +231,20 @@ impl<'t> ProcessHandle<'t> {
 
     pub(crate) fn as_ptr(&self) -> *const c_void {
         (self as *const Self).cast()
+    }
+
+    /// Notes a failed fetch; a DLL probing many bad addresses keeps only
+    /// the first few.
+    pub(crate) fn note_unreadable(&self, addr: u64, len: usize, error: &crate::Error) {
+        const KEEP: usize = 16;
+        let mut list = self.unreadable.borrow_mut();
+        if list.len() < KEEP {
+            let why = match error {
+                crate::Error::Read { detail, .. } => detail.clone(),
+                other => other.to_string(),
+            };
+            list.push(format!("{len} bytes at {addr:#x}: {why}"));
+        }
     }
 }
 

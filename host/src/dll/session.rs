@@ -14,7 +14,7 @@ use super::handles::{ImageHandle, JobHandle, ProcessHandle};
 use super::library::{static_str, Dll};
 use super::ImageSymbols;
 use crate::dump::{CommunicatorDump, CommunicatorList, DumpStats, Queue, Section};
-use crate::target::Target;
+use crate::process::Target;
 use crate::{Error, Result};
 
 /// Bounds on what the host accepts from a DLL, so that a DLL that never
@@ -429,6 +429,11 @@ impl<'t> Session<'t> {
     }
 
     /// Fetch callbacks so far for a process.
+    /// Memory the DLL asked for in this process and did not get.
+    pub fn unreadable(&self, id: ProcessId) -> Vec<String> {
+        self.processes[id.0].unreadable.borrow().clone()
+    }
+
     pub fn fetches(&self, id: ProcessId) -> u64 {
         self.processes[id.0].fetches.get()
     }

@@ -37,7 +37,7 @@ enum Command {}
 pub const EXIT_CODES: &str = "Exit codes: 0 ok, 1 other error, 2 usage, 3 no such process, \
 4 permission denied, 5 not an MPI process, 6 MPI lacks the debug info the DLL needs, \
 7 DLL missing, 8 DLL not loadable, 9 DLL incompatible, 10 DLL untrusted, \
-11 process exited during the dump";
+11 process exited during the dump, 13 unreadable core or snapshot file";
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -51,7 +51,7 @@ fn main() -> ExitCode {
             });
         }
     };
-    mqs_host::target::install_signal_cleanup();
+    mqs_host::process::install_signal_cleanup();
     match cli.command {
         None => dump::run(&cli.dump),
     }
