@@ -8,6 +8,7 @@
 //! differ. A single rank is a job of one.
 
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::dll::capture::OutputCapture;
@@ -19,7 +20,7 @@ use crate::dump::{
 use crate::job::{Member, MpiEnvironment};
 use crate::mpir;
 use crate::process::{
-    CoreFile, CoreOptions, Liveness, LiveProcess, Mode, PageCache, SnapshotProcess, Target,
+    CoreFile, CoreOptions, LiveProcess, Liveness, Mode, PageCache, SnapshotProcess, Target,
 };
 use crate::snapshot::{self, RecordingSymbols, Snapshot};
 use crate::symbols::{SymbolCache, SymbolIndex};
@@ -68,9 +69,9 @@ struct Prepared<T: Target> {
     member: Member,
     target: PageCache<T>,
     index: Option<Arc<SymbolIndex>>,
-    symbols: Arc<dyn ImageSymbols>,
+    symbols: Rc<dyn ImageSymbols>,
     /// Set when the dump is saved: the lookups as the DLL makes them.
-    recording: Option<Arc<RecordingSymbols>>,
+    recording: Option<Rc<RecordingSymbols>>,
     dll: PathBuf,
     executable: String,
 }
@@ -81,14 +82,15 @@ impl<T: Target> Prepared<T> {
     fn new(
         member: Member,
         target: PageCache<T>,
-        symbols: Option<Arc<dyn ImageSymbols>>,
+        known: Known,
         cache: &Arc<SymbolCache>,
         options: &Options,
     ) -> std::result::Result<Self, (PageCache<T>, Error)> {
-        let (index, symbols) = match symbols {
-            Some(symbols) => (None, symbols),
-            None => match index_symbols_with(&target, cache) {
-                Ok(index) => (Some(index.clone()), index as Arc<dyn ImageSymbols>),
+        let (index, symbols) = match known {
+            Known::Recorded(symbols) => (None, symbols),
+            Known::Index(index) => (Some(index.clone()), Rc::new(index) as Rc<dyn ImageSymbols>),
+            Known::Nothing => match index_symbols_with(&target, cache) {
+                Ok(index) => (Some(index.clone()), Rc::new(index) as Rc<dyn ImageSymbols>),
                 Err(e) => return Err((target, e)),
             },
         };
@@ -99,9 +101,9 @@ impl<T: Target> Prepared<T> {
         let recording = options
             .save
             .as_ref()
-            .map(|_| Arc::new(RecordingSymbols::new(symbols.clone())));
+            .map(|_| Rc::new(RecordingSymbols::new(symbols.clone())));
         let symbols = match &recording {
-            Some(r) => r.clone() as Arc<dyn ImageSymbols>,
+            Some(r) => r.clone() as Rc<dyn ImageSymbols>,
             None => symbols,
         };
         let executable = target
@@ -118,6 +120,15 @@ impl<T: Target> Prepared<T> {
             executable,
         })
     }
+}
+
+/// What is known of a process's symbols before it is prepared.
+enum Known {
+    Nothing,
+    /// Indexed already (a starter's, looked at before we knew it was one).
+    Index(Arc<SymbolIndex>),
+    /// The answers a snapshot recorded.
+    Recorded(Rc<dyn ImageSymbols>),
 }
 
 /// Dumps `pid`: one MPI process, or, for an MPI starter, every local rank
@@ -141,13 +152,7 @@ pub fn dump(pid: i32, options: &Options, progress: Progress<'_>) -> Result<JobDu
     if table.is_empty() {
         let rank = rank_from_environment(&target).unwrap_or(-1);
         let member = Member::single(pid, rank);
-        let prepared = Prepared::new(
-            member,
-            target,
-            Some(symbols as Arc<dyn ImageSymbols>),
-            &cache,
-            options,
-        );
+        let prepared = Prepared::new(member, target, Known::Index(symbols), &cache, options);
         let prepared = match prepared {
             Ok(p) => p,
             Err((mut target, e)) => return finish(&mut target, Err(e)),
@@ -199,7 +204,7 @@ pub fn dump(pid: i32, options: &Options, progress: Progress<'_>) -> Result<JobDu
                 continue;
             }
         };
-        match Prepared::new(member.clone(), target, None, &cache, options) {
+        match Prepared::new(member.clone(), target, Known::Nothing, &cache, options) {
             Ok(p) => prepared.push(p),
             Err((mut target, e)) => {
                 let e = match finish(&mut target, Err::<(), _>(e)) {
@@ -227,7 +232,7 @@ pub fn dump_cores(cores: &[PathBuf], core: &CoreOptions, options: &Options) -> R
         let target = PageCache::new(CoreFile::open(path, core.clone())?);
         let rank = rank_from_environment(&target).unwrap_or(-1);
         let member = Member::single(target.pid(), rank);
-        match Prepared::new(member.clone(), target, None, &cache, options) {
+        match Prepared::new(member.clone(), target, Known::Nothing, &cache, options) {
             Ok(p) => prepared.push(p),
             Err((_, e)) if cores.len() == 1 => return Err(e),
             Err((_, e)) => failures.push((failure(&member, &e), e)),
@@ -241,16 +246,26 @@ pub fn dump_cores(cores: &[PathBuf], core: &CoreOptions, options: &Options) -> R
 
 /// Replays a snapshot file.
 pub fn dump_snapshot(path: &Path, options: &Options) -> Result<JobDump> {
-    let snapshot = Snapshot::load(path, &options.debug_dirs)?;
+    dump_loaded_snapshot(Snapshot::load(path, &options.debug_dirs)?, options)
+}
+
+/// Replays a snapshot already in memory.
+pub fn dump_loaded_snapshot(snapshot: Snapshot, options: &Options) -> Result<JobDump> {
     let cache = Arc::new(SymbolCache::new(options.debug_dirs.clone()));
     let mut prepared: Vec<Prepared<SnapshotProcess>> = Vec::new();
     let mut failures = Vec::new();
     let count = snapshot.processes.len();
     for entry in snapshot.processes {
         let member = entry.member.clone();
-        let symbols: Arc<dyn ImageSymbols> = Arc::new(entry.symbols);
+        let symbols: Rc<dyn ImageSymbols> = Rc::new(entry.symbols);
         let target = PageCache::new(entry.target);
-        match Prepared::new(member.clone(), target, Some(symbols), &cache, options) {
+        match Prepared::new(
+            member.clone(),
+            target,
+            Known::Recorded(symbols),
+            &cache,
+            options,
+        ) {
             Ok(p) => prepared.push(p),
             Err((_, e)) if count == 1 => return Err(e),
             Err((_, e)) => failures.push((failure(&member, &e), e)),
@@ -324,7 +339,8 @@ fn number_by_world_rank(job: &mut JobDump) {
             }
         }
     }
-    job.processes.sort_by_key(|p| (p.global_rank < 0, p.global_rank));
+    job.processes
+        .sort_by_key(|p| (p.global_rank < 0, p.global_rank));
 }
 
 /// Dumps prepared processes: one session per DLL with every process of
@@ -402,7 +418,7 @@ fn save<T: Target>(
                 member: &p.member,
                 target: &p.target,
                 symbols: p.recording.as_deref()?,
-                index: p.index.as_deref()?,
+                index: p.index.as_deref(),
                 dll: &p.dll,
             })
         })
@@ -520,7 +536,7 @@ pub fn dump_with_each_dll(
             member: member.clone(),
             target,
             index: Some(symbols.clone()),
-            symbols: symbols.clone(),
+            symbols: Rc::new(symbols.clone()),
             recording: None,
             dll: dll.clone(),
             executable: executable.clone(),
@@ -552,8 +568,20 @@ fn finish<T, S: Target>(target: &mut PageCache<S>, result: Result<T>) -> Result<
     let released = target.release();
     let gone = || target.liveness() == Liveness::Gone;
     let pid = target.pid();
-    let value = result.map_err(|e| if gone() { Error::ProcessGone { pid } } else { e })?;
-    released.map_err(|e| if gone() { Error::ProcessGone { pid } } else { e })?;
+    let value = result.map_err(|e| {
+        if gone() {
+            Error::ProcessGone { pid }
+        } else {
+            e
+        }
+    })?;
+    released.map_err(|e| {
+        if gone() {
+            Error::ProcessGone { pid }
+        } else {
+            e
+        }
+    })?;
     // What was read may predate the death, but a dump of a process that is
     // no more is not what the user asked for: say so.
     if gone() {
@@ -564,7 +592,11 @@ fn finish<T, S: Target>(target: &mut PageCache<S>, result: Result<T>) -> Result<
 
 /// The DLL to use for a process: the one given, else the one it names
 /// (checked for trust unless told otherwise).
-fn dll_path_for(symbols: &dyn ImageSymbols, target: &dyn Target, options: &Options) -> Result<PathBuf> {
+fn dll_path_for(
+    symbols: &dyn ImageSymbols,
+    target: &dyn Target,
+    options: &Options,
+) -> Result<PathBuf> {
     let dll_path = match &options.dll {
         Some(path) => path.clone(),
         None => {

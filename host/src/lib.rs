@@ -7,9 +7,9 @@ pub mod error;
 pub mod inspect;
 pub mod job;
 pub mod mpir;
+pub mod process;
 pub mod render;
 pub mod snapshot;
 pub mod symbols;
-pub mod process;
 
 pub use error::{exit_code, Error, PermissionReason, Result};

@@ -16,10 +16,12 @@
 //! the order the header lists them.
 
 use std::cell::OnceCell;
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::rc::Rc;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -48,8 +50,8 @@ pub struct SymbolLog {
 
 /// Answers lookups from `inner` and writes each answer down.
 pub struct RecordingSymbols {
-    inner: Arc<dyn ImageSymbols>,
-    log: Mutex<SymbolLog>,
+    inner: Rc<dyn ImageSymbols>,
+    log: RefCell<SymbolLog>,
 }
 
 impl std::fmt::Debug for RecordingSymbols {
@@ -59,19 +61,16 @@ impl std::fmt::Debug for RecordingSymbols {
 }
 
 impl RecordingSymbols {
-    pub fn new(inner: Arc<dyn ImageSymbols>) -> Self {
+    pub fn new(inner: Rc<dyn ImageSymbols>) -> Self {
         Self {
             inner,
-            log: Mutex::default(),
+            log: RefCell::default(),
         }
     }
 
     /// What was looked up so far.
     pub fn log(&self) -> SymbolLog {
-        self.log
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.log.borrow().clone()
     }
 
     fn note<T: Clone>(
@@ -80,7 +79,7 @@ impl RecordingSymbols {
         name: &str,
         answer: Option<T>,
     ) -> Option<T> {
-        let mut log = self.log.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut log = self.log.borrow_mut();
         pick(&mut log).insert(name.to_string(), answer.clone());
         answer
     }
@@ -193,7 +192,9 @@ pub struct Recorded<'a, T: Target> {
     pub member: &'a Member,
     pub target: &'a PageCache<T>,
     pub symbols: &'a RecordingSymbols,
-    pub index: &'a SymbolIndex,
+    /// The process's symbol index, for the build-ids of its files (a
+    /// replayed snapshot has none: its records carry them).
+    pub index: Option<&'a SymbolIndex>,
     pub dll: &'a Path,
 }
 
@@ -212,7 +213,8 @@ pub fn save<T: Target>(
     for p in processes {
         let build_ids: HashMap<PathBuf, Option<String>> = p
             .index
-            .objects()
+            .map(SymbolIndex::objects)
+            .unwrap_or_default()
             .iter()
             .map(|(o, _)| (o.path().to_path_buf(), o.build_id().map(hex)))
             .collect();
@@ -256,7 +258,8 @@ pub fn save<T: Target>(
     let mut out = std::io::BufWriter::new(std::fs::File::create(&partial).map_err(io)?);
     out.write_all(MAGIC).map_err(io)?;
     out.write_all(&VERSION.to_le_bytes()).map_err(io)?;
-    out.write_all(&(json.len() as u64).to_le_bytes()).map_err(io)?;
+    out.write_all(&(json.len() as u64).to_le_bytes())
+        .map_err(io)?;
     out.write_all(&json).map_err(io)?;
     for page in &pages {
         out.write_all(page).map_err(io)?;
@@ -301,7 +304,7 @@ impl Snapshot {
             .map_err(|_| bad("too short to be an mqs snapshot".into()))?;
         if &fixed[..8] != MAGIC {
             return Err(bad(
-                "not an mqs snapshot (write one with mqs-dump --save)".into(),
+                "not an mqs snapshot (write one with mqs-dump --save)".into()
             ));
         }
         let version = u32::from_le_bytes([fixed[8], fixed[9], fixed[10], fixed[11]]);
@@ -319,8 +322,8 @@ impl Snapshot {
         let mut json = vec![0u8; len as usize];
         file.read_exact(&mut json)
             .map_err(|_| bad("it is truncated (in its header)".into()))?;
-        let header: Header =
-            serde_json::from_slice(&json).map_err(|e| bad(format!("its header is corrupt: {e}")))?;
+        let header: Header = serde_json::from_slice(&json)
+            .map_err(|e| bad(format!("its header is corrupt: {e}")))?;
         let mut processes = Vec::new();
         for record in header.processes {
             let mut pages = HashMap::with_capacity(record.pages.len());
@@ -389,7 +392,7 @@ mod tests {
 
     #[test]
     fn lookups_are_recorded_and_replayed() {
-        let rec = RecordingSymbols::new(Arc::new(Fixed));
+        let rec = RecordingSymbols::new(Rc::new(Fixed));
         assert_eq!(rec.find_symbol("here"), Some(0x1000));
         assert_eq!(rec.find_symbol("absent"), None);
         assert!(rec.find_type("t").is_some());

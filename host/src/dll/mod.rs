@@ -35,17 +35,27 @@ pub trait ImageSymbols {
     fn find_type(&self, name: &str) -> Option<TypeLayout>;
 }
 
-impl<T: ImageSymbols + ?Sized> ImageSymbols for std::sync::Arc<T> {
-    fn find_symbol(&self, name: &str) -> Option<u64> {
-        (**self).find_symbol(name)
-    }
-    fn find_function(&self, name: &str) -> Option<u64> {
-        (**self).find_function(name)
-    }
-    fn find_type(&self, name: &str) -> Option<TypeLayout> {
-        (**self).find_type(name)
-    }
+/// Shared symbol sources are symbol sources.
+macro_rules! forward_symbols {
+    ($ptr:ident) => {
+        impl<T: ImageSymbols + ?Sized> ImageSymbols for $ptr<T> {
+            fn find_symbol(&self, name: &str) -> Option<u64> {
+                (**self).find_symbol(name)
+            }
+            fn find_function(&self, name: &str) -> Option<u64> {
+                (**self).find_function(name)
+            }
+            fn find_type(&self, name: &str) -> Option<TypeLayout> {
+                (**self).find_type(name)
+            }
+        }
+    };
 }
+
+use std::rc::Rc;
+use std::sync::Arc;
+forward_symbols!(Arc);
+forward_symbols!(Rc);
 
 /// The host's own symbol tables and DWARF.
 impl ImageSymbols for crate::symbols::SymbolIndex {

@@ -173,9 +173,11 @@ impl CoreFile {
                                 process_pid = read_i32(desc, 24);
                                 process_name = desc.get(40..56).map(c_str);
                             }
-                            elf::NT_FILE => files = nt_file(desc).ok_or_else(|| {
-                                bad("its NT_FILE note (the mapped files) is corrupt")
-                            })?,
+                            elf::NT_FILE => {
+                                files = nt_file(desc).ok_or_else(|| {
+                                    bad("its NT_FILE note (the mapped files) is corrupt")
+                                })?
+                            }
                             elf::NT_AUXV => auxv = pairs(desc),
                             _ => {}
                         }
@@ -272,7 +274,11 @@ impl CoreFile {
                 Ok(n) => done += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    return Err(self.read_error(addr, buf.len(), format!("{}: {e}", local.display())))
+                    return Err(self.read_error(
+                        addr,
+                        buf.len(),
+                        format!("{}: {e}", local.display()),
+                    ))
                 }
             }
         }
@@ -294,9 +300,12 @@ impl CoreFile {
     fn initial_environment(&self) -> Option<Environment> {
         let execfn = self.aux(AT_EXECFN)?;
         let stack = *self.segment_at(execfn)?;
-        let image: Vec<u8> = self.auxv.iter().take(4).flat_map(|&(k, v)| {
-            k.to_le_bytes().into_iter().chain(v.to_le_bytes())
-        }).collect();
+        let image: Vec<u8> = self
+            .auxv
+            .iter()
+            .take(4)
+            .flat_map(|&(k, v)| k.to_le_bytes().into_iter().chain(v.to_le_bytes()))
+            .collect();
         let start = usize::try_from(stack.offset).ok()?;
         let len = usize::try_from(stack.filesz.min(stack.memsz)).ok()?;
         let bytes = self.map.get(start..start.checked_add(len)?)?;
@@ -359,7 +368,9 @@ impl Target for CoreFile {
                 // Page by page beyond the file part: mappings change at pages.
                 (PAGE_SIZE - at % PAGE_SIZE).min(seg_left)
             };
-            let piece = usize::try_from(piece).unwrap_or(usize::MAX).min(buf.len() - done);
+            let piece = usize::try_from(piece)
+                .unwrap_or(usize::MAX)
+                .min(buf.len() - done);
             let out = &mut buf[done..done + piece];
             if into_seg < seg.filesz {
                 let from = usize::try_from(seg.offset + into_seg).ok();
@@ -373,8 +384,7 @@ impl Target for CoreFile {
                         ))
                     }
                 }
-            } else if let Some(mapping) = self.files.iter().find(|f| f.start <= at && at < f.end)
-            {
+            } else if let Some(mapping) = self.files.iter().find(|f| f.start <= at && at < f.end) {
                 self.read_mapped_file(mapping, at, out)?;
             } else {
                 // Anonymous memory the process never wrote.
@@ -389,7 +399,10 @@ impl Target for CoreFile {
         let exe = self.executable_mapping().map(|m| m.path.clone());
         let mut objects: Vec<MappedObject> = Vec::new();
         for f in &self.files {
-            let perms = self.segment_at(f.start).map(|s| s.perms).unwrap_or_default();
+            let perms = self
+                .segment_at(f.start)
+                .map(|s| s.perms)
+                .unwrap_or_default();
             let range = MappedRange {
                 start: f.start,
                 end: f.end,
@@ -539,7 +552,10 @@ mod tests {
         for w in [AT_ENTRY, 0x401000, AT_EXECFN, 0x7ff0, AT_NULL, 0, 77, 77] {
             desc.extend_from_slice(&w.to_le_bytes());
         }
-        assert_eq!(pairs(&desc), vec![(AT_ENTRY, 0x401000), (AT_EXECFN, 0x7ff0)]);
+        assert_eq!(
+            pairs(&desc),
+            vec![(AT_ENTRY, 0x401000), (AT_EXECFN, 0x7ff0)]
+        );
     }
 
     #[test]

@@ -97,7 +97,7 @@ impl LiveProcess {
     }
 
     /// The ids of the stopped threads (none in [`Mode::NoStop`]).
-    pub fn threads(&self) -> &[i32] {
+    pub fn stopped_threads(&self) -> &[i32] {
         self.stopped.as_ref().map_or(&[], |s| s.threads())
     }
 
