@@ -97,7 +97,7 @@ pub enum PermissionReason {
     NotRoot {
         target_uid: u32,
     },
-    /// Yama's /proc/sys/kernel/yama/ptrace_scope forbids the attach.
+    /// Yama's ptrace_scope setting forbids the attach.
     PtraceScope(u32),
     /// We are root in name but lack CAP_SYS_PTRACE (a container, say).
     NoCapSysPtrace,

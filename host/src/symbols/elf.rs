@@ -95,7 +95,7 @@ impl ElfFile {
     }
 
     /// The load bias of this file when its lowest mapping starts at `start`
-    /// and maps file offset `offset` (both as /proc/PID/maps shows them).
+    /// and maps file offset `offset` (both as a memory map shows them).
     ///
     /// The mapping holds the PT_LOAD segment with the smallest `p_offset` at
     /// or above `offset` (the kernel maps segments from their page-aligned

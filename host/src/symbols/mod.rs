@@ -8,7 +8,7 @@
 //!   file's `.symtab` too when stripped); a DWARF type index built on first
 //!   use, from the file itself, its separate debug file (build-id or
 //!   `.gnu_debuglink`) and its dwz supplementary file (`.gnu_debugaltlink`).
-//! - [`load_bias`]: turns a /proc/PID/maps entry into the bias to add.
+//! - [`load_bias`]: turns the lowest mapping of a file into the bias to add.
 
 mod cache;
 mod debug_files;
@@ -32,7 +32,7 @@ use crate::Result;
 
 /// The load bias of the ELF file at `path` (runtime address = st_value +
 /// bias) given its lowest mapping in a process: the mapping's start address
-/// and the file offset it maps, as /proc/PID/maps shows them. Works for
+/// and the file offset it maps (as a process's memory map shows them). Works for
 /// executables (PIE or not: a non-PIE one gets 0) and shared objects.
 pub fn load_bias(
     path: &Path,
