@@ -82,6 +82,10 @@ pub enum Error {
     #[error("rank {rank} runs on host '{host}' (pid {pid}): only local processes can be read")]
     Remote { rank: usize, host: String, pid: i32 },
 
+    /// A program to run under mqs-dump could not be started or traced.
+    #[error("launch: {0}")]
+    Launch(String),
+
     /// A core file or snapshot that cannot be read as one.
     #[error("{}: {detail}", path.display())]
     BadInput { path: PathBuf, detail: String },
@@ -173,6 +177,7 @@ impl Error {
             Self::BadInput { .. } => BAD_INPUT,
             Self::Read { .. }
             | Self::Remote { .. }
+            | Self::Launch(_)
             | Self::Ptrace { .. }
             | Self::StopTimeout { .. }
             | Self::ObjectFile { .. }

@@ -183,6 +183,32 @@ pub fn dump(pid: i32, options: &Options, progress: Progress<'_>) -> Result<JobDu
     };
     let members = crate::job::members(&target, &table);
     finish(&mut target, Ok(()))?;
+    dump_members(launcher, members, &cache, options, progress)
+}
+
+/// Dumps the processes of a starter's job, given its process table (read
+/// by the caller: from a starter attached to, or one launched and traced).
+/// `starter` is looked at (never stopped) for processes spawned later.
+pub fn dump_table(
+    launcher: Launcher,
+    starter: &dyn Target,
+    table: &[mpir::ProcDesc],
+    options: &Options,
+    progress: Progress<'_>,
+) -> Result<JobDump> {
+    let cache = Arc::new(SymbolCache::new(options.debug_dirs.clone()));
+    let members = crate::job::members(starter, table);
+    dump_members(launcher, members, &cache, options, progress)
+}
+
+/// Stops every local member, dumps them all, releases them.
+fn dump_members(
+    launcher: Launcher,
+    members: Vec<Member>,
+    cache: &Arc<SymbolCache>,
+    options: &Options,
+    progress: Progress<'_>,
+) -> Result<JobDump> {
     let mut failures = Vec::new();
     let mut prepared = Vec::new();
     let total = members.len() * 2;
@@ -204,7 +230,7 @@ pub fn dump(pid: i32, options: &Options, progress: Progress<'_>) -> Result<JobDu
                 continue;
             }
         };
-        match Prepared::new(member.clone(), target, Known::Nothing, &cache, options) {
+        match Prepared::new(member.clone(), target, Known::Nothing, cache, options) {
             Ok(p) => prepared.push(p),
             Err((mut target, e)) => {
                 let e = match finish(&mut target, Err::<(), _>(e)) {

@@ -41,6 +41,7 @@ pub mod dump;
 pub mod error;
 pub mod inspect;
 pub mod job;
+pub mod launch;
 pub mod mpir;
 pub mod process;
 pub mod render;

@@ -15,7 +15,7 @@ const MAX_PROCS: i64 = 1 << 22;
 const MAX_STRING: usize = 4096;
 
 /// One process of the job, as the starter describes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProcDesc {
     pub rank: usize,
     pub host: String,
@@ -130,4 +130,52 @@ pub fn is_local_host(host: &str) -> bool {
         .unwrap_or_default();
     let short = |h: &str| h.split('.').next().unwrap_or("").to_string();
     !ours.is_empty() && short(&ours) == short(host)
+}
+
+/// `MPIR_debug_state` values.
+pub const MPIR_NULL: i32 = 0;
+pub const MPIR_DEBUG_SPAWNED: i32 = 1;
+pub const MPIR_DEBUG_ABORTING: i32 = 2;
+
+/// Where a starter keeps what a tool that launches it uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StarterSymbols {
+    /// `MPIR_Breakpoint`, where the starter announces events.
+    pub breakpoint: u64,
+    pub debug_state: u64,
+    /// Written by the tool: 1 while a tool is present.
+    pub being_debugged: Option<u64>,
+    pub abort_string: Option<u64>,
+    /// The starter holds the job at start itself; no gate needs opening.
+    pub partial_attach_ok: bool,
+}
+
+impl StarterSymbols {
+    /// The starter's MPIR symbols, once they are mapped.
+    pub fn find(symbols: &dyn ImageSymbols) -> Option<Self> {
+        Some(Self {
+            breakpoint: symbols.find_function("MPIR_Breakpoint")?,
+            debug_state: symbols.find_symbol("MPIR_debug_state")?,
+            being_debugged: symbols.find_symbol("MPIR_being_debugged"),
+            abort_string: symbols.find_symbol("MPIR_debug_abort_string"),
+            partial_attach_ok: symbols.find_symbol("MPIR_partial_attach_ok").is_some(),
+        })
+    }
+}
+
+/// `MPIR_debug_state` now.
+pub fn debug_state(target: &dyn Target, symbols: &StarterSymbols) -> Result<i32> {
+    let mut int = [0u8; 4];
+    target.read(symbols.debug_state, &mut int)?;
+    Ok(i32::from_ne_bytes(int))
+}
+
+/// Why the job is aborting, as the starter says (empty when it does not).
+pub fn abort_string(target: &dyn Target, symbols: &StarterSymbols) -> String {
+    let Some(addr) = symbols.abort_string else {
+        return String::new();
+    };
+    read_word(target, addr, target.pointer_size())
+        .map(|p| string_at(target, p))
+        .unwrap_or_default()
 }

@@ -113,6 +113,18 @@ impl LiveProcess {
         self.identity().is_alive()
     }
 
+    /// Writes one of the variables the MPIR protocol lets a tool set
+    /// (`MPIR_being_debugged`, `MPIR_debug_gate`, the tool-daemon ones):
+    /// the only writes mqs ever makes into a process it did not start.
+    pub fn write_mpir_variable(&self, addr: u64, bytes: &[u8]) -> Result<()> {
+        let path = procfs::mem_path(self.pid);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.write_all_at(bytes, addr))
+            .map_err(|e| maps::proc_error(self.pid, e, true))
+    }
+
     /// The process as pid and start time, which outlives this handle.
     pub fn identity(&self) -> ProcessIdentity {
         ProcessIdentity {

@@ -19,6 +19,7 @@ mod procfs;
 mod ptrace;
 mod snapshot;
 mod threads;
+mod tracer;
 
 use std::path::PathBuf;
 
@@ -33,6 +34,7 @@ pub use live::{LiveProcess, Mode, ProcessIdentity};
 pub use ptrace::install_signal_cleanup;
 pub use snapshot::{SnapshotPage, SnapshotProcess};
 pub use threads::{Registers, Thread};
+pub use tracer::{TraceEvent, Tracer};
 
 /// The granularity of reads and of the cache. Every Linux page size is a
 /// multiple of it, so a page of this size is either wholly mapped or not.

@@ -136,6 +136,17 @@ pub(crate) fn comm(pid: i32) -> Option<String> {
     Some(name.trim_end_matches('\n').to_owned())
 }
 
+/// The thread group (process) a task belongs to.
+pub(crate) fn tgid(tid: i32) -> Option<i32> {
+    let status = fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// The name of a thread, if it still exists.
 pub(crate) fn thread_comm(pid: i32, tid: i32) -> Option<String> {
     let name = fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok()?;

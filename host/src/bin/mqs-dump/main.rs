@@ -5,6 +5,7 @@
 //! command, `mqs-dump --pid PID` dumps message queues (the `dump` module).
 
 mod dump;
+mod launch;
 
 use std::process::ExitCode;
 
@@ -31,7 +32,12 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {}
+enum Command {
+    Launch(launch::LaunchArgs),
+    /// The tracer process of `launch` (internal).
+    #[command(name = "__trace-starter", hide = true)]
+    TraceStarter(launch::TracerArgs),
+}
 
 /// The exit codes, for every command's --help.
 pub const EXIT_CODES: &str = "Exit codes: 0 ok, 1 other error, 2 usage, 3 no such process, \
@@ -51,9 +57,13 @@ fn main() -> ExitCode {
             });
         }
     };
-    mqs_host::process::install_signal_cleanup();
     match cli.command {
-        None => dump::run(&cli.dump),
+        None => {
+            mqs_host::process::install_signal_cleanup();
+            dump::run(&cli.dump)
+        }
+        Some(Command::Launch(args)) => launch::run(&args),
+        Some(Command::TraceStarter(args)) => launch::run_tracer(&args),
     }
 }
 
