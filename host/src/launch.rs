@@ -71,8 +71,11 @@ enum Report {
         table: Vec<ProcDesc>,
         partial_attach_ok: bool,
     },
-    /// The abort event: the starter waits for `Continue`.
+    /// The abort event (of the starter, or a rank calling MPI_Abort): the
+    /// job waits for `Continue`.
     Aborting { message: String },
+    /// Every traced process is stopped (answer to `Freeze`).
+    Frozen,
     /// The starter exited.
     Exited {
         code: Option<i32>,
@@ -82,11 +85,16 @@ enum Report {
     Failed { message: String },
 }
 
-/// The front end's answer to an event that holds the starter.
+/// The front end's commands.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "command", rename_all = "snake_case")]
 enum Command2 {
+    /// Let the job go on after an event that holds it.
     Continue,
+    /// Stop every traced process for a dump (answered by `Frozen`).
+    Freeze,
+    /// Let them go on after the dump.
+    Thaw,
 }
 
 /// What the front end waits for.
@@ -117,7 +125,7 @@ pub fn launch(command: &[OsString], options: &LaunchOptions) -> Result<i32> {
         .arg("--control-fd")
         .arg(fd.to_string());
     if options.dump_on_abort {
-        tracer.arg("--keep-breakpoint");
+        tracer.arg("--watch-ranks");
     }
     tracer.arg("--").arg(program).args(&command[1..]);
     // SAFETY: between fork and exec the child only clears FD_CLOEXEC on the
@@ -155,9 +163,11 @@ pub fn launch(command: &[OsString], options: &LaunchOptions) -> Result<i32> {
 
     let mut front = Front {
         socket: front,
+        deferred: Vec::new(),
         options,
         out: Output::open(options)?,
         starter: None,
+        armed: false,
         table: None,
     };
     // The timer runs from the job-spawn event: a job whose starter takes its
@@ -172,9 +182,13 @@ pub fn launch(command: &[OsString], options: &LaunchOptions) -> Result<i32> {
         let wait = dump_due.map_or(Duration::from_secs(3600), |due| {
             due.saturating_duration_since(Instant::now())
         });
-        match rx.recv_timeout(wait) {
+        let next = match front.deferred.pop() {
+            Some(input) => Ok(input),
+            None => rx.recv_timeout(wait),
+        };
+        match next {
             Ok(Input::Report(report)) => {
-                if let Some(code) = front.on_report(report)? {
+                if let Some(code) = front.on_report(report, &rx)? {
                     break code;
                 }
             }
@@ -184,10 +198,10 @@ pub fn launch(command: &[OsString], options: &LaunchOptions) -> Result<i32> {
             Ok(Input::Signal {
                 signal,
                 from_terminal,
-            }) => front.on_signal(signal, from_terminal),
+            }) => front.on_signal(signal, from_terminal, &rx),
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 dump_due = None;
-                front.dump_now("--dump-after");
+                front.dump_now("--dump-after", &rx);
             }
         }
     };
@@ -263,9 +277,13 @@ impl Output {
 /// The front end's state.
 struct Front<'a> {
     socket: UnixStream,
+    /// Inputs that arrived while a dump waited for the tracer.
+    deferred: Vec<Input>,
     options: &'a LaunchOptions,
     out: Output,
     starter: Option<i32>,
+    /// The starter's MPIR symbols were found and armed.
+    armed: bool,
     /// The job's process table, from the spawn event.
     table: Option<Vec<ProcDesc>>,
 }
@@ -278,17 +296,21 @@ impl Front<'_> {
         }
     }
 
-    fn answer(&mut self) {
-        let mut line = serde_json::to_string(&Command2::Continue).unwrap_or_default();
+    fn send(&mut self, command: &Command2) {
+        let mut line = serde_json::to_string(command).unwrap_or_default();
         line.push('\n');
         let _ = self.socket.write_all(line.as_bytes());
     }
 
+    fn answer(&mut self) {
+        self.send(&Command2::Continue);
+    }
+
     /// Handles a report; the exit code once the job has ended.
-    fn on_report(&mut self, report: Report) -> Result<Option<i32>> {
+    fn on_report(&mut self, report: Report, rx: &mpsc::Receiver<Input>) -> Result<Option<i32>> {
         match report {
             Report::Started { pid } => self.starter = Some(pid),
-            Report::Armed => {}
+            Report::Armed => self.armed = true,
             Report::Spawned {
                 table,
                 partial_attach_ok,
@@ -307,26 +329,34 @@ impl Front<'_> {
                 };
                 self.note(&format!("the job is aborting: {message}"));
                 if self.options.dump_on_abort {
-                    self.dump_now("--dump-on-abort");
+                    self.dump_now("--dump-on-abort", rx);
                 }
                 self.answer();
             }
+            // Answers dump_now waits for itself.
+            Report::Frozen => {}
             Report::Exited { code, signal } => {
+                if !self.armed {
+                    self.note(
+                        "the program ended without ever mapping the MPIR symbols \
+                         (MPIR_Breakpoint): not an MPI starter?",
+                    );
+                }
                 return Ok(Some(match (code, signal) {
                     (Some(code), _) => code,
                     (None, Some(signal)) => 128 + signal,
                     (None, None) => 1,
-                }))
+                }));
             }
             Report::Failed { message } => return Err(Error::Launch(message)),
         }
         Ok(None)
     }
 
-    fn on_signal(&mut self, signal: i32, from_terminal: bool) {
+    fn on_signal(&mut self, signal: i32, from_terminal: bool, rx: &mpsc::Receiver<Input>) {
         if signal == signal_hook::consts::SIGUSR1 {
             if self.options.dump_on_signal {
-                self.dump_now("SIGUSR1");
+                self.dump_now("SIGUSR1", rx);
             } else {
                 self.note("SIGUSR1 ignored (dumps on SIGUSR1 need --dump-on-signal)");
             }
@@ -357,14 +387,33 @@ impl Front<'_> {
         }
     }
 
-    fn dump_now(&mut self, why: &str) {
+    fn dump_now(&mut self, why: &str, rx: &mpsc::Receiver<Input>) {
         let (Some(starter), Some(table)) = (self.starter, self.table.clone()) else {
             self.note(&format!(
                 "{why}: the job has not started its processes yet; nothing to dump"
             ));
             return;
         };
-        match dump_job(starter, &table, &self.options.dump) {
+        // With --dump-on-abort the tracer traces the ranks too: it stops
+        // them all for the dump, which reads them without stopping them
+        // again.
+        let traced = self.options.dump_on_abort;
+        let mut options = self.options.dump.clone();
+        if traced {
+            self.send(&Command2::Freeze);
+            if !self.await_frozen(rx) {
+                self.note(&format!(
+                    "{why}: the tracer did not stop the job; not dumped"
+                ));
+                return;
+            }
+            options.no_stop = true;
+        }
+        let dumped = dump_job(starter, &table, &options);
+        if traced {
+            self.send(&Command2::Thaw);
+        }
+        match dumped {
             Ok(job) => {
                 let text = if self.options.json {
                     let mut line = serde_json::to_string(&job).unwrap_or_default();
@@ -376,6 +425,22 @@ impl Front<'_> {
                 self.out.write(&text);
             }
             Err(e) => self.note(&format!("{why}: the dump failed: {e}")),
+        }
+    }
+
+    /// Waits for the tracer's `Frozen`, keeping whatever else arrives.
+    fn await_frozen(&mut self, rx: &mpsc::Receiver<Input>) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let wait = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(wait) {
+                Ok(Input::Report(Report::Frozen)) => return true,
+                Ok(Input::TracerGone) | Err(_) => {
+                    self.deferred.push(Input::TracerGone);
+                    return false;
+                }
+                Ok(other) => self.deferred.insert(0, other),
+            }
         }
     }
 }
@@ -423,11 +488,14 @@ fn open_gates(table: &[ProcDesc], note: &mut dyn FnMut(&str)) {
 
 /// The tracer: runs `command` traced, reports to the front end over the
 /// socket `control`, and exits once the starter exits or the front end is
-/// gone. Returns the process's exit code.
+/// gone. With `watch_ranks` it also traces the processes the starter
+/// starts, and reports a rank's call of MPI_Abort as an abort event (the
+/// MPIs we know never raise MPIR_DEBUG_ABORTING), before anyone else
+/// learns of it. Returns the process's exit code.
 ///
 /// # Safety
 /// `control` must be an open socket file descriptor this process owns.
-pub unsafe fn run_tracer(control: i32, command: &[OsString], keep_breakpoint: bool) -> i32 {
+pub unsafe fn run_tracer(control: i32, command: &[OsString], watch_ranks: bool) -> i32 {
     // SAFETY: the caller hands over an open socket it owns.
     let socket = unsafe { UnixStream::from_raw_fd(control) };
     // The front end's signals are its own to forward: a terminal's reach
@@ -445,7 +513,7 @@ pub unsafe fn run_tracer(control: i32, command: &[OsString], keep_breakpoint: bo
         );
         return 1;
     };
-    let tracer = match Tracer::spawn(program, &command[1..]) {
+    let mut tracer = match Tracer::spawn(program, &command[1..]) {
         Ok(t) => t,
         Err(e) => {
             report(
@@ -457,14 +525,16 @@ pub unsafe fn run_tracer(control: i32, command: &[OsString], keep_breakpoint: bo
             return 1;
         }
     };
+    tracer.keep_descendants(watch_ranks);
     report(&socket, &Report::Started { pid: tracer.pid() });
     let mut session = TracerSession {
+        commands: LineReader::new(&socket),
         socket,
         tracer,
         cache: Arc::new(SymbolCache::new(Vec::new())),
-        loader: None,
+        watched: std::collections::HashMap::new(),
         mpir: None,
-        keep_breakpoint,
+        watch_ranks,
     };
     let result = session.run();
     if let Err(e) = &result {
@@ -486,102 +556,200 @@ fn report(mut socket: &UnixStream, report: &Report) {
     let _ = socket.write_all(line.as_bytes());
 }
 
+/// Lines from the front end, read without blocking.
+struct LineReader {
+    fd: i32,
+    buffer: Vec<u8>,
+    closed: bool,
+}
+
+impl LineReader {
+    fn new(socket: &UnixStream) -> Self {
+        Self {
+            fd: socket.as_raw_fd(),
+            buffer: Vec::new(),
+            closed: false,
+        }
+    }
+
+    /// The next whole line, waiting up to `timeout` for one; None when
+    /// there is none yet (or the front end is gone: see `closed`).
+    fn next(&mut self, timeout: Duration) -> Option<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(end) = self.buffer.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.buffer.drain(..=end).collect();
+                return Some(String::from_utf8_lossy(&line).trim().to_string());
+            }
+            if self.closed {
+                return None;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            let mut fds = libc::pollfd {
+                fd: self.fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
+            // SAFETY: poll on one descriptor we own.
+            let n = unsafe { libc::poll(&mut fds, 1, ms) };
+            if n <= 0 {
+                return None;
+            }
+            let mut chunk = [0u8; 512];
+            // SAFETY: read into a buffer we own, of its size.
+            let r = unsafe { libc::read(self.fd, chunk.as_mut_ptr().cast(), chunk.len()) };
+            match r {
+                0 => self.closed = true,
+                r if r > 0 => self.buffer.extend_from_slice(&chunk[..r as usize]),
+                // EINTR and the like: look again.
+                _ if Errno::last() == Errno::EINTR => {}
+                _ => self.closed = true,
+            }
+        }
+    }
+}
+
+use nix::errno::Errno;
+
+/// Where a process waits for its MPI library to be mapped, or the abort
+/// breakpoints planted in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Watch {
+    /// The dynamic loader's breakpoint: check again at each stop there.
+    Loader(u64),
+    /// MPI_Abort's (and PMPI_Abort's) addresses.
+    Abort(Vec<u64>),
+    /// Nothing to watch (no loader breakpoint either).
+    Nothing,
+}
+
 /// The tracer's state.
 struct TracerSession {
     socket: UnixStream,
+    commands: LineReader,
     tracer: Tracer,
     cache: Arc<SymbolCache>,
-    /// The loader's breakpoint, while the MPIR symbols are not mapped yet.
-    loader: Option<u64>,
+    /// Per traced process: what is planted in it.
+    watched: std::collections::HashMap<i32, Watch>,
+    /// The starter's MPIR symbols, once mapped.
     mpir: Option<StarterSymbols>,
-    keep_breakpoint: bool,
+    watch_ranks: bool,
 }
 
 impl TracerSession {
-    /// The starter's symbols as mapped now.
-    fn symbols(&self) -> Result<SymbolIndex> {
-        let target = LiveProcess::attach(self.tracer.pid(), Mode::NoStop)?;
+    /// A process's symbols as mapped now.
+    fn symbols(&self, pid: i32) -> Result<SymbolIndex> {
+        let target = LiveProcess::attach(pid, Mode::NoStop)?;
         SymbolIndex::from_mapped_with_cache(self.cache.clone(), &target.mapped_objects()?)
     }
 
-    /// A new program image: find the MPIR symbols, or wait for the loader
-    /// to map them. The starter is held; it is resumed here.
-    fn after_exec(&mut self) -> Result<()> {
-        self.mpir = None;
-        self.loader = None;
-        let symbols = self.symbols()?;
-        if !self.arm(&symbols)? {
-            let loader = symbols.find_function("_dl_debug_state").ok_or_else(|| {
-                Error::Launch(
-                    "the starter has no MPIR_Breakpoint and its dynamic loader no \
-                     _dl_debug_state to wait for one: is it an MPI starter?"
-                        .into(),
-                )
-            })?;
-            self.tracer.insert_breakpoint(loader)?;
-            self.loader = Some(loader);
+    /// A process started a new program (it is held): find what to watch in
+    /// it now, or plant the loader's breakpoint to look again later.
+    fn after_exec(&mut self, pid: i32) -> Result<()> {
+        if pid == self.tracer.pid() {
+            self.mpir = None;
         }
-        self.tracer.resume(self.tracer.pid())
+        self.watched.remove(&pid);
+        let symbols = self.symbols(pid)?;
+        if !self.arm(pid, &symbols)? {
+            match symbols.find_function("_dl_debug_state") {
+                Some(loader) => {
+                    self.tracer.insert_breakpoint(pid, loader)?;
+                    self.watched.insert(pid, Watch::Loader(loader));
+                }
+                None if pid == self.tracer.pid() => {
+                    return Err(Error::Launch(
+                        "the starter has no MPIR_Breakpoint and its dynamic loader no \
+                         _dl_debug_state to wait for one: is it an MPI starter?"
+                            .into(),
+                    ))
+                }
+                // A static program without MPI: nothing to watch.
+                None => {
+                    self.watched.insert(pid, Watch::Nothing);
+                }
+            }
+        }
+        self.tracer.resume(pid)
     }
 
-    /// Once the MPIR symbols are mapped: tell the starter a tool is here and
-    /// plant the event breakpoint. Whether they were found.
-    fn arm(&mut self, symbols: &SymbolIndex) -> Result<bool> {
-        let Some(mpir) = StarterSymbols::find(symbols) else {
-            return Ok(false);
+    /// Plants what process `pid` needs once its symbols are there: in the
+    /// starter, MPIR_being_debugged and the event breakpoint; in another
+    /// process, breakpoints on MPI_Abort. Whether it found them.
+    fn arm(&mut self, pid: i32, symbols: &SymbolIndex) -> Result<bool> {
+        let watch = if pid == self.tracer.pid() {
+            let Some(mpir) = StarterSymbols::find(symbols) else {
+                return Ok(false);
+            };
+            if let Some(addr) = mpir.being_debugged {
+                self.tracer.write(pid, addr, &1i32.to_ne_bytes())?;
+            }
+            self.tracer.insert_breakpoint(pid, mpir.breakpoint)?;
+            self.mpir = Some(mpir);
+            report(&self.socket, &Report::Armed);
+            Watch::Abort(Vec::new())
+        } else {
+            let mut addrs: Vec<u64> = ["PMPI_Abort", "MPI_Abort"]
+                .iter()
+                .filter_map(|name| symbols.find_function(name))
+                .collect();
+            addrs.sort_unstable();
+            addrs.dedup();
+            if addrs.is_empty() {
+                return Ok(false);
+            }
+            for &addr in &addrs {
+                self.tracer.insert_breakpoint(pid, addr)?;
+            }
+            Watch::Abort(addrs)
         };
-        if let Some(addr) = mpir.being_debugged {
-            self.tracer.write(addr, &1i32.to_ne_bytes())?;
+        if let Some(Watch::Loader(loader)) = self.watched.insert(pid, watch) {
+            self.tracer.remove_breakpoint(pid, loader)?;
         }
-        self.tracer.insert_breakpoint(mpir.breakpoint)?;
-        if let Some(loader) = self.loader.take() {
-            self.tracer.remove_breakpoint(loader)?;
-        }
-        self.mpir = Some(mpir);
-        report(&self.socket, &Report::Armed);
         Ok(true)
     }
 
-    /// Waits for the front end's answer; false if it is gone.
-    fn await_continue(&self) -> bool {
-        let mut line = String::new();
-        let mut reader = BufReader::new(&self.socket);
-        matches!(reader.read_line(&mut line), Ok(n) if n > 0)
-    }
-
-    /// Whether the front end closed its end (without waiting).
-    fn front_end_gone(&self) -> bool {
-        let mut fds = libc::pollfd {
-            fd: self.socket.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: poll on one valid descriptor, no wait.
-        let n = unsafe { libc::poll(&mut fds, 1, 0) };
-        n > 0 && fds.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLIN) != 0 && {
-            // Readable: EOF (gone) or unexpected data (ignored).
-            let mut byte = [0u8; 1];
-            // SAFETY: recv into a one-byte buffer we own, not blocking.
-            let r = unsafe {
-                libc::recv(
-                    self.socket.as_raw_fd(),
-                    byte.as_mut_ptr().cast(),
-                    1,
-                    libc::MSG_PEEK | libc::MSG_DONTWAIT,
-                )
+    /// Handles the front end's commands until `Continue` (when `holding`,
+    /// the job waits for it) or until none is waiting. False once the front
+    /// end is gone.
+    fn serve(&mut self, holding: bool) -> Result<bool> {
+        loop {
+            let wait = if holding {
+                Duration::from_millis(200)
+            } else {
+                Duration::ZERO
             };
-            r == 0
+            let Some(line) = self.commands.next(wait) else {
+                if self.commands.closed {
+                    return Ok(false);
+                }
+                if holding {
+                    continue;
+                }
+                return Ok(true);
+            };
+            match serde_json::from_str::<Command2>(&line) {
+                Ok(Command2::Continue) if holding => return Ok(true),
+                Ok(Command2::Continue) => {}
+                Ok(Command2::Freeze) => {
+                    self.tracer.freeze()?;
+                    report(&self.socket, &Report::Frozen);
+                }
+                Ok(Command2::Thaw) => self.tracer.thaw(),
+                Err(_) => {}
+            }
         }
     }
 
     fn run(&mut self) -> Result<()> {
         // Held right after its exec.
-        self.after_exec()?;
+        self.after_exec(self.tracer.pid())?;
         loop {
-            if self.front_end_gone() {
+            if !self.serve(false)? {
                 return Ok(());
             }
-            let Some(event) = self.tracer.next_event(Duration::from_millis(50))? else {
+            let Some(event) = self.tracer.next_event(Duration::from_millis(20))? else {
                 continue;
             };
             match event {
@@ -589,19 +757,26 @@ impl TracerSession {
                     report(&self.socket, &Report::Exited { code, signal });
                     return Ok(());
                 }
-                TraceEvent::Exec => self.after_exec()?,
-                TraceEvent::Breakpoint { tid, addr } if Some(addr) == self.loader => {
-                    let symbols = self.symbols()?;
-                    self.arm(&symbols)?;
-                    self.tracer.resume(tid)?;
-                }
-                TraceEvent::Breakpoint { tid, addr } => {
-                    let gone = match self.mpir.filter(|m| m.breakpoint == addr) {
-                        Some(mpir) => self.mpir_event(&mpir)?,
-                        None => false,
+                TraceEvent::Exec { pid } => self.after_exec(pid)?,
+                TraceEvent::Breakpoint { pid, tid, addr } => {
+                    let watch = self.watched.get(&pid).cloned();
+                    let went_on = match watch {
+                        Some(Watch::Loader(loader)) if loader == addr => {
+                            let symbols = self.symbols(pid)?;
+                            self.arm(pid, &symbols)?;
+                            true
+                        }
+                        _ if pid == self.tracer.pid() => match self.mpir {
+                            Some(mpir) if mpir.breakpoint == addr => self.mpir_event(&mpir)?,
+                            _ => true,
+                        },
+                        Some(Watch::Abort(addrs)) if addrs.contains(&addr) => {
+                            self.abort_event(pid, tid)?
+                        }
+                        _ => true,
                     };
                     self.tracer.resume(tid)?;
-                    if gone {
+                    if !went_on {
                         return Ok(());
                     }
                 }
@@ -609,12 +784,13 @@ impl TracerSession {
         }
     }
 
-    /// An MPIR event; true if the front end went away meanwhile.
+    /// An MPIR event of the starter; false if the front end went away.
     fn mpir_event(&mut self, mpir: &StarterSymbols) -> Result<bool> {
-        let target = LiveProcess::attach(self.tracer.pid(), Mode::NoStop)?;
+        let pid = self.tracer.pid();
+        let target = LiveProcess::attach(pid, Mode::NoStop)?;
         match mpir::debug_state(&target, mpir)? {
             mpir::MPIR_DEBUG_SPAWNED => {
-                let symbols = self.symbols()?;
+                let symbols = self.symbols(pid)?;
                 let table = mpir::read_proctable(&target, &symbols)?;
                 report(
                     &self.socket,
@@ -623,11 +799,13 @@ impl TracerSession {
                         partial_attach_ok: mpir.partial_attach_ok,
                     },
                 );
-                let answered = self.await_continue();
-                if !self.keep_breakpoint {
-                    self.tracer.remove_breakpoint(mpir.breakpoint)?;
+                let answered = self.serve(true)?;
+                if !self.watch_ranks {
+                    // Its only other event is the abort, not watched: the
+                    // fewer breakpoints, the safer.
+                    self.tracer.remove_breakpoint(pid, mpir.breakpoint)?;
                 }
-                Ok(!answered)
+                Ok(answered)
             }
             mpir::MPIR_DEBUG_ABORTING => {
                 report(
@@ -636,9 +814,31 @@ impl TracerSession {
                         message: mpir::abort_string(&target, mpir),
                     },
                 );
-                Ok(!self.await_continue())
+                self.serve(true)
             }
-            _ => Ok(false),
+            _ => Ok(true),
         }
+    }
+
+    /// A rank stopped at MPI_Abort, before anyone else knows: the message
+    /// names it and its error code; false if the front end went away.
+    fn abort_event(&mut self, pid: i32, tid: i32) -> Result<bool> {
+        let rank = LiveProcess::attach(pid, Mode::NoStop)
+            .ok()
+            .and_then(|p| crate::inspect::rank_from_environment(&p));
+        // MPI_Abort(comm, errorcode): the second argument, in rsi.
+        let code = nix::sys::ptrace::getregs(nix::unistd::Pid::from_raw(tid))
+            .map(|r| r.rsi as i32)
+            .ok();
+        let who = match rank {
+            Some(rank) => format!("rank {rank} (pid {pid})"),
+            None => format!("pid {pid}"),
+        };
+        let message = match code {
+            Some(code) => format!("{who} called MPI_Abort with error code {code}"),
+            None => format!("{who} called MPI_Abort"),
+        };
+        report(&self.socket, &Report::Aborting { message });
+        self.serve(true)
     }
 }

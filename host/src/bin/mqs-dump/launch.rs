@@ -90,13 +90,13 @@ pub struct TracerArgs {
     #[arg(long)]
     pub control_fd: i32,
     #[arg(long)]
-    pub keep_breakpoint: bool,
+    pub watch_ranks: bool,
     #[arg(last = true, required = true)]
     pub command: Vec<OsString>,
 }
 
 pub fn run_tracer(args: &TracerArgs) -> ExitCode {
     // SAFETY: the front end passes the socket it made for us, open and ours.
-    let code = unsafe { launch::run_tracer(args.control_fd, &args.command, args.keep_breakpoint) };
+    let code = unsafe { launch::run_tracer(args.control_fd, &args.command, args.watch_ranks) };
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
