@@ -83,6 +83,16 @@ pub struct SpawnedJob {
     pub job: String,
     /// Rank in that job's MPI_COMM_WORLD.
     pub rank: usize,
+    /// Who spawned it, where the tables say (MPI2DD's spawn descriptors).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<SpawnParent>,
+}
+
+/// The process that spawned a job: its world's name and rank there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpawnParent {
+    pub job: String,
+    pub rank: i32,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -82,6 +82,17 @@ pub enum Error {
     #[error("rank {rank} runs on host '{host}' (pid {pid}): only local processes can be read")]
     Remote { rank: usize, host: String, pid: i32 },
 
+    /// The MPI says it keeps no message queues for debuggers.
+    #[error(
+        "pid {pid}: its MPI says it does not implement message-queue debugging \
+         (MPI2DD_MPIFLAG_IGNORE_QUEUE): no DLL can show its queues"
+    )]
+    QueuesNotImplemented { pid: i32 },
+
+    /// A process a job's tables name that cannot be read.
+    #[error("pid {pid}: {detail}")]
+    Unreachable { pid: i32, detail: String },
+
     /// A program to run under mqs-dump could not be started or traced.
     #[error("launch: {0}")]
     Launch(String),
@@ -168,7 +179,7 @@ impl Error {
             Self::PermissionDenied { .. } => PERMISSION_DENIED,
             Self::ProcessGone { .. } => PROCESS_GONE,
             Self::NotMpi { .. } => NOT_MPI,
-            Self::NoDebugInfo { .. } => NO_DEBUG_INFO,
+            Self::NoDebugInfo { .. } | Self::QueuesNotImplemented { .. } => NO_DEBUG_INFO,
             Self::DllMissing { .. } => DLL_MISSING,
             Self::DllLoad { .. } => DLL_NOT_LOADABLE,
             Self::DllIncompatible { .. } => DLL_INCOMPATIBLE,
@@ -177,6 +188,7 @@ impl Error {
             Self::BadInput { .. } => BAD_INPUT,
             Self::Read { .. }
             | Self::Remote { .. }
+            | Self::Unreachable { .. }
             | Self::Launch(_)
             | Self::Ptrace { .. }
             | Self::StopTimeout { .. }

@@ -18,12 +18,12 @@ use crate::dump::{
     SpawnedJob, SCHEMA_VERSION,
 };
 use crate::job::{Member, MpiEnvironment};
-use crate::mpir;
 use crate::process::{
     CoreFile, CoreOptions, LiveProcess, Liveness, Mode, PageCache, SnapshotProcess, Target,
 };
 use crate::snapshot::{self, RecordingSymbols, Snapshot};
 use crate::symbols::{SymbolCache, SymbolIndex};
+use crate::{mpi2dd, mpir};
 use crate::{Error, Result};
 
 /// How to dump.
@@ -131,8 +131,96 @@ enum Known {
     Recorded(Rc<dyn ImageSymbols>),
 }
 
-/// Dumps `pid`: one MPI process, or, for an MPI starter, every local rank
-/// of its job. A starter whose ranks all fail gives the first rank's error.
+/// A job found through a process that knows it: an MPIR starter's
+/// process table, or the MPI2DD directories reached from a directory or
+/// metadirectory process.
+#[derive(Debug, Clone)]
+pub struct FoundJob {
+    pub launcher: Launcher,
+    pub members: Vec<Member>,
+    /// Processes the tables name that cannot be reached, and why.
+    pub unreachable: Vec<(Member, String)>,
+}
+
+/// The job `target` leads to, if it is a starter, a directory or a
+/// metadirectory (None for an ordinary rank, or a starter whose job has not
+/// started yet). Only reads: the caller decides whether the process is
+/// stopped meanwhile.
+pub fn find_job(
+    target: &dyn Target,
+    symbols: &SymbolIndex,
+    options: &Options,
+) -> Result<Option<FoundJob>> {
+    let launcher = || Launcher {
+        pid: target.pid(),
+        executable: target
+            .executable()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+    };
+    if let Some(addr) = mpi2dd::info_address(symbols) {
+        let info = mpi2dd::read_info(target, addr)?;
+        if info.is_directory() || info.is_metadirectory() {
+            let mut opener = NoStopOpener {
+                cache: Arc::new(SymbolCache::new(options.debug_dirs.clone())),
+            };
+            let found = mpi2dd::walk(target, &info, &mut opener)?;
+            let unreachable = found
+                .unreachable
+                .into_iter()
+                .map(|(dir, why)| {
+                    let member = Member {
+                        pid: dir.pid,
+                        host: dir.host,
+                        rank: 0,
+                        identity: -1,
+                        spawned_job: None,
+                        spawned_by: None,
+                    };
+                    (member, format!("a directory process of the job: {why}"))
+                })
+                .collect();
+            return Ok(Some(FoundJob {
+                launcher: launcher(),
+                members: mpi2dd::members(&found.entries),
+                unreachable,
+            }));
+        }
+    }
+    if !mpir::is_starter(symbols) {
+        return Ok(None);
+    }
+    let table = mpir::read_proctable(target, symbols)?;
+    if table.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(FoundJob {
+        launcher: launcher(),
+        members: crate::job::members(target, &table),
+        unreachable: Vec::new(),
+    }))
+}
+
+/// Opens the processes an MPI2DD walk leads to, without stopping them.
+struct NoStopOpener {
+    cache: Arc<SymbolCache>,
+}
+
+impl mpi2dd::Opener for NoStopOpener {
+    fn open(&mut self, pid: i32) -> Result<(Box<dyn Target>, u64)> {
+        let target = LiveProcess::attach(pid, Mode::NoStop)?;
+        let index = index_symbols_with(&target, &self.cache)?;
+        let addr = mpi2dd::info_address(&*index).ok_or_else(|| Error::NotMpi {
+            pid,
+            detail: "a metadirectory names it as a directory, but it has no MPI2DD_info".into(),
+        })?;
+        Ok((Box::new(target), addr))
+    }
+}
+
+/// Dumps `pid`: one MPI process, or, for an MPI starter (or an MPI2DD
+/// directory or metadirectory), every local process of its job. A job whose
+/// processes all fail gives the first one's error.
 pub fn dump(pid: i32, options: &Options, progress: Progress<'_>) -> Result<JobDump> {
     let cache = Arc::new(SymbolCache::new(options.debug_dirs.clone()));
     let mut target = attach(pid, options)?;
@@ -140,16 +228,12 @@ pub fn dump(pid: i32, options: &Options, progress: Progress<'_>) -> Result<JobDu
         Ok(symbols) => symbols,
         Err(e) => return finish(&mut target, Err(e)),
     };
-    let starter = mpir::is_starter(&*symbols);
-    let table = if starter {
-        match mpir::read_proctable(&target, &*symbols) {
-            Ok(table) => table,
-            Err(e) => return finish(&mut target, Err(e)),
-        }
-    } else {
-        Vec::new()
+    let job = match find_job(&target, &symbols, options) {
+        Ok(job) => job,
+        Err(e) => return finish(&mut target, Err(e)),
     };
-    if table.is_empty() {
+    let Some(job) = job else {
+        let starter = mpir::is_starter(&*symbols);
         let rank = rank_from_environment(&target).unwrap_or(-1);
         let member = Member::single(pid, rank);
         let prepared = Prepared::new(member, target, Known::Index(symbols), &cache, options);
@@ -170,46 +254,63 @@ pub fn dump(pid: i32, options: &Options, progress: Progress<'_>) -> Result<JobDu
             },
             other => other,
         });
-    }
-
-    // A starter: its table was read while it was stopped; let it go before
-    // stopping its job.
-    let launcher = Launcher {
-        pid,
-        executable: target
-            .executable()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default(),
     };
-    let members = crate::job::members(&target, &table);
+    // Its tables were read while it was stopped; let it go before stopping
+    // its job.
     finish(&mut target, Ok(()))?;
-    dump_members(launcher, members, &cache, options, progress)
+    dump_found(job, &cache, options, progress)
 }
 
-/// Dumps the processes of a starter's job, given its process table (read
-/// by the caller: from a starter attached to, or one launched and traced).
-/// `starter` is looked at (never stopped) for processes spawned later.
-pub fn dump_table(
-    launcher: Launcher,
-    starter: &dyn Target,
-    table: &[mpir::ProcDesc],
+/// Dumps the job of a starter that runs (one launched and traced by
+/// `mqs-dump launch`): its tables are read without stopping it, then its
+/// processes are stopped and dumped.
+pub fn dump_running_starter(starter: i32, options: &Options) -> Result<JobDump> {
+    let cache = Arc::new(SymbolCache::new(options.debug_dirs.clone()));
+    let target = LiveProcess::attach(starter, Mode::NoStop)?;
+    let symbols = index_symbols_with(&target, &cache)?;
+    let job = find_job(&target, &symbols, options)?.ok_or_else(|| Error::NotMpi {
+        pid: starter,
+        detail: "the starter lists no processes (yet)".into(),
+    })?;
+    dump_found(job, &cache, options, &mut |_, _| {})
+}
+
+fn dump_found(
+    job: FoundJob,
+    cache: &Arc<SymbolCache>,
     options: &Options,
     progress: Progress<'_>,
 ) -> Result<JobDump> {
-    let cache = Arc::new(SymbolCache::new(options.debug_dirs.clone()));
-    let members = crate::job::members(starter, table);
-    dump_members(launcher, members, &cache, options, progress)
+    let unreachable = job
+        .unreachable
+        .into_iter()
+        .map(|(member, why)| {
+            let e = Error::Unreachable {
+                pid: member.pid,
+                detail: why,
+            };
+            (failure(&member, &e), e)
+        })
+        .collect();
+    dump_members(
+        job.launcher,
+        job.members,
+        unreachable,
+        cache,
+        options,
+        progress,
+    )
 }
 
 /// Stops every local member, dumps them all, releases them.
 fn dump_members(
     launcher: Launcher,
     members: Vec<Member>,
+    mut failures: Vec<(RankFailure, Error)>,
     cache: &Arc<SymbolCache>,
     options: &Options,
     progress: Progress<'_>,
 ) -> Result<JobDump> {
-    let mut failures = Vec::new();
     let mut prepared = Vec::new();
     let total = members.len() * 2;
     for (done, member) in members.into_iter().enumerate() {
@@ -668,6 +769,7 @@ fn process_dump(
         spawned: member.spawned_job.as_ref().map(|job| SpawnedJob {
             job: job.clone(),
             rank: member.rank,
+            parent: member.spawned_by.clone(),
         }),
         executable,
         dll: DllInfo {

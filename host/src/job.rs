@@ -57,6 +57,9 @@ pub struct Member {
     pub identity: i32,
     /// For a process spawned after the job started: its job's name.
     pub spawned_job: Option<String>,
+    /// And who spawned it, where the tables say.
+    #[serde(default)]
+    pub spawned_by: Option<crate::dump::SpawnParent>,
 }
 
 impl Member {
@@ -68,6 +71,7 @@ impl Member {
             rank: usize::try_from(rank).unwrap_or(0),
             identity: rank,
             spawned_job: None,
+            spawned_by: None,
         }
     }
 }
@@ -115,6 +119,7 @@ pub fn number(
             rank: e.rank,
             identity: i32::try_from(e.rank).unwrap_or(-1),
             spawned_job: None,
+            spawned_by: None,
         })
         .collect();
     let known: HashSet<i32> = table.iter().map(|e| e.pid).collect();
@@ -146,6 +151,7 @@ pub fn number(
             rank,
             identity: i32::try_from(first + i).unwrap_or(-1),
             spawned_job: Some(job),
+            spawned_by: None,
         });
     }
     members

@@ -33,9 +33,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::dump::{JobDump, Launcher};
 use crate::inspect;
-use crate::mpir::{self, ProcDesc, StarterSymbols};
+use crate::mpi2dd;
+use crate::mpir::{self, StarterSymbols};
 use crate::process::{LiveProcess, Mode, Target, TraceEvent, Tracer};
 use crate::symbols::{SymbolCache, SymbolIndex};
 use crate::{Error, Result};
@@ -66,11 +66,9 @@ enum Report {
     Started { pid: i32 },
     /// Its MPIR symbols are mapped and MPIR_being_debugged is set.
     Armed,
-    /// The job-spawn event: the starter waits for `Continue`.
-    Spawned {
-        table: Vec<ProcDesc>,
-        partial_attach_ok: bool,
-    },
+    /// The job-spawn event (MPIR's, or MPI2DD's start and spawn events):
+    /// the starter waits for `Continue`.
+    Spawned { partial_attach_ok: bool },
     /// The abort event (of the starter, or a rank calling MPI_Abort): the
     /// job waits for `Continue`.
     Aborting { message: String },
@@ -168,14 +166,14 @@ pub fn launch(command: &[OsString], options: &LaunchOptions) -> Result<i32> {
         out: Output::open(options)?,
         starter: None,
         armed: false,
-        table: None,
+        spawned: false,
     };
     // The timer runs from the job-spawn event: a job whose starter takes its
     // time is dumped once its processes ran for that long.
     let mut dump_due: Option<Instant> = None;
     let mut timer_set = false;
     let code = loop {
-        if !timer_set && front.table.is_some() {
+        if !timer_set && front.spawned {
             timer_set = true;
             dump_due = options.dump_after.map(|d| Instant::now() + d);
         }
@@ -284,8 +282,8 @@ struct Front<'a> {
     starter: Option<i32>,
     /// The starter's MPIR symbols were found and armed.
     armed: bool,
-    /// The job's process table, from the spawn event.
-    table: Option<Vec<ProcDesc>>,
+    /// The job-spawn event came: the starter lists its processes.
+    spawned: bool,
 }
 
 impl Front<'_> {
@@ -311,14 +309,13 @@ impl Front<'_> {
         match report {
             Report::Started { pid } => self.starter = Some(pid),
             Report::Armed => self.armed = true,
-            Report::Spawned {
-                table,
-                partial_attach_ok,
-            } => {
+            Report::Spawned { partial_attach_ok } => {
                 if !partial_attach_ok {
-                    open_gates(&table, &mut |t| self.note(t));
+                    if let Some(starter) = self.starter {
+                        open_gates(starter, &self.options.dump, &mut |t| self.note(t));
+                    }
                 }
-                self.table = Some(table);
+                self.spawned = true;
                 self.answer();
             }
             Report::Aborting { message } => {
@@ -365,7 +362,7 @@ impl Front<'_> {
         if from_terminal {
             return;
         }
-        if self.table.is_none() && self.starter.is_none() {
+        if !self.spawned && self.starter.is_none() {
             // Nothing started yet: the signal is for mqs-dump itself.
             std::process::exit(128 + signal);
         }
@@ -388,7 +385,7 @@ impl Front<'_> {
     }
 
     fn dump_now(&mut self, why: &str, rx: &mpsc::Receiver<Input>) {
-        let (Some(starter), Some(table)) = (self.starter, self.table.clone()) else {
+        let (Some(starter), true) = (self.starter, self.spawned) else {
             self.note(&format!(
                 "{why}: the job has not started its processes yet; nothing to dump"
             ));
@@ -409,7 +406,7 @@ impl Front<'_> {
             }
             options.no_stop = true;
         }
-        let dumped = dump_job(starter, &table, &options);
+        let dumped = inspect::dump_running_starter(starter, &options);
         if traced {
             self.send(&Command2::Thaw);
         }
@@ -445,40 +442,50 @@ impl Front<'_> {
     }
 }
 
-/// Dumps the job of a starter we launched: its table is known, the starter
-/// itself (traced by our tracer) is only looked at.
-fn dump_job(starter: i32, table: &[ProcDesc], options: &inspect::Options) -> Result<JobDump> {
-    let target = LiveProcess::attach(starter, Mode::NoStop)?;
-    let launcher = Launcher {
-        pid: starter,
-        executable: target
-            .executable()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default(),
+/// Opens the gate of every local process of the job: a starter that does
+/// not say its processes may be attached partially (MPIR_partial_attach_ok,
+/// MPI2DD's PARTIAL_ATTACH_OK) expects the tool to release each one, by
+/// setting `MPIR_debug_gate` or MPI2DD's GATE flag.
+fn open_gates(starter: i32, options: &inspect::Options, note: &mut dyn FnMut(&str)) {
+    let cache = Arc::new(SymbolCache::new(options.debug_dirs.clone()));
+    let job = LiveProcess::attach(starter, Mode::NoStop).and_then(|target| {
+        let symbols =
+            SymbolIndex::from_mapped_with_cache(cache.clone(), &target.mapped_objects()?)?;
+        inspect::find_job(&target, &symbols, options)
+    });
+    let members = match job {
+        Ok(Some(job)) => job.members,
+        Ok(None) => return,
+        Err(e) => {
+            note(&format!(
+                "cannot read the job's processes to release them: {e}"
+            ));
+            return;
+        }
     };
-    inspect::dump_table(launcher, &target, table, options, &mut |_, _| {})
-}
-
-/// Sets `MPIR_debug_gate` in every local rank: a starter without
-/// `MPIR_partial_attach_ok` expects the tool to release each process.
-fn open_gates(table: &[ProcDesc], note: &mut dyn FnMut(&str)) {
-    let cache = Arc::new(SymbolCache::new(Vec::new()));
-    for entry in table {
-        if entry.pid <= 0 || !mpir::is_local_host(&entry.host) {
+    for m in members {
+        if m.pid <= 0 || !mpir::is_local_host(&m.host) {
             continue;
         }
-        let gate = LiveProcess::attach(entry.pid, Mode::NoStop).and_then(|rank| {
+        let opened = LiveProcess::attach(m.pid, Mode::NoStop).and_then(|rank| {
             let index =
                 SymbolIndex::from_mapped_with_cache(cache.clone(), &rank.mapped_objects()?)?;
+            if let Some(info) = mpi2dd::info_address(&index) {
+                let flags = mpi2dd::read_info(&rank, info)?.debugger_flags | mpi2dd::FLAG_GATE;
+                return rank.write_mpir_variable(
+                    info + mpi2dd::DEBUGGER_FLAGS_OFFSET,
+                    &flags.to_le_bytes(),
+                );
+            }
             match index.find_symbol("MPIR_debug_gate") {
                 Some(addr) => rank.write_mpir_variable(addr, &1i32.to_ne_bytes()),
                 None => Ok(()),
             }
         });
-        if let Err(e) = gate {
+        if let Err(e) = opened {
             note(&format!(
-                "rank {} (pid {}): cannot open its MPIR_debug_gate: {e}",
-                entry.rank, entry.pid
+                "rank {} (pid {}): cannot open its gate: {e}",
+                m.rank, m.pid
             ));
         }
     }
@@ -533,7 +540,7 @@ pub unsafe fn run_tracer(control: i32, command: &[OsString], watch_ranks: bool) 
         tracer,
         cache: Arc::new(SymbolCache::new(Vec::new())),
         watched: std::collections::HashMap::new(),
-        mpir: None,
+        starter: None,
         watch_ranks,
     };
     let result = session.run();
@@ -633,8 +640,26 @@ struct TracerSession {
     /// Per traced process: what is planted in it.
     watched: std::collections::HashMap<i32, Watch>,
     /// The starter's MPIR symbols, once mapped.
-    mpir: Option<StarterSymbols>,
+    starter: Option<Starter>,
     watch_ranks: bool,
+}
+
+/// How the starter announces events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Starter {
+    /// MPIR: `MPIR_Breakpoint` and `MPIR_debug_state`.
+    Mpir(StarterSymbols),
+    /// MPI2DD: `MPI2DD_breakpoint` and `MPI2DD_info.debug_state`.
+    Mpi2dd { info: u64, breakpoint: u64 },
+}
+
+impl Starter {
+    fn breakpoint(&self) -> u64 {
+        match self {
+            Starter::Mpir(m) => m.breakpoint,
+            Starter::Mpi2dd { breakpoint, .. } => *breakpoint,
+        }
+    }
 }
 
 impl TracerSession {
@@ -648,7 +673,7 @@ impl TracerSession {
     /// it now, or plant the loader's breakpoint to look again later.
     fn after_exec(&mut self, pid: i32) -> Result<()> {
         if pid == self.tracer.pid() {
-            self.mpir = None;
+            self.starter = None;
         }
         self.watched.remove(&pid);
         let symbols = self.symbols(pid)?;
@@ -679,14 +704,33 @@ impl TracerSession {
     /// process, breakpoints on MPI_Abort. Whether it found them.
     fn arm(&mut self, pid: i32, symbols: &SymbolIndex) -> Result<bool> {
         let watch = if pid == self.tracer.pid() {
-            let Some(mpir) = StarterSymbols::find(symbols) else {
-                return Ok(false);
+            let mpi2dd =
+                mpi2dd::info_address(symbols).zip(symbols.find_function("MPI2DD_breakpoint"));
+            let starter = if let Some((info, breakpoint)) = mpi2dd {
+                // A debugger is here: its flag, in the MPI2DD way. The rest
+                // of the structure is filled in by the starter as it runs
+                // (it is checked at its events), this field is the tool's.
+                let target = LiveProcess::attach(pid, Mode::NoStop)?;
+                let mut raw = [0u8; 4];
+                target.read(info + mpi2dd::DEBUGGER_FLAGS_OFFSET, &mut raw)?;
+                let flags = u32::from_le_bytes(raw) | mpi2dd::FLAG_BEING_DEBUGGED;
+                self.tracer.write(
+                    pid,
+                    info + mpi2dd::DEBUGGER_FLAGS_OFFSET,
+                    &flags.to_le_bytes(),
+                )?;
+                Starter::Mpi2dd { info, breakpoint }
+            } else {
+                let Some(mpir) = StarterSymbols::find(symbols) else {
+                    return Ok(false);
+                };
+                if let Some(addr) = mpir.being_debugged {
+                    self.tracer.write(pid, addr, &1i32.to_ne_bytes())?;
+                }
+                Starter::Mpir(mpir)
             };
-            if let Some(addr) = mpir.being_debugged {
-                self.tracer.write(pid, addr, &1i32.to_ne_bytes())?;
-            }
-            self.tracer.insert_breakpoint(pid, mpir.breakpoint)?;
-            self.mpir = Some(mpir);
+            self.tracer.insert_breakpoint(pid, starter.breakpoint())?;
+            self.starter = Some(starter);
             report(&self.socket, &Report::Armed);
             Watch::Abort(Vec::new())
         } else {
@@ -766,8 +810,10 @@ impl TracerSession {
                             self.arm(pid, &symbols)?;
                             true
                         }
-                        _ if pid == self.tracer.pid() => match self.mpir {
-                            Some(mpir) if mpir.breakpoint == addr => self.mpir_event(&mpir)?,
+                        _ if pid == self.tracer.pid() => match self.starter {
+                            Some(starter) if starter.breakpoint() == addr => {
+                                self.starter_event(starter)?
+                            }
                             _ => true,
                         },
                         Some(Watch::Abort(addrs)) if addrs.contains(&addr) => {
@@ -784,39 +830,50 @@ impl TracerSession {
         }
     }
 
-    /// An MPIR event of the starter; false if the front end went away.
-    fn mpir_event(&mut self, mpir: &StarterSymbols) -> Result<bool> {
+    /// An event of the starter; false if the front end went away.
+    fn starter_event(&mut self, starter: Starter) -> Result<bool> {
         let pid = self.tracer.pid();
         let target = LiveProcess::attach(pid, Mode::NoStop)?;
-        match mpir::debug_state(&target, mpir)? {
-            mpir::MPIR_DEBUG_SPAWNED => {
-                let symbols = self.symbols(pid)?;
-                let table = mpir::read_proctable(&target, &symbols)?;
-                report(
-                    &self.socket,
-                    &Report::Spawned {
-                        table,
-                        partial_attach_ok: mpir.partial_attach_ok,
+        enum Kind {
+            Spawned { partial_attach_ok: bool },
+            Aborting(String),
+            Other,
+        }
+        let kind = match starter {
+            Starter::Mpir(mpir) => match mpir::debug_state(&target, &mpir)? {
+                mpir::MPIR_DEBUG_SPAWNED => Kind::Spawned {
+                    partial_attach_ok: mpir.partial_attach_ok,
+                },
+                mpir::MPIR_DEBUG_ABORTING => Kind::Aborting(mpir::abort_string(&target, &mpir)),
+                _ => Kind::Other,
+            },
+            Starter::Mpi2dd { info, .. } => {
+                let info = mpi2dd::read_info(&target, info)?;
+                match info.debug_state {
+                    mpi2dd::DEBUG_START | mpi2dd::DEBUG_SPAWN => Kind::Spawned {
+                        partial_attach_ok: info.mpi_flags & mpi2dd::MPIFLAG_PARTIAL_ATTACH_OK != 0,
                     },
-                );
+                    mpi2dd::DEBUG_ABORT => Kind::Aborting(mpi2dd::abort_string(&target, &info)),
+                    _ => Kind::Other,
+                }
+            }
+        };
+        match kind {
+            Kind::Spawned { partial_attach_ok } => {
+                report(&self.socket, &Report::Spawned { partial_attach_ok });
                 let answered = self.serve(true)?;
                 if !self.watch_ranks {
                     // Its only other event is the abort, not watched: the
                     // fewer breakpoints, the safer.
-                    self.tracer.remove_breakpoint(pid, mpir.breakpoint)?;
+                    self.tracer.remove_breakpoint(pid, starter.breakpoint())?;
                 }
                 Ok(answered)
             }
-            mpir::MPIR_DEBUG_ABORTING => {
-                report(
-                    &self.socket,
-                    &Report::Aborting {
-                        message: mpir::abort_string(&target, mpir),
-                    },
-                );
+            Kind::Aborting(message) => {
+                report(&self.socket, &Report::Aborting { message });
                 self.serve(true)
             }
-            _ => Ok(true),
+            Kind::Other => Ok(true),
         }
     }
 

@@ -42,6 +42,7 @@ pub mod error;
 pub mod inspect;
 pub mod job;
 pub mod launch;
+pub mod mpi2dd;
 pub mod mpir;
 pub mod process;
 pub mod render;

@@ -47,7 +47,13 @@ fn process_text(out: &mut String, p: &ProcessDump) {
         "rank unknown".into()
     };
     let rank = match &p.spawned {
-        Some(s) => format!("{rank}; spawned: rank {} of job {}", s.rank, s.job),
+        Some(s) => match &s.parent {
+            Some(p) => format!(
+                "{rank}; spawned: rank {} of job {}, by rank {} of {}",
+                s.rank, s.job, p.rank, p.job
+            ),
+            None => format!("{rank}; spawned: rank {} of job {}", s.rank, s.job),
+        },
         None => rank,
     };
     let _ = writeln!(out, "Process {} ({rank}): {}", p.pid, p.executable);

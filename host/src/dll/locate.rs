@@ -21,6 +21,17 @@ const MAX_LOCATIONS: usize = 64;
 /// The DLL paths the target names, best first.
 pub fn named_by_target(symbols: &dyn ImageSymbols, target: &dyn Target) -> Result<Vec<PathBuf>> {
     let mut paths = Vec::new();
+    // The MPI-2 debugger interface names it in MPI2DD_info, and may say the
+    // MPI has no queues to show.
+    if let Some(addr) = crate::mpi2dd::info_address(symbols) {
+        let info = crate::mpi2dd::read_info(target, addr)?;
+        if info.ignores_queues() {
+            return Err(Error::QueuesNotImplemented { pid: target.pid() });
+        }
+        if let Some(name) = crate::mpi2dd::dll_name(target, &info) {
+            paths.push(PathBuf::from(name));
+        }
+    }
     if let Some(addr) = symbols.find_symbol("mpimsgq_dll_locations") {
         let word = target.pointer_size();
         let mut list = read_word(target, addr, word)?;
