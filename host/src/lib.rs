@@ -46,6 +46,7 @@ pub mod mpir;
 pub mod process;
 pub mod render;
 pub mod snapshot;
+pub mod stacks;
 pub mod symbols;
 
 pub use error::PermissionReason;

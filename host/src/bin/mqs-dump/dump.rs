@@ -64,6 +64,12 @@ pub struct DumpArgs {
     #[arg(long, value_name = "DIR")]
     pub debug_dir: Vec<PathBuf>,
 
+    /// Also show each thread's call stack, read while the process is
+    /// stopped (function, and file:line where debug info has it); in the
+    /// job view, the stacks of all ranks merged into one call tree.
+    #[arg(long)]
+    pub stacks: bool,
+
     /// Show the DLL's debugging output and the dump's counters.
     #[arg(long, short)]
     pub verbose: bool,
@@ -77,6 +83,7 @@ pub fn run(args: &DumpArgs) -> ExitCode {
         no_stop: args.no_stop,
         debug_dirs: args.debug_dir.clone(),
         save: args.save.clone(),
+        stacks: args.stacks,
     };
     let bar = crate::progress_bar("dumping ranks {pos}/{len} {wide_bar}");
     let mut progress = |done: usize, total: usize| {
