@@ -36,6 +36,7 @@
 //! }
 //! ```
 
+pub mod analysis;
 pub mod dll;
 pub mod dump;
 pub mod error;
@@ -48,6 +49,7 @@ pub mod render;
 pub mod snapshot;
 pub mod stacks;
 pub mod symbols;
+pub mod view;
 
 pub use error::PermissionReason;
 pub use error::{exit_code, Error, Result};
