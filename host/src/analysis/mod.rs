@@ -14,3 +14,6 @@ pub mod waitfor;
 pub use job::Job;
 pub use ranks::RankSet;
 pub use waitfor::Analysis;
+
+#[cfg(test)]
+mod tests;

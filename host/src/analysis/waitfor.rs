@@ -133,22 +133,29 @@ impl<'j, 'a> Analysis<'j, 'a> {
 
         // The ranks that may move: the free ones, the ones not dumped, and
         // the ones with a wait that those can meet, until nothing changes.
+        // Each rank added keeps the step that let it in, towards a rank
+        // added before it: the chains follow those down to a free rank.
         let mut may = free.clone();
+        let mut via: Vec<Step> = Vec::new();
         loop {
             let mut changed = false;
             for r in dumped.iter() {
                 if may.contains(r) {
                     continue;
                 }
-                let met = waits.iter().filter(|w| w.rank == r).any(|w| {
-                    let moves = |s: i64| may.contains(s) || !dumped.contains(s);
-                    match &w.on {
-                        None => true,
-                        Some(on) if w.all => on.iter().all(moves),
-                        Some(on) => on.iter().any(moves),
+                let moves = |s: i64| may.contains(s) || !dumped.contains(s);
+                let met = waits.iter().enumerate().filter(|(_, w)| w.rank == r).find_map(
+                    |(i, w)| match &w.on {
+                        None => Some(None),
+                        Some(on) if w.all => on.iter().all(moves).then(|| on.first()),
+                        Some(on) => on.iter().find(|s| moves(*s)).map(Some),
                     }
-                });
-                if met {
+                    .map(|to| (i, to)),
+                );
+                if let Some((wait, to)) = met {
+                    if let Some(to) = to {
+                        via.push(Step { rank: r, wait, to });
+                    }
                     may.insert(r);
                     changed = true;
                 }
@@ -170,7 +177,7 @@ impl<'j, 'a> Analysis<'j, 'a> {
             chains: Vec::new(),
         };
         analysis.find_cycles();
-        analysis.find_chains(&may);
+        analysis.find_chains(&via);
         analysis
     }
 
@@ -242,48 +249,29 @@ impl<'j, 'a> Analysis<'j, 'a> {
         }
     }
 
-    fn find_chains(&mut self, may: &RankSet) {
-        let dumped = self.job.all_ranks();
+    fn find_chains(&mut self, via: &[Step]) {
         let mut chains: Vec<Chain> = Vec::new();
-        for r in dumped.iter() {
-            if self.free.contains(r) || self.deadlocked.contains(r) {
-                continue;
+        for first in via {
+            // Each step leads to a rank let in earlier: the walk ends.
+            let mut path = vec![*first];
+            while let Some(next) = via.iter().find(|s| s.rank == path[path.len() - 1].to) {
+                if path.len() > via.len() {
+                    break;
+                }
+                path.push(*next);
             }
-            // Follow waits that can be met, towards free ranks first.
-            let mut path: Vec<Step> = Vec::new();
-            let mut cur = r;
-            let mut seen = RankSet::new();
-            while !self.free.contains(cur) && dumped.contains(cur) && seen.insert(cur) {
-                let next = self.waits_of(cur).into_iter().find_map(|w| {
-                    let on = self.waits[w].on.as_ref()?;
-                    let pick = on
-                        .iter()
-                        .find(|t| self.free.contains(*t) || !dumped.contains(*t))
-                        .or_else(|| on.iter().find(|t| may.contains(*t)))?;
-                    Some(Step {
-                        rank: cur,
-                        wait: w,
-                        to: pick,
-                    })
-                });
-                let Some(step) = next else { break };
-                path.push(step);
-                cur = step.to;
-            }
-            if path.is_empty() {
-                continue;
-            }
-            match chains.iter_mut().find(|c| c.sink == cur) {
+            let sink = path[path.len() - 1].to;
+            match chains.iter_mut().find(|c| c.sink == sink) {
                 Some(chain) => {
-                    chain.waiting.insert(r);
+                    chain.waiting.insert(first.rank);
                     if path.len() > chain.steps.len() {
                         chain.steps = path;
                     }
                 }
                 None => chains.push(Chain {
                     steps: path,
-                    sink: cur,
-                    waiting: std::iter::once(r).collect(),
+                    sink,
+                    waiting: std::iter::once(first.rank).collect(),
                 }),
             }
         }
