@@ -41,10 +41,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "--rounds" => rounds = it.next().ok_or("--rounds needs R")?.parse()?,
             other if other.starts_with('-') => {}
             other => {
-                sizes = other
-                    .split(',')
-                    .map(str::parse)
-                    .collect::<Result<_, _>>()?;
+                sizes = other.split(',').map(str::parse).collect::<Result<_, _>>()?;
             }
         }
     }
@@ -52,7 +49,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     println!("load average: {}", load_average());
     println!(
         "{:>5} | {:>21} | {:>21} | {:>21} | {:>19} | {:>19} | ratio",
-        "ranks", "plain dump ms", "dump + stacks ms", "unwinding ms (sum)", "wait-for ms", "job view ms"
+        "ranks",
+        "plain dump ms",
+        "dump + stacks ms",
+        "unwinding ms (sum)",
+        "wait-for ms",
+        "job view ms"
     );
     for &n in &sizes {
         let options = LaunchOptions {
@@ -120,9 +122,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         );
         job.shutdown()?;
     }
-    println!(
-        "ratio: (dump with stacks + wait-for + job view) / plain dump, all rounds summed"
-    );
+    println!("ratio: (dump with stacks + wait-for + job view) / plain dump, all rounds summed");
     println!("load average: {}", load_average());
     Ok(())
 }

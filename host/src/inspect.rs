@@ -420,7 +420,6 @@ fn dump_job<T: Target>(
         failures: vec![],
     };
     let mut first_error = None;
-    let mut results = results;
     if options.stacks {
         // Release first so that naming frames never keeps a process stopped.
         for (p, result) in prepared.iter_mut().zip(results.iter_mut()) {

@@ -65,7 +65,10 @@ fn check_ring_deadlock(mpi: Mpi) {
     });
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(12), "{text}\n{}", stderr(&out));
-    assert!(text.starts_with("deadlock: rank 0 waits for rank 1"), "{text}");
+    assert!(
+        text.starts_with("deadlock: rank 0 waits for rank 1"),
+        "{text}"
+    );
     assert!(
         text.contains(
             "rank 0 also waits on an OR-wait (recv from ANY_SOURCE tag 11 on MPI_COMM_WORLD): \
@@ -91,7 +94,10 @@ fn check_ring_deadlock(mpi: Mpi) {
     let text = stdout(&out);
     let lines = text.lines().count();
     assert!(lines <= 25, "{lines} lines:\n{text}");
-    assert!(text.contains("\"ring\" (8 ranks: world ranks 7-0 in its order):"), "{text}");
+    assert!(
+        text.contains("\"ring\" (8 ranks: world ranks 7-0 in its order):"),
+        "{text}"
+    );
     assert!(
         text.contains("rank 0: recv from ANY_SOURCE tag 11, 4 bytes"),
         "{text}"
@@ -216,8 +222,8 @@ fn chain_is_no_deadlock_mpich() {
 
 #[test]
 fn barrier_mismatch_names_the_missing_rank() {
-    let job = Job::launch(Mpi::OpenMpiG, "barrier_mismatch", 4, &[])
-        .unwrap_or_else(|e| panic!("{e}"));
+    let job =
+        Job::launch(Mpi::OpenMpiG, "barrier_mismatch", 4, &[]).unwrap_or_else(|e| panic!("{e}"));
     let pid = job.launcher_pid().to_string();
     let out = until(&["--pid", &pid, "--deadlock"], |out| {
         let text = stdout(out);
@@ -334,9 +340,10 @@ fn wait_child(mut child: std::process::Child, limit: Duration) -> Output {
 fn watch_reports_the_ring_within_three_periods() {
     let job = Job::launch(Mpi::OpenMpiG, "split_ring", 8, &[]).unwrap_or_else(|e| panic!("{e}"));
     // Let every rank post its receive before the first snapshot.
-    until(&["--pid", &job.launcher_pid().to_string(), "--deadlock"], |o| {
-        o.status.code() == Some(12)
-    });
+    until(
+        &["--pid", &job.launcher_pid().to_string(), "--deadlock"],
+        |o| o.status.code() == Some(12),
+    );
     let out = wait_child(start_watch(job.launcher_pid(), "2"), SETTLE * 2);
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(12), "{text}\n{}", stderr(&out));

@@ -168,7 +168,9 @@ fn a_pending_send_waits_on_its_destination() {
     let dump = job(2, &[world(2)], &ops);
     let j = Job::new(&dump);
     let a = Analysis::new(&j);
-    assert!(a.words().contains("rank 0 waits for rank 1 (send tag 1 on MPI_COMM_WORLD)"));
+    assert!(a
+        .words()
+        .contains("rank 0 waits for rank 1 (send tag 1 on MPI_COMM_WORLD)"));
 }
 
 /// The recorded main-thread stacks of barrier_mismatch's four ranks.
@@ -219,7 +221,10 @@ fn recorded_barrier_mismatch_names_the_missing_rank_and_the_cycle() {
         ),
         "{words}"
     );
-    assert!(words.contains("ranks 1-2 deadlocked through the cycle"), "{words}");
+    assert!(
+        words.contains("ranks 1-2 deadlocked through the cycle"),
+        "{words}"
+    );
 }
 
 #[test]
@@ -259,7 +264,10 @@ fn job_view_merges_equal_ranks_and_leaves_out_empty_parts() {
             ..ViewOptions::default()
         },
     );
-    assert!(all.contains("\"idle\" (ranks 0-2):\n  ranks 0-2: sends: none\n"), "{all}");
+    assert!(
+        all.contains("\"idle\" (ranks 0-2):\n  ranks 0-2: sends: none\n"),
+        "{all}"
+    );
     let filtered = view::job_view(
         &dump,
         &ViewOptions {
@@ -267,13 +275,20 @@ fn job_view_merges_equal_ranks_and_leaves_out_empty_parts() {
             ..ViewOptions::default()
         },
     );
-    assert!(filtered.contains("  rank 1: recv from rank 2 tag 7"), "{filtered}");
+    assert!(
+        filtered.contains("  rank 1: recv from rank 2 tag 7"),
+        "{filtered}"
+    );
     assert!(!filtered.contains("ranks 0-1"), "{filtered}");
 }
 
 #[test]
 fn confirm_keeps_only_what_both_snapshots_have() {
-    let first = job(2, &[world(2)], &[vec![(0, false, 1, 5)], vec![(0, false, 0, 6)]]);
+    let first = job(
+        2,
+        &[world(2)],
+        &[vec![(0, false, 1, 5)], vec![(0, false, 0, 6)]],
+    );
     let mut second = first.clone();
     // Rank 1's receive completed and another, elsewhere, was posted.
     if let Section::Ok { value } = &mut second.processes[1].communicators {

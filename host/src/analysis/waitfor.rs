@@ -144,14 +144,18 @@ impl<'j, 'a> Analysis<'j, 'a> {
                     continue;
                 }
                 let moves = |s: i64| may.contains(s) || !dumped.contains(s);
-                let met = waits.iter().enumerate().filter(|(_, w)| w.rank == r).find_map(
-                    |(i, w)| match &w.on {
-                        None => Some(None),
-                        Some(on) if w.all => on.iter().all(moves).then(|| on.first()),
-                        Some(on) => on.iter().find(|s| moves(*s)).map(Some),
-                    }
-                    .map(|to| (i, to)),
-                );
+                let met = waits
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, w)| w.rank == r)
+                    .find_map(|(i, w)| {
+                        match &w.on {
+                            None => Some(None),
+                            Some(on) if w.all => on.iter().all(moves).then(|| on.first()),
+                            Some(on) => on.iter().find(|s| moves(*s)).map(Some),
+                        }
+                        .map(|to| (i, to))
+                    });
                 if let Some((wait, to)) = met {
                     if let Some(to) = to {
                         via.push(Step { rank: r, wait, to });
