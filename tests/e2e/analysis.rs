@@ -376,3 +376,46 @@ fn watch_says_nothing_about_a_chain_that_completes() {
     assert!(text.is_empty(), "watch reported: {text}");
     assert!(stderr(&out).contains("the job ended"), "{}", stderr(&out));
 }
+
+/// Every rank's gcore, written into `dir` as core.PID.
+fn gcore(job: &Job, dir: &std::path::Path) {
+    for (_, pid) in job.rank_pids() {
+        let out = Command::new("gcore")
+            .arg("-o")
+            .arg(dir.join("core"))
+            .arg(pid.to_string())
+            .output()
+            .expect("run gcore (gdb)");
+        assert!(
+            out.status.success(),
+            "gcore {pid}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn core_files_give_stacks_and_the_deadlock() {
+    let job = Job::launch(Mpi::OpenMpiG, "split_ring", 4, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let pid = job.launcher_pid().to_string();
+    until(&["--pid", &pid, "--deadlock"], |o| o.status.code() == Some(12));
+    let dir = std::env::temp_dir().join(format!("mqs-analysis-cores-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    gcore(&job, &dir);
+    drop(job);
+    let dir_arg = dir.to_str().unwrap();
+
+    let out = run(&["--core", dir_arg, "--deadlock"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(12), "{text}\n{}", stderr(&out));
+    for w in ring_cycle_words(4) {
+        assert!(text.contains(&w), "{w} missing from {text}");
+    }
+    // The registers come from the cores: the same stacks as live.
+    let out = run(&["--core", dir_arg, "--stacks"]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(text.contains("ranks 0-3: main > MPI_Recv > mca_pml_ob1_recv"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
