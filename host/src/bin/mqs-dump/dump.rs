@@ -82,15 +82,17 @@ pub struct DumpArgs {
     #[arg(long)]
     pub per_rank: bool,
 
-    /// Show only these ranks (global ranks, like 0-3,7).
+    /// In the text output, show only these ranks (global ranks, like
+    /// 0-3,7); JSON, DOT and --deadlock always cover the whole job.
     #[arg(long, value_name = "LIST", value_parser = parse_ranks)]
     pub rank: Option<RankSet>,
 
-    /// Show only communicators of this name (MPI_COMM_WORLD, ring...).
+    /// In the job view, show only communicators of this name
+    /// (MPI_COMM_WORLD, ring...).
     #[arg(long, value_name = "NAME")]
     pub comm: Option<String>,
 
-    /// Show only this queue.
+    /// In the job view, show only this queue.
     #[arg(long, value_enum, value_name = "QUEUE")]
     pub queue: Option<QueueArg>,
 
