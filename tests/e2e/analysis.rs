@@ -398,7 +398,9 @@ fn gcore(job: &Job, dir: &std::path::Path) {
 fn core_files_give_stacks_and_the_deadlock() {
     let job = Job::launch(Mpi::OpenMpiG, "split_ring", 4, &[]).unwrap_or_else(|e| panic!("{e}"));
     let pid = job.launcher_pid().to_string();
-    until(&["--pid", &pid, "--deadlock"], |o| o.status.code() == Some(12));
+    until(&["--pid", &pid, "--deadlock"], |o| {
+        o.status.code() == Some(12)
+    });
     let dir = std::env::temp_dir().join(format!("mqs-analysis-cores-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -416,6 +418,9 @@ fn core_files_give_stacks_and_the_deadlock() {
     let out = run(&["--core", dir_arg, "--stacks"]);
     let text = stdout(&out);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(text.contains("ranks 0-3: main > MPI_Recv > mca_pml_ob1_recv"), "{text}");
+    assert!(
+        text.contains("ranks 0-3: main > MPI_Recv > mca_pml_ob1_recv"),
+        "{text}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
