@@ -99,21 +99,6 @@ impl Op<'_> {
     pub fn status(&self) -> OpStatus {
         self.op.status
     }
-
-    /// What identifies the operation across snapshots: its buffer and the
-    /// addresses the DLL names in its text (request, fragment).
-    pub fn identity(&self) -> (u64, Vec<String>) {
-        let mut ids: Vec<String> = self
-            .op
-            .extra_text
-            .iter()
-            .flat_map(|l| l.split(|c: char| !c.is_ascii_alphanumeric()))
-            .filter(|w| w.len() > 2 && w.starts_with("0x"))
-            .map(str::to_owned)
-            .collect();
-        ids.sort();
-        (self.op.buffer, ids)
-    }
 }
 
 /// Rank, communicators and operations of a dump.

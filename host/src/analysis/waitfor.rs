@@ -459,6 +459,19 @@ impl<'j, 'a> Analysis<'j, 'a> {
                 chain.sink
             ));
         }
+        if !self.job.dump.failures.is_empty() {
+            let missing: RankSet = self
+                .job
+                .dump
+                .failures
+                .iter()
+                .map(|f| f.rank as i64)
+                .collect();
+            out.push_str(&format!(
+                "not dumped: {} (counted as able to move: what they wait for is unknown)\n",
+                missing.labelled()
+            ));
+        }
         if self.cycles.is_empty() {
             out.push_str(&format!(
                 "no deadlock: no cycle of waits among {} ranks ({} waiting)\n",

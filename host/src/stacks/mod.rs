@@ -16,9 +16,9 @@ use crate::process::Target;
 /// (`MPI_`/`PMPI_`) and of the layers below them in Open MPI and MPICH.
 /// A thread with such a frame is inside MPI.
 pub fn is_mpi_function(name: &str) -> bool {
-    const PREFIXES: [&str; 12] = [
-        "MPI_", "PMPI_", "MPIR_", "MPID_", "MPIDI_", "MPIC_", "MPII_", "ompi_", "mca_", "opal_",
-        "MPL_", "pmpi_",
+    const PREFIXES: [&str; 15] = [
+        "MPI_", "PMPI_", "MPIX_", "PMPIX_", "MPIR_", "MPID_", "MPIDI_", "MPIDU_", "MPIC_", "MPII_",
+        "MPIU_", "MPL_", "ompi_", "mca_", "opal_",
     ];
     PREFIXES.iter().any(|p| name.starts_with(p))
 }
