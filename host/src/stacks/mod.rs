@@ -10,8 +10,6 @@ mod unwind;
 pub use symbolize::symbolize;
 pub use unwind::{unwind, RawStack, RawStacks};
 
-use crate::process::Target;
-
 /// Which frames are the MPI library's: the names of its entry points
 /// (`MPI_`/`PMPI_`) and of the layers below them in Open MPI and MPICH.
 /// A thread with such a frame is inside MPI.
@@ -30,15 +28,6 @@ pub fn mpi_entry<'a>(outermost_first: impl IntoIterator<Item = &'a str>) -> Opti
         let name = name.strip_prefix('P').unwrap_or(name);
         name.starts_with("MPI_").then(|| name.to_owned())
     })
-}
-
-/// Where a process's threads can be unwound from: registers of a stopped
-/// thread, read through `target`.
-pub fn has_registers(target: &dyn Target) -> bool {
-    target
-        .threads()
-        .map(|t| t.iter().any(|t| t.registers.is_some()))
-        .unwrap_or(false)
 }
 
 #[cfg(test)]
