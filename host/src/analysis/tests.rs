@@ -307,3 +307,63 @@ fn confirm_keeps_only_what_both_snapshots_have() {
     let j1 = Job::new(&first);
     assert!(Analysis::new(&j1).has_deadlock());
 }
+
+#[test]
+fn dot_marks_the_cycle_and_the_or_wait() {
+    let n = 4;
+    let ring: Vec<i64> = (0..n).rev().collect();
+    let ops: Vec<Vec<OpSpec>> = (0..n)
+        .map(|r| {
+            let mut v = vec![(1, false, (2 * n - 2 - r) % n, 10)];
+            if r == 0 {
+                v.push((0, false, ANY, 11));
+            }
+            v
+        })
+        .collect();
+    let dump = job(n as usize, &[world(n), ("ring", ring)], &ops);
+    let j = Job::new(&dump);
+    let dot = view::dot::dot(&Analysis::new(&j));
+    assert!(dot.starts_with("digraph waitfor {\n"), "{dot}");
+    assert!(dot.ends_with("}\n"), "{dot}");
+    assert_eq!(dot.matches("color=red, penwidth").count(), 4, "{dot}");
+    assert!(
+        dot.contains("r3 -> r0 [style=solid, label=\"recv \\\"ring\\\" tag 10\", color=red"),
+        "{dot}"
+    );
+    assert!(dot.contains("any"), "{dot}");
+    assert!(
+        dot.contains("shape=diamond, label=\"ANY_SOURCE\\nMPI_COMM_WORLD tag 11\""),
+        "{dot}"
+    );
+    assert_eq!(dot.matches("style=dotted];").count(), 3, "{dot}");
+}
+
+#[test]
+fn groups_are_rebuilt_from_the_members_when_the_dll_gives_none() {
+    // As MPICH's own DLL: no groups, no global ranks; each member's local
+    // rank in "ring" says where it sits.
+    let n = 4;
+    let ring: Vec<i64> = (0..n).rev().collect();
+    let ops: Vec<Vec<OpSpec>> = (0..n)
+        .map(|r| vec![(1, false, (2 * n - 2 - r) % n, 10)])
+        .collect();
+    let mut dump = job(n as usize, &[world(n), ("ring", ring)], &ops);
+    for p in &mut dump.processes {
+        if let Section::Ok { value } = &mut p.communicators {
+            for c in &mut value.list {
+                c.group = None;
+            }
+        }
+    }
+    let j = Job::new(&dump);
+    assert_eq!(j.comms[1].group, vec![Some(3), Some(2), Some(1), Some(0)]);
+    let a = Analysis::new(&j);
+    assert!(a.has_deadlock(), "{}", a.words());
+    assert!(
+        a.words()
+            .contains("rank 3 waits for rank 0 (recv tag 10 on \"ring\")"),
+        "{}",
+        a.words()
+    );
+}
