@@ -56,7 +56,8 @@ pub fn run(args: &WatchArgs) -> ExitCode {
     watch(
         args.pid,
         &options,
-        Duration::from_secs_f64(args.every),
+        // A snapshot needs some time anyway; never spin.
+        Duration::from_secs_f64(args.every.max(0.1)),
         args.keep_going,
     )
 }
