@@ -41,6 +41,8 @@ pub struct JobComm {
     pub group: Vec<Option<i64>>,
     /// The dumped ranks that list it.
     pub members: RankSet,
+    /// Members rebuilt from their own reports disagreed.
+    conflict: bool,
 }
 
 impl JobComm {
@@ -115,17 +117,25 @@ pub struct Job<'a> {
 }
 
 /// The key communicators are matched by: name and group where the DLL
-/// gives groups, else name, id and size.
+/// gives groups; else name, size and how many of that name and size the
+/// process listed before it (DLLs without groups, such as MPICH's, also
+/// give ids that differ between processes: addresses).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum CommKey {
     Group(String, Vec<i64>),
-    Id(String, u64, i64),
+    Nth(String, i64, usize),
 }
 
-fn key_of(c: &CommunicatorDump) -> CommKey {
+fn key_of(c: &CommunicatorDump, earlier: &[&CommunicatorDump]) -> CommKey {
     match &c.group {
         Some(g) if !g.is_empty() => CommKey::Group(c.name.clone(), g.clone()),
-        _ => CommKey::Id(c.name.clone(), c.unique_id, c.size),
+        _ => {
+            let nth = earlier
+                .iter()
+                .filter(|e| e.group.is_none() && e.name == c.name && e.size == c.size)
+                .count();
+            CommKey::Nth(c.name.clone(), c.size, nth)
+        }
     }
 }
 
@@ -178,12 +188,13 @@ impl<'a> Job<'a> {
                     continue;
                 }
             };
-            for c in list {
+            for (at, c) in list.iter().enumerate() {
                 // MPI_COMM_NULL and other empty ones hold nothing to match.
                 if c.size <= 0 {
                     continue;
                 }
-                let key = key_of(c);
+                let earlier: Vec<&CommunicatorDump> = list[..at].iter().collect();
+                let key = key_of(c, &earlier);
                 let index = match keys.iter().position(|k| *k == key) {
                     Some(i) => i,
                     None => {
@@ -194,6 +205,7 @@ impl<'a> Job<'a> {
                             size: c.size,
                             group: vec![None; usize::try_from(c.size.min(1 << 20)).unwrap_or(0)],
                             members: RankSet::new(),
+                            conflict: false,
                         });
                         comms.len() - 1
                     }
@@ -209,6 +221,12 @@ impl<'a> Job<'a> {
                     .ok()
                     .and_then(|l| comm.group.get_mut(l))
                 {
+                    // Two processes at one place: the matching was wrong
+                    // (communicators alike in name and size), so nothing
+                    // about its members can be trusted.
+                    if slot.is_some_and(|g| g != r.rank) && c.group.is_none() {
+                        comm.conflict = true;
+                    }
                     slot.get_or_insert(r.rank);
                 }
                 for class in OpClass::ALL {
@@ -232,6 +250,11 @@ impl<'a> Job<'a> {
                         }
                     }
                 }
+            }
+        }
+        for comm in &mut comms {
+            if comm.conflict {
+                comm.group.iter_mut().for_each(|g| *g = None);
             }
         }
         let ops = local_ops
