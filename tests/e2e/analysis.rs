@@ -227,9 +227,17 @@ fn chain_is_no_deadlock_mpich() {
 }
 
 #[test]
-fn barrier_mismatch_names_the_missing_rank() {
-    let job =
-        Job::launch(Mpi::OpenMpiG, "barrier_mismatch", 4, &[]).unwrap_or_else(|e| panic!("{e}"));
+fn barrier_mismatch_names_the_missing_rank_openmpi_g() {
+    check_barrier_mismatch(Mpi::OpenMpiG);
+}
+
+#[test]
+fn barrier_mismatch_names_the_missing_rank_mpich() {
+    check_barrier_mismatch(Mpi::Mpich);
+}
+
+fn check_barrier_mismatch(mpi: Mpi) {
+    let job = Job::launch(mpi, "barrier_mismatch", 4, &[]).unwrap_or_else(|e| panic!("{e}"));
     let pid = job.launcher_pid().to_string();
     let out = until(&["--pid", &pid, "--deadlock"], |out| {
         let text = stdout(out);
