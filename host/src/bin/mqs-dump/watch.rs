@@ -3,9 +3,13 @@
 //! or a wait chain ending in a rank outside MPI, is in two snapshots in a
 //! row; then print the job view with stacks once and exit 12.
 //!
-//! [`watch`] is the loop itself, for other entry points that start a job
-//! and watch it (a launch mode, `mqs-dump launch --watch`, is planned; it
-//! would call it with the starter's pid).
+//! [`watch`] is the loop itself. `mqs-dump launch --watch` is not there
+//! yet: launch mode traces the starter itself, so it cannot call this loop
+//! (which attaches to the starter) but must take its snapshots through its
+//! own timed dumps; what decides is library code it can call on each pair
+//! of snapshots: `analysis::confirm::persistent`, then `Analysis` (a
+//! deadlock, or a chain whose sink is outside MPI), then
+//! `view::job_view`, exactly as [`watch`] does below.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
