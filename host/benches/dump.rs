@@ -286,6 +286,7 @@ fn run_dll(
         fetched_bytes: total.fetched_bytes - unexpected_stats.fetched_bytes,
         syscalls: total.syscalls - unexpected_stats.syscalls,
         elapsed_ms: total.elapsed_ms - unexpected_stats.elapsed_ms,
+        stacks_ms: None,
     };
     let (sends, receives, unexpected, notes) = count(&comms);
     Ok(Figures {

@@ -22,7 +22,8 @@ use crate::process::{
     CoreFile, CoreOptions, LiveProcess, Liveness, Mode, PageCache, SnapshotProcess, Target,
 };
 use crate::snapshot::{self, RecordingSymbols, Snapshot};
-use crate::symbols::{SymbolCache, SymbolIndex};
+use crate::stacks::{self, RawStacks};
+use crate::symbols::{LineTables, ObjectSymbols, SymbolCache, SymbolIndex};
 use crate::{mpi2dd, mpir};
 use crate::{Error, Result};
 
@@ -39,6 +40,8 @@ pub struct Options {
     pub debug_dirs: Vec<PathBuf>,
     /// Save what the dump read into this snapshot file.
     pub save: Option<PathBuf>,
+    /// Also unwind every thread's call stack while the process is stopped.
+    pub stacks: bool,
 }
 
 /// The symbols of a process: every mapped object with its load bias.
@@ -500,6 +503,12 @@ fn dump_job<T: Target>(
             results[i] = Some(result);
         }
     }
+    // Stacks are walked while every process is still stopped, named once
+    // all are let go.
+    let raw_stacks: Vec<Option<Section<RawStacks>>> = prepared
+        .iter()
+        .map(|p| options.stacks.then(|| unwind_stacks(p)))
+        .collect();
     let saved = match &options.save {
         Some(path) => save(path, launcher.as_ref(), &prepared),
         None => Ok(()),
@@ -512,6 +521,16 @@ fn dump_job<T: Target>(
         failures: vec![],
     };
     let mut first_error = None;
+    if options.stacks {
+        // Release first so that naming frames never keeps a process stopped.
+        for (p, result) in prepared.iter_mut().zip(results.iter_mut()) {
+            let released = release(&mut p.target);
+            if let Err(e) = released {
+                *result = Some(Err(e));
+            }
+        }
+        name_stacks(&prepared, raw_stacks, &mut results);
+    }
     for (p, result) in prepared.iter_mut().zip(results) {
         let result = result.unwrap_or_else(|| {
             Err(Error::Dll {
@@ -519,6 +538,7 @@ fn dump_job<T: Target>(
                 detail: "the process was not handed to the DLL".into(),
             })
         });
+        // Releasing twice is harmless (it is idempotent).
         let released = release(&mut p.target);
         match released.and(result) {
             Ok(process) => job.processes.push(process),
@@ -531,6 +551,57 @@ fn dump_job<T: Target>(
     progress(total, total);
     saved?;
     Ok(Outcome { job, first_error })
+}
+
+/// Unwinds every thread of a prepared (stopped) process.
+fn unwind_stacks<T: Target>(p: &Prepared<T>) -> Section<RawStacks> {
+    match &p.index {
+        None => Section::NotAvailable {
+            reason: "a snapshot records no stacks (only what the DLL read)".into(),
+        },
+        Some(index) => match stacks::unwind(&p.target, index) {
+            Ok(raw) => Section::Ok { value: raw },
+            Err(e) => Section::Error {
+                message: e.to_string(),
+            },
+        },
+    }
+}
+
+/// Names the unwound stacks and puts them into the dumps, sharing the line
+/// tables of every object between the processes.
+fn name_stacks<T: Target>(
+    prepared: &[Prepared<T>],
+    raw: Vec<Option<Section<RawStacks>>>,
+    results: &mut [Option<Result<ProcessDump>>],
+) {
+    let mut objects: Vec<Arc<ObjectSymbols>> = Vec::new();
+    for index in prepared.iter().filter_map(|p| p.index.as_ref()) {
+        for (object, _) in index.objects() {
+            if !objects.iter().any(|o| Arc::ptr_eq(o, &object)) {
+                objects.push(object);
+            }
+        }
+    }
+    let mut lines = LineTables::new();
+    for ((p, raw), result) in prepared.iter().zip(raw).zip(results.iter_mut()) {
+        let (Some(raw), Some(Ok(dump))) = (raw, result.as_mut()) else {
+            continue;
+        };
+        dump.stacks = Some(match (raw, &p.index) {
+            (Section::Ok { value }, Some(index)) => {
+                dump.stats.stacks_ms = Some(value.elapsed_ms);
+                Section::Ok {
+                    value: stacks::symbolize(&value, index, &objects, &mut lines),
+                }
+            }
+            (Section::Ok { .. }, None) => Section::NotAvailable {
+                reason: "no symbols".into(),
+            },
+            (Section::NotAvailable { reason }, _) => Section::NotAvailable { reason },
+            (Section::Error { message }, _) => Section::Error { message },
+        });
+    }
 }
 
 fn save<T: Target>(
@@ -782,6 +853,7 @@ fn process_dump(
         spawn_breakpoint,
         unreadable: session.unreadable(process),
         dll_output: Vec::new(),
+        stacks: None,
         stats,
     }
 }

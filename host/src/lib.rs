@@ -36,6 +36,7 @@
 //! }
 //! ```
 
+pub mod analysis;
 pub mod dll;
 pub mod dump;
 pub mod error;
@@ -47,7 +48,9 @@ pub mod mpir;
 pub mod process;
 pub mod render;
 pub mod snapshot;
+pub mod stacks;
 pub mod symbols;
+pub mod view;
 
 pub use error::PermissionReason;
 pub use error::{exit_code, Error, Result};

@@ -168,7 +168,7 @@ fn every_process_is_found_from_any_directory() {
             );
         }
     }
-    let text = stdout(&run(&["--pid", &tables.a.to_string()]));
+    let text = stdout(&run(&["--pid", &tables.a.to_string(), "--per-rank"]));
     assert!(
         text.contains("spawned: rank 1 of job kids-1, by rank 0 of world-1"),
         "{text}"

@@ -148,6 +148,24 @@ impl SymbolIndex {
             .collect()
     }
 
+    /// The object whose code holds the runtime address `addr`, with its
+    /// load bias (the object's link-time address is `addr - bias`).
+    pub fn object_at(&self, addr: u64) -> Option<(Arc<ObjectSymbols>, u64)> {
+        self.snapshot()
+            .into_iter()
+            .find(|l| l.object.contains_code(addr.wrapping_sub(l.bias)))
+            .map(|l| (l.object, l.bias))
+    }
+
+    /// The function at the runtime address `addr`: its name (from the
+    /// symbol tables) and the offset of `addr` into it.
+    pub fn function_at(&self, addr: u64) -> Option<(String, u64)> {
+        let (object, bias) = self.object_at(addr)?;
+        object
+            .function_at(addr.wrapping_sub(bias))
+            .map(|(name, offset)| (name.to_owned(), offset))
+    }
+
     /// The runtime address of the data symbol `name`: a GLOBAL/WEAK
     /// definition in any object (the first in object order) before a LOCAL
     /// one (file-static; again the first object's).

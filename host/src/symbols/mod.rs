@@ -15,6 +15,7 @@ mod debug_files;
 mod dwarf_data;
 mod elf;
 mod index;
+mod lines;
 mod mapped;
 mod object;
 mod symtab;
@@ -24,8 +25,10 @@ mod types;
 use std::path::Path;
 
 pub use cache::SymbolCache;
+pub use dwarf_data::SectionBytes;
 pub use index::SymbolIndex;
-pub use object::{ObjectSymbols, Symbol, TypeIndexStats};
+pub use lines::{LineTables, SourceFrame};
+pub use object::{ObjectSymbols, Symbol, TypeIndexStats, UnwindSections};
 pub use types::{TypeInfo, TypeKind};
 
 use crate::Result;

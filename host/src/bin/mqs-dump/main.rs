@@ -6,6 +6,7 @@
 
 mod dump;
 mod launch;
+mod watch;
 
 use std::process::ExitCode;
 
@@ -37,13 +38,19 @@ enum Command {
     /// The tracer process of `launch` (internal).
     #[command(name = "__trace-starter", hide = true)]
     TraceStarter(launch::TracerArgs),
+    /// Snapshot a job every few seconds and report as soon as a deadlock
+    /// (or a wait chain ending in a rank outside MPI) is in two snapshots
+    /// in a row; then show the job view with stacks and exit 12. Exits 0
+    /// when the job ends without one.
+    Watch(watch::WatchArgs),
 }
 
 /// The exit codes, for every command's --help.
 pub const EXIT_CODES: &str = "Exit codes: 0 ok, 1 other error, 2 usage, 3 no such process, \
 4 permission denied, 5 not an MPI process, 6 MPI lacks the debug info the DLL needs, \
 7 DLL missing, 8 DLL not loadable, 9 DLL incompatible, 10 DLL untrusted, \
-11 process exited during the dump, 13 unreadable core or snapshot file";
+11 process exited during the dump, 12 deadlock found (--deadlock, watch), \
+13 unreadable core or snapshot file";
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -64,6 +71,11 @@ fn main() -> ExitCode {
         }
         Some(Command::Launch(args)) => launch::run(&args),
         Some(Command::TraceStarter(args)) => launch::run_tracer(&args),
+        Some(Command::Watch(args)) => {
+            // Each snapshot stops the job: let it go if we are stopped.
+            mqs_host::process::install_signal_cleanup();
+            watch::run(&args)
+        }
     }
 }
 
