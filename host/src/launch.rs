@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::dump::JobDump;
 use crate::inspect;
 use crate::mpi2dd;
 use crate::mpir::{self, StarterSymbols};
@@ -52,6 +53,11 @@ pub struct LaunchOptions {
     pub dump_on_abort: bool,
     /// Dumps as JSON, one document per line.
     pub json: bool,
+    /// Snapshot the job this often and stop (exit 12) once a deadlock, or
+    /// a wait chain ending outside MPI, is in two snapshots in a row.
+    pub watch: Option<Duration>,
+    /// With `watch`: report each new finding and go on until the job ends.
+    pub keep_going: bool,
     /// Append dumps here instead of writing them to stderr.
     pub output: Option<PathBuf>,
     /// How to dump.
@@ -167,17 +173,22 @@ pub fn launch(command: &[OsString], options: &LaunchOptions) -> Result<i32> {
         starter: None,
         armed: false,
         spawned: false,
+        previous: None,
+        reported: None,
     };
     // The timer runs from the job-spawn event: a job whose starter takes its
     // time is dumped once its processes ran for that long.
     let mut dump_due: Option<Instant> = None;
+    let mut watch_due: Option<Instant> = None;
     let mut timer_set = false;
     let code = loop {
         if !timer_set && front.spawned {
             timer_set = true;
             dump_due = options.dump_after.map(|d| Instant::now() + d);
+            watch_due = options.watch.map(|d| Instant::now() + d);
         }
-        let wait = dump_due.map_or(Duration::from_secs(3600), |due| {
+        let next_due = [dump_due, watch_due].into_iter().flatten().min();
+        let wait = next_due.map_or(Duration::from_secs(3600), |due| {
             due.saturating_duration_since(Instant::now())
         });
         let next = match front.deferred.pop() {
@@ -198,13 +209,32 @@ pub fn launch(command: &[OsString], options: &LaunchOptions) -> Result<i32> {
                 from_terminal,
             }) => front.on_signal(signal, from_terminal, &rx),
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                dump_due = None;
-                front.dump_now("--dump-after", &rx);
+                let now = Instant::now();
+                if dump_due.is_some_and(|d| d <= now) {
+                    dump_due = None;
+                    front.dump_now("--dump-after", &rx);
+                }
+                if watch_due.is_some_and(|d| d <= now) {
+                    watch_due = options.watch.map(|d| Instant::now() + d);
+                    if front.watch_once(&rx) && !options.keep_going {
+                        break crate::exit_code::DEADLOCK;
+                    }
+                }
             }
         }
     };
+    let found = front.reported.is_some();
+    // Closing the socket (for the reader thread's copy too) tells the
+    // tracer to let the job go, if it still runs (a watch that found a
+    // deadlock leaves it for the user to see).
+    let _ = front.socket.shutdown(std::net::Shutdown::Both);
+    drop(front);
     let _ = tracer_child.wait();
-    Ok(code)
+    Ok(if found {
+        crate::exit_code::DEADLOCK
+    } else {
+        code
+    })
 }
 
 fn io_err(what: &str, source: std::io::Error) -> Error {
@@ -284,6 +314,9 @@ struct Front<'a> {
     armed: bool,
     /// The job-spawn event came: the starter lists its processes.
     spawned: bool,
+    /// `--watch`: the snapshot before, and the finding reported last.
+    previous: Option<JobDump>,
+    reported: Option<String>,
 }
 
 impl Front<'_> {
@@ -384,25 +417,27 @@ impl Front<'_> {
         }
     }
 
-    fn dump_now(&mut self, why: &str, rx: &mpsc::Receiver<Input>) {
+    /// A snapshot of the whole job (stopped for the read), or why none.
+    fn snapshot(&mut self, why: &str, stacks: bool, rx: &mpsc::Receiver<Input>) -> Option<JobDump> {
         let (Some(starter), true) = (self.starter, self.spawned) else {
             self.note(&format!(
                 "{why}: the job has not started its processes yet; nothing to dump"
             ));
-            return;
+            return None;
         };
         // With --dump-on-abort the tracer traces the ranks too: it stops
         // them all for the dump, which reads them without stopping them
         // again.
         let traced = self.options.dump_on_abort;
         let mut options = self.options.dump.clone();
+        options.stacks = stacks;
         if traced {
             self.send(&Command2::Freeze);
             if !self.await_frozen(rx) {
                 self.note(&format!(
                     "{why}: the tracer did not stop the job; not dumped"
                 ));
-                return;
+                return None;
             }
             options.no_stop = true;
         }
@@ -411,17 +446,53 @@ impl Front<'_> {
             self.send(&Command2::Thaw);
         }
         match dumped {
-            Ok(job) => {
-                let text = if self.options.json {
-                    let mut line = serde_json::to_string(&job).unwrap_or_default();
-                    line.push('\n');
-                    line
-                } else {
-                    crate::render::text(&job)
-                };
-                self.out.write(&text);
+            Ok(job) => Some(job),
+            Err(e) => {
+                self.note(&format!("{why}: the dump failed: {e}"));
+                None
             }
-            Err(e) => self.note(&format!("{why}: the dump failed: {e}")),
+        }
+    }
+
+    fn dump_now(&mut self, why: &str, rx: &mpsc::Receiver<Input>) {
+        if let Some(job) = self.snapshot(why, self.options.dump.stacks, rx) {
+            self.write_dump(&job);
+        }
+    }
+
+    fn write_dump(&mut self, job: &JobDump) {
+        let text = if self.options.json {
+            let mut line = serde_json::to_string(job).unwrap_or_default();
+            line.push('\n');
+            line
+        } else {
+            crate::view::job_view(job, &crate::view::ViewOptions::default())
+        };
+        self.out.write(&text);
+    }
+
+    /// One `--watch` snapshot; whether it reported a new finding.
+    fn watch_once(&mut self, rx: &mpsc::Receiver<Input>) -> bool {
+        let Some(job) = self.snapshot("--watch", true, rx) else {
+            return false;
+        };
+        let finding = self
+            .previous
+            .as_ref()
+            .and_then(|previous| crate::analysis::confirm::persistent_finding(previous, &job));
+        self.previous = Some(job);
+        match finding {
+            Some(words) if self.reported.as_deref() != Some(words.as_str()) => {
+                self.note("--watch: two snapshots in a row agree:");
+                self.out.write(&format!("{words}\n"));
+                if let Some(job) = self.previous.take() {
+                    self.write_dump(&job);
+                    self.previous = Some(job);
+                }
+                self.reported = Some(words);
+                true
+            }
+            _ => false,
         }
     }
 

@@ -397,3 +397,40 @@ fn launch_errors() {
     let out = run(&["launch", "--", "/bin/false"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
 }
+
+/// `launch --watch`: the ring's deadlock is reported within three snapshot
+/// periods, with exit 12; the job is left as it is (untraced).
+fn watch_reports_the_ring(mpi: Mpi) {
+    let mut run = Launched::start(mpi, "ring", 4, &[], &["--watch", "1"]);
+    let started = Instant::now();
+    let code = run.wait(Duration::from_secs(180));
+    let err = run.file("stderr");
+    assert_eq!(code, 12, "stderr:\n{err}");
+    assert!(err.contains("two snapshots in a row agree"), "{err}");
+    let report = run.file("dumps");
+    assert!(report.contains("deadlock"), "{report}");
+    // Spawn plus three periods, with room for a slow machine.
+    assert!(started.elapsed() < Duration::from_secs(120));
+    let ranks: Vec<u32> = run
+        .alive()
+        .into_iter()
+        .filter(|&p| {
+            mqs_tests::process_cmdline(p)
+                .is_some_and(|c| c.first().is_some_and(|a| a.ends_with("/ring")))
+        })
+        .collect();
+    assert_eq!(ranks.len(), 4, "the ranks are still there");
+    for pid in ranks {
+        assert_running_untraced(pid);
+    }
+}
+
+#[test]
+fn open_mpi_watch_reports_the_ring() {
+    watch_reports_the_ring(Mpi::OpenMpiG);
+}
+
+#[test]
+fn mpich_watch_reports_the_ring() {
+    watch_reports_the_ring(Mpi::Mpich);
+}

@@ -82,3 +82,14 @@ pub fn persistent(first: &JobDump, second: &JobDump) -> JobDump {
     }
     out
 }
+
+/// What watching a job looks for, in two snapshots taken apart: a deadlock,
+/// or a wait chain that ends in a rank outside MPI, in what both share. The
+/// finding in words, if there is one.
+pub fn persistent_finding(first: &JobDump, second: &JobDump) -> Option<String> {
+    let kept = persistent(first, second);
+    let job = super::Job::new(&kept);
+    let analysis = super::Analysis::new(&job);
+    let stuck = analysis.chains.iter().any(|c| analysis.sink_outside_mpi(c));
+    (analysis.has_deadlock() || stuck).then(|| analysis.words())
+}

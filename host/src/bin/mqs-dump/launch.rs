@@ -35,6 +35,21 @@ pub struct LaunchArgs {
     #[arg(long)]
     pub json: bool,
 
+    /// Snapshot the job every SECS seconds; once a deadlock (or a wait
+    /// chain ending in a rank outside MPI) is in two snapshots in a row,
+    /// print it with the job view and exit 12, leaving the job as it is.
+    #[arg(long, value_name = "SECS", value_parser = crate::dump::parse_secs)]
+    pub watch: Option<f64>,
+
+    /// With --watch: report each new finding and go on until the job ends
+    /// (then exit 12 if there was one).
+    #[arg(long, requires = "watch")]
+    pub keep_going: bool,
+
+    /// Also show each thread's call stack in the dumps.
+    #[arg(long)]
+    pub stacks: bool,
+
     /// Append dumps to FILE instead of writing them to stderr.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -70,11 +85,14 @@ pub fn run(args: &LaunchArgs) -> ExitCode {
         dump_on_signal: args.dump_on_signal,
         dump_on_abort: args.dump_on_abort,
         json: args.json,
+        watch: args.watch.map(|s| Duration::from_secs_f64(s.max(0.1))),
+        keep_going: args.keep_going,
         output: args.output.clone(),
         dump: Options {
             dll: args.dll.clone(),
             trust_dll: args.trust_dll,
             debug_dirs: args.debug_dir.clone(),
+            stacks: args.stacks,
             ..Options::default()
         },
     };

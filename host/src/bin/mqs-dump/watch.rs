@@ -3,19 +3,15 @@
 //! or a wait chain ending in a rank outside MPI, is in two snapshots in a
 //! row; then print the job view with stacks once and exit 12.
 //!
-//! [`watch`] is the loop itself. `mqs-dump launch --watch` is not there
-//! yet: launch mode traces the starter itself, so it cannot call this loop
-//! (which attaches to the starter) but must take its snapshots through its
-//! own timed dumps; what decides is library code it can call on each pair
-//! of snapshots: `analysis::confirm::persistent`, then `Analysis` (a
-//! deadlock, or a chain whose sink is outside MPI), then
-//! `view::job_view`, exactly as [`watch`] does below.
+//! [`watch`] is the loop itself. `mqs-dump launch --watch SECS` takes its
+//! snapshots through launch mode instead (which traces the starter) and
+//! decides with the same `analysis::confirm::persistent_finding`.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use mqs_host::analysis::{confirm, Analysis, Job};
+use mqs_host::analysis::confirm;
 use mqs_host::dump::JobDump;
 use mqs_host::inspect::{self, Options};
 use mqs_host::view::{self, ViewOptions};
@@ -95,16 +91,7 @@ pub fn watch(pid: i32, options: &Options, every: Duration, keep_going: bool) -> 
         };
         snapshots += 1;
         if let Some(previous) = &previous {
-            let kept = confirm::persistent(previous, &job);
-            let analysed = Job::new(&kept);
-            let analysis = Analysis::new(&analysed);
-            let stuck: Vec<_> = analysis
-                .chains
-                .iter()
-                .filter(|c| analysis.sink_outside_mpi(c))
-                .collect();
-            if analysis.has_deadlock() || !stuck.is_empty() {
-                let words = analysis.words();
+            if let Some(words) = confirm::persistent_finding(previous, &job) {
                 if reported.as_deref() != Some(words.as_str()) {
                     println!(
                         "mqs-dump watch: snapshot {snapshots} ({:.1} s apart) agrees with the one before:",
