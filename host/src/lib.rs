@@ -36,6 +36,7 @@
 //! }
 //! ```
 
+pub mod cvars;
 pub mod dll;
 pub mod dump;
 pub mod error;
