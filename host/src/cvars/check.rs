@@ -177,19 +177,10 @@ pub fn run(mpi: &MpiT, first_rule: usize, skip_steps: usize, emit: &mut dyn FnMu
         ctx.skip_steps = if i == first_rule { skip_steps } else { 0 };
         (ctx.emit)(Event::Step {
             what: rule.id.into(),
+            detail: None,
         });
         (rule.run)(&mut ctx);
-        let findings = std::mem::take(&mut ctx.findings);
-        for ((rule, message), (count, examples)) in findings {
-            (ctx.emit)(Event::Finding {
-                finding: Finding {
-                    rule: rule.into(),
-                    message,
-                    count,
-                    examples,
-                },
-            });
-        }
+        ctx.flush();
     }
     (ctx.emit)(Event::Checked { rules: RULES.len() });
 }
@@ -223,17 +214,35 @@ impl Ctx<'_> {
         }
     }
 
-    /// Whether to run the next step of a rule that may crash the library;
-    /// announces it if so.
-    fn step(&mut self) -> bool {
+    /// Whether to run the next step of a rule, one that may crash the
+    /// library (`what` says what it calls); announces it if so, after
+    /// sending what the rule found so far.
+    fn step(&mut self, what: &str) -> bool {
         self.step += 1;
         if self.step <= self.skip_steps {
             return false;
         }
+        self.flush();
         (self.emit)(Event::Step {
             what: format!("{}#{}", self.rule, self.step),
+            detail: Some(what.to_owned()),
         });
         true
+    }
+
+    /// Sends the findings gathered so far.
+    fn flush(&mut self) {
+        let findings = std::mem::take(&mut self.findings);
+        for ((rule, message), (count, examples)) in findings {
+            (self.emit)(Event::Finding {
+                finding: Finding {
+                    rule: rule.into(),
+                    message,
+                    count,
+                    examples,
+                },
+            });
+        }
     }
 
     fn code(&self, rc: i32) -> String {
@@ -531,7 +540,12 @@ fn string_convention(ctx: &mut Ctx<'_>, what: &str, here: &str, full: &str, call
     let full = full.as_bytes();
     let want_len = full.len() as c_int + 1;
     let note = |ctx: &mut Ctx<'_>, message: String, detail: String| {
-        ctx.note(format!("{what}: {message}"), format!("{here}: {detail}"));
+        let at = if detail.is_empty() {
+            here.to_owned()
+        } else {
+            format!("{here}: {detail}")
+        };
+        ctx.note(format!("{what}: {message}"), at);
     };
     // A NULL buffer with a length: only the length comes back.
     let mut len: c_int = 7;
@@ -830,7 +844,7 @@ fn enum_item_range(ctx: &mut Ctx<'_>) {
     }
     let mpi = ctx.mpi;
     for (label, past_end) in [("num", true), ("-1", false)] {
-        if !ctx.step() {
+        if !ctx.step(&format!("MPI_T_enum_get_item for item {label}")) {
             continue;
         }
         for (enumtype, here) in &enums {
@@ -968,7 +982,7 @@ fn read_only_write(ctx: &mut Ctx<'_>) {
 fn null_handle(ctx: &mut Ctx<'_>) {
     let mpi = ctx.mpi;
     let null = std::ptr::null_mut();
-    if ctx.step() {
+    if ctx.step("MPI_T_cvar_read of MPI_T_CVAR_HANDLE_NULL") {
         let mut buf = [0u8; 64];
         // SAFETY: MPI_T_CVAR_HANDLE_NULL is NULL in both families; the
         // call is meant to refuse it.
@@ -980,7 +994,7 @@ fn null_handle(ctx: &mut Ctx<'_>) {
             "",
         );
     }
-    if ctx.step() {
+    if ctx.step("MPI_T_cvar_write of MPI_T_CVAR_HANDLE_NULL") {
         let buf = [0u8; 64];
         // SAFETY: as above, for MPI_T_cvar_write.
         let rc = unsafe { (mpi.f.cvar_write)(null, buf.as_ptr().cast()) };
@@ -991,7 +1005,7 @@ fn null_handle(ctx: &mut Ctx<'_>) {
             "",
         );
     }
-    if ctx.step() {
+    if ctx.step("MPI_T_enum_get_info of MPI_T_ENUM_NULL") {
         let mut num: c_int = 0;
         let mut len: c_int = 0;
         // SAFETY: MPI_T_ENUM_NULL is NULL in both families.
@@ -1042,7 +1056,7 @@ fn stable(ctx: &mut Ctx<'_>) {
 }
 
 fn nesting(ctx: &mut Ctx<'_>) {
-    if !ctx.step() {
+    if !ctx.step("initialising and finalising MPI_T in turn") {
         return;
     }
     let mpi = ctx.mpi;

@@ -82,10 +82,10 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    /// The last step it announced.
-    pub fn last_step(&self) -> Option<&str> {
+    /// The last step it announced, and what that step does.
+    pub fn last_step(&self) -> Option<(&str, Option<&str>)> {
         self.events.iter().rev().find_map(|e| match e {
-            Event::Step { what } => Some(what.as_str()),
+            Event::Step { what, detail } => Some((what.as_str(), detail.as_deref())),
             _ => None,
         })
     }
@@ -103,8 +103,8 @@ impl Outcome {
             Ending::TimedOut => format!("did not answer within {} s and was killed", timeout.as_secs()),
             other => other.to_string(),
         };
-        if let Some(step) = self.last_step() {
-            detail.push_str(&format!(" during {step}"));
+        if let Some((step, what)) = self.last_step() {
+            detail.push_str(&format!(" while {}", what.unwrap_or(step)));
         }
         let said: Vec<&str> = self
             .stderr
@@ -210,10 +210,10 @@ impl Helper {
             }
             // Where it died: `rule` (the rule's unannounced part) or
             // `rule#step`.
-            let step = outcome.last_step().unwrap_or_default().to_owned();
+            let (step, detail) = outcome.last_step().unwrap_or_default();
             let (id, within) = match step.split_once('#') {
                 Some((id, n)) => (id.to_owned(), n.parse::<usize>().ok()),
-                None => (step.clone(), None),
+                None => (step.to_owned(), None),
             };
             let Some(rule) = check::RULES.iter().position(|r| r.id == id) else {
                 // It died before it got to the rules (loading the library).
@@ -223,13 +223,13 @@ impl Helper {
                 Ending::TimedOut => format!("hangs (no answer within {} s)", self.timeout.as_secs()),
                 other => format!("crashes (the helper {other})"),
             };
-            let skipped = match within {
-                Some(n) => format!("step {n} of the rule"),
-                None => "the rest of the rule".into(),
+            let message = match (within, detail) {
+                (Some(_), Some(what)) => format!("{what} {how}"),
+                _ => format!("the library {how} in this rule; its remaining checks were skipped"),
             };
             report.findings.push(Finding {
                 rule: id,
-                message: format!("the library {how}; {skipped} was skipped"),
+                message,
                 count: 1,
                 examples: Vec::new(),
             });
@@ -400,6 +400,7 @@ pub fn serve() -> i32 {
     };
     answers.send(&Event::Step {
         what: "loading the library".into(),
+        detail: None,
     });
     let mpi = match MpiT::open(Path::new(&request.library)) {
         Ok(mpi) => mpi,
@@ -418,6 +419,7 @@ pub fn serve() -> i32 {
         Op::List => {
             answers.send(&Event::Step {
                 what: "listing the control variables".into(),
+                detail: None,
             });
             match library::list(&mpi) {
                 Ok(listing) => answers.send(&Event::Listing { listing }),
@@ -430,6 +432,7 @@ pub fn serve() -> i32 {
         Op::Set { assignments } => {
             answers.send(&Event::Step {
                 what: "validating the settings".into(),
+                detail: None,
             });
             match library::initialise(&mpi) {
                 Ok(()) => {

@@ -14,8 +14,8 @@ use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
 use super::abi::{Abi, DatatypeHandles, Family, MpiTError, MPI_SUCCESS, MPI_THREAD_SINGLE};
 use super::protocol::{FailureKind, SetResult, SetVerdict};
 use super::{
-    Bind, Datatype, DatatypeName, EnumItem, Enumeration, Listing, Value, Variable, VariableError,
-    SCHEMA_VERSION,
+    Bind, Datatype, DatatypeName, EnumItem, Enumeration, Listing, Scope, Value, Variable,
+    VariableError, SCHEMA_VERSION,
 };
 
 pub(crate) type FnInitThread = unsafe extern "C" fn(c_int, *mut c_int) -> c_int;
@@ -770,11 +770,8 @@ pub fn validate(mpi: &MpiT, name: &str, text: &str) -> SetResult {
             return result;
         }
     }
-    if variable.scope.read_only() {
-        result.reason = format!(
-            "its scope is {}: it cannot be changed",
-            variable.scope.as_str()
-        );
+    if variable.scope == Scope::Constant {
+        result.reason = "its scope is constant: the library takes no setting for it".into();
         return result;
     }
     let env_value = variable
@@ -784,6 +781,13 @@ pub fn validate(mpi: &MpiT, name: &str, text: &str) -> SetResult {
         .filter(|_| datatype != Datatype::CBool)
         .map_or_else(|| value.to_string(), str::to_owned);
     result.apply = family.how_to_set(name, &env_value);
+    if variable.scope == Scope::Readonly {
+        result.verdict = SetVerdict::StartupOnly;
+        result.reason = "its type and items check out; MPI_T may not write it (scope \
+                         readonly), so it takes effect only when set before the job starts"
+            .into();
+        return result;
+    }
     if variable.bind != Bind::NoObject {
         result.verdict = SetVerdict::NotChecked;
         result.reason = format!(
@@ -819,11 +823,13 @@ pub fn validate(mpi: &MpiT, name: &str, text: &str) -> SetResult {
                 Err(_) => "MPI_T_cvar_write accepted it".into(),
             };
         }
-        Some(MpiTError::CvarSetNotNow) => {
-            result.verdict = SetVerdict::NotNow;
-            result.reason = "the library cannot change it once initialised \
-                             (MPI_T_ERR_CVAR_SET_NOT_NOW): set it before the job starts"
-                .into();
+        Some(e @ (MpiTError::CvarSetNotNow | MpiTError::CvarSetNever)) => {
+            result.verdict = SetVerdict::StartupOnly;
+            result.reason = format!(
+                "its type and items check out; the library will not change it while running \
+                 ({}), so it takes effect only when set before the job starts",
+                e.name()
+            );
         }
         _ => {
             result.reason = format!("MPI_T_cvar_write returned {} ({rc})", abi.code_name(rc));

@@ -12,16 +12,14 @@
 //!
 //! Every walk is bounded; a value that cannot be read says why.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::abi::Family;
 use super::{Datatype, Listing, Value};
-use crate::dll::locate::read_c_string;
+use crate::process::{read_c_string, Environment, Target};
 use crate::symbols::SymbolIndex;
-use crate::target::Target;
 use crate::{Error, Result};
 
 /// Most variables believed in Open MPI's registry.
@@ -112,25 +110,13 @@ pub fn mpi_library(target: &dyn Target) -> Result<PathBuf> {
         })
 }
 
-/// The process's environment, NAME -> value.
-pub fn environment(pid: i32) -> HashMap<String, String> {
-    let raw = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-    raw.split(|&b| b == 0)
-        .filter_map(|entry| {
-            let text = std::str::from_utf8(entry).ok()?;
-            let (k, v) = text.split_once('=')?;
-            Some((k.to_owned(), v.to_owned()))
-        })
-        .collect()
-}
-
 /// Reads the values of `listing`'s variables (MPICH) or of the whole
 /// registry (Open MPI) from a process.
 pub fn read(
     target: &dyn Target,
     symbols: &SymbolIndex,
     listing: &Listing,
-    env: &HashMap<String, String>,
+    env: &Environment,
 ) -> Result<ProcessValues> {
     let values = match listing.family {
         Family::Mpich => read_mpich(target, symbols, listing, env),
@@ -146,7 +132,7 @@ fn read_mpich(
     target: &dyn Target,
     symbols: &SymbolIndex,
     listing: &Listing,
-    env: &HashMap<String, String>,
+    env: &Environment,
 ) -> Vec<LiveValue> {
     listing
         .variables
@@ -191,7 +177,7 @@ fn mpich_symbol(name: &str) -> String {
 
 /// MPICH takes a variable from the first of MPICH_X, MPIR_PARAM_X and
 /// MPIR_CVAR_X that is set.
-fn mpich_source(name: &str, env: &HashMap<String, String>) -> Option<Source> {
+fn mpich_source(name: &str, env: &Environment) -> Option<Source> {
     let bare = name.strip_prefix("MPIR_CVAR_").unwrap_or(name);
     Family::Mpich
         .env_prefixes()
@@ -321,7 +307,7 @@ struct Record {
 fn read_open_mpi(
     target: &dyn Target,
     symbols: &SymbolIndex,
-    env: &HashMap<String, String>,
+    env: &Environment,
 ) -> Result<Vec<LiveValue>> {
     let unreadable = |detail: String| Error::NoDebugInfo { detail };
     let array = symbols.find_symbol("mca_base_vars").ok_or_else(|| {
@@ -426,7 +412,7 @@ fn open_mpi_source(
     target: &dyn Target,
     layout: &VarLayout,
     record: &Record,
-    env: &HashMap<String, String>,
+    env: &Environment,
 ) -> Source {
     let file = || -> Option<String> {
         let path = if record.source_file != 0 {

@@ -19,6 +19,7 @@ pub mod abi;
 pub mod check;
 pub mod compare;
 pub mod helper;
+pub mod job;
 pub mod library;
 pub mod live;
 pub mod protocol;

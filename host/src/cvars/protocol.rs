@@ -29,8 +29,13 @@ pub enum Op {
 #[serde(tag = "event", rename_all = "kebab-case")]
 pub enum Event {
     /// About to do `what` (a check's rule id, `rule#step` for a step of a
-    /// rule that may crash, or a stage of the listing).
-    Step { what: String },
+    /// rule that may crash, or a stage of the listing); `detail` says
+    /// what the step does.
+    Step {
+        what: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+    },
     /// The library is loaded and of this family.
     Loaded { family: Family },
     Finding { finding: Finding },
@@ -83,8 +88,9 @@ impl std::fmt::Display for Finding {
 pub enum SetVerdict {
     /// MPI_T_cvar_write took it.
     Accepted,
-    /// Valid, but the library can only take it before it initialises.
-    NotNow,
+    /// Valid, but the library takes it only when a job starts (MPI_T may
+    /// not change it now).
+    StartupOnly,
     /// Bound to an object: the type was checked, the write was not.
     NotChecked,
     Rejected,

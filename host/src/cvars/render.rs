@@ -221,7 +221,7 @@ pub fn settings_text(results: &[SetResult]) -> String {
     for r in results {
         let verdict = match r.verdict {
             SetVerdict::Accepted => "valid",
-            SetVerdict::NotNow => "valid (only before the library initialises)",
+            SetVerdict::StartupOnly => "valid at start-up",
             SetVerdict::NotChecked => "not checked",
             SetVerdict::Rejected => "rejected",
         };

@@ -4,6 +4,7 @@
 //! here that parses its options, calls the library and prints. With no
 //! command, `mqs-dump --pid PID` dumps message queues (the `dump` module).
 
+mod cvars;
 mod dump;
 mod launch;
 
@@ -37,15 +38,25 @@ enum Command {
     /// The tracer process of `launch` (internal).
     #[command(name = "__trace-starter", hide = true)]
     TraceStarter(launch::TracerArgs),
+    /// MPI_T control variables: list a library's, read a job's, validate a
+    /// setting, check the library against the standard.
+    Cvars(cvars::CvarsArgs),
 }
 
 /// The exit codes, for every command's --help.
 pub const EXIT_CODES: &str = "Exit codes: 0 ok, 1 other error, 2 usage, 3 no such process, \
 4 permission denied, 5 not an MPI process, 6 MPI lacks the debug info the DLL needs, \
 7 DLL missing, 8 DLL not loadable, 9 DLL incompatible, 10 DLL untrusted, \
-11 process exited during the dump, 13 unreadable core or snapshot file";
+11 process exited during the dump, 13 unreadable core or snapshot file; \
+for `cvars`, see `mqs-dump cvars --help`";
 
 fn main() -> ExitCode {
+    // The subprocess `cvars` loads MPI libraries in: not a command.
+    if std::env::args_os().nth(1).as_deref()
+        == Some(std::ffi::OsStr::new(mqs_host::cvars::helper::HELPER_ARG))
+    {
+        return ExitCode::from(mqs_host::cvars::helper::serve() as u8);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -64,6 +75,7 @@ fn main() -> ExitCode {
         }
         Some(Command::Launch(args)) => launch::run(&args),
         Some(Command::TraceStarter(args)) => launch::run_tracer(&args),
+        Some(Command::Cvars(args)) => cvars::run(&args),
     }
 }
 
