@@ -348,9 +348,10 @@ fn num(ctx: &mut Ctx<'_>) {
         }
     }
     if seen.windows(2).any(|w| w[1] < w[0]) {
+        let counts: Vec<String> = seen.iter().map(ToString::to_string).collect();
         ctx.note(
             "the number of control variables shrank between calls",
-            format!("{seen:?}"),
+            format!("counts {}", counts.join(", ")),
         );
     }
     ctx.num = seen.first().copied();

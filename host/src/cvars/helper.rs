@@ -421,7 +421,14 @@ pub fn serve() -> i32 {
                 what: "listing the control variables".into(),
                 detail: None,
             });
-            match library::list(&mpi) {
+            let mut step = |what: String| {
+                answers.send(&Event::Step {
+                    what: "listing".into(),
+                    detail: Some(what),
+                })
+            };
+            let listed = library::list(&mpi, &mut step);
+            match listed {
                 Ok(listing) => answers.send(&Event::Listing { listing }),
                 Err(e) => answers.send(&Event::Failed {
                     kind: e.kind,

@@ -586,8 +586,10 @@ pub fn initialise(mpi: &MpiT) -> Result<(), OpenError> {
     })
 }
 
-/// Every control variable with its value, or why it has none.
-pub fn list(mpi: &MpiT) -> Result<Listing, OpenError> {
+/// Every control variable with its value, or why it has none. `step` is
+/// told what is about to be done to which variable (for crash reports).
+pub fn list(mpi: &MpiT, step: &mut dyn FnMut(String)) -> Result<Listing, OpenError> {
+    step("initialising the tool interface (MPI_T_init_thread)".into());
     initialise(mpi)?;
     let num = mpi.num().map_err(|rc| OpenError {
         kind: FailureKind::NoMpiT,
@@ -604,9 +606,8 @@ pub fn list(mpi: &MpiT) -> Result<Listing, OpenError> {
         environment_cleared: Vec::new(),
     };
     for index in 0..num {
-        match describe(mpi, index, &mut listing.errors) {
-            Some(variable) => listing.variables.push(variable),
-            None => continue,
+        if let Some(variable) = describe(mpi, index, &mut listing.errors, step) {
+            listing.variables.push(variable);
         }
     }
     Ok(listing)
@@ -614,7 +615,13 @@ pub fn list(mpi: &MpiT) -> Result<Listing, OpenError> {
 
 /// One variable: its info, enumeration and (unbound ones) value. MPI_T
 /// errors go to `errors`; None if not even its info could be had.
-pub fn describe(mpi: &MpiT, index: i32, errors: &mut Vec<VariableError>) -> Option<Variable> {
+pub fn describe(
+    mpi: &MpiT,
+    index: i32,
+    errors: &mut Vec<VariableError>,
+    step: &mut dyn FnMut(String),
+) -> Option<Variable> {
+    step(format!("asking for cvar {index} (MPI_T_cvar_get_info)"));
     let info = match mpi.info(index) {
         Ok(info) => info,
         Err(rc) => {
@@ -638,6 +645,7 @@ pub fn describe(mpi: &MpiT, index: i32, errors: &mut Vec<VariableError>) -> Opti
         no_value: None,
     };
     if info.enumtype != 0 {
+        step(format!("reading the enumeration of cvar {index} ({})", info.name));
         variable.enumeration = enumeration(mpi, index, &info, errors);
     }
     if variable.bind != Bind::NoObject {
@@ -654,6 +662,7 @@ pub fn describe(mpi: &MpiT, index: i32, errors: &mut Vec<VariableError>) -> Opti
         ));
         return Some(variable);
     };
+    step(format!("reading cvar {index} ({})", info.name));
     let (handle, count) = match mpi.alloc(index) {
         Ok(pair) => pair,
         Err(rc) => {
@@ -740,7 +749,7 @@ pub fn validate(mpi: &MpiT, name: &str, text: &str) -> SetResult {
         }
     };
     let mut errors = Vec::new();
-    let Some(variable) = describe(mpi, index, &mut errors) else {
+    let Some(variable) = describe(mpi, index, &mut errors, &mut |_| {}) else {
         result.reason = errors
             .first()
             .map_or_else(|| "MPI_T_cvar_get_info failed".into(), ToString::to_string);
@@ -761,12 +770,7 @@ pub fn validate(mpi: &MpiT, name: &str, text: &str) -> SetResult {
     };
     if let Some(e) = &variable.enumeration {
         if e.item_name(&value).is_none() && datatype != Datatype::CBool {
-            let names: Vec<String> = e
-                .items
-                .iter()
-                .map(|i| format!("{} ({})", i.name, i.value))
-                .collect();
-            result.reason = format!("not one of the items of {}: {}", e.name, names.join(", "));
+            result.reason = format!("not one of the items of {}: {}", e.name, e.item_list());
             return result;
         }
     }

@@ -267,7 +267,15 @@ impl Datatype {
                     .map_err(|_| format!("'{part}' is not a non-negative integer")),
             }
         };
-        let numbers = text.split(',').map(one).collect::<Result<Vec<_>, _>>()?;
+        let numbers = text
+            .split(',')
+            .map(|part| {
+                one(part).map_err(|why| match enumeration {
+                    Some(e) => format!("{why}, nor one of the items of {}: {}", e.name, e.item_list()),
+                    None => why,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Value::Numbers(numbers))
     }
 }
@@ -606,6 +614,16 @@ pub struct Enumeration {
 }
 
 impl Enumeration {
+    /// `name (value), ...`.
+    pub fn item_list(&self) -> String {
+        let items: Vec<String> = self
+            .items
+            .iter()
+            .map(|i| format!("{} ({})", i.name, i.value))
+            .collect();
+        items.join(", ")
+    }
+
     /// The name of the item with `value`, if there is one.
     pub fn item_name(&self, value: &Value) -> Option<&str> {
         let v = value.single_item_value()?;
