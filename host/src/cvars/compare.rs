@@ -133,10 +133,11 @@ pub fn merge(
                 (Some(v), Some(d)) => v != d,
                 _ => false,
             };
-            // MPICH's registry keeps no source: a changed value that no
-            // environment variable explains was changed while running.
+            // A changed value that neither the environment explains (MPICH
+            // keeps no source) nor the registry (Open MPI's still says
+            // default) was changed while running.
             let source = match (source, differs) {
-                (None, true) => Some(Source::Unknown),
+                (None | Some(Source::Default), true) => Some(Source::Changed),
                 (s, _) => s,
             };
             if let Some(g) = groups
@@ -149,8 +150,7 @@ pub fn merge(
             let value_name = variable
                 .and_then(|v| v.enumeration.as_ref())
                 .zip(value.as_ref())
-                .and_then(|(e, v)| e.item_name(v))
-                .map(str::to_owned);
+                .and_then(|(e, v)| e.name_of(v));
             groups.push(ValueGroup {
                 members: vec![member.clone()],
                 value,
@@ -275,7 +275,7 @@ mod tests {
             })
         );
         // Changed, and no environment variable explains it.
-        assert_eq!(a.groups[1].source, Some(Source::Unknown));
+        assert_eq!(a.groups[1].source, Some(Source::Changed));
         let b = &vars[1];
         assert_eq!(b.groups.len(), 1);
         assert!(!b.groups[0].differs);

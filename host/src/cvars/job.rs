@@ -45,15 +45,8 @@ pub fn read(pid: i32, helper: &Helper, options: &JobOptions) -> Result<LiveRepor
     } else {
         Vec::new()
     };
+    // Open MPI's ranks define the MPIR symbols too, with an empty table.
     let (launcher, candidates) = if table.is_empty() {
-        if starter {
-            return Err(Error::NotMpi {
-                pid,
-                detail: "it is an MPI starter whose process table is empty (its job has not \
-                         started yet)"
-                    .into(),
-            });
-        }
         let rank = first
             .environment()
             .ok()
@@ -107,7 +100,17 @@ pub fn read(pid: i32, helper: &Helper, options: &JobOptions) -> Result<LiveRepor
             None => LiveProcess::attach(c.member.pid, Mode::NoStop)
                 .and_then(|t| index_of(&t, &cache).map(|i| (t, i))),
         };
-        match source.and_then(|(t, i)| Ok((live::mpi_library(&t)?, t, i))) {
+        let found = source.and_then(|(t, i)| match live::mpi_library(&t) {
+            Ok(lib) => Ok((lib, t, i)),
+            Err(Error::NotMpi { pid, .. }) if starter && launcher.is_none() => Err(Error::NotMpi {
+                pid,
+                detail: "it is an MPI starter whose process table is empty (its job has not \
+                         started yet)"
+                    .into(),
+            }),
+            Err(e) => Err(e),
+        });
+        match found {
             Ok((lib, target, symbols)) => opened.push((c.member, lib, target, symbols)),
             Err(e) => note(&c.member, e, &mut failures),
         }

@@ -680,8 +680,7 @@ pub fn describe(
             variable.value_name = variable
                 .enumeration
                 .as_ref()
-                .and_then(|e| e.item_name(&value))
-                .map(str::to_owned);
+                .and_then(|e| e.name_of(&value));
             variable.value = Some(value);
         }
         Err(ReadError::Code(rc)) => {

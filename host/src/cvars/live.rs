@@ -51,7 +51,10 @@ pub enum Source {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         path: Option<String>,
     },
-    /// Not the default, and nothing in the process says why.
+    /// Changed while running: not the default, and neither the
+    /// environment, a file nor the command line set it.
+    Changed,
+    /// A source code mqs does not know.
     Unknown,
 }
 
@@ -66,7 +69,8 @@ impl std::fmt::Display for Source {
             Source::Set => f.write_str("set at run time"),
             Source::Override { path: Some(p) } => write!(f, "override file {p}"),
             Source::Override { path: None } => f.write_str("override file"),
-            Source::Unknown => f.write_str("unknown (not from the environment)"),
+            Source::Changed => f.write_str("the program or library, while running"),
+            Source::Unknown => f.write_str("an unknown source"),
         }
     }
 }

@@ -624,6 +624,37 @@ impl Enumeration {
         items.join(", ")
     }
 
+    /// What `value` names: its item, or, for an enumeration of bit flags
+    /// (every item a single bit, as Open MPI's flag enumerations are), the
+    /// items of its bits joined by commas when every bit has one.
+    pub fn name_of(&self, value: &Value) -> Option<String> {
+        if let Some(name) = self.item_name(value) {
+            return Some(name.to_owned());
+        }
+        let v = value.single_item_value().filter(|v| *v > 0)?;
+        let flags = self
+            .items
+            .iter()
+            .all(|i| i.value > 0 && (i.value as u32).is_power_of_two());
+        let covered = self.items.iter().fold(0i64, |acc, i| {
+            if v & i64::from(i.value) != 0 {
+                acc | i64::from(i.value)
+            } else {
+                acc
+            }
+        });
+        if !flags || covered != v {
+            return None;
+        }
+        let names: Vec<&str> = self
+            .items
+            .iter()
+            .filter(|i| v & i64::from(i.value) != 0)
+            .map(|i| i.name.as_str())
+            .collect();
+        Some(names.join(","))
+    }
+
     /// The name of the item with `value`, if there is one.
     pub fn item_name(&self, value: &Value) -> Option<&str> {
         let v = value.single_item_value()?;
@@ -876,6 +907,23 @@ mod tests {
             let back: Value = serde_json::from_str(&serde_json::to_string(&v).unwrap()).unwrap();
             assert_eq!(back, v);
         }
+        let flags = Enumeration {
+            name: "flags".into(),
+            items: vec![
+                EnumItem {
+                    value: 1,
+                    name: "send".into(),
+                },
+                EnumItem {
+                    value: 4,
+                    name: "get".into(),
+                },
+            ],
+        };
+        let v = |n| Value::Numbers(vec![Number::Unsigned(n)]);
+        assert_eq!(flags.name_of(&v(5)).as_deref(), Some("send,get"));
+        assert_eq!(flags.name_of(&v(4)).as_deref(), Some("get"));
+        assert_eq!(flags.name_of(&v(7)), None);
         let name: DatatypeName = serde_json::from_str("\"MPI_UNSIGNED_LONG\"").unwrap();
         assert_eq!(name, DatatypeName::Known(Datatype::UnsignedLong));
         let scope: Scope = serde_json::from_str("\"unknown (77)\"").unwrap();

@@ -28,6 +28,14 @@ fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// A value in running text: an empty string shows as "".
+fn shown(text: &str) -> String {
+    match one_line(text) {
+        t if t.is_empty() => "\"\"".into(),
+        t => t,
+    }
+}
+
 fn value_cell(v: &Variable) -> String {
     match (v.value_text(), &v.no_value) {
         (Some(text), _) => one_line(&text),
@@ -182,12 +190,12 @@ pub fn live_text(report: &LiveReport) -> String {
             };
             let body = match (g.value_text(), &g.no_value) {
                 (Some(value), _) => {
-                    let mut text = format!("= {}", one_line(&value));
+                    let mut text = format!("= {}", shown(&value));
                     if g.differs {
                         let default = v
                             .default
                             .as_ref()
-                            .map_or_else(|| "?".into(), |d| one_line(&d.to_string()));
+                            .map_or_else(|| "?".into(), |d| shown(&d.to_string()));
                         let from = g
                             .source
                             .as_ref()

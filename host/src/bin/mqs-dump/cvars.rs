@@ -95,6 +95,11 @@ fn parse_level(text: &str) -> std::result::Result<u8, String> {
 pub fn run(args: &CvarsArgs) -> ExitCode {
     match run_inner(args) {
         Ok(code) => code,
+        Err(e @ Error::NotMpi { .. }) => {
+            let line = format!("{e}; give the pid of an MPI rank, or of the job's starter");
+            eprintln!("mqs-dump: error: {}", line.replace('\n', " "));
+            ExitCode::from(e.exit_code() as u8)
+        }
         Err(e) => crate::fail(&e),
     }
 }
