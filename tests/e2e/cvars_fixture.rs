@@ -51,7 +51,11 @@ fn listing_shows_every_variable_with_its_value() {
         .iter()
         .map(|v| {
             (
-                v["name"].as_str().unwrap().trim_start_matches("MPIR_CVAR_").to_owned(),
+                v["name"]
+                    .as_str()
+                    .unwrap()
+                    .trim_start_matches("MPIR_CVAR_")
+                    .to_owned(),
                 v["datatype"].as_str().unwrap().to_owned(),
                 v["verbosity"].as_str().unwrap().to_owned(),
                 v["scope"].as_str().unwrap().to_owned(),
@@ -61,14 +65,70 @@ fn listing_shows_every_variable_with_its_value() {
         })
         .collect();
     let want = [
-        ("MQS_EAGER_LIMIT", "MPI_INT", "user/basic", "local", "no_object", "4096"),
-        ("MQS_PROTOCOL", "MPI_INT", "user/detail", "all_eq", "no_object", "2"),
-        ("MQS_BUFFER_BYTES", "MPI_UNSIGNED_LONG", "tuner/detail", "local", "no_object", "1048576"),
-        ("MQS_DEVICE", "MPI_CHAR", "user/all", "readonly", "no_object", "\"ch3:nemesis\""),
-        ("MQS_BACKOFF", "MPI_DOUBLE", "tuner/all", "local", "no_object", "0.25"),
-        ("MQS_COMM_HINT", "MPI_INT", "tuner/basic", "local", "MPI_COMM", "-"),
-        ("MQS_VERSION", "MPI_INT", "user/basic", "constant", "no_object", "3"),
-        ("MQS_RANGE", "MPI_INT", "tuner/basic", "group_eq", "no_object", "[1,64]"),
+        (
+            "MQS_EAGER_LIMIT",
+            "MPI_INT",
+            "user/basic",
+            "local",
+            "no_object",
+            "4096",
+        ),
+        (
+            "MQS_PROTOCOL",
+            "MPI_INT",
+            "user/detail",
+            "all_eq",
+            "no_object",
+            "2",
+        ),
+        (
+            "MQS_BUFFER_BYTES",
+            "MPI_UNSIGNED_LONG",
+            "tuner/detail",
+            "local",
+            "no_object",
+            "1048576",
+        ),
+        (
+            "MQS_DEVICE",
+            "MPI_CHAR",
+            "user/all",
+            "readonly",
+            "no_object",
+            "\"ch3:nemesis\"",
+        ),
+        (
+            "MQS_BACKOFF",
+            "MPI_DOUBLE",
+            "tuner/all",
+            "local",
+            "no_object",
+            "0.25",
+        ),
+        (
+            "MQS_COMM_HINT",
+            "MPI_INT",
+            "tuner/basic",
+            "local",
+            "MPI_COMM",
+            "-",
+        ),
+        (
+            "MQS_VERSION",
+            "MPI_INT",
+            "user/basic",
+            "constant",
+            "no_object",
+            "3",
+        ),
+        (
+            "MQS_RANGE",
+            "MPI_INT",
+            "tuner/basic",
+            "group_eq",
+            "no_object",
+            "[1,64]",
+        ),
     ];
     let want: Vec<_> = want
         .iter()
@@ -111,7 +171,15 @@ fn the_table_has_a_line_per_variable() {
     let header: Vec<&str> = lines[1].split_whitespace().collect();
     assert_eq!(
         header,
-        ["NAME", "VALUE", "DATATYPE", "VERBOSITY", "SCOPE", "BINDING", "DESCRIPTION"]
+        [
+            "NAME",
+            "VALUE",
+            "DATATYPE",
+            "VERBOSITY",
+            "SCOPE",
+            "BINDING",
+            "DESCRIPTION"
+        ]
     );
     let row = |name: &str| -> Vec<String> {
         let line = lines
@@ -122,11 +190,22 @@ fn the_table_has_a_line_per_variable() {
     };
     assert_eq!(
         row("MPIR_CVAR_MQS_PROTOCOL")[..7],
-        ["MPIR_CVAR_MQS_PROTOCOL", "auto", "(2)", "MPI_INT", "user/detail", "all_eq", "no_object"]
+        [
+            "MPIR_CVAR_MQS_PROTOCOL",
+            "auto",
+            "(2)",
+            "MPI_INT",
+            "user/detail",
+            "all_eq",
+            "no_object"
+        ]
     );
     assert_eq!(row("MPIR_CVAR_MQS_COMM_HINT")[1], "-");
     assert_eq!(row("MPIR_CVAR_MQS_RANGE")[1], "1,64");
-    assert!(text.contains("mqs_protocol: eager (0), rndv (1), auto (2)"), "{text}");
+    assert!(
+        text.contains("mqs_protocol: eager (0), rndv (1), auto (2)"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -210,7 +289,10 @@ fn each_broken_rule_is_caught_by_that_rule_alone() {
 
 #[test]
 fn a_crash_in_a_rule_is_a_finding_and_the_later_rules_still_run() {
-    let out = cvars(&["--check"], &[("MQS_FIXTURE_BREAK", "null-handle,nesting")]);
+    let out = cvars(
+        &["--check"],
+        &[("MQS_FIXTURE_BREAK", "null-handle,nesting")],
+    );
     assert_eq!(out.status.code(), Some(NOT_CONFORMANT));
     let text = stdout(&out);
     assert!(
@@ -222,13 +304,21 @@ fn a_crash_in_a_rule_is_a_finding_and_the_later_rules_still_run() {
     );
     // The steps after the crash ran in a new helper: no other null-handle
     // finding, and nesting (the last rule) was reached.
-    assert_eq!(text.lines().filter(|l| l.starts_with("null-handle")).count(), 1);
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.starts_with("null-handle"))
+            .count(),
+        1
+    );
     assert!(text.lines().any(|l| l.starts_with("nesting: ")), "{text}");
 }
 
 #[test]
 fn strings_are_checked_with_short_exact_and_empty_buffers() {
-    let out = cvars(&["--check", "--json"], &[("MQS_FIXTURE_BREAK", "string-return")]);
+    let out = cvars(
+        &["--check", "--json"],
+        &[("MQS_FIXTURE_BREAK", "string-return")],
+    );
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     let messages: Vec<&str> = report["findings"]
         .as_array()
@@ -237,12 +327,20 @@ fn strings_are_checked_with_short_exact_and_empty_buffers() {
         .map(|f| f["message"].as_str().unwrap())
         .collect();
     // Names and descriptions of variables, enumerations and their items.
-    for what in ["cvar name", "cvar description", "enumeration name", "enumeration item name"] {
+    for what in [
+        "cvar name",
+        "cvar description",
+        "enumeration name",
+        "enumeration item name",
+    ] {
         assert!(
-            messages.contains(&format!(
-                "{what}: a cut string gives the buffer's length, not the full string's length \
+            messages.contains(
+                &format!(
+                    "{what}: a cut string gives the buffer's length, not the full string's length \
                  plus one"
-            ).as_str()),
+                )
+                .as_str()
+            ),
             "{what}: {messages:?}"
         );
     }
@@ -260,11 +358,26 @@ fn helpers_left(tag: &str) -> Vec<u32> {
 #[test]
 fn a_library_that_crashes_aborts_exits_or_hangs_is_reported() {
     let cases = [
-        ("crash-in-init", "was killed by SIGSEGV while initialising the tool interface"),
-        ("abort-in-init", "was killed by SIGABRT while initialising the tool interface"),
-        ("exit-in-init", "exited with status 3 while initialising the tool interface"),
-        ("hang-in-init", "did not answer within 2 s and was killed while initialising"),
-        ("crash-in-read", "was killed by SIGSEGV while reading cvar 0 (MPIR_CVAR_MQS_EAGER_LIMIT)"),
+        (
+            "crash-in-init",
+            "was killed by SIGSEGV while initialising the tool interface",
+        ),
+        (
+            "abort-in-init",
+            "was killed by SIGABRT while initialising the tool interface",
+        ),
+        (
+            "exit-in-init",
+            "exited with status 3 while initialising the tool interface",
+        ),
+        (
+            "hang-in-init",
+            "did not answer within 2 s and was killed while initialising",
+        ),
+        (
+            "crash-in-read",
+            "was killed by SIGSEGV while reading cvar 0 (MPIR_CVAR_MQS_EAGER_LIMIT)",
+        ),
     ];
     for (mode, needle) in cases {
         let tag = format!("{}-{mode}", std::process::id());
@@ -272,26 +385,43 @@ fn a_library_that_crashes_aborts_exits_or_hangs_is_reported() {
             &["--timeout", "2"],
             &[("MQS_FIXTURE_MODE", mode), ("MQS_CVARS_TEST_TAG", &tag)],
         );
-        assert_error(&out, HELPER_FAILED, &["the helper process that loads it", needle]);
-        assert_eq!(helpers_left(&tag), Vec::<u32>::new(), "{mode}: helper left running");
+        assert_error(
+            &out,
+            HELPER_FAILED,
+            &["the helper process that loads it", needle],
+        );
+        assert_eq!(
+            helpers_left(&tag),
+            Vec::<u32>::new(),
+            "{mode}: helper left running"
+        );
     }
 }
 
 #[test]
 fn what_a_library_prints_does_not_corrupt_the_answer() {
-    let listing = json_of(&cvars(&["--json"], &[("MQS_FIXTURE_MODE", "print-in-init")]));
+    let listing = json_of(&cvars(
+        &["--json"],
+        &[("MQS_FIXTURE_MODE", "print-in-init")],
+    ));
     assert_eq!(listing["num_cvars"], 8);
 }
 
 #[test]
 fn a_library_that_is_not_mpi_or_has_no_mpi_t_has_its_own_error() {
     let not_mpi = support_program("mpit_fixture", &["-DNOT_MPI"], true);
-    let out = run(&lib_args(&not_mpi).iter().map(String::as_str).collect::<Vec<_>>());
+    let out = run(&lib_args(&not_mpi)
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>());
     assert_error(&out, NOT_MPI_LIBRARY, &["not an MPI library"]);
 
     let text = mqs_tests::target_dir().join("mqs-support/not-a-library.so");
     std::fs::write(&text, "not ELF").unwrap();
-    let out = run(&lib_args(&text).iter().map(String::as_str).collect::<Vec<_>>());
+    let out = run(&lib_args(&text)
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>());
     assert_error(&out, NOT_MPI_LIBRARY, &["cannot be loaded"]);
 
     let out = run(&["cvars", "--lib", "/nonexistent/libmpi.so"]);
@@ -305,7 +435,11 @@ fn a_library_that_is_not_mpi_or_has_no_mpi_t_has_its_own_error() {
         let mut args = lib_args(&no_t);
         args.extend(op.iter().map(|s| s.to_string()));
         let out = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
-        assert_error(&out, NO_MPI_T, &["without the MPI tool interface", "MPI_T_init_thread"]);
+        assert_error(
+            &out,
+            NO_MPI_T,
+            &["without the MPI tool interface", "MPI_T_init_thread"],
+        );
     }
 }
 
@@ -372,11 +506,19 @@ fn settings_are_checked_by_writing_them_in_the_helper() {
     // An enumeration's value is applied by its item name.
     assert_eq!(results[1]["apply"][0], "export MPIR_CVAR_MQS_PROTOCOL=rndv");
     let reason = |i: usize| results[i]["reason"].as_str().unwrap().to_owned();
-    assert!(reason(4).contains("nor one of the items of mqs_protocol: eager (0)"), "{}", reason(4));
+    assert!(
+        reason(4).contains("nor one of the items of mqs_protocol: eager (0)"),
+        "{}",
+        reason(4)
+    );
     assert!(reason(5).contains("constant"), "{}", reason(5));
     assert!(reason(6).contains("not an integer"), "{}", reason(6));
     assert!(reason(7).contains("does not fit"), "{}", reason(7));
-    assert!(reason(8).contains("MPI_T_ERR_INVALID_NAME"), "{}", reason(8));
+    assert!(
+        reason(8).contains("MPI_T_ERR_INVALID_NAME"),
+        "{}",
+        reason(8)
+    );
 
     // A valid setting alone: exit 0, and the text says how to apply it.
     let out = cvars(&["--set", "MPIR_CVAR_MQS_BACKOFF=0.5"], &[]);

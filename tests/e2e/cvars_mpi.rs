@@ -79,13 +79,31 @@ fn mca_type(datatype: &str) -> &'static [&'static str] {
 /// Variables MPI_T lists that `ompi_info --all --internal` does not print,
 /// and why (each checked in Open MPI 4.1.4's source).
 const ONLY_IN_MPI_T: [(&str, &str); 8] = [
-    ("async_mpi_init", "registered in group ompi_async_mpi, which is no framework ompi_info walks"),
+    (
+        "async_mpi_init",
+        "registered in group ompi_async_mpi, which is no framework ompi_info walks",
+    ),
     ("async_mpi_finalize", "the same group as async_mpi_init"),
-    ("dss_buffer_type", "registered in group opal_dss, which is no framework"),
-    ("dss_buffer_initial_size", "the same group as dss_buffer_type"),
-    ("dss_buffer_threshold_size", "the same group as dss_buffer_type"),
-    ("pmix_server_uri", "registered by schizo/ompi outside any framework group"),
-    ("pls_rsh_agent", "a deprecated synonym in group orte_pls_rsh; pls is no framework any more"),
+    (
+        "dss_buffer_type",
+        "registered in group opal_dss, which is no framework",
+    ),
+    (
+        "dss_buffer_initial_size",
+        "the same group as dss_buffer_type",
+    ),
+    (
+        "dss_buffer_threshold_size",
+        "the same group as dss_buffer_type",
+    ),
+    (
+        "pmix_server_uri",
+        "registered by schizo/ompi outside any framework group",
+    ),
+    (
+        "pls_rsh_agent",
+        "a deprecated synonym in group orte_pls_rsh; pls is no framework any more",
+    ),
     (
         "btl_vader_atomic_flags",
         "its value has bit 0x1000000, which its flag enumeration names no item for: ompi_info \
@@ -100,8 +118,11 @@ fn open_mpi_every_variable_agrees_with_ompi_info() {
     assert_eq!(ours["family"], "open-mpi");
     assert_eq!(ours["errors"], serde_json::json!([]), "MPI_T errors");
     let out = clean(
-        Command::new(mpi.prefix().unwrap().join("bin/ompi_info"))
-            .args(["--all", "--internal", "--parsable"]),
+        Command::new(mpi.prefix().unwrap().join("bin/ompi_info")).args([
+            "--all",
+            "--internal",
+            "--parsable",
+        ]),
     )
     .output()
     .expect("run ompi_info");
@@ -172,8 +193,8 @@ fn check_findings(lib_args: &[&str]) -> (Option<i32>, BTreeSet<(String, String)>
     let mut args = vec!["cvars", "--check", "--json"];
     args.extend_from_slice(lib_args);
     let out = run(&args);
-    let report: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
+    let report: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
     let findings = report["findings"]
         .as_array()
         .unwrap()
@@ -302,10 +323,7 @@ fn launch(mpi: Mpi, env: &[(&str, &str)]) -> Job {
 /// `mqs-dump cvars --pid PID --json --filter NAME`: the one variable.
 fn live_variable(pid: u32, name: &str, env: &[(&str, &str)]) -> (Value, Value) {
     let pid = pid.to_string();
-    let out = run_env(
-        &["cvars", "--pid", &pid, "--json", "--filter", name],
-        env,
-    );
+    let out = run_env(&["cvars", "--pid", &pid, "--json", "--filter", name], env);
     assert!(out.status.success(), "{}", stderr(&out));
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     let variable = report["variables"]
@@ -349,11 +367,17 @@ fn open_mpi_environment_override_shows_through_pid_and_the_default_through_mpi()
     let rank1 = job.rank_pid(1).unwrap();
     let (_, v) = live_variable(rank1, name, &[]);
     assert_eq!(v["groups"][0]["value"], 8192);
-    assert_eq!(v["groups"][0]["members"], serde_json::json!([{"pid": rank1, "rank": 1}]));
+    assert_eq!(
+        v["groups"][0]["members"],
+        serde_json::json!([{"pid": rank1, "rank": 1}])
+    );
     // A variable left alone is the default, from the default.
     let (_, v) = live_variable(rank1, "btl_vader_max_send_size", &[]);
     assert_eq!(v["groups"][0]["differs"], false);
-    assert_eq!(v["groups"][0]["source"], serde_json::json!({"kind": "default"}));
+    assert_eq!(
+        v["groups"][0]["source"],
+        serde_json::json!({"kind": "default"})
+    );
     // The library's default, even from a shell that sets the variable.
     let ours = listing(Mpi::OpenMpiG, &["--filter", name]);
     assert_eq!(ours["variables"][0]["value"], 4096);
@@ -397,11 +421,29 @@ fn open_mpi_settings_say_how_to_apply_them() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
-    assert!(text.contains("btl_vader_eager_limit=8192: valid at start-up"), "{text}");
-    assert!(text.contains("  export OMPI_MCA_btl_vader_eager_limit=8192\n"), "{text}");
-    assert!(text.contains("  mpirun --mca btl_vader_eager_limit 8192 ...\n"), "{text}");
-    assert!(text.contains("coll_tuned_bcast_algorithm=binomial: valid"), "{text}");
-    let out = run(&["cvars", "--mpi", &prefix, "--set", "btl_vader_eager_limit=-1"]);
+    assert!(
+        text.contains("btl_vader_eager_limit=8192: valid at start-up"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  export OMPI_MCA_btl_vader_eager_limit=8192\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  mpirun --mca btl_vader_eager_limit 8192 ...\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("coll_tuned_bcast_algorithm=binomial: valid"),
+        "{text}"
+    );
+    let out = run(&[
+        "cvars",
+        "--mpi",
+        &prefix,
+        "--set",
+        "btl_vader_eager_limit=-1",
+    ]);
     assert_eq!(out.status.code(), Some(23));
 }
 
@@ -441,10 +483,16 @@ fn table(abi: &Abi) -> BTreeMap<String, String> {
     put("MPI_T_CVAR_HANDLE_NULL".into(), "0".into());
     let upper = |s: &str| s.to_ascii_uppercase().replace('/', "_");
     for (v, raw) in Verbosity::ALL.iter().zip(abi.verbosity) {
-        put(format!("MPI_T_VERBOSITY_{}", upper(&v.as_str())), raw.to_string());
+        put(
+            format!("MPI_T_VERBOSITY_{}", upper(&v.as_str())),
+            raw.to_string(),
+        );
     }
     for (s, raw) in Scope::ALL.iter().zip(abi.scope) {
-        put(format!("MPI_T_SCOPE_{}", upper(&s.as_str())), raw.to_string());
+        put(
+            format!("MPI_T_SCOPE_{}", upper(&s.as_str())),
+            raw.to_string(),
+        );
     }
     for (b, raw) in Bind::ALL.iter().zip(abi.bind) {
         let name = match b {

@@ -179,7 +179,10 @@ impl Abi {
 
     /// The MPI_T_ERR_* a code is, if any.
     pub fn error_of(&self, code: i32) -> Option<MpiTError> {
-        self.errors.iter().find(|(_, c)| *c == code).map(|(e, _)| *e)
+        self.errors
+            .iter()
+            .find(|(_, c)| *c == code)
+            .map(|(e, _)| *e)
     }
 
     /// A return code as text: MPI_SUCCESS, an MPI_T_ERR_* name, or a note

@@ -250,7 +250,13 @@ impl Ctx<'_> {
     }
 
     /// Notes `call` returning `rc` where `expected` was due.
-    fn expect(&mut self, call: &str, rc: i32, expected: Option<MpiTError>, place: impl Into<String>) {
+    fn expect(
+        &mut self,
+        call: &str,
+        rc: i32,
+        expected: Option<MpiTError>,
+        place: impl Into<String>,
+    ) {
         let want = expected.map_or(MPI_SUCCESS, |e| self.mpi.abi.code(e));
         if rc == want {
             return;
@@ -537,7 +543,13 @@ type StringCall<'f> = dyn FnMut(Option<&mut [u8]>, Option<&mut c_int>) -> i32 + 
 
 /// The convention for returning strings, checked on one string whose full
 /// text is `full`.
-fn string_convention(ctx: &mut Ctx<'_>, what: &str, here: &str, full: &str, call: &mut StringCall<'_>) {
+fn string_convention(
+    ctx: &mut Ctx<'_>,
+    what: &str,
+    here: &str,
+    full: &str,
+    call: &mut StringCall<'_>,
+) {
     let full = full.as_bytes();
     let want_len = full.len() as c_int + 1;
     let note = |ctx: &mut Ctx<'_>, message: String, detail: String| {
@@ -589,7 +601,11 @@ fn string_convention(ctx: &mut Ctx<'_>, what: &str, here: &str, full: &str, call
     let sizes: Vec<(usize, &str)> = if full.is_empty() {
         vec![(1, "exact")]
     } else {
-        vec![(full.len() + 1, "exact"), (full.len(), "short"), (1, "one-byte")]
+        vec![
+            (full.len() + 1, "exact"),
+            (full.len(), "short"),
+            (1, "one-byte"),
+        ]
     };
     for (size, kind) in sizes {
         let mut buf = vec![b'X'; size + 16];
@@ -597,7 +613,12 @@ fn string_convention(ctx: &mut Ctx<'_>, what: &str, here: &str, full: &str, call
         let mut len = size as c_int;
         let rc = call(Some(&mut buf[..]), Some(&mut len));
         if rc != MPI_SUCCESS {
-            ctx.expect(&format!("{what} with a buffer of the {kind} size"), rc, None, here);
+            ctx.expect(
+                &format!("{what} with a buffer of the {kind} size"),
+                rc,
+                None,
+                here,
+            );
             continue;
         }
         let kept = size - 1;
@@ -627,7 +648,11 @@ fn string_convention(ctx: &mut Ctx<'_>, what: &str, here: &str, full: &str, call
             } else {
                 "a cut string does not give the full string's length plus one"
             };
-            note(ctx, message.into(), format!("length {len}, want {want_len}"));
+            note(
+                ctx,
+                message.into(),
+                format!("length {len}, want {want_len}"),
+            );
         }
     }
     // A NULL length: nothing is returned.
@@ -652,16 +677,36 @@ fn string_return(ctx: &mut Ctx<'_>) {
         let mut name_call = |buf: Option<&mut [u8]>, len: Option<&mut c_int>| {
             let mut desc_len = desc.len() as c_int;
             let mut out = empty_info();
-            mpi.raw_info(index, buf, len, Some(&mut desc), Some(&mut desc_len), &mut out)
+            mpi.raw_info(
+                index,
+                buf,
+                len,
+                Some(&mut desc),
+                Some(&mut desc_len),
+                &mut out,
+            )
         };
         string_convention(ctx, "cvar name", &here, &info.name, &mut name_call);
         let mut name = vec![0u8; info.name.len() + 64];
         let mut desc_call = |buf: Option<&mut [u8]>, len: Option<&mut c_int>| {
             let mut name_len = name.len() as c_int;
             let mut out = empty_info();
-            mpi.raw_info(index, Some(&mut name), Some(&mut name_len), buf, len, &mut out)
+            mpi.raw_info(
+                index,
+                Some(&mut name),
+                Some(&mut name_len),
+                buf,
+                len,
+                &mut out,
+            )
         };
-        string_convention(ctx, "cvar description", &here, &info.description, &mut desc_call);
+        string_convention(
+            ctx,
+            "cvar description",
+            &here,
+            &info.description,
+            &mut desc_call,
+        );
     }
     // Enumeration names and item names, each enumeration once.
     for (enumtype, here) in distinct_enums(ctx) {
@@ -701,7 +746,13 @@ fn string_return(ctx: &mut Ctx<'_>) {
                 }
             };
             let item_place = format!("{enum_place} item {item}");
-            string_convention(ctx, "enumeration item name", &item_place, &item_name, &mut call);
+            string_convention(
+                ctx,
+                "enumeration item name",
+                &item_place,
+                &item_name,
+                &mut call,
+            );
         }
     }
 }
@@ -759,10 +810,16 @@ fn constants(ctx: &mut Ctx<'_>) {
             );
         }
         if let Scope::Unknown(raw) = abi.scope(info.scope) {
-            ctx.note("a scope that is none of MPI_T_SCOPE_*", format!("{here}: {raw}"));
+            ctx.note(
+                "a scope that is none of MPI_T_SCOPE_*",
+                format!("{here}: {raw}"),
+            );
         }
         if let Bind::Unknown(raw) = abi.bind(info.bind) {
-            ctx.note("a binding that is none of MPI_T_BIND_*", format!("{here}: {raw}"));
+            ctx.note(
+                "a binding that is none of MPI_T_BIND_*",
+                format!("{here}: {raw}"),
+            );
         }
         match ctx.mpi.datatype(info.datatype) {
             DatatypeName::Known(d) if d.is_standard() => {}
@@ -895,7 +952,12 @@ fn handles(ctx: &mut Ctx<'_>) {
         let (handle, count) = match mpi.alloc(index) {
             Ok(pair) => pair,
             Err(rc) => {
-                ctx.expect("MPI_T_cvar_handle_alloc of an unbound variable", rc, None, here);
+                ctx.expect(
+                    "MPI_T_cvar_handle_alloc of an unbound variable",
+                    rc,
+                    None,
+                    here,
+                );
                 continue;
             }
         };
@@ -1096,7 +1158,12 @@ fn nesting(ctx: &mut Ctx<'_>) {
         "",
     );
     let (rc, _) = mpi.init();
-    ctx.expect("MPI_T_init_thread after the last MPI_T_finalize", rc, None, "");
+    ctx.expect(
+        "MPI_T_init_thread after the last MPI_T_finalize",
+        rc,
+        None,
+        "",
+    );
     if rc != MPI_SUCCESS {
         return;
     }

@@ -100,7 +100,10 @@ impl Outcome {
     /// The error for a helper that neither answered nor said why.
     fn broken(&self, library: &Path, timeout: Duration) -> Error {
         let mut detail = match self.ending {
-            Ending::TimedOut => format!("did not answer within {} s and was killed", timeout.as_secs()),
+            Ending::TimedOut => format!(
+                "did not answer within {} s and was killed",
+                timeout.as_secs()
+            ),
             other => other.to_string(),
         };
         if let Some((step, what)) = self.last_step() {
@@ -220,7 +223,9 @@ impl Helper {
                 return Err(outcome.broken(library, self.timeout));
             };
             let how = match outcome.ending {
-                Ending::TimedOut => format!("hangs (no answer within {} s)", self.timeout.as_secs()),
+                Ending::TimedOut => {
+                    format!("hangs (no answer within {} s)", self.timeout.as_secs())
+                }
                 other => format!("crashes (the helper {other})"),
             };
             let message = match (within, detail) {

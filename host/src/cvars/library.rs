@@ -112,12 +112,13 @@ impl MpiT {
         // references to libmpi's symbols through the global scope.
         // SAFETY: loading runs the library's initialisers; this process
         // exists to take that risk.
-        let library = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_GLOBAL) }.map_err(|e| {
-            fail(
-                FailureKind::NotMpi,
-                format!("cannot be loaded: {}", error_chain(&e)),
-            )
-        })?;
+        let library =
+            unsafe { Library::open(Some(path), RTLD_NOW | RTLD_GLOBAL) }.map_err(|e| {
+                fail(
+                    FailureKind::NotMpi,
+                    format!("cannot be loaded: {}", error_chain(&e)),
+                )
+            })?;
         let has = |name: &str| {
             // SAFETY: only the symbol's presence is looked at.
             unsafe { library.get::<*const c_void>(name.as_bytes()) }.is_ok()
@@ -318,7 +319,9 @@ impl MpiT {
         self.datatypes
             .iter()
             .find(|(_, b)| *b == bits)
-            .map_or(DatatypeName::Unknown(bits), |(d, _)| DatatypeName::Known(*d))
+            .map_or(DatatypeName::Unknown(bits), |(d, _)| {
+                DatatypeName::Known(*d)
+            })
     }
 
     /// The MPI_Datatype handle bits of `d` in this library.
@@ -336,7 +339,12 @@ impl MpiT {
         // SAFETY: MPI_T_enum_get_info(MPI_T_enum, int *, char *, int *);
         // the handle came from MPI_T_cvar_get_info, the buffer is NULL.
         let rc = unsafe {
-            (self.f.enum_get_info)(enumtype as *mut c_void, &mut num, std::ptr::null_mut(), &mut len)
+            (self.f.enum_get_info)(
+                enumtype as *mut c_void,
+                &mut num,
+                std::ptr::null_mut(),
+                &mut len,
+            )
         };
         if rc != MPI_SUCCESS {
             return Err(rc);
@@ -415,12 +423,7 @@ impl MpiT {
         // SAFETY: MPI_T_cvar_handle_alloc(int, void *, MPI_T_cvar_handle *,
         // int *), every pointer valid.
         let rc = unsafe {
-            (self.f.cvar_handle_alloc)(
-                index,
-                (&raw mut object).cast(),
-                &mut handle,
-                &mut count,
-            )
+            (self.f.cvar_handle_alloc)(index, (&raw mut object).cast(), &mut handle, &mut count)
         };
         match rc {
             MPI_SUCCESS => Ok((Handle(handle), count)),
@@ -645,7 +648,10 @@ pub fn describe(
         no_value: None,
     };
     if info.enumtype != 0 {
-        step(format!("reading the enumeration of cvar {index} ({})", info.name));
+        step(format!(
+            "reading the enumeration of cvar {index} ({})",
+            info.name
+        ));
         variable.enumeration = enumeration(mpi, index, &info, errors);
     }
     if variable.bind != Bind::NoObject {

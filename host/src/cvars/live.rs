@@ -320,7 +320,8 @@ fn read_open_mpi(
     let pa = symbols.find_type("opal_pointer_array_t").ok_or_else(|| {
         unreadable("no DWARF for opal_pointer_array_t: rebuild Open MPI with -g".into())
     })?;
-    let (Some(size_off), Some(addr_off)) = (pa.field_offset("size"), pa.field_offset("addr")) else {
+    let (Some(size_off), Some(addr_off)) = (pa.field_offset("size"), pa.field_offset("addr"))
+    else {
         return Err(unreadable("opal_pointer_array_t lacks size or addr".into()));
     };
     let layout = var_layout(symbols).map_err(unreadable)?;
@@ -457,7 +458,12 @@ fn open_mpi_source(
 
 /// Where an install prefix keeps libmpi.
 pub fn library_in_prefix(prefix: &Path) -> Option<PathBuf> {
-    let dirs = ["lib", "lib64", "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu"];
+    let dirs = [
+        "lib",
+        "lib64",
+        "lib/x86_64-linux-gnu",
+        "lib/aarch64-linux-gnu",
+    ];
     dirs.iter()
         .map(|d| prefix.join(d))
         .flat_map(|dir| {

@@ -151,7 +151,9 @@ impl Datatype {
                     Self::Double => Number::Float(f64::from_ne_bytes(raw)),
                     Self::CBool => Number::Bool(chunk[0] != 0),
                     _ if self.signed() => Number::Signed(match size {
-                        4 => i64::from(i32::from_ne_bytes([chunk[0], chunk[1], chunk[2], chunk[3]])),
+                        4 => {
+                            i64::from(i32::from_ne_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]))
+                        }
                         _ => unsigned as i64,
                     }),
                     _ => Number::Unsigned(unsigned),
@@ -188,9 +190,8 @@ impl Datatype {
                         (Self::CBool, Number::Bool(b)) => u64::from(b).to_ne_bytes(),
                         (Self::CBool, Number::Signed(i @ (0 | 1))) => (i as u64).to_ne_bytes(),
                         (Self::CBool, Number::Unsigned(u @ (0 | 1))) => u.to_ne_bytes(),
-                        (Self::Double | Self::CBool, _) | (_, Number::Float(_) | Number::Bool(_)) => {
-                            return None
-                        }
+                        (Self::Double | Self::CBool, _)
+                        | (_, Number::Float(_) | Number::Bool(_)) => return None,
                         (_, Number::Signed(i)) => {
                             if !self.fits_signed(i) {
                                 return None;
@@ -271,7 +272,11 @@ impl Datatype {
             .split(',')
             .map(|part| {
                 one(part).map_err(|why| match enumeration {
-                    Some(e) => format!("{why}, nor one of the items of {}: {}", e.name, e.item_list()),
+                    Some(e) => format!(
+                        "{why}, nor one of the items of {}: {}",
+                        e.name,
+                        e.item_list()
+                    ),
                     None => why,
                 })
             })
@@ -838,7 +843,9 @@ mod tests {
             u64::MAX.to_string()
         );
         assert_eq!(
-            Datatype::Double.decode(&0.5f64.to_ne_bytes(), 1).to_string(),
+            Datatype::Double
+                .decode(&0.5f64.to_ne_bytes(), 1)
+                .to_string(),
             "0.5"
         );
         assert_eq!(Datatype::CBool.decode(&[1], 1).to_string(), "true");
@@ -854,11 +861,11 @@ mod tests {
         assert!(Datatype::Long.encode(&big, 1).is_some());
         let negative = Value::Numbers(vec![Number::Signed(-1)]);
         assert!(Datatype::Unsigned.encode(&negative, 1).is_none());
-        assert!(Datatype::Int
-            .encode(&Value::Text("x".into()), 1)
-            .is_none());
+        assert!(Datatype::Int.encode(&Value::Text("x".into()), 1).is_none());
         // A string needs room for its NUL within the count.
-        assert!(Datatype::Char.encode(&Value::Text("abc".into()), 3).is_none());
+        assert!(Datatype::Char
+            .encode(&Value::Text("abc".into()), 3)
+            .is_none());
         assert_eq!(
             Datatype::Char
                 .encode(&Value::Text("abc".into()), 8)

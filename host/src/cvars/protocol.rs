@@ -22,7 +22,10 @@ pub enum Op {
     Set { assignments: Vec<(String, String)> },
     /// The conformance rules from `first_rule` (an index into
     /// `check::RULES`) on, skipping that rule's first `skip_steps` steps.
-    Check { first_rule: usize, skip_steps: usize },
+    Check {
+        first_rule: usize,
+        skip_steps: usize,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -37,14 +40,27 @@ pub enum Event {
         detail: Option<String>,
     },
     /// The library is loaded and of this family.
-    Loaded { family: Family },
-    Finding { finding: Finding },
-    Listing { listing: Listing },
-    Settings { results: Vec<SetResult> },
+    Loaded {
+        family: Family,
+    },
+    Finding {
+        finding: Finding,
+    },
+    Listing {
+        listing: Listing,
+    },
+    Settings {
+        results: Vec<SetResult>,
+    },
     /// The checks ran to the end.
-    Checked { rules: usize },
+    Checked {
+        rules: usize,
+    },
     /// The library cannot be used.
-    Failed { kind: FailureKind, message: String },
+    Failed {
+        kind: FailureKind,
+        message: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -183,9 +183,7 @@ fn run_inner(args: &CvarsArgs) -> Result<ExitCode> {
         } else {
             print!("{}", render::settings_text(&results));
         }
-        let rejected = results
-            .iter()
-            .any(|r| r.verdict == SetVerdict::Rejected);
+        let rejected = results.iter().any(|r| r.verdict == SetVerdict::Rejected);
         return Ok(if rejected {
             ExitCode::from(exit_code::CVAR_REJECTED as u8)
         } else {
