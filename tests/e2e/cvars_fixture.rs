@@ -531,3 +531,18 @@ fn settings_are_checked_by_writing_them_in_the_helper() {
     let out = cvars(&["--set", "MPIR_CVAR_MQS_BACKOFF"], &[]);
     assert_error(&out, USAGE, &["NAME=VALUE expected"]);
 }
+
+#[test]
+fn a_pid_that_is_no_mpi_process_is_refused() {
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .expect("start sleep");
+    let pid = sleeper.id().to_string();
+    let out = run(&["cvars", "--pid", &pid]);
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    assert_error(&out, 5, &["not an MPI process", "no libmpi.so mapped"]);
+    let out = run(&["cvars", "--pid", "999999999"]);
+    assert_error(&out, 3, &["no process with pid 999999999"]);
+}
