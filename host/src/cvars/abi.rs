@@ -1,7 +1,7 @@
 //! The two MPI ABIs mqs loads, as their `mpi.h` define them: how a library
 //! is recognised, what its handles look like, and the numbers behind the
 //! MPI_T constants. The values are checked against each MPI's own `mpi.h`
-//! by `tests/e2e/cvars_abi.rs`, which compiles a probe with its `mpicc`.
+//! by `tests/e2e/cvars_mpi.rs`, which compiles a probe with its `mpicc`.
 //!
 //! Open MPI: `MPI_Datatype` is a pointer to a global object (`MPI_INT` is
 //! `&ompi_mpi_int`), the MPI_T constants are enums counting from 0.
