@@ -546,3 +546,35 @@ fn a_pid_that_is_no_mpi_process_is_refused() {
     let out = run(&["cvars", "--pid", "999999999"]);
     assert_error(&out, 3, &["no process with pid 999999999"]);
 }
+
+#[test]
+fn a_hung_helper_dies_with_the_tool() {
+    let tag = format!("{}-killed", std::process::id());
+    let mut args = lib_args(&fixture());
+    args.extend(["--timeout", "600"].map(String::from));
+    let mut tool = std::process::Command::new(mqs_dump())
+        .args(&args)
+        .env("MQS_FIXTURE_MODE", "hang-in-init")
+        .env("MQS_CVARS_TEST_TAG", &tag)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start mqs-dump");
+    // Wait for the helper to hang in the library.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while helpers_left(&tag).len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "no helper started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    tool.kill().unwrap();
+    tool.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !helpers_left(&tag).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the helper outlived mqs-dump: {:?}",
+            helpers_left(&tag)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -31,6 +31,9 @@ pub const HELPER_ARG: &str = "__mqs-cvars-helper";
 /// takes about a second on a quiet machine.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// The environment variable that tells a helper its parent's pid.
+const PARENT_ENV: &str = "MQS_CVARS_HELPER_PARENT";
+
 /// Most bytes of the helper's stderr kept for an error message.
 const STDERR_KEPT: usize = 16 * 1024;
 
@@ -265,6 +268,7 @@ impl Helper {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            .env(PARENT_ENV, std::process::id().to_string())
             .process_group(0);
         let mut cleared = Vec::new();
         if !self.keep_environment {
@@ -391,6 +395,18 @@ impl Answers {
 /// returns the exit status. The library's own printing to stdout is sent to
 /// stderr, so it cannot corrupt the answers.
 pub fn serve() -> i32 {
+    // A library that hangs must not outlive the tool that started it (its
+    // own process group keeps it from the terminal's ^C).
+    // SAFETY: prctl with an int option and a signal number.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    let parent = std::env::var(PARENT_ENV)
+        .ok()
+        .and_then(|p| p.parse::<i32>().ok());
+    // SAFETY: getppid has no arguments and cannot fail.
+    if parent.is_some_and(|p| p != unsafe { libc::getppid() }) {
+        // The parent died before the prctl took effect.
+        return 1;
+    }
     let Some(out) = take_stdout() else {
         return 1;
     };
