@@ -22,12 +22,14 @@ pub enum Family {
 }
 
 impl Family {
-    /// A data symbol only this family's libmpi defines (checked with dlsym
-    /// after loading; the first family whose marker resolves wins).
+    /// A symbol every library of this ABI defines, because its `mpi.h`
+    /// refers to it (checked with dlsym after loading; the first family
+    /// whose marker resolves wins): Open MPI's MPI_INT is `&ompi_mpi_int`,
+    /// MPICH's MPI_DUP_FN is `MPIR_Dup_fn`.
     pub fn marker(self) -> &'static str {
         match self {
             Family::OpenMpi => "ompi_mpi_int",
-            Family::Mpich => "MPIR_Process",
+            Family::Mpich => "MPIR_Dup_fn",
         }
     }
 
