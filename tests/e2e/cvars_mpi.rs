@@ -344,57 +344,91 @@ fn ranks_of(job: &Job) -> Vec<Value> {
         .collect()
 }
 
-#[test]
-fn open_mpi_environment_override_shows_through_pid_and_the_default_through_mpi() {
-    let name = "btl_vader_eager_limit";
-    let var = "OMPI_MCA_btl_vader_eager_limit";
-    let job = launch(Mpi::OpenMpiG, &[(var, "8192")]);
+/// A job started with `var=value` (for variable `name`) shows the value
+/// and where it came from through --pid (starter and rank), and the
+/// library's default through --mpi, even from a shell that sets `var`.
+fn environment_override(mpi: Mpi, name: &str, var: &str, value: i64, untouched: &str) {
+    let default = listing(mpi, &["--filter", name])["variables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == name)
+        .unwrap_or_else(|| panic!("{name} not listed"))["value"]
+        .clone();
+    assert!(default.is_u64(), "{name}: default {default}");
+    assert_ne!(default, value, "pick a value that is not the default");
+    let value_text = value.to_string();
+    let job = launch(mpi, &[(var, value_text.as_str())]);
     // The starter: every rank, merged.
     let (report, v) = live_variable(job.launcher_pid(), name, &[]);
-    assert_eq!(report["family"], "open-mpi");
     assert_eq!(report["launcher"], job.launcher_pid());
-    assert_eq!(v["default"], 4096);
+    assert_eq!(v["default"], default);
     assert_eq!(
         v["groups"],
         serde_json::json!([{
             "members": ranks_of(&job),
-            "value": 8192,
-            "source": {"kind": "environment", "variable": format!("{var}=8192")},
+            "value": value,
+            "source": {"kind": "environment", "variable": format!("{var}={value}")},
             "differs": true,
         }])
     );
     // One rank.
     let rank1 = job.rank_pid(1).unwrap();
     let (_, v) = live_variable(rank1, name, &[]);
-    assert_eq!(v["groups"][0]["value"], 8192);
+    assert_eq!(v["groups"][0]["value"], value);
     assert_eq!(
         v["groups"][0]["members"],
         serde_json::json!([{"pid": rank1, "rank": 1}])
     );
-    // A variable left alone is the default, from the default.
-    let (_, v) = live_variable(rank1, "btl_vader_max_send_size", &[]);
-    assert_eq!(v["groups"][0]["differs"], false);
-    assert_eq!(
-        v["groups"][0]["source"],
-        serde_json::json!({"kind": "default"})
-    );
+    // A variable left alone is the default.
+    let (_, v) = live_variable(rank1, untouched, &[]);
+    assert_eq!(v["groups"][0]["differs"], false, "{v}");
     // The library's default, even from a shell that sets the variable.
-    let ours = listing(Mpi::OpenMpiG, &["--filter", name]);
-    assert_eq!(ours["variables"][0]["value"], 4096);
+    let ours = listing(mpi, &["--filter", name]);
+    assert_eq!(ours["variables"][0]["value"], default);
+    let out = {
+        let prefix = mpi.prefix().unwrap().display().to_string();
+        run_env(
+            &["cvars", "--mpi", &prefix, "--json", "--filter", name],
+            &[(var, value_text.as_str())],
+        )
+    };
+    let shell: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shell["variables"][0]["value"], default);
     // Read, never stopped: the job runs on.
     for (_, pid) in job.rank_pids() {
         assert_running_untraced(pid);
     }
-    let text = {
-        let pid = job.launcher_pid().to_string();
-        let out = run(&["cvars", "--pid", &pid, "--filter", name]);
-        stdout(&out)
-    };
+    let pid = job.launcher_pid().to_string();
+    let text = stdout(&run(&["cvars", "--pid", &pid, "--filter", name]));
     assert!(
         text.contains(&format!(
-            "{name}  = 8192   (default 4096; from environment {var}=8192)"
+            "{name}  = {value}   (default {default}; from environment {var}={value})"
         )),
         "{text}"
+    );
+    job.shutdown().expect("shutdown");
+}
+
+#[test]
+fn open_mpi_environment_override_shows_through_pid_and_the_default_through_mpi() {
+    environment_override(
+        Mpi::OpenMpiG,
+        "btl_vader_eager_limit",
+        "OMPI_MCA_btl_vader_eager_limit",
+        8192,
+        "btl_vader_max_send_size",
+    );
+}
+
+#[test]
+fn mpich_environment_override_shows_through_pid_and_the_default_through_mpi() {
+    environment_override(
+        Mpi::Mpich,
+        "MPIR_CVAR_CH3_EAGER_MAX_MSG_SIZE",
+        "MPIR_CVAR_CH3_EAGER_MAX_MSG_SIZE",
+        65536,
+        "MPIR_CVAR_CH3_RMA_OP_PIGGYBACK_LOCK_DATA_SIZE",
     );
 }
 
@@ -544,4 +578,152 @@ fn open_mpi_constants_are_those_of_its_mpi_h() {
 #[test]
 fn mpich_constants_are_those_of_its_mpi_h() {
     assert_abi(Mpi::Mpich, &MPICH);
+}
+
+/// MPICH's own `mpivars` program: the installed one, else built from the
+/// MPICH source `scripts/setup-mpis` unpacked, with MPICH's mpicc.
+fn mpivars() -> std::path::PathBuf {
+    let mpi = Mpi::Mpich;
+    let prefix = mpi.prefix().expect("MPICH built");
+    let installed = prefix.join("bin/mpivars");
+    if installed.is_file() {
+        return installed;
+    }
+    let cache = prefix.parent().expect("the cache directory");
+    let src = cache.join("src/mpich-4.0.2/src/env/mpivars.c");
+    assert!(
+        src.is_file(),
+        "{} is missing: scripts/setup-mpis unpacks the MPICH source there",
+        src.display()
+    );
+    let dir = mqs_tests::target_dir().join("mqs-support").join(mpi.name());
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("mpivars");
+    let status = Command::new(mpi.mpicc().unwrap())
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .expect("run mpicc");
+    assert!(status.success(), "building mpivars failed");
+    exe
+}
+
+/// One control variable as mpivars prints it.
+#[derive(Debug, PartialEq, Eq)]
+struct MpivarsLine {
+    value: Option<String>,
+    scope: String,
+    binding: String,
+    datatype: String,
+    verbosity: String,
+}
+
+/// The control-variable section of `mpivars -nodesc`, by name.
+fn mpivars_listing() -> BTreeMap<String, MpivarsLine> {
+    let mpi = Mpi::Mpich;
+    let out = clean(
+        Command::new(mpi.launcher().unwrap())
+            .args(["-n", "1", "-launcher", "fork"])
+            .arg(mpivars())
+            .arg("-nodesc"),
+    )
+    .output()
+    .expect("run mpivars");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap_or_default();
+    let count: usize = header
+        .strip_suffix(" MPI Control Variables")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected first line {header:?}"));
+    let mut vars = BTreeMap::new();
+    for line in lines {
+        if line.is_empty() {
+            break;
+        }
+        // "Enum name (n) values: ..." lines follow enumerated variables.
+        let Some(line) = line.strip_prefix('\t') else {
+            continue;
+        };
+        let fields: Vec<&str> = line.split('\t').collect();
+        assert!(fields.len() >= 5, "{line:?}");
+        let (name, value) = match fields[0].split_once('=') {
+            Some((name, value)) => (name.trim_end(), Some(value.to_owned())),
+            None => (fields[0].trim_end(), None),
+        };
+        vars.insert(
+            name.to_owned(),
+            MpivarsLine {
+                value,
+                scope: fields[1].to_owned(),
+                binding: fields[2].to_owned(),
+                datatype: fields[3].to_owned(),
+                verbosity: fields[4].to_owned(),
+            },
+        );
+    }
+    assert_eq!(vars.len(), count, "{text}");
+    vars
+}
+
+/// Variables whose value mpivars prints differently, and why: mpivars
+/// reads after MPI_Init, mqs-dump (MPI_T alone, as a tool does) before it.
+const MPIVARS_VALUE_DIFFERENCES: &[(&str, &str)] = &[];
+
+#[test]
+fn mpich_every_variable_agrees_with_mpivars() {
+    let theirs = mpivars_listing();
+    let ours = listing(Mpi::Mpich, &[]);
+    assert_eq!(ours["family"], "mpich");
+    assert_eq!(ours["errors"], serde_json::json!([]), "MPI_T errors");
+    let vars = ours["variables"].as_array().unwrap();
+    let names: BTreeSet<String> = vars
+        .iter()
+        .map(|v| v["name"].as_str().unwrap().to_owned())
+        .collect();
+    let their_names: BTreeSet<String> = theirs.keys().cloned().collect();
+    assert_eq!(names, their_names);
+    assert_eq!(ours["num_cvars"], theirs.len());
+    let mut differences = Vec::new();
+    let mut values = 0;
+    for v in vars {
+        let name = v["name"].as_str().unwrap();
+        let t = &theirs[name];
+        let upper = |s: &str| s.to_ascii_uppercase().replace('/', "_");
+        let ours_line = MpivarsLine {
+            // mpivars prints scalars of integer types and strings that fit.
+            value: t.value.as_ref().and(our_text_mpivars(v)),
+            scope: format!("SCOPE_{}", upper(v["scope"].as_str().unwrap())),
+            binding: match v["bind"].as_str().unwrap() {
+                "no_object" => "No-object".to_owned(),
+                other => other.to_owned(),
+            },
+            datatype: v["datatype"].as_str().unwrap().to_owned(),
+            verbosity: format!("VERBOSITY_{}", upper(v["verbosity"].as_str().unwrap())),
+        };
+        if t.value.is_some() {
+            values += 1;
+        }
+        if &ours_line != t
+            && !MPIVARS_VALUE_DIFFERENCES
+                .iter()
+                .any(|(n, _)| *n == name && ours_line.value != t.value)
+        {
+            differences.push(format!("{name}: ours {ours_line:?}, mpivars {t:?}"));
+        }
+    }
+    assert_eq!(differences, Vec::<String>::new());
+    assert!(values > 100, "only {values} values compared");
+}
+
+/// A value as mpivars prints it: the number (an enumeration's too), the
+/// string.
+fn our_text_mpivars(v: &Value) -> Option<String> {
+    match v.get("value")? {
+        Value::String(s) => Some(s.clone()),
+        Value::Bool(b) => Some(i32::from(*b).to_string()),
+        other => Some(other.to_string()),
+    }
 }
