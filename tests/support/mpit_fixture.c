@@ -52,14 +52,14 @@ int MPI_Init(int *argc, char ***argv)
 #ifndef NO_MPI_T
 
 #define MPI_SUCCESS 0
-#define ERR_MEMORY 54
-#define ERR_NOT_INITIALIZED 55
-#define ERR_INVALID_INDEX 57
-#define ERR_INVALID_ITEM 58
-#define ERR_INVALID_HANDLE 59
-#define ERR_CVAR_SET_NEVER 64
-#define ERR_INVALID 72
+#define ERR_MEMORY 59
+#define ERR_NOT_INITIALIZED 60
+#define ERR_INVALID_INDEX 62
+#define ERR_INVALID_ITEM 63
+#define ERR_INVALID_HANDLE 64
+#define ERR_CVAR_SET_NEVER 69
 #define ERR_INVALID_NAME 73
+#define ERR_INVALID 74
 
 typedef int MPI_Datatype;
 #define MPI_CHAR 0x4c000101

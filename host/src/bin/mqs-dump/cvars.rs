@@ -121,9 +121,9 @@ fn run_inner(args: &CvarsArgs) -> Result<ExitCode> {
         };
         let report = job::read(pid, &helper, &options)?;
         if args.json {
-            println!("{}", render::json(&report));
+            emit(&render::json(&report));
         } else {
-            print!("{}", render::live_text(&report));
+            emit(&render::live_text(&report));
         }
         return Ok(match report.failures.first() {
             Some(f) => {
@@ -145,9 +145,9 @@ fn run_inner(args: &CvarsArgs) -> Result<ExitCode> {
     if args.check {
         let report = helper.check(&library)?;
         if args.json {
-            println!("{}", render::json(&report));
+            emit(&render::json(&report));
         } else {
-            print!("{}", render::check_text(&report));
+            emit(&render::check_text(&report));
         }
         let family = report.family.map(|f| f.name()).unwrap_or("MPI");
         return Ok(if report.conformant() {
@@ -179,9 +179,9 @@ fn run_inner(args: &CvarsArgs) -> Result<ExitCode> {
             .collect::<Result<Vec<_>>>()?;
         let results = helper.set(&library, &assignments)?;
         if args.json {
-            println!("{}", render::json(&results));
+            emit(&render::json(&results));
         } else {
-            print!("{}", render::settings_text(&results));
+            emit(&render::settings_text(&results));
         }
         let rejected = results.iter().any(|r| r.verdict == SetVerdict::Rejected);
         return Ok(if rejected {
@@ -192,11 +192,23 @@ fn run_inner(args: &CvarsArgs) -> Result<ExitCode> {
     }
     let listing = render::filtered(&helper.list(&library)?, &filter);
     if args.json {
-        println!("{}", render::json(&listing));
+        emit(&render::json(&listing));
     } else {
-        print!("{}", render::listing_text(&listing));
+        emit(&render::listing_text(&listing));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints a document (a newline added to JSON); a reader that went away
+/// (`| head`) is no error.
+fn emit(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    if !text.is_empty() && !text.ends_with('\n') {
+        let _ = out.write_all(b"\n");
+    }
+    let _ = out.flush();
 }
 
 /// The library --lib or --mpi names, if either was given.
