@@ -578,3 +578,42 @@ fn a_hung_helper_dies_with_the_tool() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+#[test]
+fn mpi_t_errors_name_the_variable_and_the_rest_is_listed() {
+    let listing = json_of(&cvars(&["--json"], &[("MQS_FIXTURE_MODE", "errors")]));
+    let names: Vec<&str> = listing["variables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 7, "{names:?}");
+    assert!(!names.contains(&"MPIR_CVAR_MQS_BACKOFF"));
+    assert_eq!(
+        listing["errors"],
+        serde_json::json!([
+            {"index": 2, "name": "MPIR_CVAR_MQS_BUFFER_BYTES", "call": "MPI_T_cvar_read",
+             "code": 74, "error": "MPI_T_ERR_INVALID"},
+            {"index": 4, "call": "MPI_T_cvar_get_info", "code": 62,
+             "error": "MPI_T_ERR_INVALID_INDEX"},
+        ])
+    );
+    assert_eq!(
+        listing["variables"][2]["no_value"],
+        "MPI_T_cvar_read returned MPI_T_ERR_INVALID"
+    );
+    let out = cvars(&[], &[("MQS_FIXTURE_MODE", "errors")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "cvar 2 (MPIR_CVAR_MQS_BUFFER_BYTES): MPI_T_cvar_read returned MPI_T_ERR_INVALID (74)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("cvar 4: MPI_T_cvar_get_info returned MPI_T_ERR_INVALID_INDEX (62)"),
+        "{text}"
+    );
+}

@@ -421,11 +421,40 @@ fn environment_override(mpi: Mpi, name: &str, var: &str, value: i64, untouched: 
     };
     let shell: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(shell["variables"][0]["value"], default);
+    // The whole job: every variable of the listing is read in every rank
+    // (MPICH) or is in the registry or known to be deregistered (Open
+    // MPI), and what differs from the default says where from.
+    let pid = job.launcher_pid().to_string();
+    let out = run(&["cvars", "--pid", &pid, "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let all: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut read = 0;
+    for v in all["variables"].as_array().unwrap() {
+        for g in v["groups"].as_array().unwrap() {
+            if g.get("value").is_some() {
+                read += 1;
+            } else if mpi == Mpi::Mpich {
+                panic!("{} not read: {g}", v["name"]);
+            }
+            if g["differs"] == true {
+                let kind = g["source"]["kind"].as_str().unwrap();
+                assert!(
+                    ["environment", "changed", "file", "command-line"].contains(&kind),
+                    "{}: {g}",
+                    v["name"]
+                );
+            }
+            if mpi == Mpi::Mpich && g["differs"] == true {
+                // MPICH's ranks get nothing but the environment.
+                assert_eq!(g["source"]["kind"], "environment", "{}: {g}", v["name"]);
+            }
+        }
+    }
+    assert!(read > 300, "only {read} values read");
     // Read, never stopped: the job runs on.
     for (_, pid) in job.rank_pids() {
         assert_running_untraced(pid);
     }
-    let pid = job.launcher_pid().to_string();
     let text = stdout(&run(&["cvars", "--pid", &pid, "--filter", name]));
     assert!(
         text.contains(&format!(
@@ -656,7 +685,11 @@ fn mpivars_listing() -> BTreeMap<String, MpivarsLine> {
     )
     .output()
     .expect("run mpivars");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let mut lines = text.lines();
     let header = lines.next().unwrap_or_default();

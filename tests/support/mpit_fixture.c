@@ -8,7 +8,8 @@
  * purpose, each in one way (the comments that say "break" show how). MQS_FIXTURE_MODE makes it misbehave as a whole:
  *   crash-in-init, abort-in-init, exit-in-init, hang-in-init  (in
  *   MPI_T_init_thread), print-in-init (prints to stdout, then works),
- *   crash-in-read (MPI_T_cvar_read crashes).
+ *   crash-in-read (MPI_T_cvar_read crashes), errors (MPI_T_cvar_get_info
+ *   refuses variable 4 as if it were gone, MPI_T_cvar_read fails for 2).
  * MPIR_CVAR_MQS_EAGER_LIMIT in the environment sets that variable, as MPICH
  * takes its variables from the environment.
  *
@@ -251,6 +252,8 @@ int MPI_T_cvar_get_info(int index, char *name, int *name_len, int *verbosity,
         (verbosity == NULL || datatype == NULL || enumtype == NULL || bind == NULL ||
          scope == NULL))
         return ERR_INVALID;
+    if (mode("errors") && index == 4)
+        return ERR_INVALID_INDEX;
     v = &vars[index];
     copy_string(name, name_len, v->name);
     copy_string(desc, desc_len, v->desc);
@@ -334,6 +337,8 @@ int MPI_T_cvar_read(struct handle *handle, void *buf)
     /* break "null-handle": a NULL handle is dereferenced. */
     if (handle == NULL && !broken("null-handle"))
         return ERR_INVALID_HANDLE;
+    if (mode("errors") && handle->index == 2)
+        return ERR_INVALID;
     v = &vars[handle->index];
     memcpy(buf, &v->value, value_size(v));
     /* break "handles": one element more than count is written. */
