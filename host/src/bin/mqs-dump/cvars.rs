@@ -83,7 +83,8 @@ pub struct CvarsArgs {
 
 pub const CVARS_EXIT_CODES: &str = "Exit codes: 0 ok, 1 other error, 2 usage, \
 3 no such process, 4 permission denied, 5 not an MPI process, \
-6 the MPI lacks the debug information to read values, 20 not an MPI library mqs can load, \
+6 the MPI lacks the debug information to read values, 11 the process exited while it was read, \
+20 not an MPI library mqs can load, \
 21 the MPI library has no usable MPI_T, 22 the helper that loads the library crashed or hung, \
 23 --set: a value was rejected, 24 --check: the library deviates from the standard";
 
