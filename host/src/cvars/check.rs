@@ -126,9 +126,17 @@ pub struct CheckReport {
     pub library: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub family: Option<Family>,
-    /// The ids of the rules checked, in order.
-    pub rules: Vec<String>,
+    /// The rules checked, in order.
+    pub rules: Vec<RuleStatement>,
     pub findings: Vec<Finding>,
+}
+
+/// A rule as the report names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuleStatement {
+    pub id: String,
+    /// What the standard says, briefly.
+    pub rule: String,
 }
 
 impl CheckReport {

@@ -187,7 +187,13 @@ impl Helper {
             library: library.display().to_string(),
             family: None,
             findings: Vec::new(),
-            rules: check::RULES.iter().map(|r| r.id.to_owned()).collect(),
+            rules: check::RULES
+                .iter()
+                .map(|r| check::RuleStatement {
+                    id: r.id.to_owned(),
+                    rule: r.rule.split_whitespace().collect::<Vec<_>>().join(" "),
+                })
+                .collect(),
         };
         let (mut first_rule, mut skip_steps) = (0, 0);
         // Each restart moves past at least one step: bounded.
