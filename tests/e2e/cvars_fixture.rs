@@ -617,3 +617,33 @@ fn mpi_t_errors_name_the_variable_and_the_rest_is_listed() {
         "{text}"
     );
 }
+
+#[test]
+fn without_a_library_the_mpicc_on_path_names_the_mpi() {
+    use std::os::unix::fs::PermissionsExt;
+    let prefix =
+        mqs_tests::target_dir().join(format!("mqs-scratch/cvars-prefix-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&prefix);
+    std::fs::create_dir_all(prefix.join("bin")).unwrap();
+    std::fs::create_dir_all(prefix.join("lib")).unwrap();
+    let mpicc = prefix.join("bin/mpicc");
+    std::fs::write(&mpicc, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&mpicc, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::copy(fixture(), prefix.join("lib/libmpi.so.12")).unwrap();
+    let path = format!(
+        "{}:{}",
+        prefix.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = run_env(&["cvars", "--json"], &[("PATH", &path)]);
+    let listing = json_of(&out);
+    assert_eq!(
+        listing["library"],
+        prefix.join("lib/libmpi.so.12").display().to_string()
+    );
+    assert_eq!(listing["num_cvars"], 8);
+    // No mpicc anywhere: say what to give.
+    let out = run_env(&["cvars"], &[("PATH", "/nonexistent")]);
+    assert_error(&out, USAGE, &["no mpicc on PATH", "--mpi PREFIX"]);
+    std::fs::remove_dir_all(&prefix).unwrap();
+}
