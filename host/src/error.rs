@@ -100,6 +100,19 @@ pub enum Error {
     /// A core file or snapshot that cannot be read as one.
     #[error("{}: {detail}", path.display())]
     BadInput { path: PathBuf, detail: String },
+    /// A library that is not an MPI library mqs can load (not loadable,
+    /// no MPI symbols, an unknown ABI).
+    #[error("{}: {detail}", path.display())]
+    NotMpiLibrary { path: PathBuf, detail: String },
+
+    /// An MPI library whose tool interface (MPI_T) is missing or unusable.
+    #[error("{}: {detail}", path.display())]
+    NoMpiT { path: PathBuf, detail: String },
+
+    /// The subprocess that loads an MPI library crashed, exited early or
+    /// hung.
+    #[error("{}: the helper process that loads it {detail}", path.display())]
+    CvarsHelper { path: PathBuf, detail: String },
 
     #[error("{0}")]
     Usage(String),
@@ -169,6 +182,17 @@ pub mod exit_code {
     /// Given by `--deadlock` when it finds a cycle of waiting ranks.
     pub const DEADLOCK: i32 = 12;
     pub const BAD_INPUT: i32 = 13;
+    // `cvars` (20 on, clear of the dump's codes).
+    /// The library is not an MPI library mqs can load.
+    pub const NOT_MPI_LIBRARY: i32 = 20;
+    /// The MPI library has no usable MPI_T.
+    pub const NO_MPI_T: i32 = 21;
+    /// The helper that loads the library crashed or hung.
+    pub const HELPER_FAILED: i32 = 22;
+    /// `--set`: a value was rejected.
+    pub const CVAR_REJECTED: i32 = 23;
+    /// `--check`: the library deviates from the standard.
+    pub const NOT_CONFORMANT: i32 = 24;
 }
 
 impl Error {
@@ -184,6 +208,9 @@ impl Error {
             Self::DllLoad { .. } => DLL_NOT_LOADABLE,
             Self::DllIncompatible { .. } => DLL_INCOMPATIBLE,
             Self::DllUntrusted { .. } => DLL_UNTRUSTED,
+            Self::NotMpiLibrary { .. } => NOT_MPI_LIBRARY,
+            Self::NoMpiT { .. } => NO_MPI_T,
+            Self::CvarsHelper { .. } => HELPER_FAILED,
             Self::Usage(_) => USAGE,
             Self::BadInput { .. } => BAD_INPUT,
             Self::Read { .. }

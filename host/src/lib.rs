@@ -37,6 +37,7 @@
 //! ```
 
 pub mod analysis;
+pub mod cvars;
 pub mod dll;
 pub mod dump;
 pub mod error;

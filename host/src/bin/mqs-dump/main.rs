@@ -4,6 +4,7 @@
 //! here that parses its options, calls the library and prints. With no
 //! command, `mqs-dump --pid PID` dumps message queues (the `dump` module).
 
+mod cvars;
 mod dump;
 mod launch;
 mod watch;
@@ -43,6 +44,9 @@ enum Command {
     /// in a row; then show the job view with stacks and exit 12. Exits 0
     /// when the job ends without one.
     Watch(watch::WatchArgs),
+    /// MPI_T control variables: list a library's, read a job's, validate a
+    /// setting, check the library against the standard.
+    Cvars(cvars::CvarsArgs),
 }
 
 /// The exit codes, for every command's --help.
@@ -50,9 +54,15 @@ pub const EXIT_CODES: &str = "Exit codes: 0 ok, 1 other error, 2 usage, 3 no suc
 4 permission denied, 5 not an MPI process, 6 MPI lacks the debug info the DLL needs, \
 7 DLL missing, 8 DLL not loadable, 9 DLL incompatible, 10 DLL untrusted, \
 11 process exited during the dump, 12 deadlock found (--deadlock, watch), \
-13 unreadable core or snapshot file";
+13 unreadable core or snapshot file; for `cvars`, see `mqs-dump cvars --help`";
 
 fn main() -> ExitCode {
+    // The subprocess `cvars` loads MPI libraries in: not a command.
+    if std::env::args_os().nth(1).as_deref()
+        == Some(std::ffi::OsStr::new(mqs_host::cvars::helper::HELPER_ARG))
+    {
+        return ExitCode::from(mqs_host::cvars::helper::serve() as u8);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -76,6 +86,7 @@ fn main() -> ExitCode {
             mqs_host::process::install_signal_cleanup();
             watch::run(&args)
         }
+        Some(Command::Cvars(args)) => cvars::run(&args),
     }
 }
 
