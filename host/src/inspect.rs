@@ -161,8 +161,11 @@ pub fn find_job(
             .map(|p| p.display().to_string())
             .unwrap_or_default(),
     };
-    if let Some(addr) = mpi2dd::info_address(symbols) {
-        let info = mpi2dd::read_info(target, addr)?;
+    let published = match mpi2dd::info_address(symbols) {
+        Some(addr) => mpi2dd::published_info(target, addr)?,
+        None => None,
+    };
+    if let Some(info) = published {
         if info.is_directory() || info.is_metadirectory() {
             let mut opener = NoStopOpener {
                 cache: Arc::new(SymbolCache::new(options.debug_dirs.clone())),
@@ -264,6 +267,81 @@ pub fn dump(pid: i32, options: &Options, progress: Progress<'_>) -> Result<JobDu
     dump_found(job, &cache, options, progress)
 }
 
+/// Dumps several processes at once (ranks, starters, directories), each
+/// expanded to its job: every process is stopped together and numbered one
+/// after the other. Ranks of one job (by the job name in their environment)
+/// keep their MPI_COMM_WORLD ranks; each further job is numbered after the
+/// ones before.
+pub fn dump_pids(pids: &[i32], options: &Options, progress: Progress<'_>) -> Result<JobDump> {
+    let cache = Arc::new(SymbolCache::new(options.debug_dirs.clone()));
+    // Each named process as (its job's name, its members); looked at
+    // without stopping: they are stopped together below.
+    let mut groups: Vec<(Option<String>, Vec<Member>)> = Vec::new();
+    let mut launcher = None;
+    let mut failures = Vec::new();
+    for &pid in pids {
+        let target = LiveProcess::attach(pid, Mode::NoStop)?;
+        let symbols = index_symbols_with(&target, &cache)?;
+        match find_job(&target, &symbols, options)? {
+            Some(job) => {
+                launcher.get_or_insert(job.launcher);
+                for (member, why) in job.unreachable {
+                    let e = Error::Unreachable {
+                        pid: member.pid,
+                        detail: why,
+                    };
+                    failures.push((failure(&member, &e), e));
+                }
+                groups.push((None, job.members));
+            }
+            None => {
+                let env = MpiEnvironment::of(&target.environment().unwrap_or_default());
+                let member = Member::single(pid, env.rank.unwrap_or(-1));
+                match groups
+                    .iter_mut()
+                    .find(|(job, _)| job.is_some() && *job == env.job)
+                {
+                    Some((_, members)) => members.push(member),
+                    None => groups.push((env.job.clone(), vec![member])),
+                }
+            }
+        }
+    }
+    let members = number_groups(groups);
+    let launcher = launcher.unwrap_or(Launcher {
+        pid: pids[0],
+        executable: String::new(),
+    });
+    dump_members(launcher, members, failures, &cache, options, progress)
+}
+
+/// One numbering for several jobs: the first keeps its identities, each
+/// next one starts after the highest so far. A process named twice (a rank
+/// and its starter) is kept once.
+fn number_groups(groups: Vec<(Option<String>, Vec<Member>)>) -> Vec<Member> {
+    let mut out: Vec<Member> = Vec::new();
+    let mut next = 0i32;
+    for (_, members) in groups {
+        let offset = next;
+        for mut m in members {
+            let same_host = |o: &Member| {
+                o.host == m.host || (mpir::is_local_host(&o.host) && mpir::is_local_host(&m.host))
+            };
+            if out.iter().any(|o| o.pid == m.pid && same_host(o)) {
+                continue;
+            }
+            if m.identity >= 0 {
+                m.identity += offset;
+            } else {
+                m.identity = next.max(offset);
+            }
+            next = next.max(m.identity + 1);
+            out.push(m);
+        }
+    }
+    out
+}
+
 /// Dumps the job of a starter that runs (one launched and traced by
 /// `mqs-dump launch`): its tables are read without stopping it, then its
 /// processes are stopped and dumped.
@@ -315,20 +393,38 @@ fn dump_members(
     progress: Progress<'_>,
 ) -> Result<JobDump> {
     let mut prepared = Vec::new();
-    let total = members.len() * 2;
-    for (done, member) in members.into_iter().enumerate() {
-        progress(done, total);
-        if !mpir::is_local_host(&member.host) || member.pid <= 0 {
-            let e = Error::Remote {
+    let (members, unusable) = crate::job::screen(members);
+    for (member, why) in unusable {
+        let e = match why {
+            crate::job::Unusable::Remote => Error::Remote {
                 rank: member.rank,
                 host: member.host.clone(),
                 pid: member.pid,
-            };
-            failures.push((failure(&member, &e), e));
-            continue;
-        }
+            },
+            other => Error::Unreachable {
+                pid: member.pid,
+                detail: other.describe(&member),
+            },
+        };
+        failures.push((failure(&member, &e), e));
+    }
+    let total = members.len() * 2;
+    for (done, member) in members.into_iter().enumerate() {
+        progress(done, total);
         let target = match attach(member.pid, options) {
             Ok(target) => target,
+            // A rank that ended since the starter listed it.
+            Err(Error::NoSuchProcess { pid }) => {
+                let e = Error::Unreachable {
+                    pid,
+                    detail: format!(
+                        "rank {} has exited (no process with pid {pid} any more)",
+                        member.rank
+                    ),
+                };
+                failures.push((failure(&member, &e), e));
+                continue;
+            }
             Err(e) => {
                 failures.push((failure(&member, &e), e));
                 continue;

@@ -240,3 +240,103 @@ mod tests {
         );
     }
 }
+
+/// Why a process a starter's table names cannot be dumped, before trying.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unusable {
+    /// Another host: only a collector there can read it.
+    Remote,
+    /// pid 0 (or negative): the starter has not started it yet.
+    NotStarted,
+    /// The same pid as an earlier entry (this rank).
+    Duplicate { of_rank: usize },
+}
+
+impl Unusable {
+    pub fn describe(&self, member: &Member) -> String {
+        match self {
+            Unusable::Remote => format!(
+                "rank {} runs on host '{}' (pid {}): only local processes can be read",
+                member.rank, member.host, member.pid
+            ),
+            Unusable::NotStarted => format!(
+                "rank {} has no process yet (pid {} in the starter's table): not started",
+                member.rank, member.pid
+            ),
+            Unusable::Duplicate { of_rank } => format!(
+                "rank {} has the pid {} of rank {of_rank} too: the starter's table is \
+                 inconsistent, the process is dumped once, as rank {of_rank}",
+                member.rank, member.pid
+            ),
+        }
+    }
+}
+
+/// Sorts a job's members into those to dump and those that cannot be, with
+/// the reason: other hosts (a starter may name this machine `localhost`,
+/// an address of its loopback, or its own name, short or qualified), pids
+/// not yet known, pids listed twice. Executable names in a table are not
+/// relied on (launchers have listed relative paths): a process's own is
+/// read from it.
+pub fn screen(members: Vec<Member>) -> (Vec<Member>, Vec<(Member, Unusable)>) {
+    let mut usable: Vec<Member> = Vec::new();
+    let mut unusable = Vec::new();
+    for m in members {
+        let problem = if !crate::mpir::is_local_host(&m.host) {
+            Some(Unusable::Remote)
+        } else if m.pid <= 0 {
+            Some(Unusable::NotStarted)
+        } else {
+            usable
+                .iter()
+                .find(|u| u.pid == m.pid)
+                .map(|u| Unusable::Duplicate { of_rank: u.rank })
+        };
+        match problem {
+            Some(p) => unusable.push((m, p)),
+            None => usable.push(m),
+        }
+    }
+    (usable, unusable)
+}
+
+#[cfg(test)]
+mod screen_tests {
+    use super::*;
+
+    fn m(rank: usize, host: &str, pid: i32) -> Member {
+        Member {
+            pid,
+            host: host.into(),
+            rank,
+            identity: rank as i32,
+            spawned_job: None,
+            spawned_by: None,
+        }
+    }
+
+    #[test]
+    fn a_table_with_every_known_defect() {
+        let own = local_host_name();
+        let table = vec![
+            m(0, "localhost", 100),
+            m(1, &own, 101),
+            m(2, "127.0.0.1", 0),
+            m(3, "localhost", 100),
+            m(4, "node-elsewhere.example", 102),
+            m(5, "", 103),
+        ];
+        let (usable, unusable) = screen(table);
+        assert_eq!(usable.iter().map(|m| m.rank).collect::<Vec<_>>(), [0, 1, 5]);
+        let problems: Vec<(usize, Unusable)> =
+            unusable.into_iter().map(|(m, u)| (m.rank, u)).collect();
+        assert_eq!(
+            problems,
+            [
+                (2, Unusable::NotStarted),
+                (3, Unusable::Duplicate { of_rank: 0 }),
+                (4, Unusable::Remote),
+            ]
+        );
+    }
+}

@@ -95,6 +95,18 @@ pub fn info_address(symbols: &dyn ImageSymbols) -> Option<u64> {
     symbols.find_symbol("MPI2DD_info")
 }
 
+/// `MPI2DD_info` at `addr`, if the process has filled it in yet (a
+/// structure still all zeros is not the interface in use); an error when it
+/// holds anything but the interface mqs reads.
+pub fn published_info(target: &dyn Target, addr: u64) -> Result<Option<Info>> {
+    let mut magic = [0u8; 5];
+    target.read(addr, &mut magic)?;
+    if magic == [0; 5] {
+        return Ok(None);
+    }
+    read_info(target, addr).map(Some)
+}
+
 /// Reads and checks `MPI2DD_info` at `addr`.
 pub fn read_info(target: &dyn Target, addr: u64) -> Result<Info> {
     let pid = target.pid();

@@ -119,9 +119,17 @@ fn string_at(target: &dyn Target, addr: u64) -> String {
     read_c_string(target, addr, MAX_STRING).unwrap_or_default()
 }
 
-/// Whether a host name from the table is this machine.
+/// Whether a host name from the table is this machine: empty, `localhost`
+/// (or `localhost.localdomain`), a loopback address, or this host's own
+/// name, short or qualified.
 pub fn is_local_host(host: &str) -> bool {
-    if host.is_empty() || host == "localhost" || host.starts_with("127.") {
+    let host = host.trim();
+    if host.is_empty()
+        || host == "localhost"
+        || host.starts_with("localhost.")
+        || host.starts_with("127.")
+        || host == "::1"
+    {
         return true;
     }
     let ours = nix::unistd::gethostname()

@@ -16,6 +16,17 @@
  *     Prints "MPI2DD role=A pid=P", then B and D, once all three are set.
  *     bad-magic / bad-version break A's MPI2DD_info that way.
  *
+ *   mpi2dd_starter mpir PID0 PID1
+ *     Not MPI2DD: an MPIR starter whose MPIR_proctable has every defect
+ *     real launchers have shipped, around two real ranks PID0 and PID1:
+ *       rank 0: host "localhost", PID0, a relative executable "./queues";
+ *       rank 1: host this machine's name, PID1;
+ *       rank 2: host "127.0.0.1", pid 0 (not started yet);
+ *       rank 3: PID0 again (a duplicate);
+ *       rank 4: the pid of a process that has exited;
+ *       rank 5: host "node-elsewhere.example", pid 4242 (another node).
+ *     Prints "MPIR pid=P" and waits for ever.
+ *
  *   mpi2dd_starter launch [abort] -- COMMAND...
  *     A starter: runs COMMAND (an MPI launcher) as a child, passes its
  *     output through, and once every rank printed "READY rank=R pid=P
@@ -185,6 +196,57 @@ static int tables(int argc, char **argv)
         pause();
 }
 
+/* MPIR, as the MPIR Process Acquisition Interface 1.1 declares it. */
+typedef struct {
+    char *host_name;
+    char *executable_name;
+    int pid;
+} MPIR_PROCDESC;
+MPIR_PROCDESC *MPIR_proctable;
+int MPIR_proctable_size;
+volatile int MPIR_debug_state;
+volatile int MPIR_being_debugged;
+int MPIR_i_am_starter;
+__attribute__((noinline)) void MPIR_Breakpoint(void)
+{
+    __asm__ volatile("" ::: "memory");
+}
+
+static MPIR_PROCDESC defective[6];
+static char node[256];
+
+static int mpir(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: mpi2dd_starter mpir PID0 PID1\n");
+        return 2;
+    }
+    static char relative[] = "./queues", local[] = "localhost", loop4[] = "127.0.0.1",
+                elsewhere[] = "node-elsewhere.example";
+    if (gethostname(node, sizeof node - 1) != 0 ||
+        readlink("/proc/self/exe", exe, sizeof exe - 1) < 0)
+        return 1;
+    /* A pid that no process has any more. */
+    pid_t gone = fork();
+    if (gone == 0)
+        _exit(0);
+    waitpid(gone, NULL, 0);
+    MPIR_PROCDESC t[6] = {
+        {local, relative, atoi(argv[2])}, {node, exe, atoi(argv[3])},
+        {loop4, exe, 0},                  {local, exe, atoi(argv[2])},
+        {local, exe, (int)gone},          {elsewhere, exe, 4242},
+    };
+    memcpy(defective, t, sizeof t);
+    MPIR_proctable = defective;
+    MPIR_proctable_size = 6;
+    MPIR_debug_state = 1;
+    MPIR_Breakpoint();
+    printf("MPIR pid=%d\n", (int)getpid());
+    fflush(stdout);
+    for (;;)
+        pause();
+}
+
 static int launch(int argc, char **argv)
 {
     int abort_job = 0, first = 2, out[2], status;
@@ -254,6 +316,8 @@ int main(int argc, char **argv)
         return tables(argc, argv);
     if (argc > 1 && strcmp(argv[1], "launch") == 0)
         return launch(argc, argv);
-    fprintf(stderr, "usage: mpi2dd_starter tables|launch ...\n");
+    if (argc > 1 && strcmp(argv[1], "mpir") == 0)
+        return mpir(argc, argv);
+    fprintf(stderr, "usage: mpi2dd_starter tables|mpir|launch ...\n");
     return 2;
 }

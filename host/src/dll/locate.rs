@@ -23,8 +23,11 @@ pub fn named_by_target(symbols: &dyn ImageSymbols, target: &dyn Target) -> Resul
     let mut paths = Vec::new();
     // The MPI-2 debugger interface names it in MPI2DD_info, and may say the
     // MPI has no queues to show.
-    if let Some(addr) = crate::mpi2dd::info_address(symbols) {
-        let info = crate::mpi2dd::read_info(target, addr)?;
+    let published = match crate::mpi2dd::info_address(symbols) {
+        Some(addr) => crate::mpi2dd::published_info(target, addr)?,
+        None => None,
+    };
+    if let Some(info) = published {
         if info.ignores_queues() {
             return Err(Error::QueuesNotImplemented { pid: target.pid() });
         }

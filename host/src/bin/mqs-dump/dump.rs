@@ -18,10 +18,13 @@ use mqs_host::{exit_code, render, Error};
 #[command(group(ArgGroup::new("source").required(true).args(["pid", "core", "snapshot"])))]
 pub struct DumpArgs {
     /// The MPI process to inspect: a rank, or the job's starter (mpirun,
-    /// mpiexec) to dump every local rank of the job, and the processes it
-    /// spawned, all stopped at the same time.
+    /// mpiexec, an MPI2DD directory) to dump every local rank of the job,
+    /// and the processes it spawned, all stopped at the same time. Repeat
+    /// it for several processes or jobs (ranks of different jobs, two
+    /// mpiruns joined by MPI_Comm_connect, hand-picked ranks): all are
+    /// stopped together and numbered one after the other, job by job.
     #[arg(long, value_name = "PID")]
-    pub pid: Option<i32>,
+    pub pid: Vec<i32>,
 
     /// Read a core file instead of a live process (from gdb's gcore or the
     /// kernel). Repeat it, or give a directory of core files, for the ranks
@@ -167,8 +170,10 @@ pub fn dump_once(args: &DumpArgs, options: &Options) -> Result<JobDump, Error> {
             bar.set_position(done as u64);
         }
     };
-    let result = if let Some(pid) = args.pid {
+    let result = if let [pid] = args.pid[..] {
         inspect::dump(pid, options, &mut progress)
+    } else if !args.pid.is_empty() {
+        inspect::dump_pids(&args.pid, options, &mut progress)
     } else if let Some(snapshot) = &args.snapshot {
         inspect::dump_snapshot(snapshot, options)
     } else {
