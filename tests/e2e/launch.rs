@@ -434,3 +434,48 @@ fn open_mpi_watch_reports_the_ring() {
 fn mpich_watch_reports_the_ring() {
     watch_reports_the_ring(Mpi::Mpich);
 }
+
+/// The chain fixture: dumped while rank i waits for i+1, then released
+/// (SIGUSR1 to the last rank): the job ends cleanly and so does mqs-dump.
+fn chain_is_dumped_then_completes(mpi: Mpi) {
+    let mut run = Launched::start(mpi, "chain", 4, &[], &["--dump-after", "2", "--json"]);
+    run.await_lines("READY", 4, Duration::from_secs(120));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // The blocking receives are posted just after READY: the first dump
+    // must show them all (a later one would not come).
+    while run.dumps().is_empty() {
+        assert!(Instant::now() < deadline, "no dump: {}", run.file("stderr"));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let length = if mpi.family() == mqs_tests::Family::Mpich {
+        1
+    } else {
+        4
+    };
+    let mut expected: Vec<RankReceives> = (0..3).map(|r| (r, vec![(r + 1, 20, length)])).collect();
+    expected.push((3, vec![]));
+    assert_eq!(receives(&run.dumps()[0]), expected);
+    let last: u32 = run
+        .file("stdout")
+        .lines()
+        .find_map(|l| {
+            let rest = l.strip_prefix("READY rank=3 pid=")?;
+            rest.split_whitespace().next()?.parse().ok()
+        })
+        .expect("rank 3's READY line");
+    // SAFETY: kill(2) of the job's last rank, alive (it waits for this).
+    assert_eq!(unsafe { libc::kill(last as i32, libc::SIGUSR1) }, 0);
+    let code = run.wait(Duration::from_secs(120));
+    assert_eq!(code, 0, "stderr:\n{}", run.file("stderr"));
+    assert!(run.alive().is_empty(), "left behind: {:?}", run.alive());
+}
+
+#[test]
+fn open_mpi_chain_is_dumped_then_completes() {
+    chain_is_dumped_then_completes(Mpi::OpenMpiG);
+}
+
+#[test]
+fn mpich_chain_is_dumped_then_completes() {
+    chain_is_dumped_then_completes(Mpi::Mpich);
+}
