@@ -122,9 +122,9 @@ fn run_inner(args: &CvarsArgs) -> Result<ExitCode> {
         };
         let report = job::read(pid, &helper, &options)?;
         if args.json {
-            emit(&render::json(&report));
+            crate::emit(&render::json(&report));
         } else {
-            emit(&render::live_text(&report));
+            crate::emit(&render::live_text(&report));
         }
         return Ok(match report.failures.first() {
             Some(f) => {
@@ -146,9 +146,9 @@ fn run_inner(args: &CvarsArgs) -> Result<ExitCode> {
     if args.check {
         let report = helper.check(&library)?;
         if args.json {
-            emit(&render::json(&report));
+            crate::emit(&render::json(&report));
         } else {
-            emit(&render::check_text(&report));
+            crate::emit(&render::check_text(&report));
         }
         let family = report.family.map(|f| f.name()).unwrap_or("MPI");
         return Ok(if report.conformant() {
@@ -180,9 +180,9 @@ fn run_inner(args: &CvarsArgs) -> Result<ExitCode> {
             .collect::<Result<Vec<_>>>()?;
         let results = helper.set(&library, &assignments)?;
         if args.json {
-            emit(&render::json(&results));
+            crate::emit(&render::json(&results));
         } else {
-            emit(&render::settings_text(&results));
+            crate::emit(&render::settings_text(&results));
         }
         let rejected = results.iter().any(|r| r.verdict == SetVerdict::Rejected);
         return Ok(if rejected {
@@ -193,23 +193,11 @@ fn run_inner(args: &CvarsArgs) -> Result<ExitCode> {
     }
     let listing = render::filtered(&helper.list(&library)?, &filter);
     if args.json {
-        emit(&render::json(&listing));
+        crate::emit(&render::json(&listing));
     } else {
-        emit(&render::listing_text(&listing));
+        crate::emit(&render::listing_text(&listing));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Prints a document (a newline added to JSON); a reader that went away
-/// (`| head`) is no error.
-fn emit(text: &str) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes());
-    if !text.is_empty() && !text.ends_with('\n') {
-        let _ = out.write_all(b"\n");
-    }
-    let _ = out.flush();
 }
 
 /// The library --lib or --mpi names, if either was given.

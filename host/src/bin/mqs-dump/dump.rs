@@ -244,13 +244,13 @@ pub fn run(args: &DumpArgs) -> ExitCode {
         let analysed = Job::new(&job);
         let analysis = Analysis::new(&analysed);
         if format == Format::Dot {
-            print!("{}", view::dot::dot(&analysis));
+            crate::emit(&view::dot::dot(&analysis));
         } else if format == Format::Json {
             return crate::fail(&Error::Usage(
                 "--deadlock prints words or DOT, not JSON".into(),
             ));
         } else {
-            print!("{}", analysis.words());
+            crate::emit(&analysis.words());
         }
         if analysis.has_deadlock() {
             return ExitCode::from(exit_code::DEADLOCK as u8);
@@ -258,10 +258,10 @@ pub fn run(args: &DumpArgs) -> ExitCode {
         return failed();
     }
     match format {
-        Format::Json => println!("{}", render::json(&job)),
+        Format::Json => crate::emit(&render::json(&job)),
         Format::Dot => {
             let analysed = Job::new(&job);
-            print!("{}", view::dot::dot(&Analysis::new(&analysed)));
+            crate::emit(&view::dot::dot(&Analysis::new(&analysed)));
         }
         Format::Text if job.processes.len() > 1 && !args.per_rank => {
             let view_options = ViewOptions {
@@ -271,14 +271,14 @@ pub fn run(args: &DumpArgs) -> ExitCode {
                 queue: args.queue.map(OpClass::from),
                 elapsed: Some(elapsed),
             };
-            print!("{}", view::job_view(&job, &view_options));
+            crate::emit(&view::job_view(&job, &view_options));
         }
         Format::Text => {
             if let Some(ranks) = &args.rank {
                 job.processes
                     .retain(|p| ranks.contains(i64::from(p.global_rank)));
             }
-            print!("{}", render::text(&job));
+            crate::emit(&render::text(&job));
         }
     }
     // Output was printed; a job with ranks that failed still says so.

@@ -109,6 +109,18 @@ pub fn message(e: &Error) -> String {
     .replace('\n', " ")
 }
 
+/// Prints a document on stdout (a newline added if it lacks one); a reader
+/// that went away (`| head`) is no error.
+pub fn emit(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes());
+    if !text.is_empty() && !text.ends_with('\n') {
+        let _ = out.write_all(b"\n");
+    }
+    let _ = out.flush();
+}
+
 /// A progress bar on terminals only.
 pub fn progress_bar(template: &str) -> Option<indicatif::ProgressBar> {
     use std::io::IsTerminal;

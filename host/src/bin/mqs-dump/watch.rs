@@ -93,17 +93,16 @@ pub fn watch(pid: i32, options: &Options, every: Duration, keep_going: bool) -> 
         if let Some(previous) = &previous {
             if let Some(words) = confirm::persistent_finding(previous, &job) {
                 if reported.as_deref() != Some(words.as_str()) {
-                    println!(
+                    crate::emit(&format!(
                         "mqs-dump watch: snapshot {snapshots} ({:.1} s apart) agrees with the one before:",
                         every.as_secs_f64()
-                    );
-                    print!("{words}");
-                    println!();
+                    ));
+                    crate::emit(&words);
                     let view_options = ViewOptions {
                         elapsed: Some(started.elapsed()),
                         ..ViewOptions::default()
                     };
-                    print!("{}", view::job_view(&job, &view_options));
+                    crate::emit(&view::job_view(&job, &view_options));
                     reported = Some(words);
                     if !keep_going {
                         return ExitCode::from(exit_code::DEADLOCK as u8);
