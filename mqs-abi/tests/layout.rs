@@ -1,6 +1,6 @@
 //! Layout of the generated Rust types against the C compiler, for both
 //! interface levels, and against the LP64 layout that debuggers were built
-//! with (ABI.md). The C side is `probe/layout_probe.c`, compiled over the
+//! with (docs/abi.md). The C side is `probe/layout_probe.c`, compiled over the
 //! same header by build.rs.
 
 use std::collections::BTreeMap;
@@ -126,7 +126,7 @@ fn rust_layout_mpi2() -> Layout {
     l
 }
 
-/// The LP64 layout of ABI.md, which TotalView, DDT and padb were built with.
+/// The LP64 layout of docs/abi.md, which TotalView, DDT and padb were built with.
 fn lp64_expected(mpi2: bool) -> Layout {
     let mut l = Layout::new();
     let mut add = |ty: &str, size: usize, fields: &[(&str, usize, usize)]| {

@@ -98,7 +98,7 @@ fn check_ring_deadlock(mpi: Mpi) {
         text.contains("\"ring\" (8 ranks: world ranks 7-0 in its order):"),
         "{text}"
     );
-    // MPICH's own DLL gives lengths in elements, not bytes (TARGETS.md).
+    // MPICH's own DLL gives lengths in elements, not bytes (docs/mpis.md).
     let bytes = if mpi.family() == Family::Mpich { 1 } else { 4 };
     assert!(
         text.contains(&format!(

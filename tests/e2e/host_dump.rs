@@ -4,7 +4,7 @@
 //! starter's MPIR_proctable; and the job left running afterwards.
 //!
 //! The values are what each MPI's own DLL reports, known defects included
-//! (TARGETS.md): Open MPI's reads -1 as a 32-bit unsigned (ANY_SOURCE is
+//! (docs/mpis.md): Open MPI's reads -1 as a 32-bit unsigned (ANY_SOURCE is
 //! 4294967295, MPI_COMM_NULL's rank 4294967294) and has no unexpected queue;
 //! MPICH's gives lengths in elements (not bytes), length 0 for unexpected
 //! messages, no global ranks, and lists internal communicators unnamed.
