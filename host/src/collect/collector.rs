@@ -196,3 +196,118 @@ fn check_identities(members: Vec<Member>) -> (Vec<Member>, Vec<RankFailure>) {
     }
     (good, failures)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    fn args(connect: Vec<SocketAddr>, token: &str) -> CollectorArgs {
+        CollectorArgs {
+            connect,
+            token: token.into(),
+            timeout: Duration::from_secs(2),
+        }
+    }
+
+    /// A front end that answers the first hello with `reply`; what it was
+    /// told.
+    fn front(reply: ToCollector) -> (SocketAddr, std::thread::JoinHandle<ToFront>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let served = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let hello = protocol::receive(&mut s, protocol::MAX_HELLO).unwrap();
+            protocol::send(&mut s, &reply).unwrap();
+            hello
+        });
+        (addr, served)
+    }
+
+    #[test]
+    fn a_refusal_is_reported_with_its_reason() {
+        let (addr, served) = front(ToCollector::Refused {
+            reason: "wrong token".into(),
+        });
+        let err = collect(&args(vec![addr], "bad"), "nodea").unwrap_err();
+        assert_eq!(
+            err,
+            format!("refused by the front end at {addr}: wrong token")
+        );
+        match served.join().unwrap() {
+            ToFront::Hello {
+                token, host, pid, ..
+            } => {
+                assert_eq!((token.as_str(), host.as_str()), ("bad", "nodea"));
+                assert_eq!(pid, std::process::id() as i32);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn nothing_to_do_is_done_at_once() {
+        let (addr, served) = front(ToCollector::Assignment {
+            members: Vec::new(),
+            options: ShareOptions::default(),
+            go_timeout_ms: 0,
+        });
+        // The first address refuses connections: the next one is tried.
+        let closed = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        assert_eq!(collect(&args(vec![closed, addr], "t"), "nodea"), Ok(()));
+        served.join().unwrap();
+    }
+
+    #[test]
+    fn a_front_end_that_is_gone_is_given_up_on_in_time() {
+        let closed = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let start = Instant::now();
+        let err = collect(&args(vec![closed], "t"), "nodea").unwrap_err();
+        assert!(
+            err.starts_with("cannot call the front end back within 2s"),
+            "{err}"
+        );
+        assert!(start.elapsed() < Duration::from_secs(15));
+    }
+
+    #[test]
+    fn a_pid_that_is_another_rank_is_not_dumped() {
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .env("OMPI_COMM_WORLD_RANK", "5")
+            .spawn()
+            .unwrap();
+        let pid = other.id() as i32;
+        // Until the child has run exec, its environment is still ours.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while LiveProcess::attach(pid, Mode::NoStop)
+            .and_then(|p| p.environment())
+            .map_or(true, |e| e.get("OMPI_COMM_WORLD_RANK").is_none())
+        {
+            assert!(Instant::now() < deadline, "sleep never ran");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let (good, failed) = check_identities(vec![Member::single(pid, 3), Member::single(pid, 5)]);
+        let _ = other.kill();
+        let _ = other.wait();
+        assert_eq!(good, [Member::single(pid, 5)]);
+        assert_eq!(failed.len(), 1);
+        assert_eq!(failed[0].rank, 3);
+        assert!(
+            failed[0]
+                .message
+                .contains("is rank 5 of some job, not rank 3 of this one"),
+            "{}",
+            failed[0].message
+        );
+        // A process whose environment names no rank is believed.
+        let me = Member::single(std::process::id() as i32, 3);
+        assert_eq!(check_identities(vec![me.clone()]).0, [me]);
+    }
+}

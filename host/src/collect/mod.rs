@@ -32,6 +32,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::dump::{JobDump, ProcessDump, RankFailure};
+#[cfg(test)]
+use crate::error::exit_code;
 use crate::inspect::{self, Elsewhere, Options, Progress, Starter};
 use crate::job::Member;
 use crate::mpir;
@@ -246,6 +248,9 @@ struct Run {
     /// Why a host may not have called back, for its message.
     how: String,
     timeout: Duration,
+    /// When collectors were asked for, and when each step ended (for -v).
+    began: Instant,
+    steps: Vec<(&'static str, Duration)>,
 }
 
 impl Elsewhere for Front {
@@ -416,7 +421,13 @@ impl Run {
             poked: None,
             how: String::new(),
             timeout,
+            began: Instant::now(),
+            steps: Vec::new(),
         }
+    }
+
+    fn step(&mut self, name: &'static str) {
+        self.steps.push((name, self.began.elapsed()));
     }
 
     fn fail_hosts(&mut self, names: &[String], reason: &str) {
@@ -437,6 +448,7 @@ impl Run {
         let mut registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
         registry.closed = true;
         drop(registry);
+        self.step("called back");
         let how = self.how.clone();
         let seconds = self.timeout.as_secs_f64();
         for host in self.hosts.values_mut() {
@@ -532,6 +544,7 @@ impl Run {
                 let _ = commands.send(Command::Go);
             }
         }
+        self.step("all stopped");
     }
 
     /// Waits until every collector has sent everything or is lost. Each of
@@ -557,7 +570,20 @@ impl Run {
                 ));
             }
         }
+        self.step("all sent");
         self.shut_down();
+        if crate::dll::is_verbose() {
+            let steps: Vec<String> = self
+                .steps
+                .iter()
+                .map(|(name, at)| format!("{name} {:.0} ms", at.as_secs_f64() * 1e3))
+                .collect();
+            eprintln!(
+                "mqs-dump: collectors on {} hosts: {}",
+                self.hosts.len(),
+                steps.join(", ")
+            );
+        }
     }
 
     /// Stops listening and ends the launcher commands.
@@ -870,7 +896,11 @@ fn serve(
             options,
             go_timeout,
         }) => (members, options, go_timeout),
-        _ => return lost("never assigned".into()),
+        _ => {
+            let reason = "too late: the dump went on without this host".to_string();
+            let _ = protocol::send(&mut stream, &ToCollector::Refused { reason });
+            return lost("never assigned".into());
+        }
     };
     let assignment = ToCollector::Assignment {
         members,
@@ -918,5 +948,305 @@ fn serve(
         if events.send(event).is_err() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// An acceptor on loopback with `hosts` to hand out; stops when dropped.
+    struct Acceptor {
+        addr: SocketAddr,
+        token: Token,
+        registry: Arc<Mutex<Registry>>,
+        events: Receiver<Event>,
+        stop: Arc<AtomicBool>,
+    }
+
+    impl Acceptor {
+        fn start(hosts: &[&str]) -> Self {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.set_nonblocking(true).unwrap();
+            let addr = listener.local_addr().unwrap();
+            let token = Token::new().unwrap();
+            let registry = Arc::new(Mutex::new(Registry {
+                hosts: hosts.iter().map(|h| (h.to_string(), false)).collect(),
+                closed: false,
+            }));
+            let (tx, events) = mpsc::channel();
+            let stop = Arc::new(AtomicBool::new(false));
+            {
+                let (token, registry, stop) = (token.clone(), registry.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    accept(listener, token, registry, tx, stop, Duration::from_secs(5))
+                });
+            }
+            Self {
+                addr,
+                token,
+                registry,
+                events,
+                stop,
+            }
+        }
+
+        fn hello(&self, token: &str, host: &str) -> (TcpStream, ToCollector) {
+            hello(self.addr, token, host)
+        }
+
+        fn event(&self) -> Event {
+            self.events.recv_timeout(Duration::from_secs(20)).unwrap()
+        }
+    }
+
+    fn greet(addr: SocketAddr, token: &str, host: &str) -> TcpStream {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let hello = ToFront::Hello {
+            protocol: PROTOCOL,
+            token: token.into(),
+            host: host.into(),
+            pid: 42,
+        };
+        protocol::send(&mut s, &hello).unwrap();
+        s
+    }
+
+    fn hello(addr: SocketAddr, token: &str, host: &str) -> (TcpStream, ToCollector) {
+        let mut s = greet(addr, token, host);
+        let reply = protocol::receive(&mut s, MAX_FRAME).unwrap();
+        (s, reply)
+    }
+
+    impl Drop for Acceptor {
+        fn drop(&mut self) {
+            self.stop.store(true, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_wrong_token_is_refused_and_reported() {
+        let front = Acceptor::start(&["nodea"]);
+        let (_s, reply) = front.hello("0123", "nodea");
+        assert!(
+            matches!(&reply, ToCollector::Refused { reason } if reason == "wrong token"),
+            "{reply:?}"
+        );
+        match front.event() {
+            Event::Refused { reason, .. } => {
+                assert!(
+                    reason.starts_with("wrong token (it says it is pid 42"),
+                    "{reason}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        // The host is still free for the right collector.
+        let (addr, token) = (front.addr, front.token.as_str().to_string());
+        let waiting = std::thread::spawn(move || hello(addr, &token, "NodeA.cluster"));
+        match front.event() {
+            Event::Connected { key, commands } => {
+                assert_eq!(key, "nodea");
+                commands
+                    .send(Command::Assign {
+                        members: vec![Member::single(7, 0)],
+                        options: ShareOptions::default(),
+                        go_timeout: Duration::from_secs(1),
+                    })
+                    .unwrap();
+            }
+            other => panic!("{other:?}"),
+        }
+        let (_s, reply) = waiting.join().unwrap();
+        match &reply {
+            ToCollector::Assignment {
+                members,
+                go_timeout_ms,
+                ..
+            } => assert_eq!((members.len(), *go_timeout_ms), (1, 1000)),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn hosts_without_ranks_get_nothing_and_late_ones_are_turned_away() {
+        let front = Acceptor::start(&["nodea", "nodeb"]);
+        let token = front.token.as_str().to_string();
+        // The starter's own host, say: nothing to do.
+        let (_s, reply) = front.hello(&token, "login");
+        assert!(
+            matches!(&reply, ToCollector::Assignment { members, .. } if members.is_empty()),
+            "{reply:?}"
+        );
+        // A second collector for a host already taken: nothing either.
+        let first = greet(front.addr, &token, "nodea");
+        assert!(matches!(front.event(), Event::Connected { .. }));
+        let (_s, reply) = front.hello(&token, "nodea");
+        assert!(
+            matches!(&reply, ToCollector::Assignment { members, .. } if members.is_empty()),
+            "{reply:?}"
+        );
+        drop(first);
+        // Past the callback time, a host with ranks is told it is too late.
+        front.registry.lock().unwrap().closed = true;
+        let (_s, reply) = front.hello(&token, "nodeb");
+        assert!(
+            matches!(&reply, ToCollector::Refused { reason } if reason.contains("too late")),
+            "{reply:?}"
+        );
+    }
+
+    #[test]
+    fn strangers_are_cut_short() {
+        let front = Acceptor::start(&["nodea"]);
+        // A frame far larger than any hello: refused unread.
+        let mut s = TcpStream::connect(front.addr).unwrap();
+        s.write_all(&(100u32 << 20).to_be_bytes()).unwrap();
+        match front.event() {
+            Event::Refused { reason, .. } => assert!(reason.contains("at most 65536"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+        // Another protocol: told so.
+        let mut s = TcpStream::connect(front.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let hello = ToFront::Hello {
+            protocol: PROTOCOL + 1,
+            token: front.token.as_str().into(),
+            host: "nodea".into(),
+            pid: 1,
+        };
+        protocol::send(&mut s, &hello).unwrap();
+        let reply: ToCollector = protocol::receive(&mut s, MAX_FRAME).unwrap();
+        assert!(
+            matches!(&reply, ToCollector::Refused { reason } if reason.contains("same mqs-dump")),
+            "{reply:?}"
+        );
+    }
+
+    fn host(name: &str, members: &[(i32, i32)]) -> Host {
+        Host {
+            name: name.into(),
+            members: members
+                .iter()
+                .map(|&(pid, rank)| Member {
+                    host: name.into(),
+                    ..Member::single(pid, rank)
+                })
+                .collect(),
+            stage: Stage::Assigned,
+            commands: None,
+            reported: HashSet::new(),
+            results: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn every_rank_ends_up_dumped_or_failed_with_its_hosts_reason() {
+        let (_tx, events) = mpsc::channel();
+        let hosts = [
+            ("nodea".to_string(), host("nodea", &[(7, 0), (8, 1)])),
+            ("nodeb".to_string(), host("nodeb", &[(7, 2)])),
+        ]
+        .into_iter()
+        .collect();
+        let mut run = Run::idle(events, hosts, Duration::from_secs(1));
+        let dump = |pid, rank| {
+            let mut job: JobDump = serde_json::from_str(
+                r#"{"schema_version":1,"launcher":null,"failures":[],"processes":[{"pid":0,
+                "global_rank":0,"executable":"a","dll":{"path":"d","version":"v",
+                "compatibility":2},"communicators":{"status":"ok","list":[]},
+                "stats":{"fetches":0,"fetched_bytes":0,"syscalls":0,"elapsed_ms":0.0}}]}"#,
+            )
+            .unwrap();
+            let mut p = job.processes.remove(0);
+            p.pid = pid;
+            p.global_rank = rank;
+            Box::new(p)
+        };
+        run.handle(Event::Process {
+            key: "nodea".into(),
+            process: dump(7, 0),
+        });
+        // Twice, and a rank it was not given: ignored.
+        run.handle(Event::Process {
+            key: "nodea".into(),
+            process: dump(7, 0),
+        });
+        run.handle(Event::Process {
+            key: "nodea".into(),
+            process: dump(7, 2),
+        });
+        run.handle(Event::Failure {
+            key: "nodea".into(),
+            failure: RankFailure {
+                rank: 1,
+                pid: 8,
+                host: String::new(),
+                message: "permission denied for pid 8: no".into(),
+                exit_code: 4,
+            },
+        });
+        run.handle(Event::Done {
+            key: "nodea".into(),
+        });
+        run.handle(Event::Lost {
+            key: "nodeb".into(),
+            reason: "it stopped sending: reset".into(),
+        });
+        let results = run.results();
+        assert_eq!(results.len(), 3);
+        let ok: Vec<(i32, Option<&str>)> = results
+            .iter()
+            .filter_map(|r| r.as_ref().ok())
+            .map(|p| (p.global_rank, p.host.as_deref()))
+            .collect();
+        assert_eq!(ok, [(0, Some("nodea"))]);
+        let failed: Vec<(usize, &str, &str, i32)> = results
+            .iter()
+            .filter_map(|r| r.as_ref().err())
+            .map(|(f, _)| (f.rank, f.host.as_str(), f.message.as_str(), f.exit_code))
+            .collect();
+        assert_eq!(
+            failed,
+            [
+                (
+                    1,
+                    "nodea",
+                    "on host 'nodea': permission denied for pid 8: no",
+                    4
+                ),
+                (
+                    2,
+                    "nodeb",
+                    "rank 2 (pid 7 on host 'nodeb'): the collector on host 'nodeb' was lost: \
+                     it stopped sending: reset",
+                    exit_code::COLLECT
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn hosts_match_by_short_name_and_this_machine_by_any_of_its_names() {
+        assert_eq!(host_key("NodeA.cluster.example"), "nodea");
+        let here = host_key(&local_host_name());
+        assert_eq!(host_key("localhost"), here);
+        assert_eq!(host_key("127.0.0.1"), here);
+        assert_eq!(host_key(""), here);
+    }
+
+    #[test]
+    fn collectors_call_back_to_real_interfaces_before_loopback() {
+        let addrs = callback_addresses(None, 4000);
+        assert!(!addrs.is_empty() && addrs.len() <= MAX_CALLBACK_ADDRESSES);
+        assert_eq!(addrs.last().unwrap().to_string(), "127.0.0.1:4000");
+        assert!(addrs.iter().all(|a| a.port() == 4000));
+        let given: IpAddr = "10.1.2.3".parse().unwrap();
+        assert_eq!(
+            callback_addresses(Some(given), 5),
+            [SocketAddr::new(given, 5)]
+        );
     }
 }
