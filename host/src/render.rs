@@ -395,6 +395,10 @@ mod tests {
         p.spawned = Some(crate::dump::SpawnedJob {
             job: "12".into(),
             rank: 0,
+            parent: Some(crate::dump::SpawnParent {
+                job: "11".into(),
+                rank: 0,
+            }),
         });
         p.new_processes = Some(Section::Error {
             message: "bad".into(),
@@ -407,6 +411,7 @@ mod tests {
             fetched_bytes: u64::MAX,
             syscalls: 2,
             elapsed_ms: 0.1 + 0.2,
+            stacks_ms: Some(1.5),
         };
         if let Section::Ok { value } = &mut p.communicators {
             let comm = &mut value.list[0];
@@ -437,7 +442,7 @@ mod tests {
     fn text_names_the_host_of_a_collected_process() {
         let text = text(&full_sample());
         assert!(
-            text.contains("Process 43 (rank 1; spawned: rank 0 of job 12) on nodea: /bin/app"),
+            text.contains("Process 43 (rank 1; spawned: rank 0 of job 12, by rank 0 of 11) on nodea: /bin/app"),
             "{text}"
         );
         assert!(text.contains("Process 42 (rank 0): /bin/app"), "{text}");
