@@ -122,6 +122,9 @@ pub struct Front {
     /// Saving a snapshot needs raw memory, which collectors never send.
     enabled: bool,
     run: Option<Run>,
+    /// Members refused before any collector was asked for (a pid listed
+    /// twice on one host).
+    refused: Vec<(RankFailure, Error)>,
 }
 
 impl Front {
@@ -137,6 +140,7 @@ impl Front {
             enabled: options.save.is_none(),
             collect,
             run: None,
+            refused: Vec::new(),
         }
     }
 }
@@ -272,6 +276,18 @@ impl Elsewhere for Front {
                 reported: HashSet::new(),
                 results: Vec::new(),
             });
+            // One process, listed twice on its host: dumped once.
+            if let Some(first) = host.members.iter().find(|m| m.pid == member.pid) {
+                let e = Error::Unreachable {
+                    pid: member.pid,
+                    detail: crate::job::Unusable::Duplicate {
+                        of_rank: first.rank,
+                    }
+                    .describe(&member),
+                };
+                self.refused.push((inspect::failure(&member, &e), e));
+                continue;
+            }
             host.members.push(member);
         }
         let mut run = match self.begin(starter, hosts) {
@@ -300,13 +316,12 @@ impl Elsewhere for Front {
     }
 
     fn finish(&mut self) -> Vec<std::result::Result<ProcessDump, (RankFailure, Error)>> {
-        match self.run.take() {
-            Some(mut run) => {
-                run.await_done();
-                run.results()
-            }
-            None => Vec::new(),
+        let mut results: Vec<_> = self.refused.drain(..).map(Err).collect();
+        if let Some(mut run) = self.run.take() {
+            run.await_done();
+            results.extend(run.results());
         }
+        results
     }
 }
 
@@ -1248,5 +1263,62 @@ mod tests {
             callback_addresses(Some(given), 5),
             [SocketAddr::new(given, 5)]
         );
+    }
+}
+
+#[cfg(test)]
+mod front_tests {
+    use super::*;
+    use crate::symbols::SymbolIndex;
+
+    #[test]
+    fn a_starter_without_the_extension_fails_each_rank_once_with_the_fix() {
+        let mut front = Front::new(&Options::default(), CollectOptions::default());
+        let member = |rank: i32, host: &str, pid: i32| Member {
+            host: host.into(),
+            ..Member::single(pid, rank)
+        };
+        let members = vec![
+            member(0, "nodea", 7),
+            member(1, "nodea", 7),
+            member(2, "nodeb", 7),
+        ];
+        assert!(members.iter().all(|m| front.takes(m)));
+        assert!(!front.takes(&member(3, "nodeb", 0)), "a rank not started");
+        assert!(!front.takes(&member(4, "localhost", 9)), "a local rank");
+        let starter = Starter {
+            pid: std::process::id() as i32,
+            symbols: Arc::new(SymbolIndex::new(Vec::new(), Vec::new()).unwrap()),
+        };
+        front.start(&starter, members);
+        front.stopped();
+        let mut failed: Vec<(usize, String)> = front
+            .finish()
+            .into_iter()
+            .map(|r| {
+                let (f, _) = r.unwrap_err();
+                (f.rank, f.message)
+            })
+            .collect();
+        failed.sort();
+        assert_eq!(failed.len(), 3, "{failed:?}");
+        assert!(
+            failed[0]
+                .1
+                .contains("rank 0 (pid 7 on host 'nodea'): the starter cannot start collectors"),
+            "{}",
+            failed[0].1
+        );
+        assert!(
+            failed[0].1.contains("--launcher 'ssh {host}'"),
+            "{}",
+            failed[0].1
+        );
+        assert!(
+            failed[1].1.contains("has the pid 7 of rank 0 too"),
+            "{}",
+            failed[1].1
+        );
+        assert!(failed[2].1.contains("host 'nodeb'"), "{}", failed[2].1);
     }
 }
