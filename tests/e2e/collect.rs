@@ -204,12 +204,30 @@ fn assert_left_alone(job: &Job, ranks: usize) {
     }
 }
 
-/// A directory of its own for a test's scripts.
-fn scratch(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mqs-collect-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
+/// A directory of its own for a test's scripts, removed when dropped
+/// (also when the test fails).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("mqs-collect-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        Self(dir)
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 fn script(path: &Path, text: &str) {
@@ -223,7 +241,7 @@ fn two_nodes_through_the_starters_tool_daemon_launch_equal_direct_dumps_in_each_
     let nodes = Nodes::start(&NODES).expect("nodes");
     let job = job_on(&nodes, "queues", 2, 1, &[]);
     let mpirun = job.launcher_pid().to_string();
-    let dir = scratch("two");
+    let dir = Scratch::new("two");
 
     // By itself: both ranks are on other hosts, so mpirun starts
     // collectors there (Open MPI's tool-daemon launch, its attach FIFO).
@@ -327,7 +345,6 @@ fn two_nodes_through_the_starters_tool_daemon_launch_equal_direct_dumps_in_each_
 
     assert_left_alone(&job, 2);
     job.shutdown().expect("teardown");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -335,7 +352,7 @@ fn ranks_whose_collector_never_calls_back_are_reported_and_the_rest_shown() {
     let nodes = Nodes::start(&NODES).expect("nodes");
     let job = job_on(&nodes, "ring", 4, 2, &[]);
     let mpirun = job.launcher_pid().to_string();
-    let dir = scratch("unreachable");
+    let dir = Scratch::new("unreachable");
 
     // nodeb cannot be reached: its launcher command fails at once, and its
     // ranks are reported with what it said; nodea's are shown.
@@ -412,13 +429,12 @@ fn ranks_whose_collector_never_calls_back_are_reported_and_the_rest_shown() {
 
     assert_left_alone(&job, 4);
     job.shutdown().expect("teardown");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_job_dumped_through_collectors_runs_on_and_completes() {
     let nodes = Nodes::start(&NODES).expect("nodes");
-    let dir = scratch("finish");
+    let dir = Scratch::new("finish");
     let stop = dir.join("stop");
     let job = job_on(&nodes, "finish", 2, 1, &[stop.to_str().unwrap(), "300"]);
     let mpirun = job.launcher_pid().to_string();
@@ -446,7 +462,6 @@ fn a_job_dumped_through_collectors_runs_on_and_completes() {
         .wait_for_exit(Duration::from_secs(60))
         .expect("the job ends");
     assert!(status.success(), "{status}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
