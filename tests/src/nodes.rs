@@ -70,6 +70,7 @@ impl Nodes {
             }
         }
         ensure_hosts(names)?;
+        remove_stale_dirs();
         static RUNS: AtomicU64 = AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
             "mqs-nodes-{}-{}",
@@ -299,6 +300,27 @@ impl Drop for Nodes {
             let _ = node.holder.wait();
         }
         let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The directories of test processes that were killed before they could
+/// remove their own (`mqs-nodes-<pid>-<n>`).
+fn remove_stale_dirs() {
+    let tmp = std::env::temp_dir();
+    let Ok(entries) = fs::read_dir(&tmp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("mqs-nodes-")
+            .and_then(|rest| rest.split('-').next()?.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !procfs::process_alive(pid) {
+            let _ = fs::remove_dir_all(entry.path());
+        }
     }
 }
 
