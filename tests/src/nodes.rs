@@ -1,5 +1,5 @@
 //! Several nodes on this one machine, as Open MPI's `mpirun` sees them (the
-//! recipe of TARGETS.md): each node is a host name in `/etc/hosts`, its own
+//! recipe in docs/mpis.md): each node is a host name in `/etc/hosts`, its own
 //! PID and UTS namespace (so its own hostname, and small node-local pids that
 //! repeat from node to node) and its own TMPDIR, and `mpirun` reaches it
 //! through an rsh launch agent (`plm_rsh_agent`) that enters the namespaces.
