@@ -2,7 +2,9 @@
 //! -> queues. Rendering and analysis work on this, never on raw memory.
 //!
 //! It serialises to the `--json` output; the schema is documented in
-//! `docs/json.md` and versioned by [`SCHEMA_VERSION`].
+//! `docs/json.md` and versioned by [`SCHEMA_VERSION`]. It reads back from
+//! that JSON unchanged, which is how collectors on other hosts send their
+//! share of a job (`collect`).
 
 use mqs_abi::{Communicator, OpClass, PendingOperation};
 use serde::{Deserialize, Serialize};
@@ -10,7 +12,7 @@ use serde::{Deserialize, Serialize};
 /// Bumped on any incompatible change of the JSON output.
 pub const SCHEMA_VERSION: u32 = 1;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct JobDump {
     pub schema_version: u32,
     /// The MPI starter the ranks were found through, if one was given.
@@ -26,7 +28,7 @@ pub struct Launcher {
     pub executable: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RankFailure {
     /// Its number in the job, as `ProcessDump::global_rank`.
     pub rank: usize,
@@ -37,14 +39,14 @@ pub struct RankFailure {
     pub exit_code: i32,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DllInfo {
     pub path: String,
     pub version: String,
     pub compatibility: i32,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ProcessDump {
     pub pid: i32,
     /// The process's number in the job: its MPI_COMM_WORLD rank (from MPIR
@@ -52,8 +54,12 @@ pub struct ProcessDump {
     /// gave it after every world rank, which MPI-2 DLLs report as its global
     /// rank. -1 if unknown.
     pub global_rank: i32,
+    /// The host it runs on, as the job's starter names it: set for processes
+    /// read by a collector on that host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// Set for a process started after the job (MPI_Comm_spawn).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spawned: Option<SpawnedJob>,
     pub executable: String,
     pub dll: DllInfo,
@@ -61,17 +67,17 @@ pub struct ProcessDump {
     pub communicators: Section<CommunicatorList>,
     /// MPI-2 DLLs only: processes the MPI created or connected to (spawned),
     /// where a debugger should attach next.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub new_processes: Option<Section<NewProcessList>>,
     /// What the DLL printed by itself (kept off our stdout and stderr).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dll_output: Vec<String>,
     /// MPI-2 DLLs only: the function to stop in to learn about spawns.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spawn_breakpoint: Option<String>,
     /// Memory the DLL asked for and did not get (a core or snapshot that
     /// lacks it, an unmapped address), each as `LEN bytes at ADDR: why`.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unreadable: Vec<String>,
     /// With `--stacks`: each thread's call stack, read while the process
     /// was stopped, or why there are none.
@@ -134,7 +140,7 @@ pub struct Frame {
 }
 
 /// Where a spawned process sits in the job the MPI made for it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpawnedJob {
     /// The launcher's name for that job.
     pub job: String,
@@ -152,13 +158,13 @@ pub struct SpawnParent {
     pub rank: i32,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NewProcessList {
     pub list: Vec<NewProcess>,
 }
 
 /// A process the MPI created, as an MPI-2 DLL reports it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NewProcess {
     pub pid: i64,
     pub executable: String,
@@ -176,7 +182,7 @@ impl From<mqs_abi::ProcessLocation> for NewProcess {
 }
 
 /// Counters of one process's dump.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct DumpStats {
     /// fetch_data callbacks the DLL made.
     pub fetches: u64,
@@ -192,7 +198,7 @@ pub struct DumpStats {
 }
 
 /// Something the DLL may or may not be able to say.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum Section<T> {
     /// The DLL answered (possibly with a truncated list, see `error`).
@@ -206,12 +212,12 @@ pub enum Section<T> {
     Error { message: String },
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CommunicatorList {
     pub list: Vec<CommunicatorDump>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CommunicatorDump {
     pub unique_id: u64,
     pub name: String,
@@ -258,7 +264,7 @@ impl CommunicatorDump {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Queue {
     pub operations: Vec<Operation>,
     /// Set when the DLL stopped with an error (or the host's bound was hit)

@@ -92,6 +92,19 @@ pub enum Error {
     /// A process a job's tables name that cannot be read.
     #[error("pid {pid}: {detail}")]
     Unreachable { pid: i32, detail: String },
+    /// Ranks on other hosts could not be read through collectors there: none
+    /// could be started, or none called back in time.
+    #[error("{0}")]
+    Collect(String),
+
+    /// What a collector on another host reported for one of its ranks; the
+    /// exit code is the one that error gave there.
+    #[error("on host '{host}': {message}")]
+    OnHost {
+        host: String,
+        message: String,
+        code: i32,
+    },
 
     /// A program to run under mqs-dump could not be started or traced.
     #[error("launch: {0}")]
@@ -193,6 +206,9 @@ pub mod exit_code {
     pub const CVAR_REJECTED: i32 = 23;
     /// `--check`: the library deviates from the standard.
     pub const NOT_CONFORMANT: i32 = 24;
+    /// Ranks on other hosts could not be read: no collector started there
+    /// or called back in time.
+    pub const COLLECT: i32 = 14;
 }
 
 impl Error {
@@ -213,6 +229,10 @@ impl Error {
             Self::CvarsHelper { .. } => HELPER_FAILED,
             Self::Usage(_) => USAGE,
             Self::BadInput { .. } => BAD_INPUT,
+            Self::Collect(_) => COLLECT,
+            // Codes outside the table are not believed.
+            Self::OnHost { code, .. } if (1..=COLLECT).contains(code) => *code,
+            Self::OnHost { .. } => OTHER,
             Self::Read { .. }
             | Self::Remote { .. }
             | Self::Unreachable { .. }

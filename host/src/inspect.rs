@@ -224,10 +224,61 @@ impl mpi2dd::Opener for NoStopOpener {
     }
 }
 
+/// Ranks of a job read somewhere other than here: by collectors on their
+/// own hosts (the `collect` module plugs in here, so that this module does
+/// not depend on it). [`dump_with`] hands them over before it stops any
+/// local rank, waits in [`Elsewhere::stopped`] until they are stopped too,
+/// and merges what [`Elsewhere::finish`] returns, rank by rank.
+pub trait Elsewhere {
+    /// Whether `member` is read elsewhere rather than attached to here.
+    fn takes(&self, member: &Member) -> bool;
+    /// Starts reading `members`. The starter runs again by then.
+    fn start(&mut self, starter: &Starter, members: Vec<Member>);
+    /// Every local member is stopped: returns once the others are too (or
+    /// will not be).
+    fn stopped(&mut self);
+    /// What was read elsewhere: dumps, and failures with their errors.
+    fn finish(&mut self) -> Vec<Result<ProcessDump, (RankFailure, Error)>>;
+}
+
+/// The starter of a job as [`Elsewhere`] gets it: running, with the
+/// symbols it was read with.
+#[derive(Debug, Clone)]
+pub struct Starter {
+    pub pid: i32,
+    pub symbols: Arc<SymbolIndex>,
+}
+
+/// Reads nothing elsewhere: ranks on other hosts are reported out of reach.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Nowhere;
+
+impl Elsewhere for Nowhere {
+    fn takes(&self, _: &Member) -> bool {
+        false
+    }
+    fn start(&mut self, _: &Starter, _: Vec<Member>) {}
+    fn stopped(&mut self) {}
+    fn finish(&mut self) -> Vec<Result<ProcessDump, (RankFailure, Error)>> {
+        Vec::new()
+    }
+}
+
 /// Dumps `pid`: one MPI process, or, for an MPI starter (or an MPI2DD
 /// directory or metadirectory), every local process of its job. A job whose
 /// processes all fail gives the first one's error.
 pub fn dump(pid: i32, options: &Options, progress: Progress<'_>) -> Result<JobDump> {
+    dump_with(pid, options, progress, &mut Nowhere)
+}
+
+/// [`dump`], with the processes `elsewhere` takes read there (ranks on
+/// other hosts, by collectors) and merged into the job.
+pub fn dump_with(
+    pid: i32,
+    options: &Options,
+    progress: Progress<'_>,
+    elsewhere: &mut dyn Elsewhere,
+) -> Result<JobDump> {
     let cache = Arc::new(SymbolCache::new(options.debug_dirs.clone()));
     let mut target = attach(pid, options)?;
     let symbols = match index_symbols_with(&target, &cache) {
@@ -264,7 +315,8 @@ pub fn dump(pid: i32, options: &Options, progress: Progress<'_>) -> Result<JobDu
     // Its tables were read while it was stopped; let it go before stopping
     // its job.
     finish(&mut target, Ok(()))?;
-    dump_found(job, &cache, options, progress)
+    let starter = Starter { pid, symbols };
+    dump_found(job, &cache, options, progress, (&starter, elsewhere))
 }
 
 /// Dumps several processes at once (ranks, starters, directories), each
@@ -312,7 +364,7 @@ pub fn dump_pids(pids: &[i32], options: &Options, progress: Progress<'_>) -> Res
         pid: pids[0],
         executable: String::new(),
     });
-    dump_members(launcher, members, failures, &cache, options, progress)
+    dump_members(launcher, members, failures, &cache, options, progress, None)
 }
 
 /// One numbering for several jobs: the first keeps its identities, each
@@ -353,7 +405,17 @@ pub fn dump_running_starter(starter: i32, options: &Options) -> Result<JobDump> 
         pid: starter,
         detail: "the starter lists no processes (yet)".into(),
     })?;
-    dump_found(job, &cache, options, &mut |_, _| {})
+    let starter = Starter {
+        pid: starter,
+        symbols,
+    };
+    dump_found(
+        job,
+        &cache,
+        options,
+        &mut |_, _| {},
+        (&starter, &mut Nowhere),
+    )
 }
 
 fn dump_found(
@@ -361,6 +423,7 @@ fn dump_found(
     cache: &Arc<SymbolCache>,
     options: &Options,
     progress: Progress<'_>,
+    elsewhere: (&Starter, &mut dyn Elsewhere),
 ) -> Result<JobDump> {
     let unreachable = job
         .unreachable
@@ -380,10 +443,37 @@ fn dump_found(
         cache,
         options,
         progress,
+        Some(elsewhere),
     )
 }
 
-/// Stops every local member, dumps them all, releases them.
+/// Dumps a collector's share of a job: the processes of `members`, all on
+/// this host, stopped together; `barrier` is called once all are stopped
+/// (and before any is read), and when it fails every one is let go
+/// unread and fails with its error. Each member ends up in the job's
+/// processes or in its failures; only saving a snapshot (`options.save`)
+/// fails the whole.
+pub fn dump_share(
+    members: Vec<Member>,
+    options: &Options,
+    progress: Progress<'_>,
+    barrier: &mut dyn FnMut() -> Result<()>,
+) -> Result<JobDump> {
+    let cache = Arc::new(SymbolCache::new(options.debug_dirs.clone()));
+    Ok(dump_here(
+        None,
+        members,
+        Vec::new(),
+        &cache,
+        options,
+        progress,
+        barrier,
+    )?
+    .job)
+}
+
+/// Hands the members `elsewhere` takes to it, stops every local member,
+/// waits for the others, dumps, releases, merges.
 fn dump_members(
     launcher: Launcher,
     members: Vec<Member>,
@@ -391,10 +481,24 @@ fn dump_members(
     cache: &Arc<SymbolCache>,
     options: &Options,
     progress: Progress<'_>,
+    elsewhere: Option<(&Starter, &mut dyn Elsewhere)>,
 ) -> Result<JobDump> {
-    let mut prepared = Vec::new();
     let (members, unusable) = crate::job::screen(members);
+    let mut away = Vec::new();
+    let mut here = Vec::new();
+    for member in members {
+        match &elsewhere {
+            Some((_, e)) if e.takes(&member) => away.push(member),
+            _ => here.push(member),
+        }
+    }
     for (member, why) in unusable {
+        if why == crate::job::Unusable::Remote
+            && elsewhere.as_ref().is_some_and(|(_, e)| e.takes(&member))
+        {
+            away.push(member);
+            continue;
+        }
         let e = match why {
             crate::job::Unusable::Remote => Error::Remote {
                 rank: member.rank,
@@ -408,6 +512,58 @@ fn dump_members(
         };
         failures.push((failure(&member, &e), e));
     }
+    let mut elsewhere = elsewhere.filter(|_| !away.is_empty());
+    if let Some((starter, e)) = &mut elsewhere {
+        away.sort_by_key(|m| m.identity);
+        e.start(starter, away);
+    }
+    let mut barrier = || {
+        if let Some((_, e)) = &mut elsewhere {
+            e.stopped();
+        }
+        Ok(())
+    };
+    let outcome = dump_here(
+        Some(launcher),
+        here,
+        failures,
+        cache,
+        options,
+        progress,
+        &mut barrier,
+    );
+    // Whatever happened here, what is read elsewhere is waited for.
+    let read_elsewhere = match &mut elsewhere {
+        Some((_, e)) => e.finish(),
+        None => Vec::new(),
+    };
+    let mut outcome = outcome?;
+    for result in read_elsewhere {
+        match result {
+            Ok(process) => outcome.job.processes.push(process),
+            Err(failure) => outcome.add_failures(vec![failure]),
+        }
+    }
+    // One job, rank by rank, wherever each rank was read.
+    outcome
+        .job
+        .processes
+        .sort_by_key(|p| (p.global_rank < 0, p.global_rank));
+    outcome.job_or_first_error()
+}
+
+/// Stops every member (all usable on this host), calls `barrier`, dumps
+/// them all, releases them; `failures` are the job's other members.
+fn dump_here(
+    launcher: Option<Launcher>,
+    members: Vec<Member>,
+    mut failures: Vec<(RankFailure, Error)>,
+    cache: &Arc<SymbolCache>,
+    options: &Options,
+    progress: Progress<'_>,
+    barrier: &mut dyn FnMut() -> Result<()>,
+) -> Result<Outcome> {
+    let mut prepared = Vec::new();
     let total = members.len() * 2;
     for (done, member) in members.into_iter().enumerate() {
         progress(done, total);
@@ -441,11 +597,31 @@ fn dump_members(
             }
         }
     }
-    let mut outcome = dump_job(Some(launcher), prepared, options, progress, &mut |t| {
+    if let Err(e) = barrier() {
+        for mut p in prepared {
+            let e = match finish(&mut p.target, Err::<(), _>(Error::Collect(e.to_string()))) {
+                Err(e) => e,
+                Ok(()) => continue,
+            };
+            failures.push((failure(&p.member, &e), e));
+        }
+        let mut outcome = Outcome {
+            job: JobDump {
+                schema_version: SCHEMA_VERSION,
+                launcher,
+                processes: Vec::new(),
+                failures: Vec::new(),
+            },
+            first_error: None,
+        };
+        outcome.add_failures(failures);
+        return Ok(outcome);
+    }
+    let mut outcome = dump_job(launcher, prepared, options, progress, &mut |t| {
         finish(t, Ok(()))
     })?;
     outcome.add_failures(failures);
-    outcome.job_or_first_error()
+    Ok(outcome)
 }
 
 /// Dumps the processes recorded in core files (one per process of a job),
@@ -541,7 +717,8 @@ impl Outcome {
     }
 }
 
-fn failure(member: &Member, error: &Error) -> RankFailure {
+/// How a member that could not be dumped is reported.
+pub fn failure(member: &Member, error: &Error) -> RankFailure {
     RankFailure {
         rank: usize::try_from(member.identity).unwrap_or(member.rank),
         pid: member.pid,
@@ -933,6 +1110,7 @@ fn process_dump(
     ProcessDump {
         pid: member.pid,
         global_rank: member.identity,
+        host: None,
         spawned: member.spawned_job.as_ref().map(|job| SpawnedJob {
             job: job.clone(),
             rank: member.rank,

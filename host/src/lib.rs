@@ -37,6 +37,7 @@
 //! ```
 
 pub mod analysis;
+pub mod collect;
 pub mod cvars;
 pub mod dll;
 pub mod dump;

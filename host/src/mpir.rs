@@ -187,3 +187,144 @@ pub fn abort_string(target: &dyn Target, symbols: &StarterSymbols) -> String {
         .map(|p| string_at(target, p))
         .unwrap_or_default()
 }
+
+/// The length the MPIR specification gives `MPIR_executable_path` (some
+/// starters have more room; none less).
+pub const EXECUTABLE_PATH_LEN: usize = 256;
+/// The same for `MPIR_server_arguments`.
+pub const SERVER_ARGUMENTS_LEN: usize = 1024;
+
+/// Where a starter that implements the tool-daemon launch extension keeps
+/// what a tool writes to have it start a program on every node of the job
+/// (MPIR 1.1, sections 7.1 and 7.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolDaemonSymbols {
+    /// `char MPIR_executable_path[]`: the program.
+    pub executable_path: u64,
+    /// `char MPIR_server_arguments[]`: its arguments.
+    pub server_arguments: u64,
+    /// `int MPIR_being_debugged`: set to make the starter look.
+    pub being_debugged: u64,
+    /// `char MPIR_attach_fifo[]`: the FIFO a byte 1 is written into to make
+    /// the starter look now (Open MPI); absent where the starter polls.
+    pub attach_fifo: Option<u64>,
+}
+
+impl ToolDaemonSymbols {
+    /// The extension's variables, if the starter has them.
+    pub fn find(symbols: &dyn ImageSymbols) -> Option<Self> {
+        Some(Self {
+            executable_path: symbols.find_symbol("MPIR_executable_path")?,
+            server_arguments: symbols.find_symbol("MPIR_server_arguments")?,
+            being_debugged: symbols.find_symbol("MPIR_being_debugged")?,
+            attach_fifo: symbols.find_symbol("MPIR_attach_fifo"),
+        })
+    }
+}
+
+/// `MPIR_attach_fifo` now: the FIFO's path, if the starter made one.
+pub fn attach_fifo(target: &dyn Target, symbols: &ToolDaemonSymbols) -> Option<String> {
+    let addr = symbols.attach_fifo?;
+    read_c_string(target, addr, EXECUTABLE_PATH_LEN)
+        .ok()
+        .filter(|path| !path.is_empty())
+}
+
+/// The bytes written into `MPIR_executable_path`: the path, NUL, and zeros
+/// to the end of the specified length (so nothing of an earlier, longer
+/// value is left).
+pub fn encode_executable_path(path: &str) -> Result<Vec<u8>> {
+    if path.is_empty() || path.contains('\0') || path.len() >= EXECUTABLE_PATH_LEN {
+        return Err(Error::Usage(format!(
+            "the collector path {path:?} does not fit MPIR_executable_path \
+             (1 to {} bytes, no NUL)",
+            EXECUTABLE_PATH_LEN - 1
+        )));
+    }
+    let mut bytes = path.as_bytes().to_vec();
+    bytes.resize(EXECUTABLE_PATH_LEN, 0);
+    Ok(bytes)
+}
+
+/// The bytes written into `MPIR_server_arguments`: each argument followed
+/// by a NUL, one more NUL after the last, and zeros to the end of the
+/// specified length (a starter such as Open MPI's reads the whole array and
+/// would take leftovers of an earlier value for more arguments).
+pub fn encode_server_arguments(args: &[String]) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    for arg in args {
+        // An empty argument would end the list early.
+        if arg.is_empty() || arg.contains('\0') {
+            return Err(Error::Usage(format!(
+                "collector argument {arg:?}: MPIR_server_arguments cannot pass an empty \
+                 argument or a NUL"
+            )));
+        }
+        bytes.extend_from_slice(arg.as_bytes());
+        bytes.push(0);
+    }
+    bytes.push(0);
+    if bytes.len() > SERVER_ARGUMENTS_LEN {
+        return Err(Error::Usage(format!(
+            "the collector's arguments take {} bytes, more than MPIR_server_arguments holds ({})",
+            bytes.len(),
+            SERVER_ARGUMENTS_LEN
+        )));
+    }
+    bytes.resize(SERVER_ARGUMENTS_LEN, 0);
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_arguments_end_in_a_double_nul_and_are_padded() {
+        let args: Vec<String> = ["-callback", "10.0.0.10", "has spaces and\ttabs"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let bytes = encode_server_arguments(&args).unwrap();
+        assert_eq!(bytes.len(), SERVER_ARGUMENTS_LEN);
+        let text = b"-callback\x0010.0.0.10\x00has spaces and\ttabs\x00\x00";
+        assert_eq!(&bytes[..text.len()], text);
+        assert!(bytes[text.len()..].iter().all(|&b| b == 0));
+        // Split the way a starter does: up to the first empty string.
+        let parsed: Vec<&[u8]> = bytes
+            .split(|&b| b == 0)
+            .take_while(|a| !a.is_empty())
+            .collect();
+        assert_eq!(parsed.len(), 3);
+        assert_eq!(
+            encode_server_arguments(&[]).unwrap(),
+            vec![0; SERVER_ARGUMENTS_LEN]
+        );
+    }
+
+    #[test]
+    fn arguments_that_cannot_be_passed_are_refused() {
+        for bad in [
+            vec![String::new()],
+            vec!["a\0b".into()],
+            vec!["x".repeat(1023)],
+        ] {
+            assert!(
+                matches!(encode_server_arguments(&bad), Err(Error::Usage(_))),
+                "{bad:?}"
+            );
+        }
+        // 1022 bytes, its NUL and the final NUL: exactly full.
+        assert!(encode_server_arguments(&["x".repeat(1022)]).is_ok());
+    }
+
+    #[test]
+    fn executable_path_is_padded_and_bounded() {
+        let bytes = encode_executable_path("/opt/mqs/bin/mqs-dump").unwrap();
+        assert_eq!(bytes.len(), EXECUTABLE_PATH_LEN);
+        assert!(bytes.starts_with(b"/opt/mqs/bin/mqs-dump\0"));
+        assert!(encode_executable_path("").is_err());
+        assert!(encode_executable_path(&"x".repeat(256)).is_err());
+        assert!(encode_executable_path(&"x".repeat(255)).is_ok());
+    }
+}

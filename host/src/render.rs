@@ -58,7 +58,12 @@ fn process_text(out: &mut String, p: &ProcessDump) {
         },
         None => rank,
     };
-    let _ = writeln!(out, "Process {} ({rank}): {}", p.pid, p.executable);
+    let host = p
+        .host
+        .as_ref()
+        .map(|h| format!(" on {h}"))
+        .unwrap_or_default();
+    let _ = writeln!(out, "Process {} ({rank}){host}: {}", p.pid, p.executable);
     let _ = writeln!(
         out,
         "  DLL {} [{}, interface {}]",
@@ -306,6 +311,7 @@ mod tests {
             processes: vec![ProcessDump {
                 pid: 42,
                 global_rank: 0,
+                host: None,
                 spawned: None,
                 executable: "/bin/app".into(),
                 dll: DllInfo {
@@ -366,6 +372,80 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("request 0x2000"), "{text}");
+    }
+
+    /// Everything optional filled in, odd values included.
+    fn full_sample() -> JobDump {
+        let mut job = sample();
+        job.launcher = Some(crate::dump::Launcher {
+            pid: 7,
+            executable: "/bin/mpirun".into(),
+        });
+        job.failures.push(crate::dump::RankFailure {
+            rank: 3,
+            pid: 9,
+            host: "nodeb".into(),
+            message: "gone".into(),
+            exit_code: 11,
+        });
+        let mut p = job.processes[0].clone();
+        p.pid = 43;
+        p.global_rank = 1;
+        p.host = Some("nodea".into());
+        p.spawned = Some(crate::dump::SpawnedJob {
+            job: "12".into(),
+            rank: 0,
+            parent: Some(crate::dump::SpawnParent {
+                job: "11".into(),
+                rank: 0,
+            }),
+        });
+        p.new_processes = Some(Section::Error {
+            message: "bad".into(),
+        });
+        p.spawn_breakpoint = Some("MPIR_Breakpoint".into());
+        p.unreadable = vec!["8 bytes at 0x10: unmapped".into()];
+        p.dll_output = vec!["warning".into()];
+        p.stats = DumpStats {
+            fetches: 3,
+            fetched_bytes: u64::MAX,
+            syscalls: 2,
+            elapsed_ms: 0.1 + 0.2,
+            stacks_ms: Some(1.5),
+        };
+        if let Section::Ok { value } = &mut p.communicators {
+            let comm = &mut value.list[0];
+            comm.group = None;
+            if let Section::Ok { value } = &mut comm.receives {
+                let mut op = value.operations[0].clone();
+                op.status = OpStatus::Unknown(-5);
+                op.desired_tag = Some(i64::MIN);
+                op.buffer = u64::MAX;
+                value.operations.push(op);
+                value.truncated = Some("bound".into());
+            }
+        }
+        job.processes.push(p);
+        job
+    }
+
+    #[test]
+    fn json_reads_back_unchanged() {
+        for job in [sample(), full_sample()] {
+            let first = json(&job);
+            let back: JobDump = serde_json::from_str(&first).unwrap();
+            assert_eq!(json(&back), first);
+        }
+    }
+
+    #[test]
+    fn text_names_the_host_of_a_collected_process() {
+        let text = text(&full_sample());
+        assert!(
+            text.contains("Process 43 (rank 1; spawned: rank 0 of job 12, by rank 0 of 11) on nodea: /bin/app"),
+            "{text}"
+        );
+        assert!(text.contains("Process 42 (rank 0): /bin/app"), "{text}");
     }
 
     #[test]

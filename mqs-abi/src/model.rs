@@ -125,6 +125,20 @@ impl OpStatus {
         }
     }
 
+    /// The status [`OpStatus::name`] gives this name, if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "pending" => Some(Self::Pending),
+            "matched" => Some(Self::Matched),
+            "complete" => Some(Self::Complete),
+            other => {
+                let value = other.strip_prefix("status ")?.parse().ok()?;
+                // A known value always goes by its name.
+                matches!(Self::from_raw(value), Self::Unknown(_)).then_some(Self::Unknown(value))
+            }
+        }
+    }
+
     pub fn name(self) -> String {
         match self {
             Self::Pending => "pending".into(),
@@ -140,6 +154,16 @@ impl OpStatus {
 impl serde::Serialize for OpStatus {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(&self.name())
+    }
+}
+
+/// Read back from its name, so that a serialised dump can be read again.
+#[cfg(feature = "serde")]
+impl<'de> serde::Deserialize<'de> for OpStatus {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        OpStatus::from_name(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("{name:?} is not an operation status")))
     }
 }
 
@@ -203,7 +227,7 @@ impl Communicator {
 
 /// A pending send, posted receive or unexpected message.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct PendingOperation {
     pub status: OpStatus,
     pub desired_local_rank: i64,
@@ -343,6 +367,18 @@ mod tests {
             ReturnCode::from_raw(c::mqs_end_of_list as i32),
             ReturnCode::EndOfList
         );
+    }
+
+    #[test]
+    fn statuses_are_read_back_from_their_names() {
+        for raw in [0, 1, 2, 3, -7, 1000] {
+            let status = OpStatus::from_raw(raw);
+            assert_eq!(OpStatus::from_name(&status.name()), Some(status));
+        }
+        // A known value has only its name; nonsense has none.
+        for bad in ["status 1", "status x", "Pending", "", "status"] {
+            assert_eq!(OpStatus::from_name(bad), None, "{bad}");
+        }
     }
 
     #[test]

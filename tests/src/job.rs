@@ -42,6 +42,10 @@ pub struct LaunchOptions {
     /// Extra environment for the launcher (and so the ranks), applied over
     /// ours; only [`JOB_ENV`] cannot be overridden.
     pub env: Vec<(OsString, OsString)>,
+    /// The ranks run in other PID namespaces (nodes, see `Nodes`): the pids
+    /// their READY lines give are node-local and never looked up here. Such
+    /// a job's processes are found by ancestry and by [`JOB_ENV`] only.
+    pub node_local_pids: bool,
 }
 
 impl Default for LaunchOptions {
@@ -54,6 +58,7 @@ impl Default for LaunchOptions {
         LaunchOptions {
             timeout: Duration::from_secs_f64(secs),
             env: Vec::new(),
+            node_local_pids: false,
         }
     }
 }
@@ -145,6 +150,8 @@ pub struct Job {
     recorded: Vec<ProcessRecord>,
     captured: Arc<Mutex<Captured>>,
     torn_down: bool,
+    /// READY pids are node-local: never looked up here.
+    node_local_pids: bool,
 }
 
 impl Job {
@@ -226,6 +233,7 @@ impl Job {
             recorded: vec![launcher],
             captured,
             torn_down: false,
+            node_local_pids: opts.node_local_pids,
         };
         let mut eofs = 0;
         match job.wait_ready(&rx, opts.timeout, &mut eofs) {
@@ -334,7 +342,8 @@ impl Job {
         self.launcher.pid
     }
 
-    /// Each rank's (rank, pid), ordered by rank.
+    /// Each rank's (rank, pid), ordered by rank (node-local pids for a job
+    /// on `Nodes`).
     pub fn rank_pids(&self) -> Vec<(u32, u32)> {
         self.ranks.clone()
     }
@@ -386,9 +395,11 @@ impl Job {
         if self.exit_status.is_none() && !roots.contains(&self.launcher) {
             roots.push(self.launcher);
         }
+        // A node-local pid names some other process here.
         let mut found: Vec<ProcessRecord> = self
             .ranks
             .iter()
+            .filter(|_| !self.node_local_pids)
             .filter_map(|r| procfs::record(r.1))
             .collect();
         for root in roots {

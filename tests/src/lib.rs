@@ -9,6 +9,7 @@ mod artifacts;
 mod error;
 mod job;
 mod mpi;
+mod nodes;
 mod procfs;
 mod shared_dir;
 
@@ -18,6 +19,7 @@ pub use job::{launcher_command, Job, LaunchOptions, JOB_ENV};
 pub use mpi::{
     build_fixture, fixture_source, fixtures_dir, target_dir, workspace_root, Family, Mpi,
 };
+pub use nodes::Nodes;
 pub use procfs::{
     descendants, parent_pid, process_alive, process_cmdline, processes_with_env, ProcessRecord,
 };

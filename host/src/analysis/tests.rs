@@ -76,6 +76,7 @@ fn job(n: usize, comms: &[(&str, Vec<i64>)], ops: &[Vec<OpSpec>]) -> JobDump {
             ProcessDump {
                 pid: 1000 + r as i32,
                 global_rank: r as i32,
+                host: None,
                 spawned: None,
                 executable: "/bin/app".into(),
                 dll: DllInfo {

@@ -125,6 +125,58 @@ impl LiveProcess {
             .map_err(|e| maps::proc_error(self.pid, e, true))
     }
 
+    /// Writes `byte` into the MPIR attach FIFO at `path` (the starter's own
+    /// name for it, read from `MPIR_attach_fifo`), to make the starter look
+    /// at `MPIR_being_debugged` now. The path is taken as the process sees
+    /// it (through its root, so a starter in another mount namespace is
+    /// reached too). Nothing is written unless it is a FIFO owned by the
+    /// process's user, as the MPIR specification has it: the path comes
+    /// from the target's memory and must not make us write elsewhere.
+    pub fn write_attach_fifo(&self, path: &str, byte: u8) -> Result<()> {
+        use std::io::Write;
+        use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+
+        let relative = path.trim_start_matches('/');
+        let through_root = PathBuf::from(format!("/proc/{}/root", self.pid)).join(relative);
+        let owner = std::fs::metadata(format!("/proc/{}", self.pid))
+            .map_err(|e| maps::proc_error(self.pid, e, true))?
+            .uid();
+        let refuse = |detail: String| {
+            Error::Launch(format!(
+                "the MPIR attach FIFO {path:?} of pid {}: {detail}",
+                self.pid
+            ))
+        };
+        let fifo = [through_root, PathBuf::from(path)]
+            .into_iter()
+            .find(|p| std::fs::metadata(p).is_ok())
+            .ok_or_else(|| refuse("no such file".into()))?;
+        let check = |meta: std::fs::Metadata| {
+            if !meta.file_type().is_fifo() {
+                return Err(refuse("not a FIFO".into()));
+            }
+            if meta.uid() != owner {
+                return Err(refuse(format!(
+                    "owned by uid {}, not by the starter's uid {owner}",
+                    meta.uid()
+                )));
+            }
+            Ok(())
+        };
+        check(std::fs::metadata(&fifo).map_err(|e| refuse(e.to_string()))?)?;
+        // Without a reader (the starter stopped listening) the open fails
+        // at once with ENXIO rather than waiting for one.
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .map_err(|e| refuse(format!("cannot open it: {e}")))?;
+        // The same file that was checked, not one put there since.
+        check(file.metadata().map_err(|e| refuse(e.to_string()))?)?;
+        file.write_all(&[byte])
+            .map_err(|e| refuse(format!("cannot write it: {e}")))
+    }
+
     /// The process as pid and start time, which outlives this handle.
     pub fn identity(&self) -> ProcessIdentity {
         ProcessIdentity {

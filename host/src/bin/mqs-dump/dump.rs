@@ -1,13 +1,14 @@
 //! The default command: dump the message queues of a process or a job.
 
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-
 use std::time::{Duration, Instant};
 
 use clap::{ArgGroup, Args, ValueEnum};
 use mqs_abi::OpClass;
 use mqs_host::analysis::{confirm, Analysis, Job, RankSet};
+use mqs_host::collect::{self, start::Template, CollectOptions};
 use mqs_host::dump::JobDump;
 use mqs_host::inspect::{self, Options};
 use mqs_host::process::CoreOptions;
@@ -120,6 +121,37 @@ pub struct DumpArgs {
     /// job view, the stacks of all ranks merged into one call tree.
     #[arg(long)]
     pub stacks: bool,
+    /// With --pid of a starter: read every rank through a collector started
+    /// on its host, this one's too (ranks on other hosts always are), e.g.
+    /// to compare with a direct attach.
+    #[arg(long, requires = "pid", conflicts_with = "save")]
+    pub collect: bool,
+
+    /// The collector program as the job's hosts see it (default: this
+    /// mqs-dump, which must then be at the same path there).
+    #[arg(long, value_name = "PATH", requires = "pid")]
+    pub collector: Option<String>,
+
+    /// Start collectors with this command instead of through the job's
+    /// starter, the collector's command appended: 'ssh {host}' runs once per
+    /// host, 'srun --nodelist={hosts} --ntasks-per-node=1' once for all
+    /// hosts (comma separated). Words are split at blanks, without quoting.
+    #[arg(
+        long,
+        value_name = "TEMPLATE",
+        requires = "pid",
+        conflicts_with = "save"
+    )]
+    pub launcher: Option<String>,
+
+    /// Seconds collectors get to call back, and each later step.
+    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
+    pub collector_timeout: f64,
+
+    /// The address collectors call back to (default: every address of this
+    /// machine, loopback last).
+    #[arg(long, value_name = "ADDR")]
+    pub callback: Option<IpAddr>,
 
     /// Show the DLL's debugging output and the dump's counters.
     #[arg(long, short)]
@@ -171,9 +203,10 @@ pub fn dump_once(args: &DumpArgs, options: &Options) -> Result<JobDump, Error> {
         }
     };
     let result = if let [pid] = args.pid[..] {
-        inspect::dump(pid, options, &mut progress)
+        collect_options(args)
+            .and_then(|collect| collect::dump(pid, options, &collect, &mut progress))
     } else if !args.pid.is_empty() {
-        inspect::dump_pids(&args.pid, options, &mut progress)
+        collect_options(args).and_then(|_| inspect::dump_pids(&args.pid, options, &mut progress))
     } else if let Some(snapshot) = &args.snapshot {
         inspect::dump_snapshot(snapshot, options)
     } else {
@@ -283,6 +316,27 @@ pub fn run(args: &DumpArgs) -> ExitCode {
     }
     // Output was printed; a job with ranks that failed still says so.
     failed()
+}
+
+fn collect_options(args: &DumpArgs) -> Result<CollectOptions, Error> {
+    if args.pid.len() > 1 && (args.collect || args.launcher.is_some() || args.collector.is_some()) {
+        return Err(Error::Usage(
+            "--collect, --launcher and --collector take a single --pid (a job's starter)".into(),
+        ));
+    }
+    let secs = args.collector_timeout;
+    if !(secs.is_finite() && secs > 0.0 && secs <= 86400.0) {
+        return Err(Error::Usage(format!(
+            "--collector-timeout {secs}: give a number of seconds above 0"
+        )));
+    }
+    Ok(CollectOptions {
+        all_hosts: args.collect,
+        collector: args.collector.clone(),
+        launcher: args.launcher.as_deref().map(Template::parse).transpose()?,
+        timeout: Duration::from_secs_f64(secs),
+        callback: args.callback,
+    })
 }
 
 /// The core files named: files as given, directories by their `core*`

@@ -4,6 +4,7 @@
 //! here that parses its options, calls the library and prints. With no
 //! command, `mqs-dump --pid PID` dumps message queues (the `dump` module).
 
+mod collector;
 mod cvars;
 mod dump;
 mod launch;
@@ -36,6 +37,10 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     Launch(launch::LaunchArgs),
+    /// A collector on a host of a job (internal: started there by the job's
+    /// starter or by --launcher).
+    #[command(name = "__collector", hide = true)]
+    Collector(collector::CollectorArgs),
     /// The tracer process of `launch` (internal).
     #[command(name = "__trace-starter", hide = true)]
     TraceStarter(launch::TracerArgs),
@@ -54,7 +59,8 @@ pub const EXIT_CODES: &str = "Exit codes: 0 ok, 1 other error, 2 usage, 3 no suc
 4 permission denied, 5 not an MPI process, 6 MPI lacks the debug info the DLL needs, \
 7 DLL missing, 8 DLL not loadable, 9 DLL incompatible, 10 DLL untrusted, \
 11 process exited during the dump, 12 deadlock found (--deadlock, watch), \
-13 unreadable core or snapshot file; for `cvars`, see `mqs-dump cvars --help`";
+13 unreadable core or snapshot file, 14 ranks on other hosts not reached (no collector \
+called back); for `cvars`, see `mqs-dump cvars --help`";
 
 fn main() -> ExitCode {
     // The subprocess `cvars` loads MPI libraries in: not a command.
@@ -87,6 +93,10 @@ fn main() -> ExitCode {
             watch::run(&args)
         }
         Some(Command::Cvars(args)) => cvars::run(&args),
+        Some(Command::Collector(args)) => {
+            mqs_host::process::install_signal_cleanup();
+            collector::run(&args)
+        }
     }
 }
 

@@ -1,0 +1,491 @@
+//! Collectors: ranks on other hosts read by `mqs-dump __collector` there,
+//! started by the job's own starter (Open MPI 4.1.4's MPIR tool-daemon
+//! launch) or by `--launcher`, their dumps merged into one job.
+//!
+//! Two nodes on this one machine as `mpirun` sees them (`Nodes`: each its own
+//! PID and UTS namespace and TMPDIR, reached through an rsh launch agent), so
+//! that, as on a cluster, the starter's table lists node-local pids only a
+//! collector inside the node can read. The merged result is compared rank by
+//! rank with direct dumps made inside each node (`nsenter`), and, on one
+//! node, `--collect` with a direct attach.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use mqs_host::process::{LiveProcess, Mode, Target};
+use mqs_tests::{Job, LaunchOptions, Mpi, Nodes, JOB_ENV};
+use serde_json::Value;
+use support::*;
+
+const NODES: [&str; 2] = ["nodea", "nodeb"];
+
+/// A job of `fixture` with `ranks` ranks on the nodes, `slots` per node
+/// before mpirun wraps around (ranks 0, 1... fill nodea first).
+fn job_on(nodes: &Nodes, fixture: &str, ranks: u32, slots: u32, args: &[&str]) -> Job {
+    let options = LaunchOptions {
+        env: nodes.openmpi_env(slots).expect("node settings"),
+        node_local_pids: true,
+        ..LaunchOptions::default()
+    };
+    Job::launch_with(Mpi::OpenMpiG, fixture, ranks, args, &options).expect("a job on the nodes")
+}
+
+/// Runs mqs-dump; its output, and how long it took.
+fn timed(args: &[&str]) -> (Output, Duration) {
+    let start = Instant::now();
+    let out = run(args);
+    (out, start.elapsed())
+}
+
+fn json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}\nstderr: {}", stdout(out), stderr(out)))
+}
+
+fn succeeded(out: Output, what: &str) -> Value {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}): {}\n{}",
+        out.status,
+        stderr(&out),
+        stdout(&out)
+    );
+    json(&out)
+}
+
+/// A process as read, less what differs from one reading to the next
+/// (counters, times) and where it was read from (`host`).
+fn comparable(process: &Value) -> Value {
+    let mut p = process.clone();
+    let map = p.as_object_mut().expect("a process object");
+    map.remove("stats");
+    map.remove("host");
+    p
+}
+
+/// The processes of a dump by global rank.
+fn by_rank(dump: &Value) -> BTreeMap<i64, Value> {
+    dump["processes"]
+        .as_array()
+        .expect("processes")
+        .iter()
+        .map(|p| (p["global_rank"].as_i64().expect("global_rank"), p.clone()))
+        .collect()
+}
+
+/// Every rank of `merged` equals the same rank of `direct`.
+fn assert_same_ranks(merged: &Value, direct: &BTreeMap<i64, Value>, what: &str) {
+    let merged = by_rank(merged);
+    assert_eq!(
+        merged.keys().collect::<Vec<_>>(),
+        direct.keys().collect::<Vec<_>>(),
+        "{what}: not the same ranks"
+    );
+    for (rank, process) in &merged {
+        assert_eq!(
+            comparable(process),
+            comparable(&direct[rank]),
+            "{what}: rank {rank} differs"
+        );
+    }
+}
+
+/// The queues fixture's state, as far as needed to know a dump is not
+/// empty: rank 0's receive tag 7 on mqs-dup, rank 1's rendezvous send.
+fn assert_queues_state(dump: &Value) {
+    let ranks = by_rank(dump);
+    let ops = |rank: i64, comm: &str, queue: &str| -> Vec<(i64, i64)> {
+        ranks[&rank]["communicators"]["list"]
+            .as_array()
+            .expect("communicators")
+            .iter()
+            .filter(|c| c["name"] == comm)
+            .flat_map(|c| {
+                c[queue]["operations"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .map(|o| {
+                (
+                    o["desired_tag"].as_i64().unwrap_or(-1),
+                    o["desired_length"].as_i64().unwrap_or(-1),
+                )
+            })
+            .collect()
+    };
+    assert!(ops(0, "mqs-dup", "receives").contains(&(7, 16)), "{dump}");
+    assert!(
+        ops(1, "MPI_COMM_WORLD", "sends").contains(&(5, 400000)),
+        "{dump}"
+    );
+}
+
+/// Direct dumps of each rank made inside its node (node-local pids).
+fn direct_in_nodes(
+    nodes: &Nodes,
+    job: &Job,
+    hosts: &BTreeMap<i64, String>,
+) -> BTreeMap<i64, Value> {
+    job.rank_pids()
+        .into_iter()
+        .map(|(rank, pid)| {
+            let node = &hosts[&i64::from(rank)];
+            let out = nodes
+                .command_in(node, mqs_dump())
+                .expect("nsenter")
+                .args(["--pid", &pid.to_string(), "--json"])
+                .stdin(Stdio::null())
+                .output()
+                .expect("run mqs-dump in a node");
+            let dump = succeeded(out, &format!("a direct dump of rank {rank} in {node}"));
+            (i64::from(rank), dump["processes"][0].clone())
+        })
+        .collect()
+}
+
+/// Each process's `host`, by rank.
+fn hosts_of(dump: &Value) -> BTreeMap<i64, String> {
+    by_rank(dump)
+        .into_iter()
+        .map(|(r, p)| (r, p["host"].as_str().unwrap_or("").to_string()))
+        .collect()
+}
+
+/// The job's processes that run `name` (ranks or collectors), as this
+/// machine sees them.
+fn job_processes(job: &Job, matches: impl Fn(&[String]) -> bool) -> Vec<u32> {
+    mqs_tests::processes_with_env(JOB_ENV, job.id())
+        .into_iter()
+        .filter(|r| mqs_tests::process_cmdline(r.pid).is_some_and(|c| matches(&c)))
+        .map(|r| r.pid)
+        .collect()
+}
+
+/// What mqs-dump leaves in a job: every rank runs untraced, no collector is
+/// left, and the starter is untraced with its tool-daemon variables as
+/// they were (empty).
+fn assert_left_alone(job: &Job, ranks: usize) {
+    let exe = job.executable().to_path_buf();
+    let ranks_found = job_processes(job, |c| c.first().is_some_and(|a| Path::new(a) == exe));
+    assert_eq!(ranks_found.len(), ranks, "the job's ranks: {ranks_found:?}");
+    for pid in ranks_found {
+        assert_running_untraced(pid);
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = job_processes(job, |c| c.iter().any(|a| a == "__collector"));
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "collectors still running: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let starter = job.launcher_pid();
+    assert_running_untraced(starter);
+    let process = LiveProcess::attach(starter as i32, Mode::NoStop).expect("the starter");
+    let symbols = mqs_host::inspect::index_symbols(&process, &[]).expect("starter symbols");
+    for (name, len) in [
+        ("MPIR_executable_path", 256),
+        ("MPIR_server_arguments", 1024),
+        ("MPIR_being_debugged", 4),
+    ] {
+        let addr = mqs_host::dll::ImageSymbols::find_symbol(&*symbols, name).expect(name);
+        let mut bytes = vec![1u8; len];
+        process.read(addr, &mut bytes).expect(name);
+        assert!(bytes.iter().all(|&b| b == 0), "{name} was not put back");
+    }
+}
+
+/// A directory of its own for a test's scripts, removed when dropped
+/// (also when the test fails).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("mqs-collect-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        Self(dir)
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn script(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).expect("write script");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+#[test]
+fn two_nodes_through_the_starters_tool_daemon_launch_equal_direct_dumps_in_each_node() {
+    let nodes = Nodes::start(&NODES).expect("nodes");
+    let job = job_on(&nodes, "queues", 2, 1, &[]);
+    let mpirun = job.launcher_pid().to_string();
+    let dir = Scratch::new("two");
+
+    // By itself: both ranks are on other hosts, so mpirun starts
+    // collectors there (Open MPI's tool-daemon launch, its attach FIFO).
+    let (out, took) = timed(&["--pid", &mpirun, "--json"]);
+    let merged = succeeded(out, "mqs-dump --pid mpirun");
+    eprintln!("two nodes through the starter: {took:?}");
+    assert_eq!(merged["failures"], serde_json::json!([]));
+    let hosts = hosts_of(&merged);
+    assert_eq!(
+        hosts.values().collect::<Vec<_>>(),
+        NODES
+            .iter()
+            .map(|n| n.to_string())
+            .collect::<Vec<_>>()
+            .iter()
+            .collect::<Vec<_>>()
+    );
+    // The table's node-local pids: the same number on both nodes, here.
+    for (rank, pid) in job.rank_pids() {
+        assert_eq!(by_rank(&merged)[&i64::from(rank)]["pid"], pid);
+    }
+    assert_queues_state(&merged);
+
+    // The same ranks read directly inside each node.
+    let direct = direct_in_nodes(&nodes, &job, &hosts);
+    assert_same_ranks(&merged, &direct, "through the starter vs in each node");
+
+    // A collector with a wrong token is refused and logged on both sides;
+    // the right one is then served as usual.
+    let log = dir.join("wrapper.log");
+    let wrapper = dir.join("knock-first");
+    script(
+        &wrapper,
+        &format!(
+            "#!/bin/sh\n\
+             # knocks with a wrong token, then runs the real collector\n\
+             prev=; bad=\n\
+             for a in \"$@\"; do\n\
+               if [ \"$prev\" = --token ]; then bad=\"$bad 0123456789abcdef0123456789abcdef\"; \
+             else bad=\"$bad $a\"; fi\n\
+               prev=$a\n\
+             done\n\
+             {mqs} $bad >>{log} 2>&1\n\
+             echo \"wrong token: exit $?\" >>{log}\n\
+             exec {mqs} \"$@\"\n",
+            mqs = mqs_dump().display(),
+            log = log.display()
+        ),
+    );
+    let (out, _) = timed(&[
+        "--pid",
+        &mpirun,
+        "--json",
+        "--collector",
+        wrapper.to_str().unwrap(),
+    ]);
+    let err = stderr(&out);
+    let knocked = succeeded(out, "with a collector that knocks with a wrong token first");
+    assert_same_ranks(&knocked, &direct, "after a wrong token");
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(
+        logged.matches("wrong token: exit 14").count(),
+        2,
+        "both nodes' wrong-token collectors end with exit code 14: {logged}"
+    );
+    assert_eq!(logged.matches(": wrong token").count(), 2, "{logged}");
+    assert!(logged.contains("refused by the front end at"), "{logged}");
+    assert_eq!(
+        err.matches("refused a collector connection from").count(),
+        2,
+        "the front end logs each refusal: {err}"
+    );
+    assert!(err.contains("wrong token (it says it is pid"), "{err}");
+
+    // --launcher, per host ('ssh {host}' style: the agent is what ssh is
+    // to mpirun) and for all hosts at once (srun style).
+    let agent = nodes.agent();
+    let per_host = format!("{} {{host}}", agent.display());
+    let srun = dir.join("fake-srun");
+    script(
+        &srun,
+        &format!(
+            "#!/bin/sh\n\
+             # srun --nodelist=a,b --ntasks-per-node=1 command...: one per node\n\
+             hosts=${{1#--nodelist=}}; shift; shift\n\
+             for h in $(echo $hosts | tr , ' '); do {agent} $h \"$@\" & done\n\
+             wait\n",
+            agent = agent.display()
+        ),
+    );
+    let all_hosts = format!(
+        "{} --nodelist={{hosts}} --ntasks-per-node=1",
+        srun.display()
+    );
+    for template in [per_host, all_hosts] {
+        let (out, _) = timed(&["--pid", &mpirun, "--json", "--launcher", &template]);
+        let launched = succeeded(out, &format!("--launcher '{template}'"));
+        assert_eq!(hosts_of(&launched), hosts, "{template}");
+        assert_same_ranks(&launched, &direct, &template);
+    }
+
+    assert_left_alone(&job, 2);
+    job.shutdown().expect("teardown");
+}
+
+#[test]
+fn ranks_whose_collector_never_calls_back_are_reported_and_the_rest_shown() {
+    let nodes = Nodes::start(&NODES).expect("nodes");
+    let job = job_on(&nodes, "ring", 4, 2, &[]);
+    let mpirun = job.launcher_pid().to_string();
+    let dir = Scratch::new("unreachable");
+
+    // nodeb cannot be reached: its launcher command fails at once, and its
+    // ranks are reported with what it said; nodea's are shown.
+    let broken = dir.join("broken-ssh");
+    script(
+        &broken,
+        &format!(
+            "#!/bin/sh\n\
+             if [ \"$1\" = nodeb ]; then echo \"ssh: connect to host nodeb port 22: \
+             Connection refused\" >&2; exit 255; fi\n\
+             exec {} \"$@\"\n",
+            nodes.agent().display()
+        ),
+    );
+    let template = format!("{} {{host}}", broken.display());
+    let (out, took) = timed(&["--pid", &mpirun, "--json", "--launcher", &template]);
+    assert_eq!(out.status.code(), Some(14), "{}", stderr(&out));
+    let dump = json(&out);
+    let shown: Vec<i64> = by_rank(&dump).into_keys().collect();
+    let failed: Vec<(i64, String, String)> = dump["failures"]
+        .as_array()
+        .expect("failures")
+        .iter()
+        .map(|f| {
+            (
+                f["rank"].as_i64().unwrap(),
+                f["host"].as_str().unwrap().to_string(),
+                f["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    // slots=2: ranks 0 and 1 on nodea, 2 and 3 on nodeb.
+    assert_eq!(shown, [0, 1], "{dump}");
+    assert_eq!(failed.iter().map(|f| f.0).collect::<Vec<_>>(), [2, 3]);
+    for (_, host, message) in &failed {
+        assert_eq!(host, "nodeb");
+        assert!(
+            message.contains("ended (exit status: 255) before a collector called back"),
+            "{message}"
+        );
+        assert!(message.contains("Connection refused"), "{message}");
+    }
+    assert!(
+        took < Duration::from_secs(25),
+        "a failed launch is reported at once: {took:?}"
+    );
+
+    // A collector that never calls back (here: a program that just exits):
+    // after the timeout the ranks are reported with how collectors were
+    // asked for; with no rank read at all, that is the one-line error.
+    let (out, took) = timed(&[
+        "--pid",
+        &mpirun,
+        "--json",
+        "--collector",
+        "/bin/true",
+        "--collector-timeout",
+        "3",
+    ]);
+    assert_error(
+        &out,
+        14,
+        &[
+            "rank 0 (pid ",
+            "no collector called back from host 'nodea' within 3 s (asked of the starter \
+             through its attach FIFO",
+        ],
+    );
+    assert!(took >= Duration::from_secs(3), "{took:?}");
+    assert!(
+        took < Duration::from_secs(40),
+        "bounded by the timeout: {took:?}"
+    );
+
+    assert_left_alone(&job, 4);
+    job.shutdown().expect("teardown");
+}
+
+#[test]
+fn a_job_dumped_through_collectors_runs_on_and_completes() {
+    let nodes = Nodes::start(&NODES).expect("nodes");
+    let dir = Scratch::new("finish");
+    let stop = dir.join("stop");
+    let job = job_on(&nodes, "finish", 2, 1, &[stop.to_str().unwrap(), "300"]);
+    let mpirun = job.launcher_pid().to_string();
+
+    let (out, _) = timed(&["--pid", &mpirun, "--json"]);
+    let dump = succeeded(out, "dumping the finish job");
+    assert_eq!(by_rank(&dump).len(), 2, "{dump}");
+    assert_eq!(
+        hosts_of(&dump).into_values().collect::<Vec<_>>(),
+        ["nodea", "nodeb"]
+    );
+    assert_left_alone(&job, 2);
+
+    std::fs::write(&stop, "").expect("stop file");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while job.output().0.matches("DONE rank=").count() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the job did not complete: {:?}",
+            job.output()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let status = job
+        .wait_for_exit(Duration::from_secs(60))
+        .expect("the job ends");
+    assert!(status.success(), "{status}");
+}
+
+#[test]
+fn collect_on_one_node_equals_a_direct_attach() {
+    let job = Job::launch(Mpi::OpenMpiG, "queues", 2, &[]).expect("queues job");
+    let mpirun = job.launcher_pid().to_string();
+    let direct = succeeded(timed(&["--pid", &mpirun, "--json"]).0, "a direct dump");
+    let (out, took) = timed(&["--pid", &mpirun, "--json", "--collect"]);
+    let collected = succeeded(out, "mqs-dump --collect");
+    eprintln!("one node, --collect: {took:?}");
+    assert_queues_state(&direct);
+    assert_same_ranks(&collected, &by_rank(&direct), "--collect vs direct");
+    // Read by a collector: each says where; read directly: none does.
+    let here = nix_hostname();
+    assert!(
+        hosts_of(&collected).values().all(|h| *h == here),
+        "{collected}"
+    );
+    assert!(hosts_of(&direct).values().all(String::is_empty));
+    assert_left_alone(&job, 2);
+    job.shutdown().expect("teardown");
+}
+
+fn nix_hostname() -> String {
+    let out = Command::new("hostname").output().expect("hostname");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
