@@ -14,5 +14,5 @@ pub mod model;
 
 pub use model::{
     decode_c_chars, encode_c_chars, Communicator, OpClass, OpStatus, PendingOperation,
-    ProcessLocation, ReturnCode,
+    ProcessLocation, ReturnCode, ANY_TAG,
 };

@@ -472,13 +472,12 @@ impl ProcessState {
                 None => return Err(stop_error(stop)),
             }
         }
-        let rc = if ops.is_empty() {
-            ReturnCode::EndOfList
-        } else {
-            ReturnCode::Ok
-        };
+        // An empty queue is mqs_ok too, and mqs_next_operation ends it at
+        // once: the interface allows mqs_end_of_list here, but debuggers
+        // (padb) count anything but mqs_ok and mqs_no_information as a
+        // failure, and the MPIs' own DLLs never answer it.
         self.ops = Some(ops.into());
-        Ok(rc)
+        Ok(ReturnCode::Ok)
     }
 
     /// `mqs_next_operation`.
