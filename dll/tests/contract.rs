@@ -57,15 +57,35 @@ fn versions_and_error_strings() {
 fn image_checks_say_what_is_missing() {
     let base = snapshot("queues-rank0.json");
 
-    // Not Open MPI at all.
+    // Not Open MPI at all: neither its types nor its communicator table.
     let mut s = base.clone();
     s.symbols.remove("ompi_mpi_communicators");
+    s.types.clear();
     let mut image = Image::new(s.fake_image());
     let (rc, msg) = host::setup_image(&mut image);
     assert_eq!(rc, DllError::NotOpenMpi.code());
     let msg = msg.unwrap_or_default();
     assert_eq!(msg.matches("%s").count(), 1, "{msg}");
     assert!(msg.contains("ompi_mpi_communicators"), "{msg}");
+    host::destroy_image(&mut image);
+
+    // Open MPI's types without its table: the image passes (the table is
+    // looked up per process), the process says what is missing.
+    let mut s = base.clone();
+    s.symbols.remove("ompi_mpi_communicators");
+    let mut image = Image::new(s.fake_image());
+    assert_eq!(host::setup_image(&mut image).0, 0);
+    let mut process = Process::new(Box::new(s.fake_process()), &mut image, s.type_sizes, 0);
+    let ph: *mut abi::mqs_process = (&mut *process as *mut Process).cast();
+    let mut msg: *mut c_char = std::ptr::null_mut();
+    // SAFETY: live handles and a writable out-pointer.
+    let rc = unsafe {
+        assert_eq!(x::mqs_setup_process(ph, &host::PROCESS_CB), 0);
+        x::mqs_process_has_queues(ph, &mut msg)
+    };
+    assert_eq!(rc, DllError::MissingSymbol.code());
+    assert!(text(msg).contains("ompi_mpi_communicators"));
+    host::destroy_process(&mut process);
     host::destroy_image(&mut image);
 
     // A field missing: an unsupported version.

@@ -164,13 +164,6 @@ fn read_comm<P: ProcessAccess + ?Sized>(
     })
 }
 
-/// Symbols that shape the list.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Known {
-    pub comm_world: Option<u64>,
-    pub comm_null: Option<u64>,
-}
-
 /// The communicators, MPI_COMM_WORLD's members, and notes on what was
 /// skipped.
 #[derive(Debug, Clone, Default)]
@@ -187,18 +180,13 @@ pub fn build<P: ProcessAccess + ?Sized>(
     t: &Target<'_, P>,
     layout: &Layout,
     table: &Table,
-    known: Known,
     own_jobid: Option<u32>,
     names: Option<&NameMap>,
 ) -> Result<Built, ReadError> {
-    // MPI_COMM_WORLD is slot 0 in Open MPI; the symbol is only trusted if
-    // it is in the table (a debugger may resolve a copy-relocated symbol to
-    // the library's unused copy instead of the executable's).
-    let world_addr = known
-        .comm_world
-        .filter(|w| table.slots.contains(w))
-        .or_else(|| table.slots.first().copied())
-        .unwrap_or(0);
+    // MPI_COMM_WORLD is slot 0 in Open MPI (context id 0). Its symbol is
+    // not needed, and would not be trusted anyway: a debugger may resolve a
+    // copy-relocated symbol to the library's unused copy.
+    let world_addr = table.slots.first().copied().unwrap_or(0);
     let world = match read_comm(t, layout, world_addr) {
         Ok(raw) => groups::read_world(t, layout, raw.local_group, own_jobid).unwrap_or_default(),
         Err(ReadError::Budget) => return Err(ReadError::Budget),
@@ -224,9 +212,6 @@ pub fn build<P: ProcessAccess + ?Sized>(
         if slot == 0 || !seen.insert(slot) {
             continue;
         }
-        if Some(slot) == known.comm_null {
-            continue;
-        }
         let raw = match read_comm(t, layout, slot) {
             Ok(raw) => raw,
             Err(ReadError::Budget) => return Err(ReadError::Budget),
@@ -240,7 +225,7 @@ pub fn build<P: ProcessAccess + ?Sized>(
             built.skipped += 1;
             continue;
         };
-        // MPI_COMM_NULL when its symbol is unknown: an empty intracommunicator.
+        // MPI_COMM_NULL: the only intracommunicator without members.
         if local.is_empty() && !inter {
             continue;
         }
