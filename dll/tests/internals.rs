@@ -82,10 +82,11 @@ impl Debugger {
         let snap = Snapshot::load(&common::data("ompi-4.1.4-g-types.json")).unwrap_or_default();
         let mut image = snap.fake_image();
         for (name, _, _) in image.types.iter_mut() {
-            if SPARSE_TAGS.contains(&name.as_str()) {
+            let tag = name.trim_start_matches("struct ").to_string();
+            if SPARSE_TAGS.contains(&tag.as_str()) {
                 *name = match form {
-                    Some(prefix) => format!("{prefix}{name}"),
-                    None => format!("(hidden) {name}"),
+                    Some(prefix) => format!("{prefix}{tag}"),
+                    None => format!("(hidden) {tag}"),
                 };
             }
         }

@@ -164,6 +164,11 @@ fn read_comm<P: ProcessAccess + ?Sized>(
     })
 }
 
+/// Open MPI's communicator table is indexed by context id, and
+/// `ompi_comm_init` gives MPI_COMM_WORLD, MPI_COMM_SELF and MPI_COMM_NULL
+/// the ids 0, 1 and 2, for good: MPI_COMM_NULL is known without a read.
+pub const SLOT_COMM_NULL: usize = 2;
+
 /// The communicators, MPI_COMM_WORLD's members, and notes on what was
 /// skipped.
 #[derive(Debug, Clone, Default)]
@@ -183,8 +188,8 @@ pub fn build<P: ProcessAccess + ?Sized>(
     own_jobid: Option<u32>,
     names: Option<&NameMap>,
 ) -> Result<Built, ReadError> {
-    // MPI_COMM_WORLD is slot 0 in Open MPI (context id 0). Its symbol is
-    // not needed, and would not be trusted anyway: a debugger may resolve a
+    // MPI_COMM_WORLD is slot 0 (see SLOT_COMM_NULL). Its symbol is not
+    // needed, and would not be trusted anyway: a debugger may resolve a
     // copy-relocated symbol to the library's unused copy.
     let world_addr = table.slots.first().copied().unwrap_or(0);
     let world = match read_comm(t, layout, world_addr) {
@@ -208,8 +213,8 @@ pub fn build<P: ProcessAccess + ?Sized>(
     };
     let mut built = Built::default();
     let mut seen = std::collections::HashSet::new();
-    for &slot in &table.slots {
-        if slot == 0 || !seen.insert(slot) {
+    for (index, &slot) in table.slots.iter().enumerate() {
+        if slot == 0 || index == SLOT_COMM_NULL || !seen.insert(slot) {
             continue;
         }
         let raw = match read_comm(t, layout, slot) {
@@ -225,7 +230,8 @@ pub fn build<P: ProcessAccess + ?Sized>(
             built.skipped += 1;
             continue;
         };
-        // MPI_COMM_NULL: the only intracommunicator without members.
+        // MPI_COMM_NULL, wherever it is: the only intracommunicator
+        // without members.
         if local.is_empty() && !inter {
             continue;
         }

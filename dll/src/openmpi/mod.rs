@@ -127,9 +127,8 @@ pub fn check_image<I: ImageAccess>(image: &I) -> Result<Layout, Failure> {
 
 /// Addresses of the symbols, looked up per process (a shared library may
 /// load at a different address in each), only those that are read.
-/// MPI_COMM_WORLD and MPI_COMM_NULL need none: Open MPI puts the world in
-/// slot 0 of the communicator table, and MPI_COMM_NULL is the only
-/// intracommunicator without members.
+/// MPI_COMM_WORLD and MPI_COMM_NULL need none: they have fixed slots in
+/// the communicator table ([`communicators::SLOT_COMM_NULL`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Symbols {
     pub communicators: u64,
