@@ -399,3 +399,184 @@ fn corrupted_processes_in_the_strict_host_long_run() {
     );
     assert!(n >= u64::from(cases));
 }
+
+// ---------------------------------------------------------------------------
+// A live job.
+// ---------------------------------------------------------------------------
+
+/// What the strict host may resolve in a live Open MPI process: every
+/// symbol and type the DLL may ask for (the recording script lists them
+/// all; `ompi-4.1.4-g-types.json` holds its output), found by our host's
+/// symbol index, types by typedef name only, as gdb's `sizeof(NAME)` does.
+fn live_description(pid: i32, index: &mqs_host::symbols::SymbolIndex) -> String {
+    let wanted = Snapshot::load(&common::data("ompi-4.1.4-g-types.json")).expect("types");
+    let mut d = format!("sizes 2 4 8 8 8\npid {pid}\n");
+    let mut symbols: Vec<&str> = wanted.symbols.keys().map(String::as_str).collect();
+    symbols.push("MPIR_Ignore_queues");
+    for name in symbols {
+        if let Some(addr) = index
+            .find_symbol(name)
+            .or_else(|| index.find_function(name))
+        {
+            d.push_str(&format!("symbol {name} {addr:#x}\n"));
+        }
+    }
+    for name in wanted.types.keys() {
+        let Some(info) = index.find_type(&format!("typedef {name}")) else {
+            continue;
+        };
+        d.push_str(&format!("type {name} {}\n", info.size.unwrap_or(0)));
+        for (field, offset) in &info.fields {
+            d.push_str(&format!("field {field} {offset}\n"));
+        }
+    }
+    d
+}
+
+/// mqs-dump's dump of one rank through our DLL, once two dumps in a row
+/// agree (a rank posts its blocking receive just after READY).
+fn settled_dump(pid: i32) -> Result<mqs_host::dump::ProcessDump, String> {
+    let options = mqs_host::inspect::Options::default();
+    let once = || {
+        mqs_host::inspect::dump_with_each_dll(pid, &[strict::cdylib()], &options)
+            .map_err(|e| format!("mqs-dump of pid {pid}: {e}"))
+            .and_then(|mut d| d.pop().ok_or_else(|| "no dump".to_string()))
+    };
+    let json = |d: &mqs_host::dump::ProcessDump| {
+        serde_json::to_string(&d.communicators).unwrap_or_default()
+    };
+    let mut last = once()?;
+    for _ in 0..40 {
+        std::thread::sleep(Duration::from_millis(250));
+        let next = once()?;
+        if json(&next) == json(&last) {
+            return Ok(next);
+        }
+        last = next;
+    }
+    Err(format!("pid {pid}: the queues never settled"))
+}
+
+/// The strict host and mqs-dump (our DLL in both) on each rank of the stuck
+/// `queues` fixture under Open MPI 4.1.4: identical communicators, groups
+/// and operations; no setup call answers mqs_end_of_list; wildcards read
+/// -1; valgrind finds nothing. Their callback counts differ exactly by
+/// what the strict host cannot resolve: the sparse-group structs (no
+/// typedef), which the DLL then lays out by C's rules instead of asking.
+#[test]
+fn a_live_job_lists_the_same_in_the_strict_host_and_in_mqs_dump() -> Result<(), String> {
+    use mqs_host::dump::Section;
+    use mqs_host::target::{LiveProcess, Mode};
+    let job = mqs_tests::Job::launch(mqs_tests::Mpi::OpenMpiG, "queues", 2, &["2"])
+        .map_err(|e| format!("queues on Open MPI: {e}"))?;
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let mut wild = (0, 0);
+    for rank in 0..2 {
+        let pid = job.rank_pid(rank).ok_or("no rank pid")? as i32;
+        let dumped = settled_dump(pid)?;
+        // Stopped (every thread) while the strict host reads it; resumed
+        // by detach, or by drop if anything fails.
+        let live = LiveProcess::attach(pid, Mode::Stop).map_err(|e| e.to_string())?;
+        let index = mqs_host::inspect::index_symbols(&live, &[]).map_err(|e| e.to_string())?;
+        let description = dir.join(format!("strict-live-{pid}.desc"));
+        std::fs::write(&description, live_description(pid, &index)).map_err(|e| e.to_string())?;
+        let (listing, clean) = strict::run_one(&description, true);
+        live.detach().map_err(|e| e.to_string())?;
+        let listing = listing?;
+        assert_eq!(clean, Some(true), "valgrind:\n{}", listing.text);
+        assert!(!listing.summary.failed, "rank {rank}:\n{}", listing.text);
+        assert_eq!(listing.summary.setup_eol + listing.summary.comm_eol, 0);
+
+        let Section::Ok { value: comms } = &dumped.communicators else {
+            return Err(format!("mqs-dump: {:?}", dumped.communicators));
+        };
+        let names: Vec<&str> = listing.comms.iter().map(|c| c.name.as_str()).collect();
+        let dumped_names: Vec<&str> = comms.list.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, dumped_names, "rank {rank}");
+        for (c, d) in listing.comms.iter().zip(&comms.list) {
+            assert_eq!(
+                (c.unique_id, c.local_rank, c.size, &c.group),
+                (d.unique_id, d.local_rank, d.size, &d.group),
+                "rank {rank} {}",
+                c.name
+            );
+            for class in OpClass::ALL {
+                let strict_ops = listing.ops(&c.name, class);
+                match d.queue(class) {
+                    Section::Ok { value } => {
+                        assert_eq!(value.truncated, None);
+                        assert_eq!(
+                            strict_ops.as_ref(),
+                            Some(&value.operations),
+                            "rank {rank} {} {class:?}",
+                            c.name
+                        );
+                    }
+                    other => panic!("rank {rank} {} {class:?}: mqs-dump: {other:?}", c.name),
+                }
+            }
+            for raw in c.queues.iter().flat_map(|q| &q.2) {
+                if raw.tag_wild != 0 {
+                    assert_eq!(raw.desired_tag, -1, "ANY_TAG");
+                    wild.0 += 1;
+                }
+                if raw.op.desired_local_rank == -1 {
+                    assert_eq!(raw.op.desired_global_rank, -1, "ANY_SOURCE");
+                    wild.1 += 1;
+                }
+            }
+        }
+
+        // The callback counts, kind by kind.
+        let host = dumped.stats.callbacks;
+        let strict_info = [
+            "put_image_info",
+            "get_image_info",
+            "put_process_info",
+            "get_process_info",
+        ]
+        .iter()
+        .map(|k| listing.count(k))
+        .sum::<u64>();
+        let same = [
+            ("find_symbol", host.find_symbol),
+            ("find_function", host.find_function),
+            ("get_type_sizes", host.get_type_sizes),
+            ("fetch", host.fetch),
+            ("target_to_host", host.target_to_host),
+            ("get_global_rank", host.get_global_rank),
+            ("get_image", host.get_image),
+        ];
+        for (kind, n) in same {
+            assert_eq!(listing.count(kind), n, "rank {rank}: {kind}");
+        }
+        assert_eq!(strict_info, host.info, "rank {rank}: info");
+        // mqs-dump finds the four sparse-group structs as `struct TAG`;
+        // the strict host refuses that and has no such typedef, so the DLL
+        // asks for the first one twice and lays them out by C's rules.
+        assert_eq!(
+            (
+                listing.count("find_type") + 2,
+                listing.count("field_offset") + 9,
+                listing.count("sizeof") + 1,
+            ),
+            (host.find_type, host.field_offset, host.sizeof),
+            "rank {rank}: type queries"
+        );
+        eprintln!(
+            "rank {rank}: {} operations; strict host: {} fetches in {} pieces of 256 bytes, {} find_type, {} field_offset, {} sizeof, {} find_symbol",
+            listing.summary.ops,
+            listing.count("fetch"),
+            listing.count("pieces"),
+            listing.count("find_type"),
+            listing.count("field_offset"),
+            listing.count("sizeof"),
+            listing.count("find_symbol")
+        );
+    }
+    // queues.c: rank 0 has one ANY_TAG receive and two ANY_SOURCE ones,
+    // rank 1 one ANY_SOURCE one.
+    assert_eq!(wild, (1, 3));
+    job.shutdown().map_err(|e| e.to_string())?;
+    Ok(())
+}
