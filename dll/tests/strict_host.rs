@@ -340,7 +340,7 @@ fn fuzz(cases: u32, valgrind: bool, batch: u64) -> (u64, u64, u64, String, Durat
         let mut f = fuzzer.borrow_mut();
         let r = f.session(which, &mutations);
         let n = f.cases.load(Ordering::Relaxed);
-        if progress && n % 10_000 == 0 {
+        if progress && n.is_multiple_of(10_000) {
             eprintln!(
                 "strict fuzz: {n} sessions in {:.0} s, at most {} fetches",
                 start.elapsed().as_secs_f64(),
@@ -527,7 +527,12 @@ fn a_live_job_lists_the_same_in_the_strict_host_and_in_mqs_dump() -> Result<(), 
             }
         }
 
-        // The callback counts, kind by kind.
+        // The callback counts, kind by kind. (With the MPI-2 interface
+        // mqs-dump makes calls the strict host does not: identities, new
+        // processes, the spawn breakpoint.)
+        if cfg!(feature = "mpi2") {
+            continue;
+        }
         let host = dumped.stats.callbacks;
         let strict_info = [
             "put_image_info",

@@ -105,6 +105,7 @@ static char *xstrdup(const char *s)
 struct page {
     uint64_t addr;
     unsigned char *bytes;
+    int shared; /* bytes belong to a base: copy before writing */
 };
 
 struct field {
@@ -177,12 +178,21 @@ static unsigned char *map_page(struct target *t, uint64_t addr)
     uint64_t base = addr - addr % PAGE;
     int found;
     size_t i = find_page(t, base, &found);
-    if (found)
-        return t->pages[i].bytes;
+    if (found) {
+        struct page *p = &t->pages[i];
+        if (p->shared) {
+            unsigned char *own = xmalloc(PAGE);
+            memcpy(own, p->bytes, PAGE);
+            p->bytes = own;
+            p->shared = 0;
+        }
+        return p->bytes;
+    }
     t->pages = xrealloc(t->pages, (t->npages + 1) * sizeof *t->pages);
     memmove(&t->pages[i + 1], &t->pages[i], (t->npages - i) * sizeof *t->pages);
     t->pages[i].addr = base;
     t->pages[i].bytes = xmalloc(PAGE);
+    t->pages[i].shared = 0;
     memset(t->pages[i].bytes, 0, PAGE);
     t->npages++;
     return t->pages[i].bytes;
@@ -194,7 +204,8 @@ static void unmap_page(struct target *t, uint64_t addr)
     size_t i = find_page(t, addr - addr % PAGE, &found);
     if (!found)
         return;
-    free(t->pages[i].bytes);
+    if (!t->pages[i].shared)
+        free(t->pages[i].bytes);
     memmove(&t->pages[i], &t->pages[i + 1], (t->npages - i - 1) * sizeof *t->pages);
     t->npages--;
 }
@@ -357,7 +368,9 @@ static int load_description(const char *path, struct target *t)
     return bad ? -1 : 0;
 }
 
-/* A session's private copy of a base: memory and types may be changed. */
+/* A session's private copy of a base: memory and types may be changed.
+ * Pages are shared with the base until written (copy on write); names
+ * are the base's, offsets and sizes the copy's own. */
 static void copy_target(const struct target *from, struct target *to)
 {
     *to = *from;
@@ -365,31 +378,29 @@ static void copy_target(const struct target *from, struct target *to)
     for (size_t i = 0; i < from->ntypes; i++) {
         to->types[i] = from->types[i];
         to->types[i].fields = xmalloc(from->types[i].nfields * sizeof(struct field));
-        for (size_t k = 0; k < from->types[i].nfields; k++) {
-            to->types[i].fields[k].name = xstrdup(from->types[i].fields[k].name);
-            to->types[i].fields[k].offset = from->types[i].fields[k].offset;
-        }
-        to->types[i].name = xstrdup(from->types[i].name);
+        memcpy(to->types[i].fields, from->types[i].fields,
+               from->types[i].nfields * sizeof(struct field));
     }
     to->pages = xmalloc(from->npages * sizeof *to->pages);
     for (size_t i = 0; i < from->npages; i++) {
-        to->pages[i].addr = from->pages[i].addr;
-        to->pages[i].bytes = xmalloc(PAGE);
-        memcpy(to->pages[i].bytes, from->pages[i].bytes, PAGE);
+        to->pages[i] = from->pages[i];
+        to->pages[i].shared = 1;
     }
 }
 
-static void free_copy(struct target *t)
+static void free_copy(struct target *t, const struct target *base)
 {
     for (size_t i = 0; i < t->ntypes; i++) {
-        for (size_t k = 0; k < t->types[i].nfields; k++)
+        /* Fields added to the copy (not in the base) own their names. */
+        size_t ours = i < base->ntypes ? base->types[i].nfields : 0;
+        for (size_t k = ours; k < t->types[i].nfields; k++)
             free(t->types[i].fields[k].name);
         free(t->types[i].fields);
-        free(t->types[i].name);
     }
     free(t->types);
     for (size_t i = 0; i < t->npages; i++)
-        free(t->pages[i].bytes);
+        if (!t->pages[i].shared)
+            free(t->pages[i].bytes);
     free(t->pages);
     memset(t, 0, sizeof *t);
 }
@@ -1010,7 +1021,7 @@ static int one(const char *description)
 static int serve(void)
 {
     struct target *bases = NULL, cur;
-    size_t nbases = 0;
+    size_t nbases = 0, base = 0;
     int have = 0;
     memset(&cur, 0, sizeof cur);
     char *line = NULL;
@@ -1033,8 +1044,9 @@ static int serve(void)
         } else if (strcmp(w[0], "session") == 0 && n == 2 && !parse_long(w[1], &v) && v >= 0 &&
                    (size_t)v < nbases) {
             if (have)
-                free_copy(&cur);
-            copy_target(&bases[v], &cur);
+                free_copy(&cur, &bases[base]);
+            base = (size_t)v;
+            copy_target(&bases[base], &cur);
             have = 1;
         } else if (strcmp(w[0], "write") == 0 && n == 3 && have && !parse_u64(w[1], &a)) {
             ok = write_hex(&cur, a, w[2]) == 0;
@@ -1065,7 +1077,7 @@ static int serve(void)
              * on them) are never destroyed, as in padb: their addresses are
              * never reused. The target copy is only read through callbacks
              * during the session. */
-            free_copy(&cur);
+            free_copy(&cur, &bases[base]);
             have = 0;
         } else {
             ok = 0;

@@ -28,7 +28,9 @@ pub fn binary() -> &'static Path {
     BIN.get_or_init(|| {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
         let level = if cfg!(feature = "mpi2") { 1 } else { 0 };
-        let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        // Examples share these helpers and have no CARGO_TARGET_TMPDIR.
+        let out = option_env!("CARGO_TARGET_TMPDIR")
+            .map_or_else(std::env::temp_dir, PathBuf::from)
             .join(format!("strict_host_mpi{}", level + 1));
         let status = Command::new("cc")
             .args(["-std=c11", "-g", "-O1", "-Wall", "-Wextra", "-Werror"])
