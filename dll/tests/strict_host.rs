@@ -14,8 +14,9 @@
 //!   valgrind objects to. `MQS_STRICT_FUZZ_CASES` sets how many (default
 //!   300); the long run (1,000,000, `--ignored`) is described in
 //!   dll/README.md.
-//! - A live Open MPI job: the strict host reading the stopped rank through
-//!   /proc/PID/mem lists exactly what mqs-dump lists.
+//! - Live Open MPI jobs (the `-g` and the release build): the strict host
+//!   reading the stopped rank through /proc/PID/mem lists exactly what
+//!   mqs-dump lists.
 
 mod common;
 
@@ -465,10 +466,21 @@ fn settled_dump(pid: i32) -> Result<mqs_host::dump::ProcessDump, String> {
 /// typedef), which the DLL then lays out by C's rules instead of asking.
 #[test]
 fn a_live_job_lists_the_same_in_the_strict_host_and_in_mqs_dump() -> Result<(), String> {
+    live_check(mqs_tests::Mpi::OpenMpiG)
+}
+
+/// The same without ob1's debug information (no unexpected messages, the
+/// free lists' receives).
+#[test]
+fn a_live_job_of_a_release_build_lists_the_same_in_both() -> Result<(), String> {
+    live_check(mqs_tests::Mpi::OpenMpiRelease)
+}
+
+fn live_check(mpi: mqs_tests::Mpi) -> Result<(), String> {
     use mqs_host::dump::Section;
     use mqs_host::target::{LiveProcess, Mode};
-    let job = mqs_tests::Job::launch(mqs_tests::Mpi::OpenMpiG, "queues", 2, &["2"])
-        .map_err(|e| format!("queues on Open MPI: {e}"))?;
+    let job = mqs_tests::Job::launch(mpi, "queues", 2, &["2"])
+        .map_err(|e| format!("queues on {mpi:?}: {e}"))?;
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     let mut wild = (0, 0);
     for rank in 0..2 {
@@ -502,15 +514,20 @@ fn a_live_job_lists_the_same_in_the_strict_host_and_in_mqs_dump() -> Result<(), 
             );
             for class in OpClass::ALL {
                 let strict_ops = listing.ops(&c.name, class);
+                let setup = c.queues.iter().find(|q| q.0 == class).map(|q| q.1);
                 match d.queue(class) {
                     Section::Ok { value } => {
                         assert_eq!(value.truncated, None);
+                        assert_eq!(setup, Some(0), "rank {rank} {} {class:?}", c.name);
                         assert_eq!(
                             strict_ops.as_ref(),
                             Some(&value.operations),
                             "rank {rank} {} {class:?}",
                             c.name
                         );
+                    }
+                    Section::NotAvailable { .. } => {
+                        assert_eq!(setup, Some(1), "rank {rank} {} {class:?}", c.name);
                     }
                     other => panic!("rank {rank} {} {class:?}: mqs-dump: {other:?}", c.name),
                 }
