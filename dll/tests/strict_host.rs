@@ -69,15 +69,13 @@ struct Loaded {
 fn loaded() -> &'static Vec<Loaded> {
     static L: std::sync::OnceLock<Vec<Loaded>> = std::sync::OnceLock::new();
     L.get_or_init(|| {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
-            "strict-host-{}-{}",
-            std::process::id(),
-            if cfg!(feature = "mpi2") {
-                "mpi2"
-            } else {
-                "mpi1"
-            }
-        ));
+        // Rewritten by every run (the same content for the same snapshots).
+        let level = if cfg!(feature = "mpi2") {
+            "mpi2"
+        } else {
+            "mpi1"
+        };
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("strict-host-{level}"));
         std::fs::create_dir_all(&dir).expect("temp dir");
         SNAPSHOTS
             .iter()
@@ -494,6 +492,7 @@ fn live_check(mpi: mqs_tests::Mpi) -> Result<(), String> {
         std::fs::write(&description, live_description(pid, &index)).map_err(|e| e.to_string())?;
         let (listing, clean) = strict::run_one(&description, true);
         live.detach().map_err(|e| e.to_string())?;
+        let _ = std::fs::remove_file(&description);
         let listing = listing?;
         assert_eq!(clean, Some(true), "valgrind:\n{}", listing.text);
         assert!(!listing.summary.failed, "rank {rank}:\n{}", listing.text);
