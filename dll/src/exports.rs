@@ -2,8 +2,8 @@
 //!
 //! Each one only catches panics (nothing may unwind into the debugger),
 //! converts pointers, calls [`crate::api`] and maps errors to codes. The
-//! signatures are checked at compile time against function-pointer types
-//! generated from `include/mpi_interface.h` itself (see build.rs).
+//! signatures are checked at compile time against the function types
+//! `mqs-abi` generates from `include/mpi_interface.h` itself.
 
 use std::ffi::{c_char, c_int};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -411,46 +411,9 @@ pub unsafe extern "C" fn mqs_spawn_breakpoint_name(
     })
 }
 
-/// Function-pointer types of the entry points, generated from the header.
-#[allow(
-    non_camel_case_types,
-    dead_code,
-    clippy::all,
-    clippy::undocumented_unsafe_blocks
-)]
-mod header {
-    pub use crate::abi::*;
-    include!(concat!(env!("OUT_DIR"), "/export_sigs.rs"));
-}
-
-// Every export has exactly the type the header declares.
-const _: () = {
-    let _: header::mqs_setup_basic_callbacks_export_t = Some(mqs_setup_basic_callbacks);
-    let _: header::mqs_version_string_export_t = Some(mqs_version_string);
-    let _: header::mqs_version_compatibility_export_t = Some(mqs_version_compatibility);
-    let _: header::mqs_dll_taddr_width_export_t = Some(mqs_dll_taddr_width);
-    let _: header::mqs_dll_error_string_export_t = Some(mqs_dll_error_string);
-    let _: header::mqs_setup_image_export_t = Some(mqs_setup_image);
-    let _: header::mqs_image_has_queues_export_t = Some(mqs_image_has_queues);
-    let _: header::mqs_destroy_image_info_export_t = Some(mqs_destroy_image_info);
-    let _: header::mqs_setup_process_export_t = Some(mqs_setup_process);
-    let _: header::mqs_destroy_process_info_export_t = Some(mqs_destroy_process_info);
-    let _: header::mqs_process_has_queues_export_t = Some(mqs_process_has_queues);
-    let _: header::mqs_update_communicator_list_export_t = Some(mqs_update_communicator_list);
-    let _: header::mqs_setup_communicator_iterator_export_t = Some(mqs_setup_communicator_iterator);
-    let _: header::mqs_get_communicator_export_t = Some(mqs_get_communicator);
-    let _: header::mqs_get_comm_group_export_t = Some(mqs_get_comm_group);
-    let _: header::mqs_next_communicator_export_t = Some(mqs_next_communicator);
-    let _: header::mqs_setup_operation_iterator_export_t = Some(mqs_setup_operation_iterator);
-    let _: header::mqs_next_operation_export_t = Some(mqs_next_operation);
-};
-
+// Every export has exactly the type the header declares (the list and the
+// types come from mqs-abi, generated from include/mpi_interface.h).
+#[cfg(not(feature = "mpi2"))]
+mqs_abi::check_exports_mpi1!();
 #[cfg(feature = "mpi2")]
-const _: () = {
-    let _: header::mqs_setup_job_export_t = Some(mqs_setup_job);
-    let _: header::mqs_destroy_job_info_export_t = Some(mqs_destroy_job_info);
-    let _: header::mqs_set_process_identity_export_t = Some(mqs_set_process_identity);
-    let _: header::mqs_setup_new_process_iterator_export_t = Some(mqs_setup_new_process_iterator);
-    let _: header::mqs_next_new_process_export_t = Some(mqs_next_new_process);
-    let _: header::mqs_spawn_breakpoint_name_export_t = Some(mqs_spawn_breakpoint_name);
-};
+mqs_abi::check_exports_mpi2!();

@@ -476,7 +476,7 @@ fn a_live_job_of_a_release_build_lists_the_same_in_both() -> Result<(), String> 
 
 fn live_check(mpi: mqs_tests::Mpi) -> Result<(), String> {
     use mqs_host::dump::Section;
-    use mqs_host::target::{LiveProcess, Mode};
+    use mqs_host::process::{LiveProcess, Mode};
     let job = mqs_tests::Job::launch(mpi, "queues", 2, &["2"])
         .map_err(|e| format!("queues on {mpi:?}: {e}"))?;
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));

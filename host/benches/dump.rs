@@ -24,8 +24,8 @@ use std::time::Instant;
 
 use mqs_host::dll::{Dll, Session};
 use mqs_host::dump::{CommunicatorList, DumpStats, Queue, Section};
-use mqs_host::inspect::{index_symbols, IndexSymbols};
-use mqs_host::target::{exe_path, LiveProcess, Mode, PageCache, Target};
+use mqs_host::inspect::index_symbols;
+use mqs_host::process::{LiveProcess, Mode, PageCache, Target};
 use mqs_tests::{Job, LaunchOptions, Mpi};
 
 fn main() {
@@ -96,7 +96,16 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     // stops a whole job, they leave the cores to the dump and the figures
     // stop depending on where the scheduler put them.
     let mut others = Vec::new();
-    for sibling in sibling_ranks(pid) {
+    let siblings = match &job {
+        Some(job) => job
+            .rank_pids()
+            .into_iter()
+            .map(|(_, p)| p as i32)
+            .filter(|&p| p != pid)
+            .collect(),
+        None => sibling_ranks(pid),
+    };
+    for sibling in siblings {
         others.push(LiveProcess::attach(sibling, Mode::Stop)?);
     }
     println!("stopped rank 0 and {} other rank(s)", others.len());
@@ -104,8 +113,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let cold = Instant::now();
     let symbols = index_symbols(&target, &[])?;
     let index_ms = cold.elapsed().as_secs_f64() * 1e3;
-    let named =
-        mqs_host::dll::locate::named_by_target(&IndexSymbols::new(symbols.clone()), &target)?;
+    let named = mqs_host::dll::locate::named_by_target(&*symbols, &target)?;
     let theirs: PathBuf = mqs_host::dll::locate::first_existing(&named)?;
     let ours = mqs_tests::target_dir().join("release/libmqs_dll.so");
     if !ours.exists() {
@@ -301,15 +309,15 @@ fn run_dll(
     dll_path: &std::path::Path,
     symbols: &std::sync::Arc<mqs_host::symbols::SymbolIndex>,
     target: &PageCache<LiveProcess>,
-    pid: i32,
+    _pid: i32,
 ) -> Result<Figures, Box<dyn std::error::Error>> {
     let cold = Instant::now();
     let syscalls_before = target.syscalls();
     let dll = Dll::load(dll_path)?;
     let mut session = Session::new(dll)?;
-    let exe = exe_path(pid)?.display().to_string();
-    let image = session.add_image(&exe, Box::new(IndexSymbols::new(symbols.clone())))?;
-    let process = session.add_process(image, Box::new(target), 0, 8)?;
+    let exe = target.executable()?.display().to_string();
+    let image = session.add_image(&exe, Box::new(symbols.clone()))?;
+    let process = session.add_process(image, Box::new(target), 0, target.pointer_size() as i32)?;
     let cold_ms = cold.elapsed().as_secs_f64() * 1e3;
     let setup_fetches = session.fetches(process);
     let setup_syscalls = target.syscalls() - syscalls_before;
@@ -320,6 +328,7 @@ fn run_dll(
         fetched_bytes: total.fetched_bytes - unexpected_stats.fetched_bytes,
         syscalls: total.syscalls - unexpected_stats.syscalls,
         elapsed_ms: total.elapsed_ms - unexpected_stats.elapsed_ms,
+        stacks_ms: None,
         callbacks: total.callbacks.since(&unexpected_stats.callbacks),
     };
     let (sends, receives, unexpected, notes) = count(&comms);
@@ -373,12 +382,15 @@ fn count(comms: &Section<CommunicatorList>) -> (usize, usize, usize, Vec<String>
 /// The other ranks of `pid`'s job on this machine: the processes with the
 /// same parent (the launcher) running the same executable.
 fn sibling_ranks(pid: i32) -> Vec<i32> {
-    let (Some(parent), Ok(exe)) = (mqs_host::target::parent_pid(pid), exe_path(pid)) else {
+    let exe = |p: u32| std::fs::read_link(format!("/proc/{p}/exe")).ok();
+    let (Some(parent), Some(ours)) = (mqs_tests::parent_pid(pid as u32), exe(pid as u32)) else {
         return Vec::new();
     };
-    mqs_host::target::descendants(parent, 4096)
+    mqs_tests::descendants(parent)
         .into_iter()
-        .filter(|&p| p != pid && mqs_host::target::parent_pid(p) == Some(parent))
-        .filter(|&p| exe_path(p).is_ok_and(|e| e == exe))
+        .map(|r| r.pid)
+        .filter(|&p| p != pid as u32 && mqs_tests::parent_pid(p) == Some(parent))
+        .filter(|&p| exe(p).as_ref() == Some(&ours))
+        .map(|p| p as i32)
         .collect()
 }

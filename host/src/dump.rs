@@ -5,7 +5,7 @@
 //! `docs/json.md` and versioned by [`SCHEMA_VERSION`].
 
 use mqs_abi::{Communicator, OpClass, PendingOperation};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Bumped on any incompatible change of the JSON output.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -20,7 +20,7 @@ pub struct JobDump {
     pub failures: Vec<RankFailure>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Launcher {
     pub pid: i32,
     pub executable: String,
@@ -69,7 +69,68 @@ pub struct ProcessDump {
     /// MPI-2 DLLs only: the function to stop in to learn about spawns.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spawn_breakpoint: Option<String>,
+    /// Memory the DLL asked for and did not get (a core or snapshot that
+    /// lacks it, an unmapped address), each as `LEN bytes at ADDR: why`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<String>,
+    /// With `--stacks`: each thread's call stack, read while the process
+    /// was stopped, or why there are none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stacks: Option<Section<ThreadList>>,
     pub stats: DumpStats,
+}
+
+/// The threads of a process with their call stacks.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadList {
+    /// The main thread first, then the others by thread id.
+    pub list: Vec<ThreadStack>,
+}
+
+/// One thread and its call stack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadStack {
+    pub tid: i32,
+    /// Its name (`comm`), where the source has it.
+    pub name: Option<String>,
+    /// Innermost first: the frame the thread is in, then its callers.
+    pub frames: Vec<Frame>,
+    /// Why the walk ended before the outermost frame, if it did (no
+    /// registers, unreadable stack, no unwind information).
+    pub truncated: Option<String>,
+}
+
+impl ThreadStack {
+    /// The function names, outermost first (`main`, `MPI_Recv`, ...), as
+    /// call trees show them; `??` where no name is known.
+    pub fn call_path(&self) -> impl Iterator<Item = &str> {
+        self.frames
+            .iter()
+            .rev()
+            .map(|f| f.function.as_deref().unwrap_or("??"))
+    }
+}
+
+/// One frame of a call stack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Frame {
+    /// The instruction pointer (innermost frame) or the return address.
+    pub address: u64,
+    /// The function: its symbol name, or for an inlined frame its DWARF
+    /// name; None where neither is known.
+    pub function: Option<String>,
+    /// The offset of the address into the function's symbol (not set for
+    /// inlined frames).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    /// A function inlined into the frame below it (same address).
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub inlined: bool,
+    /// The object file the address lies in.
+    pub object: Option<String>,
+    /// Source file and line, where DWARF has them.
+    pub file: Option<String>,
+    pub line: Option<u32>,
 }
 
 /// Where a spawned process sits in the job the MPI made for it.
@@ -79,6 +140,16 @@ pub struct SpawnedJob {
     pub job: String,
     /// Rank in that job's MPI_COMM_WORLD.
     pub rank: usize,
+    /// Who spawned it, where the tables say (MPI2DD's spawn descriptors).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<SpawnParent>,
+}
+
+/// The process that spawned a job: its world's name and rank there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpawnParent {
+    pub job: String,
+    pub rank: i32,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -114,6 +185,10 @@ pub struct DumpStats {
     /// without system calls).
     pub syscalls: u64,
     pub elapsed_ms: f64,
+    /// With `--stacks`: the time taken to unwind every thread while the
+    /// process was stopped (symbol and line lookups come after).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stacks_ms: Option<f64>,
     /// The callbacks the DLL made for this process, by kind: from its
     /// setup (its image's and its own) to the end of the dump.
     pub callbacks: CallbackCounts,

@@ -78,6 +78,42 @@ pub enum Error {
     #[error("the DLL failed in {call}: {detail}")]
     Dll { call: &'static str, detail: String },
 
+    /// A rank of the job runs on another host, out of reach of ptrace.
+    #[error("rank {rank} runs on host '{host}' (pid {pid}): only local processes can be read")]
+    Remote { rank: usize, host: String, pid: i32 },
+
+    /// The MPI says it keeps no message queues for debuggers.
+    #[error(
+        "pid {pid}: its MPI says it does not implement message-queue debugging \
+         (MPI2DD_MPIFLAG_IGNORE_QUEUE): no DLL can show its queues"
+    )]
+    QueuesNotImplemented { pid: i32 },
+
+    /// A process a job's tables name that cannot be read.
+    #[error("pid {pid}: {detail}")]
+    Unreachable { pid: i32, detail: String },
+
+    /// A program to run under mqs-dump could not be started or traced.
+    #[error("launch: {0}")]
+    Launch(String),
+
+    /// A core file or snapshot that cannot be read as one.
+    #[error("{}: {detail}", path.display())]
+    BadInput { path: PathBuf, detail: String },
+    /// A library that is not an MPI library mqs can load (not loadable,
+    /// no MPI symbols, an unknown ABI).
+    #[error("{}: {detail}", path.display())]
+    NotMpiLibrary { path: PathBuf, detail: String },
+
+    /// An MPI library whose tool interface (MPI_T) is missing or unusable.
+    #[error("{}: {detail}", path.display())]
+    NoMpiT { path: PathBuf, detail: String },
+
+    /// The subprocess that loads an MPI library crashed, exited early or
+    /// hung.
+    #[error("{}: the helper process that loads it {detail}", path.display())]
+    CvarsHelper { path: PathBuf, detail: String },
+
     #[error("{0}")]
     Usage(String),
 }
@@ -89,7 +125,7 @@ pub enum PermissionReason {
     NotRoot {
         target_uid: u32,
     },
-    /// Yama's /proc/sys/kernel/yama/ptrace_scope forbids the attach.
+    /// Yama's ptrace_scope setting forbids the attach.
     PtraceScope(u32),
     /// We are root in name but lack CAP_SYS_PTRACE (a container, say).
     NoCapSysPtrace,
@@ -143,6 +179,20 @@ pub mod exit_code {
     pub const DLL_INCOMPATIBLE: i32 = 9;
     pub const DLL_UNTRUSTED: i32 = 10;
     pub const PROCESS_GONE: i32 = 11;
+    /// Given by `--deadlock` when it finds a cycle of waiting ranks.
+    pub const DEADLOCK: i32 = 12;
+    pub const BAD_INPUT: i32 = 13;
+    // `cvars` (20 on, clear of the dump's codes).
+    /// The library is not an MPI library mqs can load.
+    pub const NOT_MPI_LIBRARY: i32 = 20;
+    /// The MPI library has no usable MPI_T.
+    pub const NO_MPI_T: i32 = 21;
+    /// The helper that loads the library crashed or hung.
+    pub const HELPER_FAILED: i32 = 22;
+    /// `--set`: a value was rejected.
+    pub const CVAR_REJECTED: i32 = 23;
+    /// `--check`: the library deviates from the standard.
+    pub const NOT_CONFORMANT: i32 = 24;
 }
 
 impl Error {
@@ -153,13 +203,20 @@ impl Error {
             Self::PermissionDenied { .. } => PERMISSION_DENIED,
             Self::ProcessGone { .. } => PROCESS_GONE,
             Self::NotMpi { .. } => NOT_MPI,
-            Self::NoDebugInfo { .. } => NO_DEBUG_INFO,
+            Self::NoDebugInfo { .. } | Self::QueuesNotImplemented { .. } => NO_DEBUG_INFO,
             Self::DllMissing { .. } => DLL_MISSING,
             Self::DllLoad { .. } => DLL_NOT_LOADABLE,
             Self::DllIncompatible { .. } => DLL_INCOMPATIBLE,
             Self::DllUntrusted { .. } => DLL_UNTRUSTED,
+            Self::NotMpiLibrary { .. } => NOT_MPI_LIBRARY,
+            Self::NoMpiT { .. } => NO_MPI_T,
+            Self::CvarsHelper { .. } => HELPER_FAILED,
             Self::Usage(_) => USAGE,
+            Self::BadInput { .. } => BAD_INPUT,
             Self::Read { .. }
+            | Self::Remote { .. }
+            | Self::Unreachable { .. }
+            | Self::Launch(_)
             | Self::Ptrace { .. }
             | Self::StopTimeout { .. }
             | Self::ObjectFile { .. }

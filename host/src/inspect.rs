@@ -1,21 +1,30 @@
-//! Dumping live processes: attach, index symbols, find and load the DLL,
-//! run the interface's calling sequence, detach. Given an MPI starter
-//! (`mpirun`), every local rank of its job is dumped in turn. The library
-//! entry point behind `mqs-dump --pid`.
+//! One dump, from whatever source: find the processes (a pid, a starter's
+//! job, core files, a snapshot), index their symbols, find and load the
+//! DLL, run the interface's calling sequence over every process, let the
+//! processes go. The library entry points behind `mqs-dump`.
+//!
+//! Every source goes through the same steps ([`Prepared`] processes handed
+//! to [`dump_prepared`]); only finding the processes and letting them go
+//! differ. A single rank is a job of one.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::Arc;
 
 use crate::dll::capture::OutputCapture;
-use crate::dll::{locate, Dll, ImageSymbols, ProcessId, Session, TypeLayout};
+use crate::dll::{locate, Dll, ImageSymbols, ProcessId, Session};
 use crate::dump::{
     DllInfo, JobDump, Launcher, NewProcess, NewProcessList, ProcessDump, RankFailure, Section,
     SpawnedJob, SCHEMA_VERSION,
 };
 use crate::job::{Member, MpiEnvironment};
-use crate::mpir;
-use crate::symbols::{SymbolCache, SymbolIndex};
-use crate::target::{exe_path, LiveProcess, Mode, PageCache, Target};
+use crate::process::{
+    CoreFile, CoreOptions, LiveProcess, Liveness, Mode, PageCache, SnapshotProcess, Target,
+};
+use crate::snapshot::{self, RecordingSymbols, Snapshot};
+use crate::stacks::{self, RawStacks};
+use crate::symbols::{LineTables, ObjectSymbols, SymbolCache, SymbolIndex};
+use crate::{mpi2dd, mpir};
 use crate::{Error, Result};
 
 /// How to dump.
@@ -29,34 +38,10 @@ pub struct Options {
     pub no_stop: bool,
     /// Extra directories with separate debug files.
     pub debug_dirs: Vec<PathBuf>,
-}
-
-/// The host's symbol index as the DLL layer sees it.
-#[derive(Debug)]
-pub struct IndexSymbols(Arc<SymbolIndex>);
-
-impl IndexSymbols {
-    pub fn new(index: Arc<SymbolIndex>) -> Self {
-        Self(index)
-    }
-}
-
-impl ImageSymbols for IndexSymbols {
-    fn find_symbol(&self, name: &str) -> Option<u64> {
-        self.0.find_symbol(name)
-    }
-
-    fn find_function(&self, name: &str) -> Option<u64> {
-        self.0.find_function(name)
-    }
-
-    fn find_type(&self, name: &str) -> Option<TypeLayout> {
-        let info = self.0.find_type(name)?;
-        Some(TypeLayout {
-            size: info.size,
-            fields: info.fields.clone(),
-        })
-    }
+    /// Save what the dump read into this snapshot file.
+    pub save: Option<PathBuf>,
+    /// Also unwind every thread's call stack while the process is stopped.
+    pub stacks: bool,
 }
 
 /// The symbols of a process: every mapped object with its load bias.
@@ -75,192 +60,674 @@ fn index_symbols_with(target: &dyn Target, cache: &Arc<SymbolCache>) -> Result<A
 
 /// The MPI_COMM_WORLD rank a launcher gave the process, from its
 /// environment (Open MPI, MPICH/hydra and PMIx launchers set these).
-pub fn rank_from_environment(pid: i32) -> Option<i32> {
-    MpiEnvironment::of(pid).rank
+pub fn rank_from_environment(target: &dyn Target) -> Option<i32> {
+    MpiEnvironment::of(&target.environment().ok()?).rank
 }
 
 /// Called as a job's processes are stopped and dumped: (steps done, total).
 pub type Progress<'a> = &'a mut dyn FnMut(usize, usize);
 
-/// Dumps `pid`: one MPI process, or, for an MPI starter, every local rank
-/// of its job. A starter whose ranks all fail gives the first rank's error.
+/// A process ready to be dumped: its source, symbols and DLL.
+struct Prepared<T: Target> {
+    member: Member,
+    target: PageCache<T>,
+    index: Option<Arc<SymbolIndex>>,
+    symbols: Rc<dyn ImageSymbols>,
+    /// Set when the dump is saved: the lookups as the DLL makes them.
+    recording: Option<Rc<RecordingSymbols>>,
+    dll: PathBuf,
+    executable: String,
+}
+
+impl<T: Target> Prepared<T> {
+    /// Indexes the target's symbols and finds its DLL. On failure the
+    /// target is handed back so that it can be let go.
+    fn new(
+        member: Member,
+        target: PageCache<T>,
+        known: Known,
+        cache: &Arc<SymbolCache>,
+        options: &Options,
+    ) -> std::result::Result<Self, (PageCache<T>, Error)> {
+        let (index, symbols) = match known {
+            Known::Recorded(symbols) => (None, symbols),
+            Known::Index(index) => (Some(index.clone()), Rc::new(index) as Rc<dyn ImageSymbols>),
+            Known::Nothing => match index_symbols_with(&target, cache) {
+                Ok(index) => (Some(index.clone()), Rc::new(index) as Rc<dyn ImageSymbols>),
+                Err(e) => return Err((target, e)),
+            },
+        };
+        let dll = match dll_path_for(&*symbols, &target, options) {
+            Ok(dll) => dll,
+            Err(e) => return Err((target, e)),
+        };
+        let recording = options
+            .save
+            .as_ref()
+            .map(|_| Rc::new(RecordingSymbols::new(symbols.clone())));
+        let symbols = match &recording {
+            Some(r) => r.clone() as Rc<dyn ImageSymbols>,
+            None => symbols,
+        };
+        let executable = target
+            .executable()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| format!("pid {}", member.pid));
+        Ok(Self {
+            member,
+            target,
+            index,
+            symbols,
+            recording,
+            dll,
+            executable,
+        })
+    }
+}
+
+/// What is known of a process's symbols before it is prepared.
+enum Known {
+    Nothing,
+    /// Indexed already (a starter's, looked at before we knew it was one).
+    Index(Arc<SymbolIndex>),
+    /// The answers a snapshot recorded.
+    Recorded(Rc<dyn ImageSymbols>),
+}
+
+/// A job found through a process that knows it: an MPIR starter's
+/// process table, or the MPI2DD directories reached from a directory or
+/// metadirectory process.
+#[derive(Debug, Clone)]
+pub struct FoundJob {
+    pub launcher: Launcher,
+    pub members: Vec<Member>,
+    /// Processes the tables name that cannot be reached, and why.
+    pub unreachable: Vec<(Member, String)>,
+}
+
+/// The job `target` leads to, if it is a starter, a directory or a
+/// metadirectory (None for an ordinary rank, or a starter whose job has not
+/// started yet). Only reads: the caller decides whether the process is
+/// stopped meanwhile.
+pub fn find_job(
+    target: &dyn Target,
+    symbols: &SymbolIndex,
+    options: &Options,
+) -> Result<Option<FoundJob>> {
+    let launcher = || Launcher {
+        pid: target.pid(),
+        executable: target
+            .executable()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+    };
+    let published = match mpi2dd::info_address(symbols) {
+        Some(addr) => mpi2dd::published_info(target, addr)?,
+        None => None,
+    };
+    if let Some(info) = published {
+        if info.is_directory() || info.is_metadirectory() {
+            let mut opener = NoStopOpener {
+                cache: Arc::new(SymbolCache::new(options.debug_dirs.clone())),
+            };
+            let found = mpi2dd::walk(target, &info, &mut opener)?;
+            let unreachable = found
+                .unreachable
+                .into_iter()
+                .map(|(dir, why)| {
+                    let member = Member {
+                        pid: dir.pid,
+                        host: dir.host,
+                        rank: 0,
+                        identity: -1,
+                        spawned_job: None,
+                        spawned_by: None,
+                    };
+                    (member, format!("a directory process of the job: {why}"))
+                })
+                .collect();
+            return Ok(Some(FoundJob {
+                launcher: launcher(),
+                members: mpi2dd::members(&found.entries),
+                unreachable,
+            }));
+        }
+    }
+    if !mpir::is_starter(symbols) {
+        return Ok(None);
+    }
+    let table = mpir::read_proctable(target, symbols)?;
+    if table.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(FoundJob {
+        launcher: launcher(),
+        members: crate::job::members(target, &table),
+        unreachable: Vec::new(),
+    }))
+}
+
+/// Opens the processes an MPI2DD walk leads to, without stopping them.
+struct NoStopOpener {
+    cache: Arc<SymbolCache>,
+}
+
+impl mpi2dd::Opener for NoStopOpener {
+    fn open(&mut self, pid: i32) -> Result<(Box<dyn Target>, u64)> {
+        let target = LiveProcess::attach(pid, Mode::NoStop)?;
+        let index = index_symbols_with(&target, &self.cache)?;
+        let addr = mpi2dd::info_address(&*index).ok_or_else(|| Error::NotMpi {
+            pid,
+            detail: "a metadirectory names it as a directory, but it has no MPI2DD_info".into(),
+        })?;
+        Ok((Box::new(target), addr))
+    }
+}
+
+/// Dumps `pid`: one MPI process, or, for an MPI starter (or an MPI2DD
+/// directory or metadirectory), every local process of its job. A job whose
+/// processes all fail gives the first one's error.
 pub fn dump(pid: i32, options: &Options, progress: Progress<'_>) -> Result<JobDump> {
     let cache = Arc::new(SymbolCache::new(options.debug_dirs.clone()));
-    let target = attach(pid, options)?;
+    let mut target = attach(pid, options)?;
     let symbols = match index_symbols_with(&target, &cache) {
         Ok(symbols) => symbols,
-        Err(e) => return finish(pid, target, Err(e)),
+        Err(e) => return finish(&mut target, Err(e)),
     };
-    let starter = mpir::is_starter(&IndexSymbols(symbols.clone()));
-    let table = if starter {
-        match mpir::read_proctable(&target, &IndexSymbols(symbols.clone())) {
-            Ok(table) => table,
-            Err(e) => return finish(pid, target, Err(e)),
-        }
-    } else {
-        Vec::new()
+    let job = match find_job(&target, &symbols, options) {
+        Ok(job) => job,
+        Err(e) => return finish(&mut target, Err(e)),
     };
-    if table.is_empty() {
-        let rank = rank_from_environment(pid).unwrap_or(-1);
-        let result = dump_attached(pid, rank, &target, symbols, options).map_err(|e| match e {
+    let Some(job) = job else {
+        let starter = mpir::is_starter(&*symbols);
+        let rank = rank_from_environment(&target).unwrap_or(-1);
+        let member = Member::single(pid, rank);
+        let prepared = Prepared::new(member, target, Known::Index(symbols), &cache, options);
+        let prepared = match prepared {
+            Ok(p) => p,
+            Err((mut target, e)) => return finish(&mut target, Err(e)),
+        };
+        let outcome = dump_job(None, vec![prepared], options, progress, &mut |t| {
+            finish(t, Ok(()))
+        })?;
+        return outcome.single().map_err(|e| match e {
+            // A starter whose job has not started names no DLL itself.
             Error::NotMpi { pid, .. } if starter => Error::NotMpi {
                 pid,
                 detail: "it is an MPI starter whose process table is empty \
-                             (its job has not started yet)"
+                         (its job has not started yet)"
                     .into(),
             },
             other => other,
         });
-        let process = finish(pid, target, result)?;
-        return Ok(JobDump {
-            schema_version: SCHEMA_VERSION,
-            launcher: None,
-            processes: vec![process],
-            failures: vec![],
-        });
+    };
+    // Its tables were read while it was stopped; let it go before stopping
+    // its job.
+    finish(&mut target, Ok(()))?;
+    dump_found(job, &cache, options, progress)
+}
+
+/// Dumps several processes at once (ranks, starters, directories), each
+/// expanded to its job: every process is stopped together and numbered one
+/// after the other. Ranks of one job (by the job name in their environment)
+/// keep their MPI_COMM_WORLD ranks; each further job is numbered after the
+/// ones before.
+pub fn dump_pids(pids: &[i32], options: &Options, progress: Progress<'_>) -> Result<JobDump> {
+    let cache = Arc::new(SymbolCache::new(options.debug_dirs.clone()));
+    // Each named process as (its job's name, its members); looked at
+    // without stopping: they are stopped together below.
+    let mut groups: Vec<(Option<String>, Vec<Member>)> = Vec::new();
+    let mut launcher = None;
+    let mut failures = Vec::new();
+    for &pid in pids {
+        let target = LiveProcess::attach(pid, Mode::NoStop)?;
+        let symbols = index_symbols_with(&target, &cache)?;
+        match find_job(&target, &symbols, options)? {
+            Some(job) => {
+                launcher.get_or_insert(job.launcher);
+                for (member, why) in job.unreachable {
+                    let e = Error::Unreachable {
+                        pid: member.pid,
+                        detail: why,
+                    };
+                    failures.push((failure(&member, &e), e));
+                }
+                groups.push((None, job.members));
+            }
+            None => {
+                let env = MpiEnvironment::of(&target.environment().unwrap_or_default());
+                let member = Member::single(pid, env.rank.unwrap_or(-1));
+                match groups
+                    .iter_mut()
+                    .find(|(job, _)| job.is_some() && *job == env.job)
+                {
+                    Some((_, members)) => members.push(member),
+                    None => groups.push((env.job.clone(), vec![member])),
+                }
+            }
+        }
+    }
+    let members = number_groups(groups);
+    let launcher = launcher.unwrap_or(Launcher {
+        pid: pids[0],
+        executable: String::new(),
+    });
+    dump_members(launcher, members, failures, &cache, options, progress)
+}
+
+/// One numbering for several jobs: the first keeps its identities, each
+/// next one starts after the highest so far. A process named twice (a rank
+/// and its starter) is kept once.
+fn number_groups(groups: Vec<(Option<String>, Vec<Member>)>) -> Vec<Member> {
+    let mut out: Vec<Member> = Vec::new();
+    let mut next = 0i32;
+    for (_, members) in groups {
+        let offset = next;
+        for mut m in members {
+            let same_host = |o: &Member| {
+                o.host == m.host || (mpir::is_local_host(&o.host) && mpir::is_local_host(&m.host))
+            };
+            if out.iter().any(|o| o.pid == m.pid && same_host(o)) {
+                continue;
+            }
+            if m.identity >= 0 {
+                m.identity += offset;
+            } else {
+                m.identity = next.max(offset);
+            }
+            next = next.max(m.identity + 1);
+            out.push(m);
+        }
+    }
+    out
+}
+
+/// Dumps the job of a starter that runs (one launched and traced by
+/// `mqs-dump launch`): its tables are read without stopping it, then its
+/// processes are stopped and dumped.
+pub fn dump_running_starter(starter: i32, options: &Options) -> Result<JobDump> {
+    let cache = Arc::new(SymbolCache::new(options.debug_dirs.clone()));
+    let target = LiveProcess::attach(starter, Mode::NoStop)?;
+    let symbols = index_symbols_with(&target, &cache)?;
+    let job = find_job(&target, &symbols, options)?.ok_or_else(|| Error::NotMpi {
+        pid: starter,
+        detail: "the starter lists no processes (yet)".into(),
+    })?;
+    dump_found(job, &cache, options, &mut |_, _| {})
+}
+
+fn dump_found(
+    job: FoundJob,
+    cache: &Arc<SymbolCache>,
+    options: &Options,
+    progress: Progress<'_>,
+) -> Result<JobDump> {
+    let unreachable = job
+        .unreachable
+        .into_iter()
+        .map(|(member, why)| {
+            let e = Error::Unreachable {
+                pid: member.pid,
+                detail: why,
+            };
+            (failure(&member, &e), e)
+        })
+        .collect();
+    dump_members(
+        job.launcher,
+        job.members,
+        unreachable,
+        cache,
+        options,
+        progress,
+    )
+}
+
+/// Stops every local member, dumps them all, releases them.
+fn dump_members(
+    launcher: Launcher,
+    members: Vec<Member>,
+    mut failures: Vec<(RankFailure, Error)>,
+    cache: &Arc<SymbolCache>,
+    options: &Options,
+    progress: Progress<'_>,
+) -> Result<JobDump> {
+    let mut prepared = Vec::new();
+    let (members, unusable) = crate::job::screen(members);
+    for (member, why) in unusable {
+        let e = match why {
+            crate::job::Unusable::Remote => Error::Remote {
+                rank: member.rank,
+                host: member.host.clone(),
+                pid: member.pid,
+            },
+            other => Error::Unreachable {
+                pid: member.pid,
+                detail: other.describe(&member),
+            },
+        };
+        failures.push((failure(&member, &e), e));
+    }
+    let total = members.len() * 2;
+    for (done, member) in members.into_iter().enumerate() {
+        progress(done, total);
+        let target = match attach(member.pid, options) {
+            Ok(target) => target,
+            // A rank that ended since the starter listed it.
+            Err(Error::NoSuchProcess { pid }) => {
+                let e = Error::Unreachable {
+                    pid,
+                    detail: format!(
+                        "rank {} has exited (no process with pid {pid} any more)",
+                        member.rank
+                    ),
+                };
+                failures.push((failure(&member, &e), e));
+                continue;
+            }
+            Err(e) => {
+                failures.push((failure(&member, &e), e));
+                continue;
+            }
+        };
+        match Prepared::new(member.clone(), target, Known::Nothing, cache, options) {
+            Ok(p) => prepared.push(p),
+            Err((mut target, e)) => {
+                let e = match finish(&mut target, Err::<(), _>(e)) {
+                    Err(e) => e,
+                    Ok(()) => continue,
+                };
+                failures.push((failure(&member, &e), e));
+            }
+        }
+    }
+    let mut outcome = dump_job(Some(launcher), prepared, options, progress, &mut |t| {
+        finish(t, Ok(()))
+    })?;
+    outcome.add_failures(failures);
+    outcome.job_or_first_error()
+}
+
+/// Dumps the processes recorded in core files (one per process of a job),
+/// numbered by their MPI rank, not by file order.
+pub fn dump_cores(cores: &[PathBuf], core: &CoreOptions, options: &Options) -> Result<JobDump> {
+    let cache = Arc::new(SymbolCache::new(options.debug_dirs.clone()));
+    let mut prepared = Vec::new();
+    let mut failures = Vec::new();
+    for path in cores {
+        let target = PageCache::new(CoreFile::open(path, core.clone())?);
+        let rank = rank_from_environment(&target).unwrap_or(-1);
+        let member = Member::single(target.pid(), rank);
+        match Prepared::new(member.clone(), target, Known::Nothing, &cache, options) {
+            Ok(p) => prepared.push(p),
+            Err((_, e)) if cores.len() == 1 => return Err(e),
+            Err((_, e)) => failures.push((failure(&member, &e), e)),
+        }
+    }
+    let mut outcome = dump_job(None, prepared, options, &mut |_, _| {}, &mut |_| Ok(()))?;
+    number_by_world_rank(&mut outcome.job);
+    outcome.add_failures(failures);
+    outcome.job_or_first_error()
+}
+
+/// Replays a snapshot file.
+pub fn dump_snapshot(path: &Path, options: &Options) -> Result<JobDump> {
+    dump_loaded_snapshot(Snapshot::load(path, &options.debug_dirs)?, options)
+}
+
+/// Replays a snapshot already in memory.
+pub fn dump_loaded_snapshot(snapshot: Snapshot, options: &Options) -> Result<JobDump> {
+    let cache = Arc::new(SymbolCache::new(options.debug_dirs.clone()));
+    let mut prepared: Vec<Prepared<SnapshotProcess>> = Vec::new();
+    let mut failures = Vec::new();
+    let count = snapshot.processes.len();
+    for entry in snapshot.processes {
+        let member = entry.member.clone();
+        let symbols: Rc<dyn ImageSymbols> = Rc::new(entry.symbols);
+        let target = PageCache::new(entry.target);
+        match Prepared::new(
+            member.clone(),
+            target,
+            Known::Recorded(symbols),
+            &cache,
+            options,
+        ) {
+            Ok(p) => prepared.push(p),
+            Err((_, e)) if count == 1 => return Err(e),
+            Err((_, e)) => failures.push((failure(&member, &e), e)),
+        }
+    }
+    let mut outcome = dump_job(
+        snapshot.launcher,
+        prepared,
+        options,
+        &mut |_, _| {},
+        &mut |_| Ok(()),
+    )?;
+    outcome.add_failures(failures);
+    outcome.job_or_first_error()
+}
+
+/// A dump, with the errors behind its failures.
+struct Outcome {
+    job: JobDump,
+    /// The first error, whole (the failures keep only its text).
+    first_error: Option<Error>,
+}
+
+impl Outcome {
+    fn add_failures(&mut self, failures: Vec<(RankFailure, Error)>) {
+        for (failure, error) in failures {
+            self.job.failures.push(failure);
+            // Ranks on other hosts are reported, not failed on.
+            if !matches!(error, Error::Remote { .. }) {
+                self.first_error.get_or_insert(error);
+            }
+        }
+        self.job.failures.sort_by_key(|f| f.rank);
     }
 
-    // A starter: its table was read while it was stopped; let it go before
-    // stopping its job.
-    let launcher = Launcher {
-        pid,
-        executable: exe_path(pid)
-            .map(|p| p.display().to_string())
-            .unwrap_or_default(),
-    };
-    let table = finish(pid, target, Ok(table))?;
-    let members = crate::job::members(pid, &table);
-    let mut job = JobDump {
-        schema_version: SCHEMA_VERSION,
-        launcher: Some(launcher),
-        processes: vec![],
-        failures: vec![],
-    };
-    let first_error = dump_members(&members, options, &cache, progress, &mut job);
-    match first_error {
-        Some(e) if job.processes.is_empty() => Err(e),
-        _ => Ok(job),
+    /// The dump, unless nothing could be dumped: then the first error.
+    fn job_or_first_error(self) -> Result<JobDump> {
+        match self.first_error {
+            Some(e) if self.job.processes.is_empty() => Err(e),
+            _ => Ok(self.job),
+        }
+    }
+
+    /// A job of one process: its error is the error.
+    fn single(self) -> Result<JobDump> {
+        self.job_or_first_error()
     }
 }
 
-/// A member of the job, stopped, with what its dump needs.
-struct Attached<'m> {
-    member: &'m Member,
-    target: PageCache<LiveProcess>,
-    symbols: Arc<SymbolIndex>,
-    dll: PathBuf,
-}
-
-/// Records why a member was not dumped; the first error is kept whole.
-fn fail(job: &mut JobDump, first: &mut Option<Error>, member: &Member, error: Error) {
-    job.failures.push(RankFailure {
+fn failure(member: &Member, error: &Error) -> RankFailure {
+    RankFailure {
         rank: usize::try_from(member.identity).unwrap_or(member.rank),
         pid: member.pid,
         host: member.host.clone(),
         message: error.to_string(),
         exit_code: error.exit_code(),
-    });
-    first.get_or_insert(error);
+    }
 }
 
-/// Dumps the members of a job: all local ones are stopped together, handed
-/// to one session per DLL (so an MPI-2 DLL knows every identity when it
-/// translates ranks), dumped, then resumed. Returns the first error.
-fn dump_members(
-    members: &[Member],
-    options: &Options,
-    cache: &Arc<SymbolCache>,
-    progress: Progress<'_>,
-    job: &mut JobDump,
-) -> Option<Error> {
-    let mut first = None;
-    // Two steps per member: stopping it, then dumping it.
-    let total = members.len() * 2;
-    let mut attached = Vec::new();
-    for (done, member) in members.iter().enumerate() {
-        progress(done, total);
-        if !mpir::is_local_host(&member.host) || member.pid <= 0 {
-            job.failures.push(RankFailure {
-                rank: member.rank,
-                pid: member.pid,
-                host: member.host.clone(),
-                message: format!(
-                    "rank {} runs on host '{}' (pid {}): only local processes can be read",
-                    member.rank, member.host, member.pid
-                ),
-                exit_code: crate::exit_code::OTHER,
-            });
+/// Where the global rank is not known from the process's environment, the
+/// DLL's MPI_COMM_WORLD says which rank it is; processes are then listed in
+/// rank order.
+fn number_by_world_rank(job: &mut JobDump) {
+    for p in &mut job.processes {
+        if p.global_rank >= 0 {
             continue;
         }
-        let target = match attach(member.pid, options) {
-            Ok(target) => target,
-            Err(e) => {
-                fail(job, &mut first, member, e);
-                continue;
-            }
-        };
-        let prepared = index_symbols_with(&target, cache).and_then(|symbols| {
-            let dll = dll_path_for(&symbols, &target, options)?;
-            Ok((symbols, dll))
-        });
-        match prepared {
-            Ok((symbols, dll)) => attached.push(Attached {
-                member,
-                target,
-                symbols,
-                dll,
-            }),
-            Err(e) => {
-                if let Err(e) = finish(member.pid, target, Err::<(), _>(e)) {
-                    fail(job, &mut first, member, e);
-                }
+        if let Section::Ok { value } = &p.communicators {
+            if let Some(world) = value.list.iter().find(|c| c.name == "MPI_COMM_WORLD") {
+                p.global_rank = i32::try_from(world.local_rank).unwrap_or(-1);
             }
         }
     }
+    job.processes
+        .sort_by_key(|p| (p.global_rank < 0, p.global_rank));
+}
 
-    let mut results: Vec<Option<Result<ProcessDump>>> = attached.iter().map(|_| None).collect();
-    let mut dlls: Vec<&PathBuf> = attached.iter().map(|a| &a.dll).collect();
+/// Dumps prepared processes: one session per DLL with every process of
+/// that DLL in it (so an MPI-2 DLL knows every identity when it translates
+/// ranks), then saves the snapshot if asked, then lets each process go
+/// with `release` (for live ones: resume, and check it still runs).
+fn dump_job<T: Target>(
+    launcher: Option<Launcher>,
+    mut prepared: Vec<Prepared<T>>,
+    options: &Options,
+    progress: Progress<'_>,
+    release: &mut dyn FnMut(&mut PageCache<T>) -> Result<()>,
+) -> Result<Outcome> {
+    let members = prepared.len();
+    let total = members * 2;
+    let mut results: Vec<Option<Result<ProcessDump>>> = prepared.iter().map(|_| None).collect();
+    let mut dlls: Vec<PathBuf> = prepared.iter().map(|p| p.dll.clone()).collect();
     dlls.sort();
     dlls.dedup();
-    let mut done = members.len();
-    for dll in dlls {
-        let group: Vec<usize> = (0..attached.len())
-            .filter(|&i| &attached[i].dll == dll)
+    let mut done = members;
+    for dll in &dlls {
+        let group: Vec<usize> = (0..prepared.len())
+            .filter(|&i| &prepared[i].dll == dll)
             .collect();
-        let mut step = |_: usize| {
+        let mut step = || {
             progress(done, total);
             done += 1;
         };
-        for (i, result) in dump_group(dll, &attached, &group, &mut step) {
+        for (i, result) in dump_group(dll, &prepared, &group, &mut step) {
             results[i] = Some(result);
         }
     }
+    // Stacks are walked while every process is still stopped, named once
+    // all are let go.
+    let raw_stacks: Vec<Option<Section<RawStacks>>> = prepared
+        .iter()
+        .map(|p| options.stacks.then(|| unwind_stacks(p)))
+        .collect();
+    let saved = match &options.save {
+        Some(path) => save(path, launcher.as_ref(), &prepared),
+        None => Ok(()),
+    };
 
-    // Resume everyone, then report in job order.
-    for (a, result) in attached.into_iter().zip(results) {
+    let mut job = JobDump {
+        schema_version: SCHEMA_VERSION,
+        launcher,
+        processes: vec![],
+        failures: vec![],
+    };
+    let mut first_error = None;
+    if options.stacks {
+        // Release first so that naming frames never keeps a process stopped.
+        for (p, result) in prepared.iter_mut().zip(results.iter_mut()) {
+            let released = release(&mut p.target);
+            if let Err(e) = released {
+                *result = Some(Err(e));
+            }
+        }
+        name_stacks(&prepared, raw_stacks, &mut results);
+    }
+    for (p, result) in prepared.iter_mut().zip(results) {
         let result = result.unwrap_or_else(|| {
             Err(Error::Dll {
                 call: "mqs_setup_process",
                 detail: "the process was not handed to the DLL".into(),
             })
         });
-        match finish(a.member.pid, a.target, result) {
+        // Releasing twice is harmless (it is idempotent).
+        let released = release(&mut p.target);
+        match released.and(result) {
             Ok(process) => job.processes.push(process),
-            Err(e) => fail(job, &mut first, a.member, e),
+            Err(e) => {
+                job.failures.push(failure(&p.member, &e));
+                first_error.get_or_insert(e);
+            }
         }
     }
     progress(total, total);
-    job.failures.sort_by_key(|f| f.rank);
-    first
+    saved?;
+    Ok(Outcome { job, first_error })
 }
 
-/// One session of `dll` over the attached members `group` (indices into
-/// `attached`): every process is handed to the DLL before any is dumped.
-fn dump_group(
-    dll_path: &std::path::Path,
-    attached: &[Attached<'_>],
+/// Unwinds every thread of a prepared (stopped) process.
+fn unwind_stacks<T: Target>(p: &Prepared<T>) -> Section<RawStacks> {
+    match &p.index {
+        None => Section::NotAvailable {
+            reason: "a snapshot records no stacks (only what the DLL read)".into(),
+        },
+        Some(index) => match stacks::unwind(&p.target, index) {
+            Ok(raw) => Section::Ok { value: raw },
+            Err(e) => Section::Error {
+                message: e.to_string(),
+            },
+        },
+    }
+}
+
+/// Names the unwound stacks and puts them into the dumps, sharing the line
+/// tables of every object between the processes.
+fn name_stacks<T: Target>(
+    prepared: &[Prepared<T>],
+    raw: Vec<Option<Section<RawStacks>>>,
+    results: &mut [Option<Result<ProcessDump>>],
+) {
+    let mut objects: Vec<Arc<ObjectSymbols>> = Vec::new();
+    for index in prepared.iter().filter_map(|p| p.index.as_ref()) {
+        for (object, _) in index.objects() {
+            if !objects.iter().any(|o| Arc::ptr_eq(o, &object)) {
+                objects.push(object);
+            }
+        }
+    }
+    let mut lines = LineTables::new();
+    for ((p, raw), result) in prepared.iter().zip(raw).zip(results.iter_mut()) {
+        let (Some(raw), Some(Ok(dump))) = (raw, result.as_mut()) else {
+            continue;
+        };
+        dump.stacks = Some(match (raw, &p.index) {
+            (Section::Ok { value }, Some(index)) => {
+                dump.stats.stacks_ms = Some(value.elapsed_ms);
+                Section::Ok {
+                    value: stacks::symbolize(&value, index, &objects, &mut lines),
+                }
+            }
+            (Section::Ok { .. }, None) => Section::NotAvailable {
+                reason: "no symbols".into(),
+            },
+            (Section::NotAvailable { reason }, _) => Section::NotAvailable { reason },
+            (Section::Error { message }, _) => Section::Error { message },
+        });
+    }
+}
+
+fn save<T: Target>(
+    path: &Path,
+    launcher: Option<&Launcher>,
+    prepared: &[Prepared<T>],
+) -> Result<()> {
+    let recorded: Vec<snapshot::Recorded<'_, T>> = prepared
+        .iter()
+        .filter_map(|p| {
+            Some(snapshot::Recorded {
+                member: &p.member,
+                target: &p.target,
+                symbols: p.recording.as_deref()?,
+                index: p.index.as_deref(),
+                dll: &p.dll,
+            })
+        })
+        .collect();
+    snapshot::save(path, launcher, &recorded)
+}
+
+/// One session of `dll_path` over the prepared processes `group` (indices
+/// into `prepared`): every process is handed to the DLL before any is
+/// dumped.
+fn dump_group<T: Target>(
+    dll_path: &Path,
+    prepared: &[Prepared<T>],
     group: &[usize],
-    step: &mut dyn FnMut(usize),
+    step: &mut dyn FnMut(),
 ) -> Vec<(usize, Result<ProcessDump>)> {
     let _one_session_at_a_time = crate::dll::exclusive();
     let setup = OutputCapture::start();
@@ -292,27 +759,32 @@ fn dump_group(
     let mut added = Vec::new();
     let mut out = Vec::new();
     for &i in group {
-        let a = &attached[i];
+        let p = &prepared[i];
         let capture = OutputCapture::start();
-        let executable = executable_of(a.member.pid);
         let result = session
-            .add_image(&executable, Box::new(IndexSymbols(a.symbols.clone())))
+            .add_image(&p.executable, Box::new(p.symbols.clone()))
             .and_then(|image| {
-                session.add_process(image, Box::new(&a.target), a.member.identity, 8)
+                session.add_process(
+                    image,
+                    Box::new(&p.target),
+                    p.member.identity,
+                    p.target.pointer_size() as i32,
+                )
             });
         let output = capture.map(OutputCapture::finish).unwrap_or_default();
         match result {
-            Ok(process) => added.push((i, process, executable, output)),
+            Ok(process) => added.push((i, process, output)),
             Err(e) => {
                 echo_verbose(&output);
                 out.push((i, Err(e)));
             }
         }
     }
-    for (i, process, executable, mut output) in added {
-        step(i);
+    for (i, process, mut output) in added {
+        step();
+        let p = &prepared[i];
         let capture = OutputCapture::start();
-        let mut dump = process_dump(&session, process, attached[i].member, executable, dll);
+        let mut dump = process_dump(&session, process, &p.member, p.executable.clone(), dll);
         output.extend(capture.map(OutputCapture::finish).unwrap_or_default());
         output.splice(0..0, std::mem::take(&mut setup_output));
         echo_verbose(&output);
@@ -334,12 +806,6 @@ fn echo_verbose(lines: &[String]) {
     }
 }
 
-fn executable_of(pid: i32) -> String {
-    exe_path(pid)
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|_| format!("pid {pid}"))
-}
-
 /// Dumps one process through each of several DLLs, all within one stop of
 /// the process, so that they see the same state (for cross-checking DLLs).
 pub fn dump_with_each_dll(
@@ -347,20 +813,38 @@ pub fn dump_with_each_dll(
     dlls: &[PathBuf],
     options: &Options,
 ) -> Result<Vec<ProcessDump>> {
-    let target = attach(pid, options)?;
-    let result = index_symbols(&target, &options.debug_dirs).and_then(|symbols| {
-        let rank = rank_from_environment(pid).unwrap_or(-1);
-        dlls.iter()
-            .map(|dll| {
-                let options = Options {
-                    dll: Some(dll.clone()),
-                    ..options.clone()
-                };
-                dump_attached(pid, rank, &target, symbols.clone(), &options)
-            })
-            .collect()
-    });
-    finish(pid, target, result)
+    let cache = Arc::new(SymbolCache::new(options.debug_dirs.clone()));
+    let mut target = attach(pid, options)?;
+    let symbols = match index_symbols_with(&target, &cache) {
+        Ok(symbols) => symbols,
+        Err(e) => return finish(&mut target, Err(e)),
+    };
+    let member = Member::single(pid, rank_from_environment(&target).unwrap_or(-1));
+    let executable = target
+        .executable()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| format!("pid {pid}"));
+    let mut dumps = Vec::new();
+    for dll in dlls {
+        let prepared = [Prepared {
+            member: member.clone(),
+            target,
+            index: Some(symbols.clone()),
+            symbols: Rc::new(symbols.clone()),
+            recording: None,
+            dll: dll.clone(),
+            executable: executable.clone(),
+        }];
+        let mut results = dump_group(dll, &prepared, &[0], &mut || {});
+        let [Prepared { target: t, .. }] = prepared;
+        target = t;
+        match results.pop() {
+            Some((_, Ok(dump))) => dumps.push(dump),
+            Some((_, Err(e))) => return finish(&mut target, Err(e)),
+            None => {}
+        }
+    }
+    finish(&mut target, Ok(dumps))
 }
 
 fn attach(pid: i32, options: &Options) -> Result<PageCache<LiveProcess>> {
@@ -372,100 +856,45 @@ fn attach(pid: i32, options: &Options) -> Result<PageCache<LiveProcess>> {
     Ok(PageCache::new(LiveProcess::attach(pid, mode)?))
 }
 
-/// Detaches (resumes) the process whatever happened, then reports: the
-/// death of the process takes precedence over any other error.
-fn finish<T>(pid: i32, target: PageCache<LiveProcess>, result: Result<T>) -> Result<T> {
-    let detached = target.into_inner().detach();
-    let value = result.map_err(|e| gone_or(pid, e))?;
-    detached.map_err(|e| gone_or(pid, e))?;
+/// Lets a live process go whatever happened, then reports: the death of
+/// the process takes precedence over any other error.
+fn finish<T, S: Target>(target: &mut PageCache<S>, result: Result<T>) -> Result<T> {
+    let released = target.release();
+    let gone = || target.liveness() == Liveness::Gone;
+    let pid = target.pid();
+    let value = result.map_err(|e| {
+        if gone() {
+            Error::ProcessGone { pid }
+        } else {
+            e
+        }
+    })?;
+    released.map_err(|e| {
+        if gone() {
+            Error::ProcessGone { pid }
+        } else {
+            e
+        }
+    })?;
     // What was read may predate the death, but a dump of a process that is
     // no more is not what the user asked for: say so.
-    if process_gone(pid) {
+    if gone() {
         return Err(Error::ProcessGone { pid });
     }
     Ok(value)
 }
 
-/// An error seen while the process died is reported as its death.
-fn gone_or(pid: i32, error: Error) -> Error {
-    if process_gone(pid) {
-        Error::ProcessGone { pid }
-    } else {
-        error
-    }
-}
-
-fn process_gone(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state follows the parenthesised command name.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state == "Z" || state == "X"),
-        Err(_) => true,
-    }
-}
-
-fn dump_attached(
-    pid: i32,
-    global_rank: i32,
-    target: &PageCache<LiveProcess>,
-    symbols: Arc<SymbolIndex>,
-    options: &Options,
-) -> Result<ProcessDump> {
-    let _one_session_at_a_time = crate::dll::exclusive();
-    // The DLL's own printing is kept apart (shown with --verbose, and in
-    // the dump), from loading it to dropping the session.
-    let capture = OutputCapture::start();
-    let result = run_session(pid, global_rank, target, symbols, options);
-    let output = capture.map(OutputCapture::finish).unwrap_or_default();
-    if crate::dll::is_verbose() {
-        for line in &output {
-            eprintln!("mqs-dll: {line}");
-        }
-    }
-    result.map(|mut dump| {
-        dump.dll_output = output;
-        dump
-    })
-}
-
-fn run_session(
-    pid: i32,
-    global_rank: i32,
-    target: &PageCache<LiveProcess>,
-    symbols: Arc<SymbolIndex>,
-    options: &Options,
-) -> Result<ProcessDump> {
-    let dll_path = dll_path_for(&symbols, target, options)?;
-    let dll = Dll::load(&dll_path)?;
-    let executable = executable_of(pid);
-    let mut session = Session::new(dll)?;
-    let image = session.add_image(&executable, Box::new(IndexSymbols(symbols)))?;
-    // The session borrows the target: it is dropped (and the DLL's process
-    // info destroyed) before the caller detaches.
-    let process = session.add_process(image, Box::new(target), global_rank, 8)?;
-    let member = Member {
-        pid,
-        host: String::new(),
-        rank: usize::try_from(global_rank).unwrap_or(0),
-        identity: global_rank,
-        spawned_job: None,
-    };
-    Ok(process_dump(&session, process, &member, executable, dll))
-}
-
 /// The DLL to use for a process: the one given, else the one it names
 /// (checked for trust unless told otherwise).
 fn dll_path_for(
-    symbols: &Arc<SymbolIndex>,
-    target: &PageCache<LiveProcess>,
+    symbols: &dyn ImageSymbols,
+    target: &dyn Target,
     options: &Options,
 ) -> Result<PathBuf> {
     let dll_path = match &options.dll {
         Some(path) => path.clone(),
         None => {
-            let named = locate::named_by_target(&IndexSymbols(symbols.clone()), target)?;
+            let named = locate::named_by_target(symbols, target)?;
             let path = locate::first_existing(&named)?;
             if !options.trust_dll {
                 locate::check_trusted(&path)?;
@@ -507,6 +936,7 @@ fn process_dump(
         spawned: member.spawned_job.as_ref().map(|job| SpawnedJob {
             job: job.clone(),
             rank: member.rank,
+            parent: member.spawned_by.clone(),
         }),
         executable,
         dll: DllInfo {
@@ -517,7 +947,9 @@ fn process_dump(
         communicators,
         new_processes,
         spawn_breakpoint,
+        unreadable: session.unreadable(process),
         dll_output: Vec::new(),
+        stacks: None,
         stats,
     }
 }

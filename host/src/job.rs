@@ -10,7 +10,10 @@
 
 use std::collections::HashSet;
 
+use serde::{Deserialize, Serialize};
+
 use crate::mpir::ProcDesc;
+use crate::process::{Environment, Target};
 
 /// Most descendants of a starter looked at.
 const MAX_DESCENDANTS: usize = 1 << 16;
@@ -30,36 +33,21 @@ pub struct MpiEnvironment {
 }
 
 impl MpiEnvironment {
-    /// Reads `/proc/PID/environ`; empty when unreadable.
-    pub fn of(pid: i32) -> Self {
-        std::fs::read(format!("/proc/{pid}/environ"))
-            .map(|raw| Self::parse(&raw))
-            .unwrap_or_default()
-    }
-
-    /// Parses a NUL-separated environment block.
-    pub fn parse(raw: &[u8]) -> Self {
-        let vars: Vec<&[u8]> = raw.split(|&b| b == 0).collect();
-        let value = |key: &str| -> Option<String> {
-            let prefix = format!("{key}=");
-            vars.iter()
-                .find_map(|v| v.strip_prefix(prefix.as_bytes()))
-                .and_then(|v| std::str::from_utf8(v).ok())
-                .map(str::to_string)
-        };
+    /// What a process's environment says.
+    pub fn of(env: &Environment) -> Self {
         Self {
             rank: RANK_VARS
                 .iter()
-                .find_map(|k| value(k).and_then(|v| v.parse().ok())),
+                .find_map(|k| env.get(k).and_then(|v| v.parse().ok())),
             job: JOB_VARS
                 .iter()
-                .find_map(|k| value(k).filter(|v| !v.is_empty())),
+                .find_map(|k| env.get(k).filter(|v| !v.is_empty()).map(str::to_string)),
         }
     }
 }
 
 /// A process of the job, as the host will dump it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Member {
     pub pid: i32,
     pub host: String,
@@ -69,6 +57,23 @@ pub struct Member {
     pub identity: i32,
     /// For a process spawned after the job started: its job's name.
     pub spawned_job: Option<String>,
+    /// And who spawned it, where the tables say.
+    #[serde(default)]
+    pub spawned_by: Option<crate::dump::SpawnParent>,
+}
+
+impl Member {
+    /// A process dumped on its own: a job of one, on this host.
+    pub fn single(pid: i32, rank: i32) -> Self {
+        Self {
+            pid,
+            host: String::new(),
+            rank: usize::try_from(rank).unwrap_or(0),
+            identity: rank,
+            spawned_job: None,
+            spawned_by: None,
+        }
+    }
 }
 
 /// A candidate process found below the starter.
@@ -81,26 +86,25 @@ pub struct Found {
 
 /// The job's members: the table's ranks, then the spawned processes found
 /// below the starter, numbered as the module says.
-pub fn members(starter: i32, table: &[ProcDesc]) -> Vec<Member> {
-    let found: Vec<Found> = crate::target::descendants(starter, MAX_DESCENDANTS)
-        .into_iter()
-        .filter_map(|pid| {
-            Some(Found {
-                pid,
-                ppid: crate::target::parent_pid(pid)?,
-                env: MpiEnvironment::of(pid),
-            })
+pub fn members(starter: &dyn Target, table: &[ProcDesc]) -> Vec<Member> {
+    let relatives = starter.descendants(MAX_DESCENDANTS).unwrap_or_default();
+    let found: Vec<Found> = relatives
+        .iter()
+        .map(|r| Found {
+            pid: r.pid,
+            ppid: r.ppid,
+            env: MpiEnvironment::of(&r.environment),
         })
         .collect();
     let initial_jobs: HashSet<String> = table
         .iter()
         .filter(|e| e.pid > 0 && crate::mpir::is_local_host(&e.host))
-        .filter_map(|e| MpiEnvironment::of(e.pid).job)
+        .filter_map(|e| found.iter().find(|f| f.pid == e.pid)?.env.job.clone())
         .collect();
     number(table, &found, &initial_jobs, &local_host_name())
 }
 
-/// The numbering itself, apart from /proc.
+/// The numbering itself, apart from how processes were found.
 pub fn number(
     table: &[ProcDesc],
     found: &[Found],
@@ -115,6 +119,7 @@ pub fn number(
             rank: e.rank,
             identity: i32::try_from(e.rank).unwrap_or(-1),
             spawned_job: None,
+            spawned_by: None,
         })
         .collect();
     let known: HashSet<i32> = table.iter().map(|e| e.pid).collect();
@@ -146,6 +151,7 @@ pub fn number(
             rank,
             identity: i32::try_from(first + i).unwrap_or(-1),
             spawned_job: Some(job),
+            spawned_by: None,
         });
     }
     members
@@ -184,13 +190,13 @@ mod tests {
 
     #[test]
     fn environment_names_rank_and_job() {
-        let env = MpiEnvironment::parse(
+        let env = MpiEnvironment::of(&Environment::parse(
             b"A=1\0OMPI_COMM_WORLD_RANK=3\0PMIX_NAMESPACE=77\0OMPI_MCA_ess_base_jobid=12\0",
-        );
+        ));
         assert_eq!(env.rank, Some(3));
         assert_eq!(env.job.as_deref(), Some("12"));
         assert_eq!(
-            MpiEnvironment::parse(b"PMI_RANK=x\0"),
+            MpiEnvironment::of(&Environment::parse(b"PMI_RANK=x\0")),
             MpiEnvironment::default()
         );
     }
@@ -230,6 +236,106 @@ mod tests {
                 (20, 0, 2, Some("101")),
                 (21, 1, 3, Some("101")),
                 (31, 0, 4, Some("1000")),
+            ]
+        );
+    }
+}
+
+/// Why a process a starter's table names cannot be dumped, before trying.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unusable {
+    /// Another host: only a collector there can read it.
+    Remote,
+    /// pid 0 (or negative): the starter has not started it yet.
+    NotStarted,
+    /// The same pid as an earlier entry (this rank).
+    Duplicate { of_rank: usize },
+}
+
+impl Unusable {
+    pub fn describe(&self, member: &Member) -> String {
+        match self {
+            Unusable::Remote => format!(
+                "rank {} runs on host '{}' (pid {}): only local processes can be read",
+                member.rank, member.host, member.pid
+            ),
+            Unusable::NotStarted => format!(
+                "rank {} has no process yet (pid {} in the starter's table): not started",
+                member.rank, member.pid
+            ),
+            Unusable::Duplicate { of_rank } => format!(
+                "rank {} has the pid {} of rank {of_rank} too: the starter's table is \
+                 inconsistent, the process is dumped once, as rank {of_rank}",
+                member.rank, member.pid
+            ),
+        }
+    }
+}
+
+/// Sorts a job's members into those to dump and those that cannot be, with
+/// the reason: other hosts (a starter may name this machine `localhost`,
+/// an address of its loopback, or its own name, short or qualified), pids
+/// not yet known, pids listed twice. Executable names in a table are not
+/// relied on (launchers have listed relative paths): a process's own is
+/// read from it.
+pub fn screen(members: Vec<Member>) -> (Vec<Member>, Vec<(Member, Unusable)>) {
+    let mut usable: Vec<Member> = Vec::new();
+    let mut unusable = Vec::new();
+    for m in members {
+        let problem = if !crate::mpir::is_local_host(&m.host) {
+            Some(Unusable::Remote)
+        } else if m.pid <= 0 {
+            Some(Unusable::NotStarted)
+        } else {
+            usable
+                .iter()
+                .find(|u| u.pid == m.pid)
+                .map(|u| Unusable::Duplicate { of_rank: u.rank })
+        };
+        match problem {
+            Some(p) => unusable.push((m, p)),
+            None => usable.push(m),
+        }
+    }
+    (usable, unusable)
+}
+
+#[cfg(test)]
+mod screen_tests {
+    use super::*;
+
+    fn m(rank: usize, host: &str, pid: i32) -> Member {
+        Member {
+            pid,
+            host: host.into(),
+            rank,
+            identity: rank as i32,
+            spawned_job: None,
+            spawned_by: None,
+        }
+    }
+
+    #[test]
+    fn a_table_with_every_known_defect() {
+        let own = local_host_name();
+        let table = vec![
+            m(0, "localhost", 100),
+            m(1, &own, 101),
+            m(2, "127.0.0.1", 0),
+            m(3, "localhost", 100),
+            m(4, "node-elsewhere.example", 102),
+            m(5, "", 103),
+        ];
+        let (usable, unusable) = screen(table);
+        assert_eq!(usable.iter().map(|m| m.rank).collect::<Vec<_>>(), [0, 1, 5]);
+        let problems: Vec<(usize, Unusable)> =
+            unusable.into_iter().map(|(m, u)| (m.rank, u)).collect();
+        assert_eq!(
+            problems,
+            [
+                (2, Unusable::NotStarted),
+                (3, Unusable::Duplicate { of_rank: 0 }),
+                (4, Unusable::Remote),
             ]
         );
     }

@@ -6,9 +6,8 @@
 //! Only reading happens here: the table of a running job is filled in by
 //! the starter, so a tool attaching later needs no breakpoint.
 
-use crate::dll::locate::read_c_string;
 use crate::dll::ImageSymbols;
-use crate::target::Target;
+use crate::process::{read_c_string, read_word, Target};
 use crate::{Error, Result};
 
 /// Most entries believed (a corrupt size must not make us read gigabytes).
@@ -16,7 +15,7 @@ const MAX_PROCS: i64 = 1 << 22;
 const MAX_STRING: usize = 4096;
 
 /// One process of the job, as the starter describes it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProcDesc {
     pub rank: usize,
     pub host: String,
@@ -33,13 +32,16 @@ struct EntryLayout {
     pid: u64,
 }
 
-/// The layout the MPIR specification gives, on LP64.
-const SPEC_LAYOUT: EntryLayout = EntryLayout {
-    size: 24,
-    host: 0,
-    executable: 8,
-    pid: 16,
-};
+/// The layout the MPIR specification gives: two pointers and an int,
+/// padded to the pointer's alignment.
+fn spec_layout(word: u64) -> EntryLayout {
+    EntryLayout {
+        size: 3 * word,
+        host: 0,
+        executable: word,
+        pid: 2 * word,
+    }
+}
 
 /// Whether the process is an MPIR starter (it has the breakpoint function
 /// and the process table).
@@ -49,7 +51,7 @@ pub fn is_starter(symbols: &dyn ImageSymbols) -> bool {
         && symbols.find_symbol("MPIR_proctable_size").is_some()
 }
 
-fn layout(symbols: &dyn ImageSymbols) -> EntryLayout {
+fn layout(symbols: &dyn ImageSymbols, word: u32) -> EntryLayout {
     let from_dwarf = ["MPIR_PROCDESC", "struct MPIR_PROCDESC"]
         .iter()
         .find_map(|name| symbols.find_type(name))
@@ -61,7 +63,7 @@ fn layout(symbols: &dyn ImageSymbols) -> EntryLayout {
                 pid: t.field_offset("pid")?,
             })
         });
-    from_dwarf.unwrap_or(SPEC_LAYOUT)
+    from_dwarf.unwrap_or_else(|| spec_layout(u64::from(word)))
 }
 
 /// Reads the starter's process table; empty when the process has none
@@ -85,23 +87,19 @@ pub fn read_proctable(target: &dyn Target, symbols: &dyn ImageSymbols) -> Result
     if !(0..=MAX_PROCS).contains(&size) {
         return Err(not_ready(&format!("its MPIR_proctable_size is {size}")));
     }
-    let mut ptr = [0u8; 8];
-    target.read(table_addr, &mut ptr)?;
-    let table = u64::from_ne_bytes(ptr);
+    let word = target.pointer_size();
+    let table = read_word(target, table_addr, word)?;
     // MPI ranks of some MPIs (Open MPI: libopen-rte) carry the MPIR symbols
     // too, with an empty table: that is for the caller to tell apart.
     if size == 0 || table == 0 {
         return Ok(Vec::new());
     }
-    let layout = layout(symbols);
+    let layout = layout(symbols, word);
     let mut entries = Vec::with_capacity(size as usize);
     for rank in 0..size as u64 {
         let base = table + rank * layout.size;
-        let mut field = [0u8; 8];
-        target.read(base + layout.host, &mut field)?;
-        let host = string_at(target, u64::from_ne_bytes(field));
-        target.read(base + layout.executable, &mut field)?;
-        let executable = string_at(target, u64::from_ne_bytes(field));
+        let host = string_at(target, read_word(target, base + layout.host, word)?);
+        let executable = string_at(target, read_word(target, base + layout.executable, word)?);
         target.read(base + layout.pid, &mut int)?;
         entries.push(ProcDesc {
             rank: rank as usize,
@@ -121,9 +119,17 @@ fn string_at(target: &dyn Target, addr: u64) -> String {
     read_c_string(target, addr, MAX_STRING).unwrap_or_default()
 }
 
-/// Whether a host name from the table is this machine.
+/// Whether a host name from the table is this machine: empty, `localhost`
+/// (or `localhost.localdomain`), a loopback address, or this host's own
+/// name, short or qualified.
 pub fn is_local_host(host: &str) -> bool {
-    if host.is_empty() || host == "localhost" || host.starts_with("127.") {
+    let host = host.trim();
+    if host.is_empty()
+        || host == "localhost"
+        || host.starts_with("localhost.")
+        || host.starts_with("127.")
+        || host == "::1"
+    {
         return true;
     }
     let ours = nix::unistd::gethostname()
@@ -132,4 +138,52 @@ pub fn is_local_host(host: &str) -> bool {
         .unwrap_or_default();
     let short = |h: &str| h.split('.').next().unwrap_or("").to_string();
     !ours.is_empty() && short(&ours) == short(host)
+}
+
+/// `MPIR_debug_state` values.
+pub const MPIR_NULL: i32 = 0;
+pub const MPIR_DEBUG_SPAWNED: i32 = 1;
+pub const MPIR_DEBUG_ABORTING: i32 = 2;
+
+/// Where a starter keeps what a tool that launches it uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StarterSymbols {
+    /// `MPIR_Breakpoint`, where the starter announces events.
+    pub breakpoint: u64,
+    pub debug_state: u64,
+    /// Written by the tool: 1 while a tool is present.
+    pub being_debugged: Option<u64>,
+    pub abort_string: Option<u64>,
+    /// The starter holds the job at start itself; no gate needs opening.
+    pub partial_attach_ok: bool,
+}
+
+impl StarterSymbols {
+    /// The starter's MPIR symbols, once they are mapped.
+    pub fn find(symbols: &dyn ImageSymbols) -> Option<Self> {
+        Some(Self {
+            breakpoint: symbols.find_function("MPIR_Breakpoint")?,
+            debug_state: symbols.find_symbol("MPIR_debug_state")?,
+            being_debugged: symbols.find_symbol("MPIR_being_debugged"),
+            abort_string: symbols.find_symbol("MPIR_debug_abort_string"),
+            partial_attach_ok: symbols.find_symbol("MPIR_partial_attach_ok").is_some(),
+        })
+    }
+}
+
+/// `MPIR_debug_state` now.
+pub fn debug_state(target: &dyn Target, symbols: &StarterSymbols) -> Result<i32> {
+    let mut int = [0u8; 4];
+    target.read(symbols.debug_state, &mut int)?;
+    Ok(i32::from_ne_bytes(int))
+}
+
+/// Why the job is aborting, as the starter says (empty when it does not).
+pub fn abort_string(target: &dyn Target, symbols: &StarterSymbols) -> String {
+    let Some(addr) = symbols.abort_string else {
+        return String::new();
+    };
+    read_word(target, addr, target.pointer_size())
+        .map(|p| string_at(target, p))
+        .unwrap_or_default()
 }

@@ -4,7 +4,9 @@ use std::fmt::Write;
 
 use mqs_abi::{OpClass, OpStatus};
 
-use crate::dump::{CommunicatorDump, JobDump, Operation, ProcessDump, Queue, Section};
+use crate::dump::{
+    CommunicatorDump, Frame, JobDump, Operation, ProcessDump, Queue, Section, ThreadStack,
+};
 
 /// Pretty JSON, schema in docs/json.md.
 pub fn json(job: &JobDump) -> String {
@@ -47,7 +49,13 @@ fn process_text(out: &mut String, p: &ProcessDump) {
         "rank unknown".into()
     };
     let rank = match &p.spawned {
-        Some(s) => format!("{rank}; spawned: rank {} of job {}", s.rank, s.job),
+        Some(s) => match &s.parent {
+            Some(p) => format!(
+                "{rank}; spawned: rank {} of job {}, by rank {} of {}",
+                s.rank, s.job, p.rank, p.job
+            ),
+            None => format!("{rank}; spawned: rank {} of job {}", s.rank, s.job),
+        },
         None => rank,
     };
     let _ = writeln!(out, "Process {} ({rank}): {}", p.pid, p.executable);
@@ -96,7 +104,79 @@ fn process_text(out: &mut String, p: &ProcessDump) {
     if let Some(name) = &p.spawn_breakpoint {
         let _ = writeln!(out, "  Spawn breakpoint: {name}");
     }
+    if !p.unreadable.is_empty() {
+        let _ = writeln!(out, "  Memory the DLL could not read:");
+        for what in &p.unreadable {
+            let _ = writeln!(out, "    {what}");
+        }
+    }
+    match &p.stacks {
+        None => {}
+        Some(Section::Ok { value }) => {
+            for thread in &value.list {
+                stack_text(out, thread);
+            }
+        }
+        Some(Section::NotAvailable { reason }) => {
+            let _ = writeln!(out, "  Stacks: not available ({reason})");
+        }
+        Some(Section::Error { message }) => {
+            let _ = writeln!(out, "  Stacks: error: {message}");
+        }
+    }
     out.push('\n');
+}
+
+/// One thread's stack, innermost frame first, as debuggers print them.
+pub fn stack_text(out: &mut String, thread: &ThreadStack) {
+    let name = thread
+        .name
+        .as_deref()
+        .map(|n| format!(" ({n})"))
+        .unwrap_or_default();
+    let _ = writeln!(out, "  Thread {}{name}:", thread.tid);
+    for (i, frame) in thread.frames.iter().enumerate() {
+        let _ = writeln!(out, "    #{i:<2} {}", frame_text(frame));
+    }
+    if let Some(why) = &thread.truncated {
+        let _ = writeln!(out, "    (stack incomplete: {why})");
+    }
+}
+
+/// `function+0x12 at file.c:40 [object]`, with what is known of it.
+pub fn frame_text(frame: &Frame) -> String {
+    let mut text = match (&frame.function, frame.offset) {
+        (Some(f), Some(offset)) => format!("{f}+{offset:#x}"),
+        (Some(f), None) => f.clone(),
+        (None, _) => format!("{:#x}", frame.address),
+    };
+    if frame.inlined {
+        text.push_str(" (inlined)");
+    }
+    if let Some(file) = &frame.file {
+        let base = std::path::Path::new(file)
+            .file_name()
+            .map(|b| b.to_string_lossy().into_owned())
+            .unwrap_or_else(|| file.clone());
+        match frame.line {
+            Some(line) => {
+                let _ = write!(text, " at {base}:{line}");
+            }
+            None => {
+                let _ = write!(text, " at {base}");
+            }
+        }
+    }
+    if let Some(object) = &frame.object {
+        if frame.file.is_none() {
+            let base = std::path::Path::new(object)
+                .file_name()
+                .map(|b| b.to_string_lossy().into_owned())
+                .unwrap_or_else(|| object.clone());
+            let _ = write!(text, " in {base}");
+        }
+    }
+    text
 }
 
 fn communicator_text(out: &mut String, c: &CommunicatorDump) {
@@ -261,7 +341,9 @@ mod tests {
                 },
                 new_processes: None,
                 spawn_breakpoint: None,
+                unreadable: vec![],
                 dll_output: vec![],
+                stacks: None,
                 stats: DumpStats::default(),
             }],
         }

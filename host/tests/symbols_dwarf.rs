@@ -10,8 +10,8 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use mqs_host::process::{MappedObject, MappedRange, Perms};
 use mqs_host::symbols::{load_bias, ObjectSymbols, SymbolCache, SymbolIndex, TypeKind};
-use mqs_host::target::{MappedObject, MappedRange, Perms};
 use object::{Object, ObjectSymbol};
 
 fn data_dir() -> PathBuf {

@@ -11,7 +11,7 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::{mpsc, OnceLock};
 use std::time::{Duration, Instant};
 
-use mqs_host::target::{exe_path, install_signal_cleanup, LiveProcess, Mode, PageCache, Target};
+use mqs_host::process::{install_signal_cleanup, LiveProcess, Mode, PageCache, Target};
 use mqs_host::{Error, PermissionReason};
 
 const FIXTURE_C: &str = r#"
@@ -285,7 +285,12 @@ fn helper() {
             for mode in [Mode::Stop, Mode::NoStop] {
                 println!("MQS:{:?}", LiveProcess::attach(pid, mode).err());
             }
-            println!("MQS:{:?}", exe_path(pid).err());
+            println!(
+                "MQS:{:?}",
+                LiveProcess::attach(pid, Mode::NoStop)
+                    .and_then(|p| p.executable())
+                    .err()
+            );
             println!("MQS:done");
         }
         _ => panic!("unknown helper {task}"),
@@ -346,7 +351,7 @@ fn reads_known_bytes_in_both_modes() {
 
         let objects = p.mapped_objects().unwrap();
         assert_eq!(&objects[0].path, fixture_exe());
-        assert_eq!(exe_path(f.pid()).unwrap(), *fixture_exe());
+        assert_eq!(p.executable().unwrap(), *fixture_exe());
         assert!(objects[0].contains(f.buffer), "{:?}", objects[0]);
         let header = objects[0].file_offset_zero_start.unwrap();
         p.read(header, &mut word[..4]).unwrap();
@@ -393,7 +398,7 @@ fn stop_mode_stops_every_thread_and_detach_resumes_them() {
     let f = Fixture::start(4, false);
     assert_spinners_advance(&f, 4);
     let p = LiveProcess::attach(f.pid(), Mode::Stop).unwrap();
-    let mut held = p.threads().to_vec();
+    let mut held = p.stopped_threads().to_vec();
     held.sort();
     assert_eq!(held, tasks(f.pid()));
     assert_eq!(held.len(), 5);
@@ -418,7 +423,7 @@ fn threads_created_during_attach_are_stopped_too() {
     let f = Fixture::start(2, true);
     for _ in 0..30 {
         let p = LiveProcess::attach(f.pid(), Mode::Stop).unwrap();
-        let held = p.threads();
+        let held = p.stopped_threads();
         for (tid, state, tracer) in threads(f.pid()) {
             assert!(held.contains(&tid), "thread {tid} escaped");
             assert_eq!((state, tracer), ('t', gettid()), "thread {tid}");
@@ -494,7 +499,6 @@ fn no_such_process() {
             "{err}"
         );
     }
-    assert!(matches!(exe_path(pid), Err(Error::NoSuchProcess { .. })));
 }
 
 #[test]
@@ -720,4 +724,42 @@ fn page_cache_scattered_reads() {
         "{stats:?}"
     );
     assert_eq!(direct_calls, READS as u64);
+}
+
+#[test]
+fn threads_registers_environment_and_liveness() {
+    let f = Fixture::start(2, false);
+    let p = LiveProcess::attach(f.pid(), Mode::Stop).unwrap();
+    let threads = p.threads().unwrap();
+    assert_eq!(threads.len(), 3, "{threads:?}");
+    assert_eq!(threads[0].tid, f.pid(), "the main thread comes first");
+    let objects = p.mapped_objects().unwrap();
+    let exe = &objects[0];
+    let code = |ip: u64| {
+        exe.ranges
+            .iter()
+            .any(|r| r.perms.execute && r.start <= ip && ip < r.end)
+    };
+    // The two spinners run `spin`, in the program's own code.
+    let spinning = threads
+        .iter()
+        .filter(|t| t.registers.is_some_and(|r| code(r.ip())))
+        .count();
+    assert_eq!(spinning, 2, "{threads:?}");
+    for t in &threads {
+        let regs = t.registers.expect("a stopped thread has registers");
+        assert!(regs.sp() != 0 && regs.ip() != 0, "{t:?}");
+        assert_eq!(t.state, Some('t'), "{t:?}");
+    }
+    assert_eq!(p.pointer_size(), 8);
+    assert!(p.environment().unwrap().get("PATH").is_some());
+    assert_eq!(p.liveness(), mqs_host::process::Liveness::Running);
+    let identity = p.identity();
+    p.detach().unwrap();
+    // Running and not stopped: no registers then.
+    let q = LiveProcess::attach(f.pid(), Mode::NoStop).unwrap();
+    assert!(q.threads().unwrap().iter().all(|t| t.registers.is_none()));
+    drop(q);
+    drop(f);
+    assert!(!identity.is_alive());
 }

@@ -18,6 +18,12 @@
 )]
 pub mod mpi1 {
     include!(concat!(env!("OUT_DIR"), "/mpi1.rs"));
+
+    /// The DLL entry points at this level: their types, a table for hosts.
+    pub mod entry {
+        use super::*;
+        include!(concat!(env!("OUT_DIR"), "/entry_mpi1.rs"));
+    }
 }
 
 /// MPI-2 interface (`FOR_MPI2`): `MQS_INTERFACE_COMPATIBILITY == 3`.
@@ -32,4 +38,19 @@ pub mod mpi1 {
 )]
 pub mod mpi2 {
     include!(concat!(env!("OUT_DIR"), "/mpi2.rs"));
+
+    /// The DLL entry points at this level: their types, tables for hosts.
+    pub mod entry {
+        use super::*;
+        include!(concat!(env!("OUT_DIR"), "/entry_mpi2.rs"));
+    }
+}
+
+/// The function type inside bindgen's `Option<fn>` typedefs.
+pub trait FnOf {
+    type Fn: Copy;
+}
+
+impl<F: Copy> FnOf for Option<F> {
+    type Fn = F;
 }

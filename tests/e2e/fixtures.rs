@@ -226,6 +226,9 @@ per_mpi! {
     queues => |mpi| check_fixture(mpi, "queues", 2);
     intercomm => |mpi| check_fixture(mpi, "intercomm", 4);
     ring => |mpi| check_fixture(mpi, "ring", 3);
+    split_ring => |mpi| check_fixture(mpi, "split_ring", 4);
+    chain => |mpi| check_fixture(mpi, "chain", 4);
+    barrier_mismatch => |mpi| check_fixture(mpi, "barrier_mismatch", 4);
     teardown_on_panic => check_teardown_on_panic;
     early_exit => check_early_exit;
     ready_timeout => check_ready_timeout;

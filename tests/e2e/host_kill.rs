@@ -111,3 +111,96 @@ fn killing_mqs_dump_mid_dump_leaves_the_job_able_to_finish() {
     assert!(status.success(), "the job ended with {status}");
     let _ = std::fs::remove_file(&stop_file);
 }
+
+/// The thread states of a process: (tid, state letter).
+fn thread_states(pid: u32) -> Vec<(u32, char)> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| {
+            let tid = t.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+            let state = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .next()?
+                .chars()
+                .next()?;
+            Some((tid, state))
+        })
+        .collect()
+}
+
+/// Deterministic: a test DLL blocks inside mqs_update_communicator_list
+/// until told, so mqs-dump is killed (SIGKILL) exactly while it is inside
+/// the DLL with every rank of the job stopped; then every process, the
+/// launcher included, runs on and the job finishes.
+#[test]
+fn killed_inside_the_dll_while_the_job_is_stopped() {
+    let dir = mqs_tests::target_dir()
+        .join("mqs-scratch")
+        .join(format!("host-kill-dll-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let stop_file = dir.join("stop");
+    let job = Job::launch(
+        Mpi::OpenMpiG,
+        "finish",
+        2,
+        &[stop_file.to_str().unwrap(), JOB_SECONDS],
+    )
+    .expect("launch finish");
+    let ranks = job.rank_pids();
+    let blocking = support_program("test_dll", &["-DBLOCK_IN_DLL"], true);
+    let mut dump = Command::new(mqs_dump())
+        .args(["--pid", &job.launcher_pid().to_string(), "--dll"])
+        .arg(&blocking)
+        .env("MQS_TEST_BLOCK_DIR", &dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start mqs-dump");
+    let inside = dir.join("inside");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !inside.exists() {
+        assert!(
+            dump.try_wait().unwrap().is_none(),
+            "mqs-dump ended before it was inside the DLL"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "mqs-dump never got inside the DLL"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The moment of the kill: mqs-dump runs, inside the DLL, and every rank
+    // is held by it in a ptrace stop.
+    assert!(dump.try_wait().unwrap().is_none(), "mqs-dump still runs");
+    for &(_, pid) in &ranks {
+        assert_eq!(
+            tracer_of(pid),
+            Some(dump.id()),
+            "rank {pid} is traced by mqs-dump"
+        );
+        let states = thread_states(pid);
+        assert!(
+            !states.is_empty() && states.iter().all(|&(_, s)| s == 't'),
+            "every thread of rank {pid} is in a ptrace stop: {states:?}"
+        );
+    }
+    let _ = dump.kill();
+    let _ = dump.wait();
+    for &(_, pid) in &ranks {
+        assert_running_untraced(pid);
+    }
+    assert_running_untraced(job.launcher_pid());
+    std::fs::write(&stop_file, b"stop").unwrap();
+    let status = job
+        .wait_for_exit(Duration::from_secs(60))
+        .expect("the job finishes on its own");
+    assert!(status.success(), "the job ended with {status}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -16,5 +16,7 @@ pub use job::{launcher_command, Job, LaunchOptions, JOB_ENV};
 pub use mpi::{
     build_fixture, fixture_source, fixtures_dir, target_dir, workspace_root, Family, Mpi,
 };
-pub use procfs::{descendants, process_alive, process_cmdline, processes_with_env, ProcessRecord};
+pub use procfs::{
+    descendants, parent_pid, process_alive, process_cmdline, processes_with_env, ProcessRecord,
+};
 pub use shared_dir::shared_dir;

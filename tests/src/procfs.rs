@@ -52,6 +52,11 @@ pub(crate) fn stat(pid: u32) -> Option<Stat> {
     parse_stat(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
+/// The parent of `pid`, while it exists.
+pub fn parent_pid(pid: u32) -> Option<u32> {
+    stat(pid).map(|s| s.ppid)
+}
+
 /// Whether `pid` is a running process. A zombie counts as gone: it has
 /// exited and only waits for its parent (which may be an init that never
 /// reaps) to collect it.

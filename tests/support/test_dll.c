@@ -7,12 +7,21 @@
  *                       SIGKILL (its pid read from the environment variable
  *                       MQS_TEST_KILL_PID), then keeps reading from it:
  *                       the "process exited during the dump" case.
+ *   -DBLOCK_IN_DLL      mqs_update_communicator_list, once it has fetched,
+ *                       creates the file $MQS_TEST_BLOCK_DIR/inside and waits
+ *                       (at most 120 s) until $MQS_TEST_BLOCK_DIR/release
+ *                       exists: the host is then inside the DLL with every
+ *                       process stopped, for as long as a test needs.
  * Otherwise it reports one communicator "test-world" of size 1 and empty
  * queues, reading one byte of MPIR_dll_name per call to exercise fetch.
  */
+#include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
 #include "mpi_interface.h"
 
 #ifndef COMPATIBILITY
@@ -83,6 +92,20 @@ int mqs_update_communicator_list(mqs_process *process)
 #endif
     if (process_cb->mqs_fetch_data_fp(process, name_addr, 1, &byte) != mqs_ok)
         return mqs_first_user_code + 1;
+#ifdef BLOCK_IN_DLL
+    const char *dir = getenv("MQS_TEST_BLOCK_DIR");
+    if (dir) {
+        char inside[4096], release[4096];
+        snprintf(inside, sizeof inside, "%s/inside", dir);
+        snprintf(release, sizeof release, "%s/release", dir);
+        int fd = open(inside, O_CREAT | O_WRONLY, 0644);
+        if (fd >= 0)
+            close(fd);
+        struct timespec nap = {0, 10 * 1000 * 1000};
+        for (int i = 0; i < 12000 && access(release, F_OK) != 0; i++)
+            nanosleep(&nap, NULL);
+    }
+#endif
     return mqs_ok;
 }
 

@@ -269,7 +269,10 @@ unsafe fn fetch_data(process: *mut c_void, addr: u64, size: c_int, buf: *mut u8)
                 .set(process.fetched_bytes.get() + len as u64);
             OK
         }
-        Err(_) => codes::READ_FAILED,
+        Err(e) => {
+            process.note_unreadable(addr, len, &e);
+            codes::READ_FAILED
+        }
     }
 }
 

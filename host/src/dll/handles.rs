@@ -12,7 +12,7 @@ use std::ffi::c_void;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::dump::CallbackCounts;
-use crate::target::Target;
+use crate::process::Target;
 
 use super::{ImageSymbols, TypeLayout};
 
@@ -215,6 +215,8 @@ pub(crate) struct ProcessHandle<'t> {
     pub(crate) pointer_size: i32,
     pub(crate) fetches: Cell<u64>,
     pub(crate) fetched_bytes: Cell<u64>,
+    /// Fetches that failed, as `LEN bytes at ADDR: why` (the first few).
+    pub(crate) unreadable: RefCell<Vec<String>>,
     /// Callbacks on this process.
     pub(crate) calls: Calls,
 }
@@ -250,6 +252,7 @@ impl<'t> ProcessHandle<'t> {
             pointer_size,
             fetches: Cell::new(0),
             fetched_bytes: Cell::new(0),
+            unreadable: RefCell::new(Vec::new()),
             calls: Calls::default(),
         });
         register(process.as_ptr(), Kind::Process);
@@ -266,6 +269,20 @@ impl<'t> ProcessHandle<'t> {
         match resolve::<ImageHandle>(self.image.cast()) {
             Some(image) => own.plus(&image.calls.get()),
             None => own,
+        }
+    }
+
+    /// Notes a failed fetch; a DLL probing many bad addresses keeps only
+    /// the first few.
+    pub(crate) fn note_unreadable(&self, addr: u64, len: usize, error: &crate::Error) {
+        const KEEP: usize = 16;
+        let mut list = self.unreadable.borrow_mut();
+        if list.len() < KEEP {
+            let why = match error {
+                crate::Error::Read { detail, .. } => detail.clone(),
+                other => other.to_string(),
+            };
+            list.push(format!("{len} bytes at {addr:#x}: {why}"));
         }
     }
 }

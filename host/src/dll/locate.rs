@@ -10,7 +10,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::ImageSymbols;
-use crate::target::Target;
+use crate::process::{read_c_string, read_word, Target};
 use crate::{Error, Result};
 
 /// Longest path we read from the target.
@@ -21,11 +21,26 @@ const MAX_LOCATIONS: usize = 64;
 /// The DLL paths the target names, best first.
 pub fn named_by_target(symbols: &dyn ImageSymbols, target: &dyn Target) -> Result<Vec<PathBuf>> {
     let mut paths = Vec::new();
+    // The MPI-2 debugger interface names it in MPI2DD_info, and may say the
+    // MPI has no queues to show.
+    let published = match crate::mpi2dd::info_address(symbols) {
+        Some(addr) => crate::mpi2dd::published_info(target, addr)?,
+        None => None,
+    };
+    if let Some(info) = published {
+        if info.ignores_queues() {
+            return Err(Error::QueuesNotImplemented { pid: target.pid() });
+        }
+        if let Some(name) = crate::mpi2dd::dll_name(target, &info) {
+            paths.push(PathBuf::from(name));
+        }
+    }
     if let Some(addr) = symbols.find_symbol("mpimsgq_dll_locations") {
-        let mut list = read_u64(target, addr)?;
+        let word = target.pointer_size();
+        let mut list = read_word(target, addr, word)?;
         if list != 0 {
             for _ in 0..MAX_LOCATIONS {
-                let entry = read_u64(target, list)?;
+                let entry = read_word(target, list, word)?;
                 if entry == 0 {
                     break;
                 }
@@ -33,7 +48,7 @@ pub fn named_by_target(symbols: &dyn ImageSymbols, target: &dyn Target) -> Resul
                 if !path.is_empty() {
                     paths.push(PathBuf::from(path));
                 }
-                list += 8;
+                list += u64::from(word);
             }
         }
     }
@@ -115,31 +130,6 @@ pub fn check_trusted(path: &Path) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-fn read_u64(target: &dyn Target, addr: u64) -> Result<u64> {
-    let mut buf = [0u8; 8];
-    target.read(addr, &mut buf)?;
-    Ok(u64::from_ne_bytes(buf))
-}
-
-/// Reads a NUL-terminated string of at most `max` bytes, page by page so
-/// that a string near the end of a mapping does not fail the whole read.
-pub fn read_c_string(target: &dyn Target, addr: u64, max: usize) -> Result<String> {
-    let mut bytes = Vec::new();
-    let mut at = addr;
-    while bytes.len() < max {
-        let to_page_end = 4096 - (at % 4096) as usize;
-        let mut chunk = vec![0u8; to_page_end.min(max - bytes.len())];
-        target.read(at, &mut chunk)?;
-        if let Some(nul) = chunk.iter().position(|&b| b == 0) {
-            bytes.extend_from_slice(&chunk[..nul]);
-            return Ok(String::from_utf8_lossy(&bytes).into_owned());
-        }
-        at += chunk.len() as u64;
-        bytes.extend_from_slice(&chunk);
-    }
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 #[cfg(test)]

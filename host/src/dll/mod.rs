@@ -35,8 +35,47 @@ pub trait ImageSymbols {
     fn find_type(&self, name: &str) -> Option<TypeLayout>;
 }
 
+/// Shared symbol sources are symbol sources.
+macro_rules! forward_symbols {
+    ($ptr:ident) => {
+        impl<T: ImageSymbols + ?Sized> ImageSymbols for $ptr<T> {
+            fn find_symbol(&self, name: &str) -> Option<u64> {
+                (**self).find_symbol(name)
+            }
+            fn find_function(&self, name: &str) -> Option<u64> {
+                (**self).find_function(name)
+            }
+            fn find_type(&self, name: &str) -> Option<TypeLayout> {
+                (**self).find_type(name)
+            }
+        }
+    };
+}
+
+use std::rc::Rc;
+use std::sync::Arc;
+forward_symbols!(Arc);
+forward_symbols!(Rc);
+
+/// The host's own symbol tables and DWARF.
+impl ImageSymbols for crate::symbols::SymbolIndex {
+    fn find_symbol(&self, name: &str) -> Option<u64> {
+        crate::symbols::SymbolIndex::find_symbol(self, name)
+    }
+    fn find_function(&self, name: &str) -> Option<u64> {
+        crate::symbols::SymbolIndex::find_function(self, name)
+    }
+    fn find_type(&self, name: &str) -> Option<TypeLayout> {
+        let info = crate::symbols::SymbolIndex::find_type(self, name)?;
+        Some(TypeLayout {
+            size: info.size,
+            fields: info.fields.clone(),
+        })
+    }
+}
+
 /// What the DLL can learn about a type: its size and top-level members.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TypeLayout {
     pub size: Option<u64>,
     pub fields: Vec<(String, u64)>,

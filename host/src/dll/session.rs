@@ -14,7 +14,7 @@ use super::handles::{ImageHandle, JobHandle, ProcessHandle};
 use super::library::{static_str, Dll};
 use super::ImageSymbols;
 use crate::dump::{CallbackCounts, CommunicatorDump, CommunicatorList, DumpStats, Queue, Section};
-use crate::target::Target;
+use crate::process::Target;
 use crate::{Error, Result};
 
 /// Bounds on what the host accepts from a DLL, so that a DLL that never
@@ -56,7 +56,7 @@ impl<'t> Session<'t> {
             let table: *const c_void = (&raw const callbacks::mpi2::JOB).cast();
             // SAFETY: a registered job handle and a static table of the
             // MPI-2 layout this DLL declared.
-            let rc = unsafe { (mpi2.setup_job)(job.as_ptr().cast_mut(), table) };
+            let rc = unsafe { (mpi2.mqs_setup_job)(job.as_ptr().cast_mut().cast(), table.cast()) };
             session.job = Some(job);
             session.check("mqs_setup_job", rc)?;
         }
@@ -91,11 +91,12 @@ impl<'t> Session<'t> {
             (&raw const callbacks::mpi1::IMAGE).cast()
         };
         // SAFETY: a registered image handle and a static table.
-        let rc = unsafe { (self.dll.entry.setup_image)(handle, table) };
+        let rc = unsafe { (self.dll.entry.common.mqs_setup_image)(handle.cast(), table.cast()) };
         self.check("mqs_setup_image", rc)?;
         let mut message: *mut c_char = std::ptr::null_mut();
         // SAFETY: as above; the DLL may store a static string in `message`.
-        let rc = unsafe { (self.dll.entry.image_has_queues)(handle, &mut message) };
+        let rc =
+            unsafe { (self.dll.entry.common.mqs_image_has_queues)(handle.cast(), &mut message) };
         if rc != 0 {
             return Err(self.no_queues(id, rc, message));
         }
@@ -162,16 +163,17 @@ impl<'t> Session<'t> {
             (&raw const callbacks::mpi1::PROCESS).cast()
         };
         // SAFETY: a registered process handle and a static table.
-        let rc = unsafe { (self.dll.entry.setup_process)(handle, table) };
+        let rc = unsafe { (self.dll.entry.common.mqs_setup_process)(handle.cast(), table.cast()) };
         self.check("mqs_setup_process", rc)?;
         if let Some(mpi2) = self.dll.entry.mpi2.filter(|_| self.dll.is_mpi2()) {
             // SAFETY: registered handle.
-            let rc = unsafe { (mpi2.set_process_identity)(handle, identity) };
+            let rc = unsafe { (mpi2.mqs_set_process_identity)(handle.cast(), identity) };
             self.check("mqs_set_process_identity", rc)?;
         }
         let mut message: *mut c_char = std::ptr::null_mut();
         // SAFETY: registered handle; the DLL may store a static string.
-        let rc = unsafe { (self.dll.entry.process_has_queues)(handle, &mut message) };
+        let rc =
+            unsafe { (self.dll.entry.common.mqs_process_has_queues)(handle.cast(), &mut message) };
         if rc != 0 {
             return Err(self.no_queues(image, rc, message));
         }
@@ -228,18 +230,18 @@ impl<'t> Session<'t> {
         process: &ProcessHandle<'_>,
         per_class: &mut [DumpStats; 3],
     ) -> Section<CommunicatorList> {
-        let entry = &self.dll.entry;
+        let entry = &self.dll.entry.common;
         let handle = process.as_ptr().cast_mut();
         // Every DLL call below gets `handle`, a registered process handle set
         // up with mqs_setup_process, and zeroed host-owned out-structures of
         // the interface's layout.
         // SAFETY: see above.
-        let rc = unsafe { (entry.update_communicator_list)(handle) };
+        let rc = unsafe { (entry.mqs_update_communicator_list)(handle.cast()) };
         if rc != 0 {
             return self.section_error("mqs_update_communicator_list", rc);
         }
         // SAFETY: see above.
-        let rc = unsafe { (entry.setup_communicator_iterator)(handle) };
+        let rc = unsafe { (entry.mqs_setup_communicator_iterator)(handle.cast()) };
         match ReturnCode::from_raw(rc) {
             ReturnCode::Ok => {}
             ReturnCode::EndOfList => {
@@ -263,7 +265,7 @@ impl<'t> Session<'t> {
             }
             let mut out = mqs_communicator::default();
             // SAFETY: see above.
-            let rc = unsafe { (entry.get_communicator)(handle, (&raw mut out).cast()) };
+            let rc = unsafe { (entry.mqs_get_communicator)(handle.cast(), (&raw mut out).cast()) };
             if rc != 0 {
                 if list.is_empty() {
                     return self.section_error("mqs_get_communicator", rc);
@@ -280,7 +282,7 @@ impl<'t> Session<'t> {
             list.push(comm);
             // SAFETY: see above. Never called again after end of list: both
             // shipped DLLs dereference NULL if it is.
-            let rc = unsafe { (entry.next_communicator)(handle) };
+            let rc = unsafe { (entry.mqs_next_communicator)(handle.cast()) };
             if rc != 0 {
                 break;
             }
@@ -291,20 +293,20 @@ impl<'t> Session<'t> {
     }
 
     fn comm_group(&self, handle: *mut c_void, size: i64) -> Option<Vec<i64>> {
-        let get = self.dll.entry.get_comm_group?;
+        let get = self.dll.entry.common.mqs_get_comm_group?;
         if !(1..=MAX_GROUP).contains(&size) {
             return None;
         }
         let mut ranks: Vec<c_int> = vec![-1; usize::try_from(size).ok()?];
         // SAFETY: the array has `size` ints, the size the DLL reported.
-        let rc = unsafe { get(handle, ranks.as_mut_ptr().cast()) };
+        let rc = unsafe { get(handle.cast(), ranks.as_mut_ptr().cast()) };
         (rc == 0).then(|| ranks.into_iter().map(i64::from).collect())
     }
 
     fn walk_queue(&self, handle: *mut c_void, class: OpClass) -> Section<Queue> {
-        let entry = &self.dll.entry;
+        let entry = &self.dll.entry.common;
         // SAFETY: registered, set-up process handle.
-        let rc = unsafe { (entry.setup_operation_iterator)(handle, class.to_raw()) };
+        let rc = unsafe { (entry.mqs_setup_operation_iterator)(handle.cast(), class.to_raw()) };
         match ReturnCode::from_raw(rc) {
             ReturnCode::Ok => {}
             ReturnCode::EndOfList => {
@@ -331,7 +333,7 @@ impl<'t> Session<'t> {
             }
             let mut out = mqs_pending_operation::default();
             // SAFETY: registered handle; zeroed host-owned operation.
-            let rc = unsafe { (entry.next_operation)(handle, (&raw mut out).cast()) };
+            let rc = unsafe { (entry.mqs_next_operation)(handle.cast(), (&raw mut out).cast()) };
             match ReturnCode::from_raw(rc) {
                 ReturnCode::Ok => operations.push(PendingOperation::from_raw(&out)),
                 ReturnCode::EndOfList => break,
@@ -379,10 +381,13 @@ impl<'t> Session<'t> {
     /// lists them (None: the DLL has no new-process iterator).
     pub fn new_processes(&self, id: ProcessId) -> Option<Section<Vec<ProcessLocation>>> {
         let mpi2 = self.dll.entry.mpi2.filter(|_| self.dll.is_mpi2())?;
-        let (setup, next) = (mpi2.setup_new_process_iterator?, mpi2.next_new_process?);
+        let (setup, next) = (
+            mpi2.mqs_setup_new_process_iterator?,
+            mpi2.mqs_next_new_process?,
+        );
         let handle = self.processes[id.0].as_ptr().cast_mut();
         // SAFETY: registered, set-up process handle.
-        let rc = unsafe { setup(handle) };
+        let rc = unsafe { setup(handle.cast()) };
         match ReturnCode::from_raw(rc) {
             ReturnCode::Ok => {}
             ReturnCode::EndOfList => return Some(Section::Ok { value: vec![] }),
@@ -399,7 +404,7 @@ impl<'t> Session<'t> {
         while list.len() < MAX_COMMUNICATORS {
             let mut out = mqs_process_location::default();
             // SAFETY: registered handle; a zeroed host-owned location.
-            let rc = unsafe { next(handle, (&raw mut out).cast()) };
+            let rc = unsafe { next(handle.cast(), (&raw mut out).cast()) };
             if rc != 0 {
                 break;
             }
@@ -416,11 +421,11 @@ impl<'t> Session<'t> {
             .entry
             .mpi2
             .filter(|_| self.dll.is_mpi2())?
-            .spawn_breakpoint_name?;
+            .mqs_spawn_breakpoint_name?;
         let handle = self.processes[id.0].as_ptr().cast_mut();
         let mut buf = [0 as c_char; 256];
         // SAFETY: registered handle; the buffer's true length is passed.
-        let rc = unsafe { get(handle, buf.as_mut_ptr(), buf.len() as c_int) };
+        let rc = unsafe { get(handle.cast(), buf.as_mut_ptr(), buf.len() as c_int) };
         (rc == 0)
             .then(|| mqs_abi::decode_c_chars(&buf))
             .filter(|name| !name.is_empty())
@@ -432,6 +437,11 @@ impl<'t> Session<'t> {
     }
 
     /// Fetch callbacks so far for a process.
+    /// Memory the DLL asked for in this process and did not get.
+    pub fn unreadable(&self, id: ProcessId) -> Vec<String> {
+        self.processes[id.0].unreadable.borrow().clone()
+    }
+
     pub fn fetches(&self, id: ProcessId) -> u64 {
         self.processes[id.0].fetches.get()
     }
@@ -483,26 +493,26 @@ impl Drop for Session<'_> {
     /// Destroys in the order the interface wants: processes, then the job
     /// (after all of its processes), then images.
     fn drop(&mut self) {
-        let entry = &self.dll.entry;
+        let entry = &self.dll.entry.common;
         for process in self.processes.drain(..) {
             let info = process.info.replace(std::ptr::null_mut());
             if !info.is_null() {
                 // SAFETY: the DLL's own process info, given back once.
-                unsafe { (entry.destroy_process_info)(info) };
+                unsafe { (entry.mqs_destroy_process_info)(info.cast()) };
             }
         }
-        if let (Some(job), Some(mpi2)) = (self.job.take(), entry.mpi2) {
+        if let (Some(job), Some(mpi2)) = (self.job.take(), self.dll.entry.mpi2) {
             let info = job.info.replace(std::ptr::null_mut());
             if !info.is_null() {
                 // SAFETY: the DLL's own job info, given back once.
-                unsafe { (mpi2.destroy_job_info)(info) };
+                unsafe { (mpi2.mqs_destroy_job_info)(info.cast()) };
             }
         }
         for image in self.images.drain(..) {
             let info = image.info.replace(std::ptr::null_mut());
             if !info.is_null() {
                 // SAFETY: the DLL's own image info, given back once.
-                unsafe { (entry.destroy_image_info)(info) };
+                unsafe { (entry.mqs_destroy_image_info)(info.cast()) };
             }
         }
     }

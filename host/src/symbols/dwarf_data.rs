@@ -60,13 +60,16 @@ impl DwarfFile {
     }
 }
 
-/// Type lookups never read location, range, address-range, macro or name
-/// index sections; leaving them empty spares their decompression.
+/// Type and line lookups never read location, macro or name index
+/// sections; leaving them empty spares their decompression.
 fn wanted(id: SectionId) -> bool {
     matches!(
         id,
         SectionId::DebugAbbrev
             | SectionId::DebugAddr
+            | SectionId::DebugAranges
+            | SectionId::DebugRanges
+            | SectionId::DebugRngLists
             | SectionId::DebugInfo
             | SectionId::DebugLine
             | SectionId::DebugLineStr
@@ -76,15 +79,41 @@ fn wanted(id: SectionId) -> bool {
     )
 }
 
+/// The bytes of one section of an object file (in place in its map, or
+/// decompressed), for readers outside this module (the unwinder).
+#[derive(Debug)]
+pub struct SectionBytes(SectionData);
+
+impl SectionBytes {
+    /// Section `name` of `elf`, if it has one with contents.
+    pub(crate) fn of(elf: &ElfFile, obj: &object::File<'_>, name: &str) -> Option<Self> {
+        match section_named(elf, obj, name) {
+            Ok(SectionData::Empty) | Err(_) => None,
+            Ok(data) => Some(Self(data)),
+        }
+    }
+}
+
+impl std::ops::Deref for SectionBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.0.bytes()
+    }
+}
+
 fn section(elf: &ElfFile, obj: &object::File<'_>, id: SectionId) -> Result<SectionData> {
-    let bad = |detail: String| Error::ObjectFile {
-        path: elf.path().to_owned(),
-        detail: format!("{}: {detail}", id.name()),
-    };
     if !wanted(id) {
         return Ok(SectionData::Empty);
     }
-    let Some(section) = obj.section_by_name(id.name()) else {
+    section_named(elf, obj, id.name())
+}
+
+fn section_named(elf: &ElfFile, obj: &object::File<'_>, name: &str) -> Result<SectionData> {
+    let bad = |detail: String| Error::ObjectFile {
+        path: elf.path().to_owned(),
+        detail: format!("{name}: {detail}"),
+    };
+    let Some(section) = obj.section_by_name(name) else {
         return Ok(SectionData::Empty);
     };
     let range = section

@@ -26,6 +26,9 @@ pub(crate) struct ElfFile {
     pub(crate) little_endian: bool,
     /// PT_LOAD segments as (p_vaddr, p_offset).
     loads: Vec<(u64, u64)>,
+    /// Link-time address ranges of the executable PT_LOAD segments: where
+    /// its code lies, to tell which object an instruction address is in.
+    pub(crate) code: Vec<std::ops::Range<u64>>,
 }
 
 impl ElfFile {
@@ -62,6 +65,14 @@ impl ElfFile {
             .segments()
             .map(|seg| (seg.address(), seg.file_range().0))
             .collect();
+        let code = obj
+            .segments()
+            .filter(|seg| {
+                matches!(seg.flags(), object::SegmentFlags::Elf { p_flags, .. }
+                    if p_flags.0 & object::elf::PF_X.0 != 0)
+            })
+            .map(|seg| seg.address()..seg.address().saturating_add(seg.size()))
+            .collect();
         let has_symtab = obj.symbol_table().is_some();
         let little_endian = obj.is_little_endian();
         drop(obj);
@@ -74,6 +85,7 @@ impl ElfFile {
             has_dwarf,
             little_endian,
             loads,
+            code,
         })
     }
 
@@ -95,7 +107,7 @@ impl ElfFile {
     }
 
     /// The load bias of this file when its lowest mapping starts at `start`
-    /// and maps file offset `offset` (both as /proc/PID/maps shows them).
+    /// and maps file offset `offset` (both as a memory map shows them).
     ///
     /// The mapping holds the PT_LOAD segment with the smallest `p_offset` at
     /// or above `offset` (the kernel maps segments from their page-aligned

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use super::cache::SymbolCache;
 use super::object::{lock, Lookup, ObjectSymbols, Symbol};
 use super::types::{TypeInfo, TypeQuery};
-use crate::target::MappedObject;
+use crate::process::MappedObject;
 use crate::Result;
 
 #[derive(Debug, Clone)]
@@ -51,7 +51,7 @@ impl SymbolIndex {
     /// An index over the objects of a process's maps (executable first),
     /// with biases from their lowest mappings. Mapped files that are not
     /// ELF (shared-memory segments, locale archives), or were deleted since
-    /// they were mapped and cannot be read through /proc, are skipped; [`Self::skipped`] says which and why.
+    /// they were mapped and cannot be read any more, are skipped; [`Self::skipped`] says which and why.
     pub fn from_mapped(objects: &[MappedObject], debug_dirs: Vec<PathBuf>) -> Result<Self> {
         Self::from_mapped_with_cache(Arc::new(SymbolCache::new(debug_dirs)), objects)
     }
@@ -72,9 +72,12 @@ impl SymbolIndex {
     /// Adds a mapped object (one that appeared in the maps after start,
     /// say), or records why it was skipped. Returns whether it was added.
     pub fn add_mapped(&self, mapped: &MappedObject) -> bool {
-        let added = match (&mapped.deleted, &mapped.contents) {
-            (false, _) => self
+        let added = match (mapped.deleted, &mapped.contents) {
+            (false, None) => self
                 .add_at_lowest_mapping(mapped, &mapped.path)
+                .map_err(|e| e.to_string()),
+            (false, Some(contents)) => self
+                .add_at_lowest_mapping(mapped, contents)
                 .map_err(|e| e.to_string()),
             // The path may name another file now (a rebuilt binary): read
             // the mapped one through the kernel's link to it.
@@ -143,6 +146,24 @@ impl SymbolIndex {
             .into_iter()
             .map(|l| (l.object, l.bias))
             .collect()
+    }
+
+    /// The object whose code holds the runtime address `addr`, with its
+    /// load bias (the object's link-time address is `addr - bias`).
+    pub fn object_at(&self, addr: u64) -> Option<(Arc<ObjectSymbols>, u64)> {
+        self.snapshot()
+            .into_iter()
+            .find(|l| l.object.contains_code(addr.wrapping_sub(l.bias)))
+            .map(|l| (l.object, l.bias))
+    }
+
+    /// The function at the runtime address `addr`: its name (from the
+    /// symbol tables) and the offset of `addr` into it.
+    pub fn function_at(&self, addr: u64) -> Option<(String, u64)> {
+        let (object, bias) = self.object_at(addr)?;
+        object
+            .function_at(addr.wrapping_sub(bias))
+            .map(|(name, offset)| (name.to_owned(), offset))
     }
 
     /// The runtime address of the data symbol `name`: a GLOBAL/WEAK

@@ -8,13 +8,14 @@
 //!   file's `.symtab` too when stripped); a DWARF type index built on first
 //!   use, from the file itself, its separate debug file (build-id or
 //!   `.gnu_debuglink`) and its dwz supplementary file (`.gnu_debugaltlink`).
-//! - [`load_bias`]: turns a /proc/PID/maps entry into the bias to add.
+//! - [`load_bias`]: turns the lowest mapping of a file into the bias to add.
 
 mod cache;
 mod debug_files;
 mod dwarf_data;
 mod elf;
 mod index;
+mod lines;
 mod mapped;
 mod object;
 mod symtab;
@@ -24,15 +25,17 @@ mod types;
 use std::path::Path;
 
 pub use cache::SymbolCache;
+pub use dwarf_data::SectionBytes;
 pub use index::SymbolIndex;
-pub use object::{ObjectSymbols, Symbol, TypeIndexStats};
+pub use lines::{LineTables, SourceFrame};
+pub use object::{ObjectSymbols, Symbol, TypeIndexStats, UnwindSections};
 pub use types::{TypeInfo, TypeKind};
 
 use crate::Result;
 
 /// The load bias of the ELF file at `path` (runtime address = st_value +
 /// bias) given its lowest mapping in a process: the mapping's start address
-/// and the file offset it maps, as /proc/PID/maps shows them. Works for
+/// and the file offset it maps (as a process's memory map shows them). Works for
 /// executables (PIE or not: a non-PIE one gets 0) and shared objects.
 pub fn load_bias(
     path: &Path,

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::debug_files::DebugDirs;
-use super::dwarf_data::DwarfData;
+use super::dwarf_data::{DwarfData, SectionBytes};
 use super::elf::ElfFile;
 use super::symtab::{SymDef, SymbolTable};
 use super::type_index::TypeIndex;
@@ -54,7 +54,6 @@ pub(crate) enum Lookup {
 
 #[derive(Debug)]
 struct DwarfTypes {
-    data: Option<DwarfData>,
     index: TypeIndex,
     stats: TypeIndexStats,
     resolved: Mutex<HashMap<TypeQuery, Lookup>>,
@@ -69,6 +68,9 @@ pub struct ObjectSymbols {
     /// The separate debug file, looked for once: at open time if the object
     /// has no `.symtab` (stripped), else on the first type query.
     debug_file: OnceLock<Option<ElfFile>>,
+    /// The DWARF sections, loaded on first use (a type query or a line
+    /// lookup), once.
+    dwarf: OnceLock<Option<DwarfData>>,
     types: OnceLock<DwarfTypes>,
     /// Why debug files were rejected or DWARF could not be read.
     notes: Mutex<Vec<String>>,
@@ -87,6 +89,7 @@ impl ObjectSymbols {
             dirs,
             symbols: SymbolTable::default(),
             debug_file: OnceLock::new(),
+            dwarf: OnceLock::new(),
             types: OnceLock::new(),
             notes: Mutex::new(Vec::new()),
         };
@@ -156,7 +159,7 @@ impl ObjectSymbols {
         if let Some(hit) = lock(&types.resolved).get(query) {
             return hit.clone();
         }
-        let lookup = match &types.data {
+        let lookup = match self.dwarf_data() {
             None => Lookup::Missing,
             Some(data) => {
                 let dwarf = data.dwarf();
@@ -197,8 +200,8 @@ impl ObjectSymbols {
     fn types(&self) -> &DwarfTypes {
         self.types.get_or_init(|| {
             let started = Instant::now();
-            let data = self.load_dwarf();
-            let index = match &data {
+            let data = self.dwarf_data();
+            let index = match data {
                 Some(data) => TypeIndex::build(&data.dwarf()),
                 None => TypeIndex::default(),
             };
@@ -207,18 +210,66 @@ impl ObjectSymbols {
                 lock(&self.notes).extend(shown.map(|e| format!("{}: {e}", self.path().display())));
             }
             let stats = TypeIndexStats {
-                dwarf_path: data.as_ref().map(|d| d.path().to_owned()),
-                sup_path: data.as_ref().and_then(|d| d.sup_path()).map(Path::to_owned),
+                dwarf_path: data.map(|d| d.path().to_owned()),
+                sup_path: data.and_then(|d| d.sup_path()).map(Path::to_owned),
                 names: index.len(),
                 elapsed: started.elapsed(),
             };
             DwarfTypes {
-                data,
                 index,
                 stats,
                 resolved: Mutex::new(HashMap::new()),
             }
         })
+    }
+
+    /// The object's DWARF (its own or its debug file's), loaded once.
+    pub(crate) fn dwarf_data(&self) -> Option<&DwarfData> {
+        self.dwarf.get_or_init(|| self.load_dwarf()).as_ref()
+    }
+
+    /// Whether the link-time address `svma` lies in this object's code.
+    pub fn contains_code(&self, svma: u64) -> bool {
+        self.elf.code.iter().any(|r| r.contains(&svma))
+    }
+
+    /// The link-time address ranges of the object's code segments.
+    pub fn code_ranges(&self) -> &[std::ops::Range<u64>] {
+        &self.elf.code
+    }
+
+    /// The function (from `.symtab` or `.dynsym`, the debug file's
+    /// `.symtab` for a stripped object) whose code holds the link-time
+    /// address `svma`, and the offset of `svma` into it.
+    pub fn function_at(&self, svma: u64) -> Option<(&str, u64)> {
+        if !self.contains_code(svma) {
+            return None;
+        }
+        self.symbols
+            .function_at(svma)
+            .map(|(f, offset)| (&*f.name, offset))
+    }
+
+    /// The sections an unwinder needs: `.eh_frame` and its header, and
+    /// `.debug_frame` (from the debug file when the object has none).
+    pub fn unwind_sections(&self) -> UnwindSections {
+        let mut found = UnwindSections::default();
+        if let Ok(obj) = self.elf.object() {
+            found.eh_frame = section_with_range(&self.elf, &obj, ".eh_frame");
+            found.eh_frame_hdr = section_with_range(&self.elf, &obj, ".eh_frame_hdr");
+            found.text = section_range(&obj, ".text");
+            found.got = section_range(&obj, ".got");
+            found.debug_frame = section_with_range(&self.elf, &obj, ".debug_frame").map(|s| s.1);
+        }
+        if found.debug_frame.is_none() && found.eh_frame.is_none() {
+            if let Some(debug) = self.debug_file() {
+                if let Ok(obj) = debug.object() {
+                    found.debug_frame =
+                        section_with_range(debug, &obj, ".debug_frame").map(|s| s.1);
+                }
+            }
+        }
+        found
     }
 
     fn load_dwarf(&self) -> Option<DwarfData> {
@@ -249,6 +300,32 @@ impl std::fmt::Debug for ObjectSymbols {
             .field("types", &self.types.get().map(|t| &t.stats))
             .finish_non_exhaustive()
     }
+}
+
+/// An object's unwind tables, as link-time address ranges and bytes.
+#[derive(Debug, Default)]
+pub struct UnwindSections {
+    pub eh_frame: Option<(std::ops::Range<u64>, SectionBytes)>,
+    pub eh_frame_hdr: Option<(std::ops::Range<u64>, SectionBytes)>,
+    pub debug_frame: Option<SectionBytes>,
+    pub text: Option<std::ops::Range<u64>>,
+    pub got: Option<std::ops::Range<u64>>,
+}
+
+fn section_range(obj: &object::File<'_>, name: &str) -> Option<std::ops::Range<u64>> {
+    use object::{Object, ObjectSection};
+    let section = obj.section_by_name(name)?;
+    Some(section.address()..section.address().saturating_add(section.size()))
+}
+
+fn section_with_range(
+    elf: &ElfFile,
+    obj: &object::File<'_>,
+    name: &str,
+) -> Option<(std::ops::Range<u64>, SectionBytes)> {
+    let range = section_range(obj, name)?;
+    let bytes = SectionBytes::of(elf, obj, name)?;
+    Some((range, bytes))
 }
 
 /// Locks `mutex`, ignoring poisoning: the data behind our mutexes are caches

@@ -35,13 +35,71 @@ pub fn run(args: &[&str]) -> Output {
     run_env(args, &[])
 }
 
+/// How long one run of mqs-dump may take in a test (`MQS_DUMP_TIMEOUT`
+/// seconds, default 180): a hang fails the test with a message instead of
+/// stalling the suite.
+fn dump_timeout() -> Duration {
+    let secs = std::env::var("MQS_DUMP_TIMEOUT")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .unwrap_or(180);
+    Duration::from_secs(secs)
+}
+
 pub fn run_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(mqs_dump());
-    cmd.args(args).stdin(Stdio::null());
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     for (k, v) in env {
         cmd.env(k, v);
     }
-    cmd.output().expect("run mqs-dump")
+    let child = cmd.spawn().expect("run mqs-dump");
+    finish_within(
+        child,
+        dump_timeout(),
+        &format!("mqs-dump {}", args.join(" ")),
+    )
+}
+
+/// Collects a child's output, killing it (and failing) past `limit`.
+pub fn finish_within(mut child: Child, limit: Duration, what: &str) -> Output {
+    use std::io::Read;
+    // Read both pipes on threads so a chatty child never blocks on them.
+    let mut out = child.stdout.take();
+    let mut err = child.stderr.take();
+    let out_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(o) = out.as_mut() {
+            let _ = o.read_to_end(&mut buf);
+        }
+        buf
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(e) = err.as_mut() {
+            let _ = e.read_to_end(&mut buf);
+        }
+        buf
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not finish within {limit:?}: killed (a hang)");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: out_reader.join().unwrap_or_default(),
+        stderr: err_reader.join().unwrap_or_default(),
+    }
 }
 
 pub fn stderr(out: &Output) -> String {

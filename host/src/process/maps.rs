@@ -117,7 +117,7 @@ pub(crate) fn group(maps: &[u8], exe: Option<&Path>) -> Vec<MappedObject> {
 
 /// The path of the process's executable, as /proc/PID/exe names it, without
 /// a ` (deleted)` mark (to open a deleted executable, open /proc/PID/exe).
-pub fn exe_path(pid: i32) -> Result<PathBuf> {
+pub(crate) fn exe_path(pid: i32) -> Result<PathBuf> {
     let link = fs::read_link(format!("/proc/{pid}/exe")).map_err(|e| proc_error(pid, e, false))?;
     let (path, _) = strip_deleted(link.as_os_str().as_bytes());
     Ok(PathBuf::from(OsStr::from_bytes(path)))

@@ -136,6 +136,23 @@ pub(crate) fn comm(pid: i32) -> Option<String> {
     Some(name.trim_end_matches('\n').to_owned())
 }
 
+/// The thread group (process) a task belongs to.
+pub(crate) fn tgid(tid: i32) -> Option<i32> {
+    let status = fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The name of a thread, if it still exists.
+pub(crate) fn thread_comm(pid: i32, tid: i32) -> Option<String> {
+    let name = fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok()?;
+    Some(name.trim_end_matches('\n').to_owned())
+}
+
 /// Yama's ptrace_scope, if the Yama LSM is present.
 pub(crate) fn yama_scope() -> Option<u32> {
     fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")

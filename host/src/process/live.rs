@@ -15,8 +15,13 @@ use nix::errno::Errno;
 use nix::sys::uio::{process_vm_readv, RemoteIoVec};
 use nix::unistd::Pid;
 
+use std::path::PathBuf;
+
 use super::ptrace::StoppedThreads;
-use super::{maps, procfs, MappedObject, Target, PAGE_SIZE};
+use super::{
+    maps, procfs, Environment, Liveness, MappedObject, Registers, Relative, Target, Thread,
+    PAGE_SIZE,
+};
 use crate::{Error, Result};
 
 /// The most iovecs one `process_vm_readv` accepts (IOV_MAX).
@@ -42,7 +47,7 @@ pub enum Mode {
 ///
 /// ```compile_fail
 /// fn needs_send<T: Send>() {}
-/// needs_send::<mqs_host::target::LiveProcess>();
+/// needs_send::<mqs_host::process::LiveProcess>();
 /// ```
 #[derive(Debug)]
 pub struct LiveProcess {
@@ -92,23 +97,40 @@ impl LiveProcess {
     }
 
     /// The ids of the stopped threads (none in [`Mode::NoStop`]).
-    pub fn threads(&self) -> &[i32] {
+    pub fn stopped_threads(&self) -> &[i32] {
         self.stopped.as_ref().map_or(&[], |s| s.threads())
     }
 
     /// Resumes every thread and stops tracing them. Dropping does the same,
     /// silently.
     pub fn detach(mut self) -> Result<()> {
-        match self.stopped.take() {
-            Some(mut stopped) => stopped.resume(),
-            None => Ok(()),
-        }
+        self.release()
     }
 
     /// Whether the process still exists (and is not a zombie, nor a later
     /// process with the same pid).
     pub fn is_alive(&self) -> bool {
-        procfs::is_alive(self.pid, self.start_time)
+        self.identity().is_alive()
+    }
+
+    /// Writes one of the variables the MPIR protocol lets a tool set
+    /// (`MPIR_being_debugged`, `MPIR_debug_gate`, the tool-daemon ones):
+    /// the only writes mqs ever makes into a process it did not start.
+    pub fn write_mpir_variable(&self, addr: u64, bytes: &[u8]) -> Result<()> {
+        let path = procfs::mem_path(self.pid);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.write_all_at(bytes, addr))
+            .map_err(|e| maps::proc_error(self.pid, e, true))
+    }
+
+    /// The process as pid and start time, which outlives this handle.
+    pub fn identity(&self) -> ProcessIdentity {
+        ProcessIdentity {
+            pid: self.pid,
+            start_time: self.start_time,
+        }
     }
 
     fn count_syscall(&self) {
@@ -236,9 +258,143 @@ impl Target for LiveProcess {
         maps::mapped_objects(self.pid)
     }
 
+    fn executable(&self) -> Result<PathBuf> {
+        maps::exe_path(self.pid)
+    }
+
+    fn environment(&self) -> Result<Environment> {
+        let path = format!("/proc/{}/environ", self.pid);
+        std::fs::read(&path)
+            .map(|raw| Environment::parse(&raw))
+            .map_err(|e| maps::proc_error(self.pid, e, true))
+    }
+
+    fn threads(&self) -> Result<Vec<Thread>> {
+        let tids = match &self.stopped {
+            Some(stopped) => stopped.threads().to_vec(),
+            None => procfs::tasks(self.pid).map_err(|e| maps::proc_error(self.pid, e, true))?,
+        };
+        let mut threads: Vec<Thread> = tids
+            .into_iter()
+            .map(|tid| Thread {
+                tid,
+                name: procfs::thread_comm(self.pid, tid),
+                state: procfs::thread_stat(self.pid, tid).ok().map(|s| s.state),
+                registers: self.stopped.as_ref().and_then(|_| registers(tid)),
+            })
+            .collect();
+        threads.sort_by_key(|t| (t.tid != self.pid, t.tid));
+        Ok(threads)
+    }
+
+    fn release(&mut self) -> Result<()> {
+        match self.stopped.take() {
+            Some(mut stopped) => stopped.resume(),
+            None => Ok(()),
+        }
+    }
+
+    fn liveness(&self) -> Liveness {
+        if self.is_alive() {
+            Liveness::Running
+        } else {
+            Liveness::Gone
+        }
+    }
+
+    fn descendants(&self, limit: usize) -> Result<Vec<Relative>> {
+        Ok(descendants(self.pid, limit))
+    }
+
+    fn pointer_size(&self) -> u32 {
+        // EI_CLASS of the executable: 1 is 32-bit, 2 is 64-bit.
+        let mut ident = [0u8; 5];
+        let class = std::fs::File::open(format!("/proc/{}/exe", self.pid))
+            .and_then(|f| f.read_exact_at(&mut ident, 0))
+            .map(|()| ident[4]);
+        match class {
+            Ok(1) => 4,
+            _ => 8,
+        }
+    }
+
     fn syscalls(&self) -> u64 {
         self.syscalls.get()
     }
+}
+
+/// A process named by pid and start time: a later process that reuses the
+/// pid is not it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessIdentity {
+    pub pid: i32,
+    /// Clock ticks after boot at which it started.
+    pub start_time: u64,
+}
+
+impl ProcessIdentity {
+    /// The process that has `pid` now.
+    pub fn of(pid: i32) -> Result<Self> {
+        let stat = procfs::stat(pid).map_err(|e| maps::proc_error(pid, e, false))?;
+        Ok(Self {
+            pid,
+            start_time: stat.start_time,
+        })
+    }
+
+    /// Whether it still runs code (not gone, not a zombie, not replaced).
+    pub fn is_alive(&self) -> bool {
+        procfs::is_alive(self.pid, self.start_time)
+    }
+}
+
+/// The registers of a stopped tracee of ours.
+#[cfg(target_arch = "x86_64")]
+fn registers(tid: i32) -> Option<Registers> {
+    let r = nix::sys::ptrace::getregs(Pid::from_raw(tid)).ok()?;
+    // user_regs_struct's order (see Registers).
+    Some(Registers {
+        values: [
+            r.r15, r.r14, r.r13, r.r12, r.rbp, r.rbx, r.r11, r.r10, r.r9, r.r8, r.rax, r.rcx,
+            r.rdx, r.rsi, r.rdi, r.orig_rax, r.rip, r.cs, r.eflags, r.rsp, r.ss, r.fs_base,
+            r.gs_base, r.ds, r.es, r.fs, r.gs,
+        ],
+    })
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn registers(_tid: i32) -> Option<Registers> {
+    None
+}
+
+/// The descendants of `root` (children, grandchildren...), in no particular
+/// order; at most `limit` of them.
+fn descendants(root: i32, limit: usize) -> Vec<Relative> {
+    let parents: Vec<(i32, i32)> = procfs::all_pids()
+        .into_iter()
+        .filter_map(|pid| Some((pid, procfs::stat(pid).ok()?.ppid)))
+        .collect();
+    let mut found: Vec<(i32, i32)> = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(parent) = frontier.pop() {
+        for &(pid, ppid) in parents.iter().filter(|(_, ppid)| *ppid == parent) {
+            if found.len() >= limit || found.iter().any(|&(p, _)| p == pid) || pid == root {
+                continue;
+            }
+            found.push((pid, ppid));
+            frontier.push(pid);
+        }
+    }
+    found
+        .into_iter()
+        .map(|(pid, ppid)| Relative {
+            pid,
+            ppid,
+            environment: std::fs::read(format!("/proc/{pid}/environ"))
+                .map(|raw| Environment::parse(&raw))
+                .unwrap_or_default(),
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -100,6 +100,22 @@ impl<T: Target> PageCache<T> {
         self.state.borrow_mut().pages.clear();
     }
 
+    /// Every readable page held, by address: what was read since the
+    /// cache was created or last invalidated (for saving a snapshot).
+    pub fn pages(&self) -> Vec<(u64, Box<[u8]>)> {
+        let state = self.state.borrow();
+        let mut pages: Vec<(u64, Box<[u8]>)> = state
+            .pages
+            .iter()
+            .filter_map(|(&n, page)| match page {
+                Page::Data(data) => Some((n * PAGE_SIZE, data.clone())),
+                Page::Unreadable => None,
+            })
+            .collect();
+        pages.sort_by_key(|&(addr, _)| addr);
+        pages
+    }
+
     pub fn get_ref(&self) -> &T {
         &self.inner
     }
@@ -186,6 +202,35 @@ impl<T: Target> PageCache<T> {
 impl<T: Target> Target for PageCache<T> {
     fn pid(&self) -> i32 {
         self.inner.pid()
+    }
+
+    fn executable(&self) -> Result<std::path::PathBuf> {
+        self.inner.executable()
+    }
+
+    fn environment(&self) -> Result<super::Environment> {
+        self.inner.environment()
+    }
+
+    fn threads(&self) -> Result<Vec<super::Thread>> {
+        self.inner.threads()
+    }
+
+    fn liveness(&self) -> super::Liveness {
+        self.inner.liveness()
+    }
+
+    fn descendants(&self, limit: usize) -> Result<Vec<super::Relative>> {
+        self.inner.descendants(limit)
+    }
+
+    fn pointer_size(&self) -> u32 {
+        self.inner.pointer_size()
+    }
+
+    fn release(&mut self) -> Result<()> {
+        self.invalidate();
+        self.inner.release()
     }
 
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<()> {
@@ -299,6 +344,18 @@ mod tests {
         }
         fn mapped_objects(&self) -> Result<Vec<MappedObject>> {
             Ok(Vec::new())
+        }
+        fn executable(&self) -> Result<std::path::PathBuf> {
+            Ok("/fake".into())
+        }
+        fn environment(&self) -> Result<crate::process::Environment> {
+            Ok(Default::default())
+        }
+        fn threads(&self) -> Result<Vec<crate::process::Thread>> {
+            Ok(Vec::new())
+        }
+        fn liveness(&self) -> crate::process::Liveness {
+            crate::process::Liveness::Offline
         }
         fn syscalls(&self) -> u64 {
             self.calls.get()

@@ -1,0 +1,124 @@
+//! mqs-dump: see inside hung MPI jobs.
+//!
+//! A thin binary over the `mqs_host` library: each command is a module
+//! here that parses its options, calls the library and prints. With no
+//! command, `mqs-dump --pid PID` dumps message queues (the `dump` module).
+
+mod cvars;
+mod dump;
+mod launch;
+mod watch;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use mqs_host::{exit_code, Error};
+
+/// Show the pending sends, posted receives and unexpected messages of MPI
+/// processes, through the message-queue DLL their MPI names (or one you
+/// give).
+#[derive(Debug, Parser)]
+#[command(
+    name = "mqs-dump",
+    version,
+    after_help = EXIT_CODES,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+
+    #[command(flatten)]
+    dump: dump::DumpArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    Launch(launch::LaunchArgs),
+    /// The tracer process of `launch` (internal).
+    #[command(name = "__trace-starter", hide = true)]
+    TraceStarter(launch::TracerArgs),
+    /// Snapshot a job every few seconds and report as soon as a deadlock
+    /// (or a wait chain ending in a rank outside MPI) is in two snapshots
+    /// in a row; then show the job view with stacks and exit 12. Exits 0
+    /// when the job ends without one.
+    Watch(watch::WatchArgs),
+    /// MPI_T control variables: list a library's, read a job's, validate a
+    /// setting, check the library against the standard.
+    Cvars(cvars::CvarsArgs),
+}
+
+/// The exit codes, for every command's --help.
+pub const EXIT_CODES: &str = "Exit codes: 0 ok, 1 other error, 2 usage, 3 no such process, \
+4 permission denied, 5 not an MPI process, 6 MPI lacks the debug info the DLL needs, \
+7 DLL missing, 8 DLL not loadable, 9 DLL incompatible, 10 DLL untrusted, \
+11 process exited during the dump, 12 deadlock found (--deadlock, watch), \
+13 unreadable core or snapshot file; for `cvars`, see `mqs-dump cvars --help`";
+
+fn main() -> ExitCode {
+    // The subprocess `cvars` loads MPI libraries in: not a command.
+    if std::env::args_os().nth(1).as_deref()
+        == Some(std::ffi::OsStr::new(mqs_host::cvars::helper::HELPER_ARG))
+    {
+        return ExitCode::from(mqs_host::cvars::helper::serve() as u8);
+    }
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() {
+                exit_code::USAGE as u8
+            } else {
+                0
+            });
+        }
+    };
+    match cli.command {
+        None => {
+            mqs_host::process::install_signal_cleanup();
+            dump::run(&cli.dump)
+        }
+        Some(Command::Launch(args)) => launch::run(&args),
+        Some(Command::TraceStarter(args)) => launch::run_tracer(&args),
+        Some(Command::Watch(args)) => {
+            // Each snapshot stops the job: let it go if we are stopped.
+            mqs_host::process::install_signal_cleanup();
+            watch::run(&args)
+        }
+        Some(Command::Cvars(args)) => cvars::run(&args),
+    }
+}
+
+/// Reports `e` as one line on stderr and gives its exit code.
+pub fn fail(e: &Error) -> ExitCode {
+    eprintln!("mqs-dump: error: {}", message(e));
+    ExitCode::from(e.exit_code() as u8)
+}
+
+/// The error as one line, with the fix where the error alone does not say it.
+pub fn message(e: &Error) -> String {
+    match e {
+        Error::NoDebugInfo { detail } => format!(
+            "{detail}; the MPI library lacks the debug information its message-queue DLL \
+             needs: rebuild the MPI with -g (or install its debug-symbol package)"
+        ),
+        Error::NotMpi { .. } => format!("{e}; give the pid of an MPI rank, or pass --dll"),
+        other => other.to_string(),
+    }
+    .replace('\n', " ")
+}
+
+/// A progress bar on terminals only.
+pub fn progress_bar(template: &str) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(template)
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    Some(bar)
+}

@@ -1,0 +1,441 @@
+//! The job at a glance, against real hung jobs: the wait-for analysis
+//! (`--deadlock`, `--confirm`), the merged job view with stacks, the DOT
+//! graph through Graphviz, `mqs-dump watch`, and call stacks of live ranks
+//! (also of the Open MPI release build, which has no DWARF in its
+//! components).
+//!
+//! Fixtures: `split_ring` (an 8-cycle through a reversed communicator plus
+//! an ANY_SOURCE receive), `chain` (0 -> 1 -> 2 -> 3, rank 3 polling until
+//! SIGUSR1), `barrier_mismatch` (ranks 0-2 in MPI_Barrier, rank 3 in
+//! MPI_Recv from 0). Their receives are posted after READY, so each test
+//! waits (bounded) until the dump shows the state the contract promises.
+
+mod support;
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use mqs_tests::{Family, Job, Mpi};
+use serde_json::Value;
+use support::*;
+
+/// How long a job may take to reach the state its contract describes after
+/// READY (a loaded 2-core machine runs 8 oversubscribed ranks).
+const SETTLE: Duration = Duration::from_secs(90);
+
+/// Runs mqs-dump until `done` accepts its output, or fails after SETTLE
+/// with the last output.
+fn until(args: &[&str], done: impl Fn(&Output) -> bool) -> Output {
+    let start = Instant::now();
+    loop {
+        let out = run(args);
+        if done(&out) {
+            return out;
+        }
+        assert!(
+            start.elapsed() < SETTLE,
+            "mqs-dump {args:?} never reached the expected state in {SETTLE:?}; last exit {}, \
+             stdout:\n{}\nstderr:\n{}",
+            out.status,
+            stdout(&out),
+            stderr(&out)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn ring_cycle_words(n: i64) -> Vec<String> {
+    (0..n)
+        .map(|r| {
+            format!(
+                "rank {r} waits for rank {} (recv tag 10 on \"ring\")",
+                (r + 1) % n
+            )
+        })
+        .collect()
+}
+
+fn check_ring_deadlock(mpi: Mpi) {
+    let job = Job::launch(mpi, "split_ring", 8, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let pid = job.launcher_pid().to_string();
+    let expected = ring_cycle_words(8);
+    let out = until(&["--pid", &pid, "--deadlock"], |out| {
+        let text = stdout(out);
+        expected.iter().all(|w| text.contains(w))
+    });
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(12), "{text}\n{}", stderr(&out));
+    assert!(
+        text.starts_with("deadlock: rank 0 waits for rank 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "rank 0 also waits on an OR-wait (recv from ANY_SOURCE tag 11 on MPI_COMM_WORLD): \
+             any of ranks 1-7 could match it"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("deadlocked: ranks 0-7 in 1 cycle"), "{text}");
+
+    // The same from two snapshots a second apart.
+    let out = run(&["--pid", &pid, "--deadlock", "--confirm", "1"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(12), "{text}\n{}", stderr(&out));
+    for w in &expected {
+        assert!(text.contains(w), "{w} missing from {text}");
+    }
+
+    // The job view: short, one branch of stacks with every rank in MPI_Recv.
+    let out = until(&["--pid", &pid, "--stacks"], |out| {
+        stdout(out).contains("ranks 0-7: main > MPI_Recv")
+    });
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let lines = text.lines().count();
+    assert!(lines <= 25, "{lines} lines:\n{text}");
+    assert!(
+        text.contains("\"ring\" (8 ranks: world ranks 7-0 in its order):"),
+        "{text}"
+    );
+    // MPICH's own DLL gives lengths in elements, not bytes (TARGETS.md).
+    let bytes = if mpi.family() == Family::Mpich { 1 } else { 4 };
+    assert!(
+        text.contains(&format!(
+            "rank 0: recv from ANY_SOURCE tag 11, {bytes} bytes"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "rank 7: recv from rank 0 (\"ring\" rank 7) tag 10, {bytes} bytes"
+        )),
+        "{text}"
+    );
+    let stack_lines: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("stacks"))
+        .skip(1)
+        .collect();
+    assert_eq!(
+        stack_lines
+            .iter()
+            .filter(|l| !l.starts_with("    "))
+            .count(),
+        1,
+        "one branch at the top: {text}"
+    );
+
+    // --all shows the MPI's own threads and the empty communicators too.
+    let out = run(&["--pid", &pid, "--stacks", "--all"]);
+    let all = stdout(&out);
+    assert!(all.lines().count() > lines, "{all}");
+    assert!(all.contains("MPI_COMM_SELF"), "{all}");
+
+    // Filters.
+    let out = run(&["--pid", &pid, "--rank", "2-3", "--comm", "ring"]);
+    let text = stdout(&out);
+    assert!(text.contains("rank 2: recv from rank 3"), "{text}");
+    assert!(!text.contains("rank 4:"), "{text}");
+    assert!(!text.contains("MPI_COMM_WORLD ("), "{text}");
+    let out = run(&["--pid", &pid, "--queue", "sends"]);
+    assert!(!stdout(&out).contains("recv from"), "{}", stdout(&out));
+
+    // DOT that Graphviz accepts, with the cycle in red.
+    let out = run(&["--pid", &pid, "--format", "dot"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dot = stdout(&out);
+    assert_eq!(dot.matches("color=red, penwidth").count(), 8, "{dot}");
+    let svg = graphviz_svg(&dot);
+    assert!(svg.contains("<svg"), "{svg}");
+    assert!(svg.contains("rank 7"), "{svg}");
+}
+
+/// `dot -Tsvg` of `dot`, which must succeed.
+fn graphviz_svg(dot: &str) -> String {
+    use std::io::Write;
+    let mut child = Command::new("dot")
+        .arg("-Tsvg")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("Graphviz's dot must be installed (scripts/setup-mpis installs graphviz)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(dot.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "dot rejected the graph: {}\n{dot}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn ring_deadlock_openmpi_g() {
+    check_ring_deadlock(Mpi::OpenMpiG);
+}
+
+#[test]
+fn ring_deadlock_mpich() {
+    check_ring_deadlock(Mpi::Mpich);
+}
+
+fn release(pid: u32) {
+    // SAFETY: kill takes integers; the pid is a rank of our running job.
+    let rc = unsafe { libc::kill(pid as libc::pid_t, libc::SIGUSR1) };
+    assert_eq!(rc, 0, "SIGUSR1 to {pid}");
+}
+
+fn check_chain(mpi: Mpi) {
+    let job = Job::launch(mpi, "chain", 4, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let pid = job.launcher_pid().to_string();
+    let steps = [
+        "rank 0 waits for rank 1 (recv tag 20 on MPI_COMM_WORLD)",
+        "rank 1 waits for rank 2 (recv tag 20 on MPI_COMM_WORLD)",
+        "rank 2 waits for rank 3 (recv tag 20 on MPI_COMM_WORLD)",
+    ];
+    let out = until(&["--pid", &pid, "--deadlock"], |out| {
+        let text = stdout(out);
+        steps.iter().all(|s| text.contains(s))
+    });
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}\n{}", stderr(&out));
+    assert!(text.contains("the chain waits for rank 3"), "{text}");
+    assert!(text.contains("rank 3 has nothing pending"), "{text}");
+    assert!(text.contains("no deadlock"), "{text}");
+    assert!(!text.lines().any(|l| l.starts_with("deadlock:")), "{text}");
+
+    release(job.rank_pid(3).unwrap());
+    let status = job.wait_for_exit(SETTLE).expect("the chain completes");
+    assert!(status.success(), "{status}");
+}
+
+#[test]
+fn chain_is_no_deadlock_openmpi_g() {
+    check_chain(Mpi::OpenMpiG);
+}
+
+#[test]
+fn chain_is_no_deadlock_mpich() {
+    check_chain(Mpi::Mpich);
+}
+
+#[test]
+fn barrier_mismatch_names_the_missing_rank_openmpi_g() {
+    check_barrier_mismatch(Mpi::OpenMpiG);
+}
+
+#[test]
+fn barrier_mismatch_names_the_missing_rank_mpich() {
+    check_barrier_mismatch(Mpi::Mpich);
+}
+
+fn check_barrier_mismatch(mpi: Mpi) {
+    let job = Job::launch(mpi, "barrier_mismatch", 4, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let pid = job.launcher_pid().to_string();
+    let out = until(&["--pid", &pid, "--deadlock"], |out| {
+        let text = stdout(out);
+        text.contains("ranks 0-2 are in MPI_Barrier") && text.contains("recv tag 30")
+    });
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(12), "{text}\n{}", stderr(&out));
+    assert!(
+        text.contains(
+            "missing: rank 3 (in MPI_Recv, waiting for rank 0 (recv tag 30 on MPI_COMM_WORLD))"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("rank 3 waits for rank 0 (recv tag 30 on MPI_COMM_WORLD)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("waits for rank 3 (MPI_Barrier, which rank 3 has not entered)"),
+        "{text}"
+    );
+    drop(job);
+}
+
+/// The main thread's function names, outermost first, from --json.
+fn main_path(process: &Value) -> Vec<String> {
+    let threads = process["stacks"]["list"].as_array().expect("stacks listed");
+    let pid = process["pid"].as_i64().unwrap();
+    let main = threads
+        .iter()
+        .find(|t| t["tid"].as_i64() == Some(pid))
+        .expect("the main thread");
+    let mut names: Vec<String> = main["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["function"].as_str().unwrap_or("??").to_string())
+        .collect();
+    names.reverse();
+    names
+}
+
+fn check_live_stack(mpi: Mpi, below_recv: &str) {
+    let job = Job::launch(mpi, "split_ring", 2, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let rank = job.rank_pid(1).unwrap().to_string();
+    let start = Instant::now();
+    let path = loop {
+        let v = dump_json(rank.parse().unwrap(), &["--stacks"]);
+        let path = main_path(&v["processes"][0]);
+        if path.iter().any(|f| f == "MPI_Recv") || start.elapsed() > SETTLE {
+            break path;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let from_main: Vec<&str> = path
+        .iter()
+        .skip_while(|f| *f != "main")
+        .map(String::as_str)
+        .collect();
+    assert!(
+        from_main.starts_with(&["main", "MPI_Recv", below_recv]),
+        "{path:?}"
+    );
+    assert!(path.starts_with(&["_start".to_string()]), "{path:?}");
+    assert_running_untraced(rank.parse().unwrap());
+    drop(job);
+}
+
+#[test]
+fn live_stack_names_in_order_openmpi_g() {
+    check_live_stack(Mpi::OpenMpiG, "mca_pml_ob1_recv");
+}
+
+#[test]
+fn live_stack_names_in_order_openmpi_release() {
+    check_live_stack(Mpi::OpenMpiRelease, "mca_pml_ob1_recv");
+}
+
+#[test]
+fn live_stack_names_in_order_mpich() {
+    // MPICH 4.0.2's MPI_Recv calls its file-static internal_Recv.
+    check_live_stack(Mpi::Mpich, "internal_Recv");
+}
+
+/// Starts `mqs-dump watch` on the job; its output is read at the end.
+fn start_watch(pid: u32, every: &str) -> std::process::Child {
+    Command::new(mqs_dump())
+        .args(["watch", "--pid", &pid.to_string(), "--every", every])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start mqs-dump watch")
+}
+
+/// Waits for `child` at most `limit`, killing it past that.
+fn wait_child(mut child: std::process::Child, limit: Duration) -> Output {
+    let start = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "mqs-dump watch still running after {limit:?}: {}\n{}",
+                stdout(&out),
+                stderr(&out)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn watch_reports_the_ring_within_three_periods() {
+    let job = Job::launch(Mpi::OpenMpiG, "split_ring", 8, &[]).unwrap_or_else(|e| panic!("{e}"));
+    // Let every rank post its receive before the first snapshot.
+    until(
+        &["--pid", &job.launcher_pid().to_string(), "--deadlock"],
+        |o| o.status.code() == Some(12),
+    );
+    let out = wait_child(start_watch(job.launcher_pid(), "2"), SETTLE * 2);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(12), "{text}\n{}", stderr(&out));
+    let snapshot: u32 = text
+        .strip_prefix("mqs-dump watch: snapshot ")
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no snapshot number in {text}"));
+    assert!(snapshot <= 3, "reported at snapshot {snapshot}: {text}");
+    for w in ring_cycle_words(8) {
+        assert!(text.contains(&w), "{w} missing from {text}");
+    }
+    assert!(text.contains("ranks 0-7: main > MPI_Recv"), "{text}");
+    for (_, pid) in job.rank_pids() {
+        assert_running_untraced(pid);
+    }
+}
+
+#[test]
+fn watch_says_nothing_about_a_chain_that_completes() {
+    let job = Job::launch(Mpi::OpenMpiG, "chain", 4, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let watch = start_watch(job.launcher_pid(), "1");
+    std::thread::sleep(Duration::from_secs(5));
+    release(job.rank_pid(3).unwrap());
+    let status = job.wait_for_exit(SETTLE).expect("the chain completes");
+    assert!(status.success(), "{status}");
+    let out = wait_child(watch, SETTLE);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}\n{}", stderr(&out));
+    assert!(text.is_empty(), "watch reported: {text}");
+    assert!(stderr(&out).contains("the job ended"), "{}", stderr(&out));
+}
+
+/// Every rank's gcore, written into `dir` as core.PID.
+fn gcore(job: &Job, dir: &std::path::Path) {
+    for (_, pid) in job.rank_pids() {
+        let out = Command::new("gcore")
+            .arg("-o")
+            .arg(dir.join("core"))
+            .arg(pid.to_string())
+            .output()
+            .expect("run gcore (gdb)");
+        assert!(
+            out.status.success(),
+            "gcore {pid}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn core_files_give_stacks_and_the_deadlock() {
+    let job = Job::launch(Mpi::OpenMpiG, "split_ring", 4, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let pid = job.launcher_pid().to_string();
+    until(&["--pid", &pid, "--deadlock"], |o| {
+        o.status.code() == Some(12)
+    });
+    let dir = std::env::temp_dir().join(format!("mqs-analysis-cores-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    gcore(&job, &dir);
+    drop(job);
+    let dir_arg = dir.to_str().unwrap();
+
+    let out = run(&["--core", dir_arg, "--deadlock"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(12), "{text}\n{}", stderr(&out));
+    for w in ring_cycle_words(4) {
+        assert!(text.contains(&w), "{w} missing from {text}");
+    }
+    // The registers come from the cores: the same stacks as live.
+    let out = run(&["--core", dir_arg, "--stacks"]);
+    let text = stdout(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        text.contains("ranks 0-3: main > MPI_Recv > mca_pml_ob1_recv"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
