@@ -244,9 +244,10 @@ fn gettid() -> i32 {
 
 const HELPER_ENV: &str = "MQS_TARGET_TEST_HELPER";
 
-/// Does nothing in a normal run; when re-executed with `HELPER_ENV` set it
-/// becomes the helper process named there.
+/// Not a test: when re-executed with `HELPER_ENV` set this binary becomes
+/// the helper process named there (the tests start it with --ignored).
 #[test]
+#[ignore = "not a test: the helper process other tests of this file start"]
 fn helper() {
     let Ok(task) = std::env::var(HELPER_ENV) else {
         return;
@@ -316,11 +317,17 @@ fn exe_for(uid: Option<u32>) -> std::path::PathBuf {
 
 fn spawn_helper(task: &str, uid: Option<u32>) -> (Guard, impl Iterator<Item = String>) {
     let mut cmd = Command::new(exe_for(uid));
-    cmd.args(["--exact", "helper", "--nocapture", "--test-threads=1"])
-        .env(HELPER_ENV, task)
-        .current_dir("/")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+    cmd.args([
+        "--exact",
+        "helper",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(HELPER_ENV, task)
+    .current_dir("/")
+    .stdout(Stdio::piped())
+    .stderr(Stdio::inherit());
     if let Some(uid) = uid {
         cmd.uid(uid).gid(uid);
     }
@@ -729,6 +736,23 @@ fn page_cache_scattered_reads() {
 #[test]
 fn threads_registers_environment_and_liveness() {
     let f = Fixture::start(2, false);
+    // Until both spinners have counted, one may still be starting (in libc).
+    {
+        let watch = LiveProcess::attach(f.pid(), Mode::NoStop).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let mut counts = [0u8; 16];
+            watch.read(f.spins, &mut counts).unwrap();
+            if counts[..8] != [0; 8] && counts[8..] != [0; 8] {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the spinners never ran"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
     let p = LiveProcess::attach(f.pid(), Mode::Stop).unwrap();
     let threads = p.threads().unwrap();
     assert_eq!(threads.len(), 3, "{threads:?}");

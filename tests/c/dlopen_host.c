@@ -257,7 +257,9 @@ int main(int argc, char **argv)
         if (process.info)
             p_mqs_destroy_process_info(process.info);
     } else {
-        check(1, "setup_process refuses a process of an image without queues");
+        /* Refusing at once is as good: the refusal must carry a text. */
+        const char *refusal = p_mqs_dll_error_string(rc);
+        check(refusal != NULL && *refusal, "setup_process's refusal has a text");
     }
     if (image.info)
         p_mqs_destroy_image_info(image.info);

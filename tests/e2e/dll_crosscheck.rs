@@ -28,19 +28,7 @@ const KNOWN: &[&str] = &[
 ];
 
 fn our_dll() -> PathBuf {
-    let path = mqs_tests::target_dir()
-        .join(if cfg!(debug_assertions) {
-            "debug"
-        } else {
-            "release"
-        })
-        .join("libmqs_dll.so");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo build -p mqs-dll` (scripts/test does)",
-        path.display()
-    );
-    path
+    mqs_tests::our_dll(false)
 }
 
 fn their_dll(mpi: Mpi) -> PathBuf {

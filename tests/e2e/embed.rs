@@ -13,21 +13,7 @@ use serde_json::Value;
 use support::*;
 
 fn example() -> std::path::PathBuf {
-    let profile = if cfg!(debug_assertions) {
-        "debug"
-    } else {
-        "release"
-    };
-    let exe = mqs_tests::target_dir()
-        .join(profile)
-        .join("examples")
-        .join("embed");
-    assert!(
-        exe.exists(),
-        "{} is missing: cargo build -p mqs-host --examples (scripts/test does)",
-        exe.display()
-    );
-    exe
+    mqs_tests::host_example("embed")
 }
 
 fn embedded(pid: u32, dll: &str) -> Value {
@@ -52,7 +38,7 @@ fn the_embedding_example_sees_what_mqs_dump_sees() {
         .prefix()
         .unwrap()
         .join("lib/openmpi/libompi_dbg_msgq.so");
-    let ours = mqs_tests::target_dir().join("debug/libmqs_dll.so");
+    let ours = mqs_tests::our_dll(false);
     for dll in [theirs, ours] {
         let dll = dll.to_str().unwrap().to_string();
         for (rank, pid) in job.rank_pids() {

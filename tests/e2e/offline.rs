@@ -24,15 +24,9 @@ fn their_dll() -> PathBuf {
         .join("lib/openmpi/libompi_dbg_msgq.so")
 }
 
-/// Our DLL, as `cargo build -p mqs-dll` leaves it.
+/// Our DLL, as `cargo build -p mqs-dll` leaves it (checked fresh).
 fn our_dll() -> PathBuf {
-    let dll = mqs_tests::target_dir().join("debug/libmqs_dll.so");
-    assert!(
-        dll.exists(),
-        "{} is missing: cargo build -p mqs-dll",
-        dll.display()
-    );
-    dll
+    mqs_tests::our_dll(false)
 }
 
 /// A fresh directory for this test's files, removed when dropped.

@@ -15,22 +15,7 @@ use support::*;
 
 /// Our DLL's MPI-2 build (scripts/test builds it into target/mpi2).
 fn our_mpi2_dll() -> std::path::PathBuf {
-    let profile = if cfg!(debug_assertions) {
-        "debug"
-    } else {
-        "release"
-    };
-    let path = mqs_tests::target_dir()
-        .join("mpi2")
-        .join(profile)
-        .join("libmqs_dll.so");
-    assert!(
-        path.exists(),
-        "{} is missing: run `CARGO_TARGET_DIR=target/mpi2 cargo build -p mqs-dll \
-         --features mpi2` (scripts/test does)",
-        path.display()
-    );
-    path
+    mqs_tests::our_dll(true)
 }
 
 /// The parents (READY) and children (SPAWNED): each (world rank in its own
@@ -281,6 +266,7 @@ fn open_mpis_own_dll_sees_the_spawned_processes_too() {
         &job.launcher_pid().to_string(),
         "--dll",
         our_mpi2_dll().to_str().unwrap(),
+        "--per-rank",
     ]));
     assert!(
         text.contains("4 ranks dumped, 0 failed")

@@ -5,12 +5,14 @@
 //! A test that needs an MPI fails (never skips) when that MPI is missing, with a
 //! message that says how to build it.
 
+mod artifacts;
 mod error;
 mod job;
 mod mpi;
 mod procfs;
 mod shared_dir;
 
+pub use artifacts::{host_example, mqs_dump_binary, our_dll};
 pub use error::{Error, NotReady, Result};
 pub use job::{launcher_command, Job, LaunchOptions, JOB_ENV};
 pub use mpi::{

@@ -12,22 +12,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// The mqs-dump binary of this build. `cargo test --workspace` builds it
-/// (the host's own tests need it); a stale or missing one is an error, not
-/// a reason to test something else.
+/// The mqs-dump binary of this build; a stale or missing one fails the
+/// test (it would test something else than the checkout).
 pub fn mqs_dump() -> PathBuf {
-    let profile = if cfg!(debug_assertions) {
-        "debug"
-    } else {
-        "release"
-    };
-    let exe = mqs_tests::target_dir().join(profile).join("mqs-dump");
-    assert!(
-        exe.exists(),
-        "{} is missing: run `cargo build -p mqs-host --bin mqs-dump` (scripts/test does)",
-        exe.display()
-    );
-    exe
+    mqs_tests::mqs_dump_binary()
 }
 
 /// Runs mqs-dump with `args`.
