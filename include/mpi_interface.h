@@ -360,7 +360,7 @@ extern int mqs_process_has_queues(mqs_process *, char **);
 extern int mqs_update_communicator_list(mqs_process *);
 
 /* Start iterating over communicators: mqs_ok, mqs_no_information or
- * mqs_end_of_list (none). */
+ * mqs_end_of_list (none; see mqs_setup_operation_iterator). */
 extern int mqs_setup_communicator_iterator(mqs_process *);
 
 /* Describe the current communicator. */
@@ -377,7 +377,11 @@ extern int mqs_next_communicator(mqs_process *);
 
 /* Start iterating over one queue (an mqs_op_class value) of the current
  * communicator: mqs_ok, mqs_no_information (queue not available) or
- * mqs_end_of_list (queue empty). */
+ * mqs_end_of_list (queue empty). For an empty queue both are legal, mqs_ok
+ * (then mqs_next_operation answers mqs_end_of_list at once) and
+ * mqs_end_of_list, and hosts must accept both; DLLs had better answer
+ * mqs_ok, as the MPIs' own DLLs do: some hosts (padb) take mqs_end_of_list
+ * from a setup call for a failure. */
 extern int mqs_setup_operation_iterator(mqs_process *, int);
 
 /* The next operation of that queue: mqs_ok (written), mqs_end_of_list
@@ -385,7 +389,9 @@ extern int mqs_setup_operation_iterator(mqs_process *, int);
 extern int mqs_next_operation(mqs_process *, mqs_pending_operation *);
 
 #if FOR_MPI2
-/* Start iterating over processes the MPI created or connected to. */
+/* Start iterating over processes the MPI created or connected to: mqs_ok,
+ * mqs_no_information or mqs_end_of_list (none; both legal for none, as for
+ * mqs_setup_operation_iterator). */
 extern int mqs_setup_new_process_iterator(mqs_process *);
 
 /* The next such process, for the debugger to attach to. */

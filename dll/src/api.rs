@@ -22,8 +22,11 @@ pub fn setup_image(
     if image.is_null() || table.is_null() {
         return Err(DllError::NullArgument);
     }
-    if callbacks::with_image_state::<ImageState, _>(image, |st| *st = ImageState::new(table))
-        .is_ok()
+    // Set up again (a debugger re-attaching): replace, do not leak. The
+    // debugger's info slot is only asked for if we wrote it.
+    if callbacks::was_put_on(image.cast())
+        && callbacks::with_image_state::<ImageState, _>(image, |st| *st = ImageState::new(table))
+            .is_ok()
     {
         return Ok(());
     }
@@ -67,8 +70,11 @@ pub fn setup_process(
     let layout = layout.ok_or(DllError::ImageHasNoQueues)?;
     let (sizes, order) = openmpi::process_sizes(&ic, &pc, ic.type_sizes(&pc))?;
     let fresh = ProcessState::new(table, Some(layout), sizes, order);
-    // Set up again (a debugger re-attaching): replace, do not leak.
-    if callbacks::with_process_state::<ProcessState, _>(process, |_| ()).is_ok() {
+    // Set up again (a debugger re-attaching): replace, do not leak. The
+    // debugger's info slot is only asked for if we wrote it.
+    if callbacks::was_put_on(process.cast())
+        && callbacks::with_process_state::<ProcessState, _>(process, |_| ()).is_ok()
+    {
         return callbacks::with_process_state::<ProcessState, _>(process, |st| *st = fresh);
     }
     callbacks::put_process_state(process, fresh)

@@ -10,14 +10,17 @@
 //! - Per-image/process/job state: the debugger stores one pointer for us per
 //!   object. We hand it a small header allocated with the *debugger's*
 //!   malloc (as the interface asks) that owns a Rust `Box<Mutex<T>>` holding
-//!   the real state. The header carries a magic number per kind, so a
-//!   pointer of the wrong kind (or already destroyed) is refused instead of
-//!   misread, and the mutex is only ever `try_lock`ed: a concurrent call
-//!   gets `Busy` instead of blocking the debugger.
+//!   the real state. We keep a registry of the headers we handed out and
+//!   on which object: a pointer the debugger gives back is only read if it
+//!   is one of them, for that object (debuggers may hand back garbage from
+//!   a slot never written), and its magic number says its kind. The mutex
+//!   is only ever `try_lock`ed: a concurrent call gets `Busy` instead of
+//!   blocking the debugger.
 
+use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::{Mutex, TryLockError};
+use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
 use crate::abi;
 use crate::errors::DllError;
@@ -477,17 +480,31 @@ struct InfoHeader {
     state: *mut c_void,
 }
 
-const DEAD_MAGIC: u64 = 0x6d71_735f_6465_6164; // "mqs_dead"
-
 /// A kind of per-object state, told apart by its magic number.
 pub trait InfoKind: Sized {
     const MAGIC: u64;
     const MISSING: DllError;
 }
 
+/// The headers we handed out and have not freed: debugger object (image,
+/// process or job handle) -> the header put on it.
+///
+/// Debuggers return whatever is in their info slot, and not all of them
+/// clear it first (padb keeps its objects on the stack, uninitialised): the
+/// slot of an object is only asked for once we put a header on it, and
+/// what comes back is only dereferenced if it is that header. Garbage, a
+/// stale pointer or another object's info never makes the DLL read memory
+/// it did not allocate.
+static LIVE: Mutex<Option<HashMap<usize, usize>>> = Mutex::new(None);
+
+fn live() -> MutexGuard<'static, Option<HashMap<usize, usize>>> {
+    // A panic cannot leave the map half-updated: keep using it.
+    LIVE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// Allocates the header for `state` (through the debugger's malloc when it
 /// offers one and returns aligned memory) and returns the pointer to give
-/// the debugger.
+/// the debugger. Not yet registered: see [`register`].
 fn new_info<T: InfoKind>(basic: &Basic, state: T) -> Result<*mut c_void, DllError> {
     let boxed: *mut Mutex<T> = Box::into_raw(Box::new(Mutex::new(state)));
     let header = InfoHeader {
@@ -518,22 +535,53 @@ fn new_info<T: InfoKind>(basic: &Basic, state: T) -> Result<*mut c_void, DllErro
     Ok(Box::into_raw(header).cast())
 }
 
-/// Runs `f` on the state behind a pointer the debugger gave back.
-pub fn with_info<T: InfoKind, R>(
-    info: *mut c_void,
+/// Records that `info` was put on the debugger object `owner`. A header
+/// put on it before (set up again after the debugger lost our pointer) is
+/// forgotten, not freed: the debugger may still hand it to destroy.
+fn register(info: *mut c_void, owner: *mut c_void) {
+    live()
+        .get_or_insert_with(HashMap::new)
+        .insert(owner as usize, info as usize);
+}
+
+/// Whether we put a header on the debugger object `owner` and have not
+/// freed it: only then is its info slot worth asking for (a slot we never
+/// wrote may hold anything, even uninitialised memory).
+pub fn was_put_on(owner: *mut c_void) -> bool {
+    live()
+        .as_ref()
+        .is_some_and(|m| m.contains_key(&(owner as usize)))
+}
+
+/// Runs `f` on the state of the debugger object `owner`, whose info slot
+/// `get` reads: only if we put a header on it, and the slot still holds it.
+fn with_info<T: InfoKind, R>(
+    owner: *mut c_void,
+    get: impl FnOnce() -> *mut c_void,
     f: impl FnOnce(&mut T) -> R,
 ) -> Result<R, DllError> {
-    let header = info.cast::<InfoHeader>();
-    if header.is_null() || !header.is_aligned() {
+    if !was_put_on(owner) {
         return Err(T::MISSING);
     }
-    // SAFETY: the debugger returns the pointer we stored (ABI contract); it is
-    // non-NULL and aligned, and the header stays allocated until destroy.
-    let (magic, state) = unsafe { ((*header).magic, (*header).state) };
-    if magic != T::MAGIC || state.is_null() {
-        return Err(T::MISSING);
-    }
-    // SAFETY: a header with our magic owns a live Box<Mutex<T>> of this kind.
+    let info = get();
+    let state = {
+        let live = live();
+        if live.as_ref().and_then(|m| m.get(&(owner as usize))) != Some(&(info as usize)) {
+            return Err(T::MISSING);
+        }
+        // SAFETY: a registered header: allocated by new_info, aligned, and
+        // not freed (destroy_info unregisters it first, under this lock).
+        let (magic, state) = unsafe {
+            let header = info.cast::<InfoHeader>();
+            ((*header).magic, (*header).state)
+        };
+        if magic != T::MAGIC || state.is_null() {
+            return Err(T::MISSING);
+        }
+        state
+    };
+    // SAFETY: a live header with our magic owns a live Box<Mutex<T>> of this
+    // kind; only mqs_destroy_*, after the debugger's last use, frees it.
     let mutex: &Mutex<T> = unsafe { &*state.cast::<Mutex<T>>() };
     let mut guard = match mutex.try_lock() {
         Ok(guard) => guard,
@@ -545,23 +593,35 @@ pub fn with_info<T: InfoKind, R>(
     Ok(f(&mut guard))
 }
 
-/// Frees the state and header behind a pointer the debugger gave back.
+/// Frees the state and header behind a pointer the debugger gave back; a
+/// pointer that is not a live header of ours (garbage, or destroyed
+/// already) is left alone.
 fn destroy_info<T: InfoKind>(basic: Option<&Basic>, info: *mut c_void) {
-    let header = info.cast::<InfoHeader>();
-    if header.is_null() || !header.is_aligned() {
-        return;
-    }
-    // SAFETY: as in with_info; the debugger destroys each object once, after
-    // its last use, so nothing else refers to the state now.
-    let (magic, state, from_debugger) =
-        unsafe { ((*header).magic, (*header).state, (*header).from_debugger) };
-    if magic != T::MAGIC {
-        return;
-    }
-    // SAFETY: see above; marking it dead makes a second destroy a no-op.
-    unsafe { (*header).magic = DEAD_MAGIC };
+    let (state, from_debugger) = {
+        let mut live = live();
+        let Some(map) = live.as_mut() else {
+            return;
+        };
+        let Some(owner) = map
+            .iter()
+            .find_map(|(&o, &i)| (i == info as usize).then_some(o))
+        else {
+            return;
+        };
+        // SAFETY: registered, so allocated by new_info and not yet freed.
+        let (magic, state, from_debugger) = unsafe {
+            let header = info.cast::<InfoHeader>();
+            ((*header).magic, (*header).state, (*header).from_debugger)
+        };
+        if magic != T::MAGIC {
+            return;
+        }
+        map.remove(&owner);
+        (state, from_debugger)
+    };
     if !state.is_null() {
-        // SAFETY: `state` came from Box::into_raw in new_info and is dropped once.
+        // SAFETY: `state` came from Box::into_raw in new_info and is dropped
+        // once: the header is unregistered, so no one reaches it again.
         drop(unsafe { Box::from_raw(state.cast::<Mutex<T>>()) });
     }
     if from_debugger == 1 {
@@ -570,21 +630,32 @@ fn destroy_info<T: InfoKind>(basic: Option<&Basic>, info: *mut c_void) {
         }
     } else {
         // SAFETY: a header with from_debugger == 0 came from Box::into_raw.
-        drop(unsafe { Box::from_raw(header) });
+        drop(unsafe { Box::from_raw(info.cast::<InfoHeader>()) });
     }
+}
+
+/// Puts a fresh header for `state` on a debugger object through `put`,
+/// and registers it.
+fn put_state<T: InfoKind>(
+    owner: *mut c_void,
+    state: T,
+    put: impl FnOnce(&Basic, *mut c_void) -> bool,
+) -> Result<(), DllError> {
+    let basic = Basic::get()?;
+    let info = new_info(&basic, state)?;
+    register(info, owner);
+    if !put(&basic, info) {
+        destroy_info::<T>(Some(&basic), info);
+        return Err(DllError::NoBasicCallbacks);
+    }
+    Ok(())
 }
 
 // Typed entry points for each kind of object.
 
 /// Attaches new image state to a debugger image.
 pub fn put_image_state<T: InfoKind>(image: *mut abi::mqs_image, state: T) -> Result<(), DllError> {
-    let basic = Basic::get()?;
-    let info = new_info(&basic, state)?;
-    if !basic.put_image_info(image, info) {
-        destroy_info::<T>(Some(&basic), info);
-        return Err(DllError::NoBasicCallbacks);
-    }
-    Ok(())
+    put_state(image.cast(), state, |b, info| b.put_image_info(image, info))
 }
 
 /// Runs `f` on an image's state.
@@ -596,7 +667,7 @@ pub fn with_image_state<T: InfoKind, R>(
         return Err(DllError::NullArgument);
     }
     let basic = Basic::get()?;
-    with_info(basic.get_image_info(image), f)
+    with_info(image.cast(), || basic.get_image_info(image), f)
 }
 
 /// Frees an image's state.
@@ -609,13 +680,9 @@ pub fn put_process_state<T: InfoKind>(
     process: *mut abi::mqs_process,
     state: T,
 ) -> Result<(), DllError> {
-    let basic = Basic::get()?;
-    let info = new_info(&basic, state)?;
-    if !basic.put_process_info(process, info) {
-        destroy_info::<T>(Some(&basic), info);
-        return Err(DllError::NoBasicCallbacks);
-    }
-    Ok(())
+    put_state(process.cast(), state, |b, info| {
+        b.put_process_info(process, info)
+    })
 }
 
 /// Runs `f` on a process's state.
@@ -627,7 +694,7 @@ pub fn with_process_state<T: InfoKind, R>(
         return Err(DllError::NullArgument);
     }
     let basic = Basic::get()?;
-    with_info(basic.get_process_info(process), f)
+    with_info(process.cast(), || basic.get_process_info(process), f)
 }
 
 /// Frees a process's state.
@@ -638,13 +705,7 @@ pub fn destroy_process_state<T: InfoKind>(info: *mut abi::mqs_process_info) {
 /// Attaches new job state to a debugger job.
 #[cfg(feature = "mpi2")]
 pub fn put_job_state<T: InfoKind>(job: *mut abi::mqs_job, state: T) -> Result<(), DllError> {
-    let basic = Basic::get()?;
-    let info = new_info(&basic, state)?;
-    if !basic.put_job_info(job, info) {
-        destroy_info::<T>(Some(&basic), info);
-        return Err(DllError::NoBasicCallbacks);
-    }
-    Ok(())
+    put_state(job.cast(), state, |b, info| b.put_job_info(job, info))
 }
 
 /// Runs `f` on a job's state.
@@ -657,7 +718,7 @@ pub fn with_job_state<T: InfoKind, R>(
         return Err(DllError::NullArgument);
     }
     let basic = Basic::get()?;
-    with_info(basic.get_job_info(job), f)
+    with_info(job.cast(), || basic.get_job_info(job), f)
 }
 
 /// Frees a job's state.

@@ -48,7 +48,11 @@ pub fn setup_job(
         names: NameMap::new(),
         identities: BTreeMap::new(),
     };
-    if callbacks::with_job_state::<JobState, _>(job, |_| ()).is_ok() {
+    // Set up again: replace, do not leak. The debugger's info slot is only
+    // asked for if we wrote it.
+    if callbacks::was_put_on(job.cast())
+        && callbacks::with_job_state::<JobState, _>(job, |_| ()).is_ok()
+    {
         return callbacks::with_job_state::<JobState, _>(job, |st| *st = fresh);
     }
     callbacks::put_job_state(job, fresh)
@@ -131,13 +135,9 @@ pub fn setup_new_process_iterator(process: *mut abi::mqs_process) -> Result<Retu
             st.new_processes = None;
             return Ok(ReturnCode::NoInformation);
         };
-        let rc = if found.is_empty() {
-            ReturnCode::EndOfList
-        } else {
-            ReturnCode::Ok
-        };
+        // None found: mqs_ok all the same, as for an empty queue.
         st.new_processes = Some(VecDeque::from(found));
-        Ok(rc)
+        Ok(ReturnCode::Ok)
     })?
 }
 

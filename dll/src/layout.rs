@@ -7,11 +7,17 @@
 //! private types (its matching queues and fragments) exist only in a build
 //! with `-g` everywhere; without them the DLL falls back to the request free
 //! lists and cannot show unexpected messages.
+//!
+//! Every query is a round trip in some debuggers (padb asks gdb for each),
+//! so the DLL asks only for what it reads: a type's size only where it is
+//! used, no field it does not read, nothing whose answer C already fixes
+//! (members of a union are at offset 0).
 
 use std::fmt;
 
 use crate::callbacks::ImageAccess;
 use crate::errors::DllError;
+use crate::target::Sizes;
 
 /// What could not be resolved, for messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -41,12 +47,12 @@ impl fmt::Display for Missing {
     }
 }
 
-/// A resolved type: its size and a way to ask for fields.
+/// A resolved type and a way to ask for its fields and size (each asked
+/// when needed, once).
 struct Ty<'r, I: ImageAccess> {
     image: &'r I,
     name: &'static str,
     handle: I::Type,
-    size: Option<u64>,
 }
 
 impl<I: ImageAccess> Ty<'_, I> {
@@ -61,7 +67,9 @@ impl<I: ImageAccess> Ty<'_, I> {
     }
 
     fn size(&self) -> Result<u64, Missing> {
-        self.size.ok_or(Missing::Type(self.name))
+        self.image
+            .size_of(self.handle)
+            .ok_or(Missing::Type(self.name))
     }
 }
 
@@ -71,15 +79,63 @@ fn ty<'r, I: ImageAccess>(image: &'r I, name: &'static str) -> Result<Ty<'r, I>,
         image,
         name,
         handle,
-        size: image.size_of(handle),
     })
+}
+
+/// How a debugger can find a struct known only by its tag (no typedef).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TagForm {
+    /// `struct TAG`: a C type expression (gdb, TotalView, mqs-dump).
+    Keyword,
+    /// `TAG` alone: debuggers that look tags up by their bare name.
+    Bare,
+}
+
+/// Finds structs known only by their tag. The first one is asked for as
+/// `struct TAG`, then as `TAG`; the form that worked is used for the
+/// others, and if neither did, the others are not asked for at all (a
+/// failing lookup is the slowest one in debuggers that ask gdb).
+struct TagLookup<'r, I: ImageAccess> {
+    image: &'r I,
+    /// None: not learned yet; Some(None): this debugger finds no tags.
+    form: Option<Option<TagForm>>,
+}
+
+impl<'r, I: ImageAccess> TagLookup<'r, I> {
+    fn new(image: &'r I) -> Self {
+        TagLookup { image, form: None }
+    }
+
+    fn find(&mut self, tag: &'static str) -> Option<Ty<'r, I>> {
+        let forms: &[TagForm] = match self.form {
+            Some(None) => return None,
+            Some(Some(TagForm::Keyword)) => &[TagForm::Keyword],
+            Some(Some(TagForm::Bare)) => &[TagForm::Bare],
+            None => &[TagForm::Keyword, TagForm::Bare],
+        };
+        for &form in forms {
+            let name = match form {
+                TagForm::Keyword => format!("struct {tag}"),
+                TagForm::Bare => tag.to_string(),
+            };
+            if let Some(handle) = self.image.find_type(&name) {
+                self.form = Some(Some(form));
+                return Some(Ty {
+                    image: self.image,
+                    name: tag,
+                    handle,
+                });
+            }
+        }
+        self.form = Some(None);
+        None
+    }
 }
 
 /// `opal_list_item_t` / `opal_list_t`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListLayout {
     pub item_next: u64,
-    pub item_prev: Option<u64>,
     pub item_size: u64,
     pub sentinel: u64,
 }
@@ -106,7 +162,6 @@ pub struct RequestLayout {
     pub status: u64,
     pub status_source: u64,
     pub status_tag: u64,
-    pub status_error: Option<u64>,
     pub status_ucount: Option<u64>,
     pub status_cancelled: Option<u64>,
     pub addr: u64,
@@ -118,7 +173,6 @@ pub struct RequestLayout {
     pub sequence: Option<u64>,
     pub pml_type: u64,
     pub pml_complete: Option<u64>,
-    pub free_called: Option<u64>,
     /// sizeof(mca_pml_base_request_t).
     pub base_size: u64,
     pub send_addr: u64,
@@ -168,11 +222,30 @@ pub struct CommLayout {
     pub pml_comm: Option<u64>,
 }
 
-/// Sparse group storage (`sparse_data` union members).
+/// Sparse group storage: where `ompi_group_t` keeps it, and the layout of
+/// the structs in its `sparse_data` union.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SparseLayout {
     pub parent: u64,
     pub sparse_data: u64,
+    /// As the debugger reported them; None when it could not find these
+    /// structs (they have tags only, no typedef): then C's rules give
+    /// them, see [`SparseStructs::c_rules`].
+    pub structs: Option<SparseStructs>,
+}
+
+impl SparseLayout {
+    /// The structs' layout for a target with these sizes.
+    pub fn structs(&self, sizes: &Sizes) -> SparseStructs {
+        self.structs
+            .unwrap_or_else(|| SparseStructs::c_rules(sizes))
+    }
+}
+
+/// `struct ompi_group_sporadic_data_t`, `..._sporadic_list_t`,
+/// `..._strided_data_t` and `..._bitmap_data_t` (Open MPI's group.h).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SparseStructs {
     /// grp_sporadic: list pointer and length.
     pub sporadic_list: u64,
     pub sporadic_len: u64,
@@ -189,13 +262,36 @@ pub struct SparseLayout {
     pub bitmap_len: u64,
 }
 
+impl SparseStructs {
+    /// The layout C gives these structs, unchanged since sparse groups
+    /// came (Open MPI 1.3): `{ T *list; int len; }` for sporadic and bitmap
+    /// data, `{ int first; int length; }` for a sporadic range, three ints
+    /// for strided data. An int after a pointer sits at the pointer's size
+    /// (int is never more aligned than a pointer).
+    pub fn c_rules(sizes: &Sizes) -> SparseStructs {
+        let ptr = u64::from(sizes.pointer);
+        let int = u64::from(sizes.int);
+        SparseStructs {
+            sporadic_list: 0,
+            sporadic_len: ptr,
+            sporadic_first: 0,
+            sporadic_length: int,
+            sporadic_elem: 2 * int,
+            strided_offset: 0,
+            strided_stride: int,
+            strided_last: 2 * int,
+            bitmap_array: 0,
+            bitmap_len: ptr,
+        }
+    }
+}
+
 /// `ompi_group_t`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GroupLayout {
     pub size: u64,
     pub proc_count: u64,
     pub proc_pointers: u64,
-    pub my_rank: Option<u64>,
     pub flags: u64,
     pub sparse: Option<SparseLayout>,
 }
@@ -213,6 +309,7 @@ pub struct DatatypeLayout {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProcLayout {
     pub name: u64,
+    /// Read for MPI-2's new processes only (asked for in that build only).
     pub hostname: Option<u64>,
 }
 
@@ -220,12 +317,10 @@ pub struct ProcLayout {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ob1Layout {
     pub comm_size: u64,
-    pub comm_recv_sequence: Option<u64>,
     pub comm_wild_receives: u64,
     pub comm_procs: u64,
     pub comm_num_procs: u64,
     pub proc_size: u64,
-    pub proc_expected_sequence: Option<u64>,
     pub proc_frags_cant_match: Option<u64>,
     pub proc_specific_receives: u64,
     pub proc_unexpected_frags: u64,
@@ -239,7 +334,8 @@ pub struct Ob1Layout {
     pub seg_size: u64,
     pub seg_addr: u64,
     pub seg_len: u64,
-    /// Offsets inside the header union (`mca_pml_ob1_hdr_t`).
+    /// Offsets from the start of a fragment's header (`mca_pml_ob1_hdr_t`,
+    /// a union: each kind of header starts at offset 0).
     pub hdr_type: u64,
     pub hdr_ctx: u64,
     pub hdr_src: u64,
@@ -254,10 +350,8 @@ pub struct Ob1Layout {
     /// ob1 send request: the receiver's request once matched (ACK seen).
     pub send_req_recv: Option<u64>,
     pub send_bytes_delivered: Option<u64>,
-    pub send_req_size: Option<u64>,
     /// ob1 receive request: bytes received so far.
     pub recv_bytes_received: Option<u64>,
-    pub recv_req_size: Option<u64>,
 }
 
 /// Everything, for one image.
@@ -301,7 +395,11 @@ impl Layout {
         let proc_ = match ty(image, "opal_proc_t") {
             Ok(t) => ProcLayout {
                 name: t.opt("proc_name").unwrap_or(list.item_size),
-                hostname: t.opt("proc_hostname"),
+                hostname: if cfg!(feature = "mpi2") {
+                    t.opt("proc_hostname")
+                } else {
+                    None
+                },
             },
             // opal_proc_t starts with an opal_list_item_t, then the name.
             Err(_) => ProcLayout {
@@ -330,7 +428,6 @@ fn resolve_list<I: ImageAccess>(image: &I) -> Result<ListLayout, Missing> {
     let list = ty(image, "opal_list_t")?;
     Ok(ListLayout {
         item_next: item.field("opal_list_next")?,
-        item_prev: item.opt("opal_list_prev"),
         item_size: item.size()?,
         sentinel: list.field("opal_list_sentinel")?,
     })
@@ -364,7 +461,6 @@ fn resolve_request<I: ImageAccess>(image: &I) -> Result<RequestLayout, Missing> 
         status: status_off,
         status_source: status.field("MPI_SOURCE")?,
         status_tag: status.field("MPI_TAG")?,
-        status_error: status.opt("MPI_ERROR"),
         status_ucount: status.opt("_ucount"),
         status_cancelled: status.opt("_cancelled"),
         addr: base.field("req_addr")?,
@@ -376,7 +472,6 @@ fn resolve_request<I: ImageAccess>(image: &I) -> Result<RequestLayout, Missing> 
         sequence: base.opt("req_sequence"),
         pml_type: base.field("req_type")?,
         pml_complete: base.opt("req_pml_complete"),
-        free_called: base.opt("req_free_called"),
         base_size: base.size()?,
         send_addr: send.field("req_addr")?,
         send_bytes_packed: send.field("req_bytes_packed")?,
@@ -416,31 +511,43 @@ fn resolve_group<I: ImageAccess>(image: &I) -> Result<GroupLayout, Missing> {
         size: g.size()?,
         proc_count: g.field("grp_proc_count")?,
         proc_pointers: g.field("grp_proc_pointers")?,
-        my_rank: g.opt("grp_my_rank"),
         flags: g.field("grp_flags")?,
         sparse: resolve_sparse(image, &g),
     })
 }
 
-/// Sparse groups are rare (an MCA option); all their types or nothing.
+/// Sparse groups are rare (an MCA option). Their four structs have a
+/// struct tag and no typedef, so they are asked for in the forms of
+/// [`TagLookup`]: `struct TAG`, then `TAG`, and if the debugger finds none
+/// (one that evaluates `sizeof(NAME)` and refuses names with spaces,
+/// padb), their layout follows from C's rules ([`SparseStructs::c_rules`]).
 fn resolve_sparse<I: ImageAccess>(image: &I, g: &Ty<'_, I>) -> Option<SparseLayout> {
-    let sporadic = ty(image, "ompi_group_sporadic_data_t").ok()?;
-    let sporadic_list = ty(image, "ompi_group_sporadic_list_t").ok()?;
-    let strided = ty(image, "ompi_group_strided_data_t").ok()?;
-    let bitmap = ty(image, "ompi_group_bitmap_data_t").ok()?;
+    let parent = g.opt("grp_parent_group_ptr")?;
+    let sparse_data = g.opt("sparse_data")?;
+    let mut tags = TagLookup::new(image);
+    let structs = tags
+        .find("ompi_group_sporadic_data_t")
+        .and_then(|sporadic| {
+            let sporadic_list = tags.find("ompi_group_sporadic_list_t")?;
+            let strided = tags.find("ompi_group_strided_data_t")?;
+            let bitmap = tags.find("ompi_group_bitmap_data_t")?;
+            Some(SparseStructs {
+                sporadic_list: sporadic.opt("grp_sporadic_list")?,
+                sporadic_len: sporadic.opt("grp_sporadic_list_len")?,
+                sporadic_first: sporadic_list.opt("rank_first")?,
+                sporadic_length: sporadic_list.opt("length")?,
+                sporadic_elem: sporadic_list.size().ok()?,
+                strided_offset: strided.opt("grp_strided_offset")?,
+                strided_stride: strided.opt("grp_strided_stride")?,
+                strided_last: strided.opt("grp_strided_last_element")?,
+                bitmap_array: bitmap.opt("grp_bitmap_array")?,
+                bitmap_len: bitmap.opt("grp_bitmap_array_len")?,
+            })
+        });
     Some(SparseLayout {
-        parent: g.opt("grp_parent_group_ptr")?,
-        sparse_data: g.opt("sparse_data")?,
-        sporadic_list: sporadic.opt("grp_sporadic_list")?,
-        sporadic_len: sporadic.opt("grp_sporadic_list_len")?,
-        sporadic_first: sporadic_list.opt("rank_first")?,
-        sporadic_length: sporadic_list.opt("length")?,
-        sporadic_elem: sporadic_list.size?,
-        strided_offset: strided.opt("grp_strided_offset")?,
-        strided_stride: strided.opt("grp_strided_stride")?,
-        strided_last: strided.opt("grp_strided_last_element")?,
-        bitmap_array: bitmap.opt("grp_bitmap_array")?,
-        bitmap_len: bitmap.opt("grp_bitmap_array_len")?,
+        parent,
+        sparse_data,
+        structs,
     })
 }
 
@@ -468,12 +575,8 @@ fn resolve_ob1<I: ImageAccess>(image: &I) -> Result<Ob1Layout, Missing> {
     let common = ty(image, "mca_pml_ob1_common_hdr_t")?;
     let matchh = ty(image, "mca_pml_ob1_match_hdr_t")?;
     let rndv = ty(image, "mca_pml_ob1_rendezvous_hdr_t")?;
-    // Members of a union are at offset 0 by definition; ask anyway in case a
-    // debugger reports them.
-    let hdr_union = ty(image, "mca_pml_ob1_hdr_t").ok();
-    let in_union =
-        |member: &'static str| hdr_union.as_ref().and_then(|u| u.opt(member)).unwrap_or(0);
-    let match_common = matchh.field("hdr_common")?;
+    // The fragment's header is a union (mca_pml_ob1_hdr_t) of the kinds of
+    // header: each starts at offset 0, and each starts with the common one.
     let hdr_seq = matchh.field("hdr_seq")?;
     // The wire length of a match header ends after hdr_seq, or after the
     // explicit padding of heterogeneous builds.
@@ -496,17 +599,14 @@ fn resolve_ob1<I: ImageAccess>(image: &I) -> Result<Ob1Layout, Missing> {
         .filter(|&n| n > 0)
         .unwrap_or(16)
         .min(64);
-    let match_base = in_union("hdr_match");
     let send = ty(image, "mca_pml_ob1_send_request_t").ok();
     let recv = ty(image, "mca_pml_ob1_recv_request_t").ok();
     Ok(Ob1Layout {
         comm_size: comm.size()?,
-        comm_recv_sequence: comm.opt("recv_sequence"),
         comm_wild_receives: comm.field("wild_receives")?,
         comm_procs: comm.field("procs")?,
         comm_num_procs: comm.field("num_procs")?,
         proc_size: proc_.size()?,
-        proc_expected_sequence: proc_.opt("expected_sequence"),
         proc_frags_cant_match: proc_.opt("frags_cant_match"),
         proc_specific_receives: proc_.field("specific_receives")?,
         proc_unexpected_frags: proc_.field("unexpected_frags")?,
@@ -519,18 +619,16 @@ fn resolve_ob1<I: ImageAccess>(image: &I) -> Result<Ob1Layout, Missing> {
         seg_size,
         seg_addr: seg.field("seg_addr")?,
         seg_len: seg.field("seg_len")?,
-        hdr_type: in_union("hdr_common") + common.field("hdr_type")?,
-        hdr_ctx: match_base + matchh.field("hdr_ctx")?,
-        hdr_src: match_base + matchh.field("hdr_src")?,
-        hdr_tag: match_base + matchh.field("hdr_tag")?,
-        hdr_seq: match_base + hdr_seq,
-        match_hdr_len: match_hdr_len.max(match_common + 2),
-        rndv_msg_length: in_union("hdr_rndv") + rndv_len_off,
+        hdr_type: common.field("hdr_type")?,
+        hdr_ctx: matchh.field("hdr_ctx")?,
+        hdr_src: matchh.field("hdr_src")?,
+        hdr_tag: matchh.field("hdr_tag")?,
+        hdr_seq,
+        match_hdr_len,
+        rndv_msg_length: rndv_len_off,
         rndv_hdr_len,
         send_req_recv: send.as_ref().and_then(|s| s.opt("req_recv")),
         send_bytes_delivered: send.as_ref().and_then(|s| s.opt("req_bytes_delivered")),
-        send_req_size: send.as_ref().and_then(|s| s.size),
         recv_bytes_received: recv.as_ref().and_then(|r| r.opt("req_bytes_received")),
-        recv_req_size: recv.as_ref().and_then(|r| r.size),
     })
 }

@@ -368,7 +368,6 @@ mod tests {
 
     const LIST: ListLayout = ListLayout {
         item_next: 16,
-        item_prev: Some(24),
         item_size: 40,
         sentinel: 16,
     };

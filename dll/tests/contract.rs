@@ -57,15 +57,35 @@ fn versions_and_error_strings() {
 fn image_checks_say_what_is_missing() {
     let base = snapshot("queues-rank0.json");
 
-    // Not Open MPI at all.
+    // Not Open MPI at all: neither its types nor its communicator table.
     let mut s = base.clone();
     s.symbols.remove("ompi_mpi_communicators");
+    s.types.clear();
     let mut image = Image::new(s.fake_image());
     let (rc, msg) = host::setup_image(&mut image);
     assert_eq!(rc, DllError::NotOpenMpi.code());
     let msg = msg.unwrap_or_default();
     assert_eq!(msg.matches("%s").count(), 1, "{msg}");
     assert!(msg.contains("ompi_mpi_communicators"), "{msg}");
+    host::destroy_image(&mut image);
+
+    // Open MPI's types without its table: the image passes (the table is
+    // looked up per process), the process says what is missing.
+    let mut s = base.clone();
+    s.symbols.remove("ompi_mpi_communicators");
+    let mut image = Image::new(s.fake_image());
+    assert_eq!(host::setup_image(&mut image).0, 0);
+    let mut process = Process::new(Box::new(s.fake_process()), &mut image, s.type_sizes, 0);
+    let ph: *mut abi::mqs_process = (&mut *process as *mut Process).cast();
+    let mut msg: *mut c_char = std::ptr::null_mut();
+    // SAFETY: live handles and a writable out-pointer.
+    let rc = unsafe {
+        assert_eq!(x::mqs_setup_process(ph, &host::PROCESS_CB), 0);
+        x::mqs_process_has_queues(ph, &mut msg)
+    };
+    assert_eq!(rc, DllError::MissingSymbol.code());
+    assert!(text(msg).contains("ompi_mpi_communicators"));
+    host::destroy_process(&mut process);
     host::destroy_image(&mut image);
 
     // A field missing: an unsupported version.
@@ -351,6 +371,135 @@ fn a_freed_communicator_disappears_at_the_next_update() {
         .cloned()
         .collect();
     assert_eq!(after, expected);
+    host::destroy_process(&mut process);
+    host::destroy_image(&mut image);
+}
+
+/// Debuggers that do not clear their info slots (padb keeps its image and
+/// process on the stack, uninitialised): the DLL never asks for a slot it
+/// has not written, and what a slot holds is only used if it is the DLL's
+/// own info for that very object. Here image B's slot holds image A's info
+/// (a copied struct, say) and the process slot points at garbage.
+#[test]
+fn info_slots_the_dll_never_wrote_are_never_read() {
+    static GARBAGE: [u64; 8] = [0xa0a0_a0a0_a0a0_a0a0; 8];
+    let s = snapshot("queues-rank0.json");
+    let mut a = Image::new(s.fake_image());
+    assert_eq!(host::setup_image(&mut a).0, 0);
+    assert_eq!(a.slot.gets_before_put.get(), 0, "image A's slot read early");
+    let a_info = a.info.get();
+
+    let mut b = Image::new(s.fake_image());
+    b.info.set(a_info);
+    assert_eq!(host::setup_image(&mut b).0, 0);
+    assert_eq!(b.slot.gets_before_put.get(), 0, "image B's slot read early");
+    assert_eq!(b.slot.puts.get(), 1, "image B got no info of its own");
+    assert_ne!(b.info.get(), a_info);
+
+    // Both images still work, each with its own state.
+    for image in [&mut a, &mut b] {
+        let mut process = Process::new(Box::new(s.fake_process()), image, s.type_sizes, 0);
+        process.info.set(GARBAGE.as_ptr().cast_mut().cast());
+        let d = host::dump(&mut process);
+        assert_eq!(
+            process.slot.gets_before_put.get(),
+            0,
+            "process slot read early"
+        );
+        assert_eq!((d.process_rc, d.update_rc), (0, 0));
+        assert_eq!(d.comms.len(), 5);
+    }
+    // The garbage is not ours: destroying it is a no-op, not a free.
+    // SAFETY: a pointer the DLL must refuse, not free.
+    unsafe { x::mqs_destroy_process_info(GARBAGE.as_ptr().cast_mut().cast()) };
+    host::destroy_image(&mut a);
+    host::destroy_image(&mut b);
+}
+
+/// An empty queue: `mqs_setup_operation_iterator` answers mqs_ok and
+/// `mqs_next_operation` ends the list, as Open MPI's and MPICH's DLLs do
+/// (padb counts anything but mqs_ok or mqs_no_information from a setup
+/// call as a failure).
+#[test]
+fn an_empty_queue_is_set_up_with_mqs_ok() {
+    let s = snapshot("queues-rank0.json");
+    let mut image = Image::new(s.fake_image());
+    assert_eq!(host::setup_image(&mut image).0, 0);
+    let mut process = Process::new(Box::new(s.fake_process()), &mut image, s.type_sizes, 0);
+    let ph: *mut abi::mqs_process = (&mut *process as *mut Process).cast();
+    let mut empty = 0;
+    // SAFETY: live handles and writable structs.
+    unsafe {
+        assert_eq!(x::mqs_setup_process(ph, &host::PROCESS_CB), 0);
+        assert_eq!(x::mqs_update_communicator_list(ph), 0);
+        assert_eq!(x::mqs_setup_communicator_iterator(ph), 0);
+        loop {
+            for class in 0..3 {
+                let rc = x::mqs_setup_operation_iterator(ph, class);
+                assert_eq!(rc, 0, "setup of queue {class}");
+                let mut op = abi::mqs_pending_operation::default();
+                let mut n = 0;
+                while x::mqs_next_operation(ph, &mut op) == 0 {
+                    n += 1;
+                }
+                assert_eq!(x::mqs_next_operation(ph, &mut op), 2, "stays ended");
+                if n == 0 {
+                    empty += 1;
+                }
+            }
+            if x::mqs_next_communicator(ph) != 0 {
+                break;
+            }
+        }
+    }
+    assert!(empty >= 5, "only {empty} empty queues seen");
+    host::destroy_process(&mut process);
+    host::destroy_image(&mut image);
+}
+
+/// The raw operation as a debugger reads it: MPI_ANY_TAG is written as
+/// desired_tag = -1 with tag_wild set (padb prints desired_tag as it is),
+/// MPI_ANY_SOURCE as -1 in both desired ranks.
+#[test]
+fn wildcards_are_written_as_minus_one() {
+    let s = snapshot("queues-rank0.json");
+    let mut image = Image::new(s.fake_image());
+    assert_eq!(host::setup_image(&mut image).0, 0);
+    let mut process = Process::new(Box::new(s.fake_process()), &mut image, s.type_sizes, 0);
+    let ph: *mut abi::mqs_process = (&mut *process as *mut Process).cast();
+    let (mut any_tag, mut any_source) = (0, 0);
+    // SAFETY: live handles and writable structs.
+    unsafe {
+        assert_eq!(x::mqs_setup_process(ph, &host::PROCESS_CB), 0);
+        assert_eq!(x::mqs_update_communicator_list(ph), 0);
+        assert_eq!(x::mqs_setup_communicator_iterator(ph), 0);
+        loop {
+            assert_eq!(x::mqs_setup_operation_iterator(ph, 1), 0);
+            // A debugger's own leftovers in the struct must not show through.
+            let mut op = abi::mqs_pending_operation {
+                desired_tag: 12345,
+                ..Default::default()
+            };
+            while x::mqs_next_operation(ph, &mut op) == 0 {
+                if op.tag_wild != 0 {
+                    assert_eq!(op.desired_tag, -1, "ANY_TAG");
+                    any_tag += 1;
+                } else {
+                    assert!(op.desired_tag >= 0, "{}", op.desired_tag);
+                }
+                if op.desired_local_rank == -1 {
+                    assert_eq!(op.desired_global_rank, -1, "ANY_SOURCE");
+                    any_source += 1;
+                }
+                op.desired_tag = 12345;
+            }
+            if x::mqs_next_communicator(ph) != 0 {
+                break;
+            }
+        }
+    }
+    // queues.c: one ANY_TAG receive (mqs-split), two ANY_SOURCE ones.
+    assert_eq!((any_tag, any_source), (1, 2));
     host::destroy_process(&mut process);
     host::destroy_image(&mut image);
 }

@@ -6,12 +6,13 @@
 mod common;
 
 use common::snapshot::Snapshot;
-use mqs_dll::layout::{Layout, NameStorage};
+use mqs_dll::callbacks::ImageAccess;
+use mqs_dll::layout::{Layout, NameStorage, SparseStructs};
 use mqs_dll::openmpi::groups::{self, Translator, World};
 use mqs_dll::openmpi::ob1::Ob1Comm;
 use mqs_dll::openmpi::unexpected;
 use mqs_dll::target::{ByteOrder, Sizes, Target};
-use mqs_dll::testing::FakeProcess;
+use mqs_dll::testing::{FakeImage, FakeProcess};
 
 fn layout() -> Layout {
     let snap = Snapshot::load(&common::data("ompi-4.1.4-g-types.json")).unwrap_or_default();
@@ -59,12 +60,127 @@ fn group(
     }
 }
 
+/// The four sparse-group structs have a struct tag and no typedef.
+const SPARSE_TAGS: [&str; 4] = [
+    "ompi_group_sporadic_data_t",
+    "ompi_group_sporadic_list_t",
+    "ompi_group_strided_data_t",
+    "ompi_group_bitmap_data_t",
+];
+
+/// An image whose debugger finds the sparse structs only as `struct TAG`
+/// (gdb and TotalView, which read names as C), only as `TAG`, or not at
+/// all (padb: gdb's `sizeof(NAME)` without the keyword, names with spaces
+/// refused); it counts the type lookups.
+struct Debugger {
+    image: FakeImage,
+    lookups: std::cell::RefCell<Vec<String>>,
+}
+
+impl Debugger {
+    fn new(form: Option<&str>) -> Debugger {
+        let snap = Snapshot::load(&common::data("ompi-4.1.4-g-types.json")).unwrap_or_default();
+        let mut image = snap.fake_image();
+        for (name, _, _) in image.types.iter_mut() {
+            let tag = name.trim_start_matches("struct ").to_string();
+            if SPARSE_TAGS.contains(&tag.as_str()) {
+                *name = match form {
+                    Some(prefix) => format!("{prefix}{tag}"),
+                    None => format!("(hidden) {tag}"),
+                };
+            }
+        }
+        Debugger {
+            image,
+            lookups: Default::default(),
+        }
+    }
+}
+
+impl ImageAccess for Debugger {
+    type Type = usize;
+    fn find_symbol(&self, name: &str) -> Option<u64> {
+        self.image.find_symbol(name)
+    }
+    fn find_function(&self, name: &str) -> Option<u64> {
+        self.image.find_function(name)
+    }
+    fn find_type(&self, name: &str) -> Option<usize> {
+        self.lookups.borrow_mut().push(name.to_string());
+        self.image.find_type(name)
+    }
+    fn field_offset(&self, ty: usize, field: &str) -> Option<u64> {
+        self.image.field_offset(ty, field)
+    }
+    fn size_of(&self, ty: usize) -> Option<u64> {
+        self.image.size_of(ty)
+    }
+}
+
+/// Sparse groups are read whatever name form the debugger resolves the
+/// tag-only structs by, asking for as few names as it can: the first
+/// struct as `struct TAG` then `TAG`, the rest in the form that worked,
+/// none at all when neither did (then C's layout rules give them, and they
+/// agree with Open MPI 4.1.4's DWARF).
 #[test]
-fn sparse_groups_resolve_through_their_parent() {
-    let l = layout();
-    let Some(sp) = l.group.sparse else {
+fn sparse_group_structs_are_found_by_any_name_or_laid_out_by_c() {
+    let recorded = layout().group.sparse.and_then(|s| s.structs);
+    assert_eq!(recorded, Some(SparseStructs::c_rules(&Sizes::LP64)));
+    let cases: [(Option<&str>, &[&str]); 3] = [
+        (
+            Some("struct "),
+            &[
+                "struct ompi_group_sporadic_data_t",
+                "struct ompi_group_sporadic_list_t",
+                "struct ompi_group_strided_data_t",
+                "struct ompi_group_bitmap_data_t",
+            ],
+        ),
+        (
+            Some(""),
+            &[
+                "struct ompi_group_sporadic_data_t",
+                "ompi_group_sporadic_data_t",
+                "ompi_group_sporadic_list_t",
+                "ompi_group_strided_data_t",
+                "ompi_group_bitmap_data_t",
+            ],
+        ),
+        (
+            None,
+            &[
+                "struct ompi_group_sporadic_data_t",
+                "ompi_group_sporadic_data_t",
+            ],
+        ),
+    ];
+    for (form, asked) in cases {
+        let debugger = Debugger::new(form);
+        let resolved = Layout::resolve(&debugger);
+        assert!(resolved.is_ok(), "{form:?}: {resolved:?}");
+        let l = resolved.unwrap_or_else(|_| unreachable!());
+        let lookups = debugger.lookups.borrow();
+        let sparse: Vec<&str> = lookups
+            .iter()
+            .map(String::as_str)
+            .filter(|n| n.contains("ompi_group_") && *n != "ompi_group_t")
+            .collect();
+        assert_eq!(sparse, asked, "{form:?}");
+        let expect_structs = form.is_some();
+        assert_eq!(
+            l.group.sparse.and_then(|s| s.structs).is_some(),
+            expect_structs
+        );
+        check_sparse_groups(&l);
+    }
+}
+
+fn check_sparse_groups(l: &Layout) {
+    let Some(sparse) = l.group.sparse else {
         unreachable!("sparse layout");
     };
+    let sp = sparse.structs(&Sizes::LP64);
+    let base = sparse.sparse_data;
     let mut p = FakeProcess::new();
     // World: 6 dense members, proc pointers 0x5000_0000 + 0x100 * rank.
     let world_procs = GROUP + 0x1000;
@@ -72,58 +188,57 @@ fn sparse_groups_resolve_through_their_parent() {
     for r in 0..6u64 {
         p.write_u64(world_procs + 8 * r, 0x5000_0000 + 0x100 * r);
     }
-    group(&mut p, &l, GROUP, 6, 0x4, world_procs, 0);
+    group(&mut p, l, GROUP, 6, 0x4, world_procs, 0);
 
     // Strided: world ranks 1, 3, 5.
     let strided = GROUP + 0x2000;
-    group(&mut p, &l, strided, 3, 0x10, 0, GROUP);
-    p.write_u32(strided + sp.sparse_data + sp.strided_offset, 1);
-    p.write_u32(strided + sp.sparse_data + sp.strided_stride, 2);
-    p.write_u32(strided + sp.sparse_data + sp.strided_last, 5);
+    group(&mut p, l, strided, 3, 0x10, 0, GROUP);
+    p.write_u32(strided + base + sp.strided_offset, 1);
+    p.write_u32(strided + base + sp.strided_stride, 2);
+    p.write_u32(strided + base + sp.strided_last, 5);
 
     // Sporadic: ranges (0, 2) and (4, 1): world ranks 0, 1, 4.
     let sporadic = GROUP + 0x3000;
     let list = GROUP + 0x3800;
-    group(&mut p, &l, sporadic, 3, 0x08, 0, GROUP);
-    p.write_u64(sporadic + sp.sparse_data + sp.sporadic_list, list);
-    p.write_u32(sporadic + sp.sparse_data + sp.sporadic_len, 2);
+    group(&mut p, l, sporadic, 3, 0x08, 0, GROUP);
+    p.write_u64(sporadic + base + sp.sporadic_list, list);
+    p.write_u32(sporadic + base + sp.sporadic_len, 2);
     p.map(list, vec![0; 16]);
     p.write_u32(list + sp.sporadic_first, 0);
     p.write_u32(list + sp.sporadic_length, 2);
     p.write_u32(list + sp.sporadic_elem + sp.sporadic_first, 4);
     p.write_u32(list + sp.sporadic_elem + sp.sporadic_length, 1);
 
-    // Bitmap 0b0010_1100: world ranks 2, 3, 5, of a strided parent: no, of
-    // the world.
+    // Bitmap 0b0010_1100: world ranks 2, 3, 5.
     let bitmap = GROUP + 0x4000;
     let bits = GROUP + 0x4800;
-    group(&mut p, &l, bitmap, 3, 0x20, 0, GROUP);
-    p.write_u64(bitmap + sp.sparse_data + sp.bitmap_array, bits);
-    p.write_u32(bitmap + sp.sparse_data + sp.bitmap_len, 1);
+    group(&mut p, l, bitmap, 3, 0x20, 0, GROUP);
+    p.write_u64(bitmap + base + sp.bitmap_array, bits);
+    p.write_u32(bitmap + base + sp.bitmap_len, 1);
     p.map(bits, vec![0b0010_1100]);
 
     // Sparse of sparse: every other member of the strided group (1, 5).
     let nested = GROUP + 0x5000;
-    group(&mut p, &l, nested, 2, 0x10, 0, strided);
-    p.write_u32(nested + sp.sparse_data + sp.strided_offset, 0);
-    p.write_u32(nested + sp.sparse_data + sp.strided_stride, 2);
+    group(&mut p, l, nested, 2, 0x10, 0, strided);
+    p.write_u32(nested + base + sp.strided_offset, 0);
+    p.write_u32(nested + base + sp.strided_stride, 2);
 
     let t = Target::new(&p, Sizes::LP64, ByteOrder::probe(&p));
-    let world = groups::read_world(&t, &l, GROUP, Some(1)).unwrap_or_default();
+    let world = groups::read_world(&t, l, GROUP, Some(1)).unwrap_or_default();
     assert_eq!(world.size, 6);
     let tr = Translator {
         world: &world,
         names: None,
     };
-    assert_eq!(tr.group(&t, &l, strided), Ok(vec![1, 3, 5]));
-    assert_eq!(tr.group(&t, &l, sporadic), Ok(vec![0, 1, 4]));
-    assert_eq!(tr.group(&t, &l, bitmap), Ok(vec![2, 3, 5]));
-    assert_eq!(tr.group(&t, &l, nested), Ok(vec![1, 5]));
+    assert_eq!(tr.group(&t, l, strided), Ok(vec![1, 3, 5]));
+    assert_eq!(tr.group(&t, l, sporadic), Ok(vec![0, 1, 4]));
+    assert_eq!(tr.group(&t, l, bitmap), Ok(vec![2, 3, 5]));
+    assert_eq!(tr.group(&t, l, nested), Ok(vec![1, 5]));
 
     // A parent chain that loops ends at the depth bound, with unknowns.
-    group(&mut p, &l, nested, 2, 0x10, 0, nested);
+    group(&mut p, l, nested, 2, 0x10, 0, nested);
     let t = Target::new(&p, Sizes::LP64, ByteOrder::probe(&p));
-    assert_eq!(tr.group(&t, &l, nested), Ok(vec![-1, -1]));
+    assert_eq!(tr.group(&t, l, nested), Ok(vec![-1, -1]));
 }
 
 #[test]

@@ -224,6 +224,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         "  ours/theirs on what both list, all rounds summed: {:.2}x the time",
         ratio(sum(1), sum(0))
     );
+    print_callbacks(&rounds[0][0], &rounds[0][1]);
     let t = &rounds[0][0];
     println!(
         "host goals (Open MPI's DLL, round 1): dump {:.2} s (< 1 s), {:.4} syscalls per fetch (< 0.1)",
@@ -233,6 +234,47 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     println!("page cache: {cache:?}");
     println!("load average: {}", load_average());
     Ok(())
+}
+
+/// The callbacks of each DLL by kind, for the whole session of the first
+/// round (setup and dump), and for what both list (the whole session less
+/// the unexpected-message queues, which only ours reads). Each is a round
+/// trip in a debugger that answers through gdb (padb): the goal is fewer
+/// of every kind than Open MPI's DLL.
+fn print_callbacks(theirs: &Figures, ours: &Figures) {
+    println!("callbacks by kind, round 1 (setup and dump; each a gdb round trip in padb):");
+    println!(
+        "  {:<16} {:>12} {:>12} {:>14} {:>14}",
+        "kind", "Open MPI's", "ours", "ours, what", "ours below"
+    );
+    println!(
+        "  {:<16} {:>12} {:>12} {:>14} {:>14}",
+        "", "", "(all)", "both list", "on both list?"
+    );
+    let (t, o, ob) = (
+        theirs.total.callbacks,
+        ours.total.callbacks,
+        ours.both.callbacks,
+    );
+    for ((kind, tn), ((_, on), (_, obn))) in t
+        .kinds()
+        .into_iter()
+        .zip(o.kinds().into_iter().zip(ob.kinds()))
+    {
+        let below = match (obn, tn) {
+            (0, 0) => "-",
+            (a, b) if a < b => "yes",
+            _ => "NO",
+        };
+        println!("  {kind:<16} {tn:>12} {on:>12} {obn:>14} {below:>14}");
+    }
+    println!(
+        "  {:<16} {:>12} {:>12} {:>14}",
+        "total",
+        t.total(),
+        o.total(),
+        ob.total()
+    );
 }
 
 fn ratio(a: f64, b: f64) -> f64 {
@@ -287,6 +329,7 @@ fn run_dll(
         syscalls: total.syscalls - unexpected_stats.syscalls,
         elapsed_ms: total.elapsed_ms - unexpected_stats.elapsed_ms,
         stacks_ms: None,
+        callbacks: total.callbacks.since(&unexpected_stats.callbacks),
     };
     let (sends, receives, unexpected, notes) = count(&comms);
     Ok(Figures {

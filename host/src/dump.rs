@@ -195,6 +195,84 @@ pub struct DumpStats {
     /// process was stopped (symbol and line lookups come after).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stacks_ms: Option<f64>,
+    /// The callbacks the DLL made for this process, by kind: from its
+    /// setup (its image's and its own) to the end of the dump.
+    #[serde(default)]
+    pub callbacks: CallbackCounts,
+}
+
+/// Callbacks a DLL made, by kind. Each is a round trip in debuggers that
+/// answer through another process (padb asks gdb): what makes a DLL slow
+/// or fast there. The basic callbacks without a handle (malloc, free,
+/// dprints, errorstring) are not counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallbackCounts {
+    pub find_type: u64,
+    pub field_offset: u64,
+    pub sizeof: u64,
+    pub find_symbol: u64,
+    pub find_function: u64,
+    pub get_type_sizes: u64,
+    pub fetch: u64,
+    pub target_to_host: u64,
+    pub get_global_rank: u64,
+    pub get_image: u64,
+    /// put/get of the DLL's image and process info.
+    pub info: u64,
+    /// MPI-2: get_process_job and get_process_identity.
+    pub job: u64,
+}
+
+impl CallbackCounts {
+    /// Every counted callback.
+    pub fn total(&self) -> u64 {
+        self.kinds().iter().map(|&(_, n)| n).sum()
+    }
+
+    /// (name, count) of each kind, in a fixed order.
+    pub fn kinds(&self) -> [(&'static str, u64); 12] {
+        [
+            ("find_type", self.find_type),
+            ("field_offset", self.field_offset),
+            ("sizeof", self.sizeof),
+            ("find_symbol", self.find_symbol),
+            ("find_function", self.find_function),
+            ("get_type_sizes", self.get_type_sizes),
+            ("fetch", self.fetch),
+            ("target_to_host", self.target_to_host),
+            ("get_global_rank", self.get_global_rank),
+            ("get_image", self.get_image),
+            ("info", self.info),
+            ("job", self.job),
+        ]
+    }
+
+    /// The sum, kind by kind.
+    pub fn plus(&self, other: &CallbackCounts) -> CallbackCounts {
+        self.zip(other, u64::saturating_add)
+    }
+
+    /// What `self` has more than `earlier`, kind by kind.
+    pub fn since(&self, earlier: &CallbackCounts) -> CallbackCounts {
+        self.zip(earlier, u64::saturating_sub)
+    }
+
+    fn zip(&self, o: &CallbackCounts, f: impl Fn(u64, u64) -> u64) -> CallbackCounts {
+        CallbackCounts {
+            find_type: f(self.find_type, o.find_type),
+            field_offset: f(self.field_offset, o.field_offset),
+            sizeof: f(self.sizeof, o.sizeof),
+            find_symbol: f(self.find_symbol, o.find_symbol),
+            find_function: f(self.find_function, o.find_function),
+            get_type_sizes: f(self.get_type_sizes, o.get_type_sizes),
+            fetch: f(self.fetch, o.fetch),
+            target_to_host: f(self.target_to_host, o.target_to_host),
+            get_global_rank: f(self.get_global_rank, o.get_global_rank),
+            get_image: f(self.get_image, o.get_image),
+            info: f(self.info, o.info),
+            job: f(self.job, o.job),
+        }
+    }
 }
 
 /// Something the DLL may or may not be able to say.

@@ -412,6 +412,11 @@ mod tests {
             syscalls: 2,
             elapsed_ms: 0.1 + 0.2,
             stacks_ms: Some(1.5),
+            callbacks: crate::dump::CallbackCounts {
+                fetch: 3,
+                find_type: 2,
+                ..Default::default()
+            },
         };
         if let Section::Ok { value } = &mut p.communicators {
             let comm = &mut value.list[0];

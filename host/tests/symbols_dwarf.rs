@@ -174,6 +174,12 @@ fn check_c_types(index: &SymbolIndex) {
     // Tag-only queries do not see typedef names, and vice versa.
     assert!(index.find_type("struct with_anon_t").is_none());
     assert!(index.find_type("union point").is_none());
+    // `typedef NAME` finds typedefs only, as C's sizeof(NAME) does.
+    assert_eq!(
+        index.find_type("typedef with_anon_t").unwrap().name,
+        "with_anon"
+    );
+    assert!(index.find_type("typedef with_anon").is_none());
     assert!(index.find_type("no_such_type_t").is_none());
     assert_eq!(
         index.find_type("hidden_t").unwrap().size,

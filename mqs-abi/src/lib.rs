@@ -22,5 +22,5 @@ pub use entry_points::{EntryPoint, Need, ENTRY_POINTS};
 
 pub use model::{
     decode_c_chars, encode_c_chars, Communicator, OpClass, OpStatus, PendingOperation,
-    ProcessLocation, ReturnCode,
+    ProcessLocation, ReturnCode, ANY_TAG,
 };

@@ -225,6 +225,10 @@ impl Communicator {
     }
 }
 
+/// `MPI_ANY_TAG` (and `MPI_ANY_SOURCE`) in Open MPI and MPICH: what a wild
+/// receive's `desired_tag` holds next to `tag_wild`.
+pub const ANY_TAG: i64 = -1;
+
 /// A pending send, posted receive or unexpected message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -283,7 +287,8 @@ impl PendingOperation {
         raw.desired_local_rank = self.desired_local_rank;
         raw.desired_global_rank = self.desired_global_rank;
         raw.tag_wild = i32::from(self.desired_tag.is_none());
-        raw.desired_tag = self.desired_tag.unwrap_or(0);
+        // Debuggers print desired_tag whatever tag_wild says (padb does).
+        raw.desired_tag = self.desired_tag.unwrap_or(ANY_TAG);
         raw.desired_length = self.desired_length;
         raw.system_buffer = i32::from(self.system_buffer);
         raw.buffer = self.buffer;
@@ -443,8 +448,11 @@ mod tests {
         };
         let mut raw = mqs_pending_operation::default();
         op.write_raw(&mut raw);
-        assert_eq!(raw.tag_wild, 1);
+        assert_eq!((raw.tag_wild, raw.desired_tag), (1, ANY_TAG));
         assert_eq!(PendingOperation::from_raw(&raw), op);
+        // Read back, a wild tag is None whatever desired_tag holds.
+        raw.desired_tag = 0;
+        assert_eq!(PendingOperation::from_raw(&raw).desired_tag, None);
 
         // Lines after the first empty one are not shown.
         raw.extra_text[1].fill(0);

@@ -164,12 +164,10 @@ fn read_comm<P: ProcessAccess + ?Sized>(
     })
 }
 
-/// Symbols that shape the list.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Known {
-    pub comm_world: Option<u64>,
-    pub comm_null: Option<u64>,
-}
+/// Open MPI's communicator table is indexed by context id, and
+/// `ompi_comm_init` gives MPI_COMM_WORLD, MPI_COMM_SELF and MPI_COMM_NULL
+/// the ids 0, 1 and 2, for good: MPI_COMM_NULL is known without a read.
+pub const SLOT_COMM_NULL: usize = 2;
 
 /// The communicators, MPI_COMM_WORLD's members, and notes on what was
 /// skipped.
@@ -187,18 +185,13 @@ pub fn build<P: ProcessAccess + ?Sized>(
     t: &Target<'_, P>,
     layout: &Layout,
     table: &Table,
-    known: Known,
     own_jobid: Option<u32>,
     names: Option<&NameMap>,
 ) -> Result<Built, ReadError> {
-    // MPI_COMM_WORLD is slot 0 in Open MPI; the symbol is only trusted if
-    // it is in the table (a debugger may resolve a copy-relocated symbol to
-    // the library's unused copy instead of the executable's).
-    let world_addr = known
-        .comm_world
-        .filter(|w| table.slots.contains(w))
-        .or_else(|| table.slots.first().copied())
-        .unwrap_or(0);
+    // MPI_COMM_WORLD is slot 0 (see SLOT_COMM_NULL). Its symbol is not
+    // needed, and would not be trusted anyway: a debugger may resolve a
+    // copy-relocated symbol to the library's unused copy.
+    let world_addr = table.slots.first().copied().unwrap_or(0);
     let world = match read_comm(t, layout, world_addr) {
         Ok(raw) => groups::read_world(t, layout, raw.local_group, own_jobid).unwrap_or_default(),
         Err(ReadError::Budget) => return Err(ReadError::Budget),
@@ -220,11 +213,8 @@ pub fn build<P: ProcessAccess + ?Sized>(
     };
     let mut built = Built::default();
     let mut seen = std::collections::HashSet::new();
-    for &slot in &table.slots {
-        if slot == 0 || !seen.insert(slot) {
-            continue;
-        }
-        if Some(slot) == known.comm_null {
+    for (index, &slot) in table.slots.iter().enumerate() {
+        if slot == 0 || index == SLOT_COMM_NULL || !seen.insert(slot) {
             continue;
         }
         let raw = match read_comm(t, layout, slot) {
@@ -240,7 +230,8 @@ pub fn build<P: ProcessAccess + ?Sized>(
             built.skipped += 1;
             continue;
         };
-        // MPI_COMM_NULL when its symbol is unknown: an empty intracommunicator.
+        // MPI_COMM_NULL, wherever it is: the only intracommunicator
+        // without members.
         if local.is_empty() && !inter {
             continue;
         }

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 
 use crate::callbacks::ProcessAccess;
-use crate::layout::{GroupLayout, Layout, SparseLayout};
+use crate::layout::{GroupLayout, Layout, SparseLayout, SparseStructs};
 use crate::target::{ReadError, Target, View};
 
 /// Most members a group may have.
@@ -235,12 +235,13 @@ pub fn group_members<P: ProcessAccess + ?Sized>(
 /// For each child rank, its rank in the parent group (None if unknown).
 fn sparse_to_parent<P: ProcessAccess + ?Sized>(
     t: &Target<'_, P>,
-    sp: &SparseLayout,
+    sparse: &SparseLayout,
     v: &View<'_, '_, P>,
     flags: u64,
     count: u64,
 ) -> Result<Vec<Option<u64>>, ReadError> {
-    let base = sp.sparse_data;
+    let base = sparse.sparse_data;
+    let sp: SparseStructs = sparse.structs(&t.sizes);
     if flags & GROUP_STRIDED != 0 {
         let offset = v.int(base + sp.strided_offset)?;
         let stride = v.int(base + sp.strided_stride)?;

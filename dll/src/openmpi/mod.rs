@@ -21,7 +21,7 @@ use crate::messages;
 use crate::target::{ByteOrder, ReadError, Sizes, Target};
 use crate::walk::Stop;
 
-use communicators::{Comm, Known, Signature};
+use communicators::{Comm, Signature};
 use groups::{NameMap, ProcName, World};
 use requests::{DatatypeCache, Request, Scan};
 
@@ -29,8 +29,6 @@ use requests::{DatatypeCache, Request, Scan};
 pub const SYM_COMMUNICATORS: &str = "ompi_mpi_communicators";
 pub const SYM_SEND_REQUESTS: &str = "mca_pml_base_send_requests";
 pub const SYM_RECV_REQUESTS: &str = "mca_pml_base_recv_requests";
-pub const SYM_COMM_WORLD: &str = "ompi_mpi_comm_world";
-pub const SYM_COMM_NULL: &str = "ompi_mpi_comm_null";
 pub const SYM_TYPEDEFS_SIZEOF: &str = "MPIR_debug_typedefs_sizeof";
 pub const SYM_IGNORE_QUEUES: &str = "MPIR_Ignore_queues";
 pub const SYM_PML_COMPONENT: &str = "mca_pml_base_selected_component";
@@ -113,44 +111,50 @@ pub fn check_image<I: ImageAccess>(image: &I) -> Result<Layout, Failure> {
             message: None,
         });
     }
-    if image.find_symbol(SYM_COMMUNICATORS).is_none() {
-        return Err(Failure {
-            code: DllError::NotOpenMpi,
-            message: Some(messages::NOT_OPEN_MPI),
-        });
-    }
-    Layout::resolve(image).map_err(Failure::missing)
+    // Whether this is Open MPI at all is only asked when its types are
+    // missing: the process looks the table up anyway.
+    Layout::resolve(image).map_err(|missing| {
+        if image.find_symbol(SYM_COMMUNICATORS).is_none() {
+            Failure {
+                code: DllError::NotOpenMpi,
+                message: Some(messages::NOT_OPEN_MPI),
+            }
+        } else {
+            Failure::missing(missing)
+        }
+    })
 }
 
 /// Addresses of the symbols, looked up per process (a shared library may
-/// load at a different address in each).
+/// load at a different address in each), only those that are read.
+/// MPI_COMM_WORLD and MPI_COMM_NULL need none: they have fixed slots in
+/// the communicator table ([`communicators::SLOT_COMM_NULL`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Symbols {
     pub communicators: u64,
     pub send_requests: Option<u64>,
     pub recv_requests: Option<u64>,
-    pub known: Known,
+    pub pml_component: Option<u64>,
+    /// The class of ob1's communicator data, looked up only when the PML
+    /// could not be read: then each communicator's class tells.
     pub ob1_comm_class: Option<u64>,
+    /// MPI-2 only: the processes of other jobs, and our own process name.
     pub proc_list: Option<u64>,
     pub local_proc: Option<u64>,
-    pub pml_component: Option<u64>,
 }
 
 pub fn resolve_symbols<I: ImageAccess>(image: &I) -> Result<Symbols, Missing> {
+    let mpi2 = cfg!(feature = "mpi2");
     Ok(Symbols {
         communicators: image
             .find_symbol(SYM_COMMUNICATORS)
             .ok_or(Missing::Symbol(SYM_COMMUNICATORS))?,
         send_requests: image.find_symbol(SYM_SEND_REQUESTS),
         recv_requests: image.find_symbol(SYM_RECV_REQUESTS),
-        known: Known {
-            comm_world: image.find_symbol(SYM_COMM_WORLD),
-            comm_null: image.find_symbol(SYM_COMM_NULL),
-        },
-        ob1_comm_class: image.find_symbol(SYM_OB1_COMM_CLASS),
-        proc_list: image.find_symbol(SYM_PROC_LIST),
-        local_proc: image.find_symbol(SYM_LOCAL_PROC),
         pml_component: image.find_symbol(SYM_PML_COMPONENT),
+        ob1_comm_class: None,
+        proc_list: mpi2.then(|| image.find_symbol(SYM_PROC_LIST)).flatten(),
+        local_proc: mpi2.then(|| image.find_symbol(SYM_LOCAL_PROC)).flatten(),
     })
 }
 
@@ -171,9 +175,11 @@ pub fn process_sizes<I: ImageAccess, P: ProcessAccess + ?Sized>(
     };
     let t = Target::new(p, sizes, order);
     let step = u64::from(sizes.int);
-    let values: Vec<i64> = (0..7u64)
-        .map_while(|i| t.read_int(record + i * step).ok())
-        .collect();
+    // Seven ints, in one read.
+    let values: Vec<i64> = t
+        .view(record, 7 * step)
+        .map(|v| (0..7u64).map_while(|i| v.int(i * step).ok()).collect())
+        .unwrap_or_default();
     Ok((sizes.with_mpi_record(&values), order))
 }
 
@@ -313,8 +319,7 @@ impl ProcessState {
             code,
             message: None,
         })?;
-        let syms = resolve_symbols(image).map_err(Failure::missing)?;
-        self.symbols = Some(syms);
+        let mut syms = resolve_symbols(image).map_err(Failure::missing)?;
         let t = self.target(p);
         self.own_name = syms
             .local_proc
@@ -322,6 +327,10 @@ impl ProcessState {
             .filter(|&p| p != 0)
             .and_then(|p| groups::proc_name(&t, &layout, p).ok());
         self.pml = syms.pml_component.and_then(|a| read_pml(&t, a));
+        if self.pml.is_none() {
+            syms.ob1_comm_class = image.find_symbol(SYM_OB1_COMM_CLASS);
+        }
+        self.symbols = Some(syms);
         communicators::read_table(&t, &layout, syms.communicators).map_err(|e| Failure {
             code: e.into(),
             message: Some(messages::TABLE_UNREADABLE),
@@ -384,14 +393,8 @@ impl ProcessState {
         if self.signature == Some(table.signature) && self.names_built == names_now {
             return Ok(());
         }
-        let built = communicators::build(
-            &t,
-            &layout,
-            &table,
-            syms.known,
-            self.own_name.map(|n| n.jobid),
-            names,
-        )?;
+        let built =
+            communicators::build(&t, &layout, &table, self.own_name.map(|n| n.jobid), names)?;
         if built.skipped > 0 {
             self.dprints.push(format!(
                 "mqs DLL: {} communicator(s) could not be read and are not shown",
@@ -472,13 +475,12 @@ impl ProcessState {
                 None => return Err(stop_error(stop)),
             }
         }
-        let rc = if ops.is_empty() {
-            ReturnCode::EndOfList
-        } else {
-            ReturnCode::Ok
-        };
+        // An empty queue is mqs_ok too, and mqs_next_operation ends it at
+        // once: the interface allows mqs_end_of_list here, but debuggers
+        // (padb) count anything but mqs_ok and mqs_no_information as a
+        // failure, and the MPIs' own DLLs never answer it.
         self.ops = Some(ops.into());
-        Ok(rc)
+        Ok(ReturnCode::Ok)
     }
 
     /// `mqs_next_operation`.

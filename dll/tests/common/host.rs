@@ -19,7 +19,10 @@ use mqs_dll::testing::FakeImage;
 /// An image as the fake debugger holds it.
 pub struct Image {
     pub fake: FakeImage,
-    info: Cell<*mut c_void>,
+    /// The info slot: NULL until the DLL puts its info (a test may fill it
+    /// with garbage first, as debuggers that do not clear it have).
+    pub info: Cell<*mut c_void>,
+    pub slot: Slot,
 }
 
 impl Image {
@@ -27,7 +30,27 @@ impl Image {
         Box::new(Image {
             fake,
             info: Cell::new(std::ptr::null_mut()),
+            slot: Slot::default(),
         })
+    }
+}
+
+/// What the DLL did with an object's info slot.
+#[derive(Debug, Default)]
+pub struct Slot {
+    pub puts: Cell<u32>,
+    /// get_*_info calls made before the DLL put anything there.
+    pub gets_before_put: Cell<u32>,
+}
+
+impl Slot {
+    fn put(&self) {
+        self.puts.set(self.puts.get() + 1);
+    }
+    fn get(&self) {
+        if self.puts.get() == 0 {
+            self.gets_before_put.set(self.gets_before_put.get() + 1);
+        }
     }
 }
 
@@ -38,7 +61,9 @@ pub struct Process {
     pub sizes: [i32; 5],
     pub rank: i32,
     pub fetches: Cell<u64>,
-    info: Cell<*mut c_void>,
+    /// As for [`Image::info`].
+    pub info: Cell<*mut c_void>,
+    pub slot: Slot,
     #[cfg(feature = "mpi2")]
     pub job: Cell<*mut Job>,
     #[cfg(feature = "mpi2")]
@@ -59,6 +84,7 @@ impl Process {
             rank,
             fetches: Cell::new(0),
             info: Cell::new(std::ptr::null_mut()),
+            slot: Slot::default(),
             #[cfg(feature = "mpi2")]
             job: Cell::new(std::ptr::null_mut()),
             #[cfg(feature = "mpi2")]
@@ -70,7 +96,8 @@ impl Process {
 /// A job (MPI-2).
 #[cfg(feature = "mpi2")]
 pub struct Job {
-    info: Cell<*mut c_void>,
+    pub info: Cell<*mut c_void>,
+    pub slot: Slot,
     pub processes: RefCell<Vec<*mut Process>>,
 }
 
@@ -79,6 +106,7 @@ impl Job {
     pub fn new() -> Box<Job> {
         Box::new(Job {
             info: Cell::new(std::ptr::null_mut()),
+            slot: Slot::default(),
             processes: RefCell::new(Vec::new()),
         })
     }
@@ -116,34 +144,46 @@ unsafe extern "C" fn cb_errorstring(_code: c_int) -> *mut c_char {
 }
 unsafe extern "C" fn cb_put_image_info(image: *mut abi::mqs_image, info: *mut abi::mqs_image_info) {
     // SAFETY: see above.
-    unsafe { (*image.cast::<Image>()).info.set(info.cast()) }
+    let image = unsafe { &*image.cast::<Image>() };
+    image.slot.put();
+    image.info.set(info.cast());
 }
 unsafe extern "C" fn cb_get_image_info(image: *mut abi::mqs_image) -> *mut abi::mqs_image_info {
     // SAFETY: see above.
-    unsafe { (*image.cast::<Image>()).info.get().cast() }
+    let image = unsafe { &*image.cast::<Image>() };
+    image.slot.get();
+    image.info.get().cast()
 }
 unsafe extern "C" fn cb_put_process_info(
     process: *mut abi::mqs_process,
     info: *mut abi::mqs_process_info,
 ) {
     // SAFETY: see above.
-    unsafe { (*process.cast::<Process>()).info.set(info.cast()) }
+    let process = unsafe { &*process.cast::<Process>() };
+    process.slot.put();
+    process.info.set(info.cast());
 }
 unsafe extern "C" fn cb_get_process_info(
     process: *mut abi::mqs_process,
 ) -> *mut abi::mqs_process_info {
     // SAFETY: see above.
-    unsafe { (*process.cast::<Process>()).info.get().cast() }
+    let process = unsafe { &*process.cast::<Process>() };
+    process.slot.get();
+    process.info.get().cast()
 }
 #[cfg(feature = "mpi2")]
 unsafe extern "C" fn cb_put_job_info(job: *mut abi::mqs_job, info: *mut abi::mqs_job_info) {
     // SAFETY: see above.
-    unsafe { (*job.cast::<Job>()).info.set(info.cast()) }
+    let job = unsafe { &*job.cast::<Job>() };
+    job.slot.put();
+    job.info.set(info.cast());
 }
 #[cfg(feature = "mpi2")]
 unsafe extern "C" fn cb_get_job_info(job: *mut abi::mqs_job) -> *mut abi::mqs_job_info {
     // SAFETY: see above.
-    unsafe { (*job.cast::<Job>()).info.get().cast() }
+    let job = unsafe { &*job.cast::<Job>() };
+    job.slot.get();
+    job.info.get().cast()
 }
 
 unsafe fn name<'a>(p: *const c_char) -> &'a str {

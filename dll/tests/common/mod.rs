@@ -3,7 +3,9 @@
 #![allow(dead_code)]
 
 pub mod host;
+pub mod mutate;
 pub mod snapshot;
+pub mod strict;
 
 use std::path::PathBuf;
 

@@ -9,6 +9,11 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct TypeInfo {
+    /// Known by its struct tag only, no typedef (Open MPI's sparse-group
+    /// structs): a debugger that evaluates `sizeof(NAME)` finds it only
+    /// as `struct NAME`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tag_only: bool,
     pub size: u64,
     pub fields: BTreeMap<String, u64>,
 }
@@ -70,7 +75,13 @@ impl Snapshot {
         }
         for (name, t) in &self.types {
             let fields: Vec<(&str, u64)> = t.fields.iter().map(|(f, o)| (f.as_str(), *o)).collect();
-            image.add_type(name, t.size, &fields);
+            // As gdb or TotalView find it: a tag only with its keyword.
+            let name = if t.tag_only {
+                format!("struct {name}")
+            } else {
+                name.clone()
+            };
+            image.add_type(&name, t.size, &fields);
         }
         image
     }

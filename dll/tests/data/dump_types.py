@@ -26,23 +26,29 @@ ompi_proc_local_proc ompi_debugger_setup_dlls
 
 
 def lookup(name):
-    for candidate in (name, "struct " + name, "union " + name):
+    """The type and whether it is known only by its tag (no typedef: a
+    debugger evaluating `sizeof(NAME)` does not find it)."""
+    try:
+        return gdb.lookup_type(name), False
+    except gdb.error:
+        pass
+    for candidate in ("struct " + name, "union " + name):
         try:
-            return gdb.lookup_type(candidate)
+            return gdb.lookup_type(candidate), True
         except gdb.error:
             pass
     if name.endswith("_t"):
         for candidate in ("struct " + name[:-2], "union " + name[:-2]):
             try:
-                return gdb.lookup_type(candidate)
+                return gdb.lookup_type(candidate), True
             except gdb.error:
                 pass
-    return None
+    return None, False
 
 
 types = {}
 for name in TYPES:
-    t = lookup(name)
+    t, tag_only = lookup(name)
     if t is None:
         continue
     s = t.strip_typedefs()
@@ -52,6 +58,8 @@ for name in TYPES:
             if f.name is not None and hasattr(f, "bitpos"):
                 fields[f.name] = f.bitpos // 8
     types[name] = {"size": s.sizeof, "fields": fields}
+    if tag_only:
+        types[name]["tag_only"] = True
 
 symbols = {}
 for name in SYMBOLS:

@@ -92,22 +92,30 @@ fn errorstring(code: c_int) -> *mut c_char {
 
 fn put_image_info(image: *mut c_void, info: *mut c_void) {
     if let Some(image) = resolve::<ImageHandle>(image) {
+        image.calls.count(|c| &mut c.info);
         image.info.set(info);
     }
 }
 
 fn get_image_info(image: *mut c_void) -> *mut c_void {
-    resolve::<ImageHandle>(image).map_or(std::ptr::null_mut(), |i| i.info.get())
+    resolve::<ImageHandle>(image).map_or(std::ptr::null_mut(), |i| {
+        i.calls.count(|c| &mut c.info);
+        i.info.get()
+    })
 }
 
 fn put_process_info(process: *mut c_void, info: *mut c_void) {
     if let Some(process) = resolve::<ProcessHandle>(process) {
+        process.calls.count(|c| &mut c.info);
         process.info.set(info);
     }
 }
 
 fn get_process_info(process: *mut c_void) -> *mut c_void {
-    resolve::<ProcessHandle>(process).map_or(std::ptr::null_mut(), |p| p.info.get())
+    resolve::<ProcessHandle>(process).map_or(std::ptr::null_mut(), |p| {
+        p.calls.count(|c| &mut c.info);
+        p.info.get()
+    })
 }
 
 fn put_job_info(job: *mut c_void, info: *mut c_void) {
@@ -124,6 +132,8 @@ unsafe fn get_type_sizes(process: *mut c_void, sizes: *mut c_int) {
     let Some(process) = resolve::<ProcessHandle>(process) else {
         return;
     };
+    // The callback is in the image table, but takes the process.
+    process.calls.count(|c| &mut c.get_type_sizes);
     if sizes.is_null() {
         return;
     }
@@ -146,6 +156,13 @@ unsafe fn find_symbol(
     let Some(image) = resolve::<ImageHandle>(image) else {
         return codes::BAD_HANDLE;
     };
+    image.calls.count(|c| {
+        if function {
+            &mut c.find_function
+        } else {
+            &mut c.find_symbol
+        }
+    });
     // SAFETY: the DLL passes a C string or NULL.
     let Some(name) = (unsafe { name_arg(name) }) else {
         return codes::BAD_ARGUMENT;
@@ -176,6 +193,7 @@ unsafe fn find_type(image: *mut c_void, name: *const c_char) -> *mut c_void {
     let Some(image) = resolve::<ImageHandle>(image) else {
         return std::ptr::null_mut();
     };
+    image.calls.count(|c| &mut c.find_type);
     // SAFETY: the DLL passes a C string or NULL.
     match unsafe { name_arg(name) } {
         Some(name) => image.find_type(name).cast_mut(),
@@ -187,6 +205,9 @@ unsafe fn field_offset(ty: *mut c_void, field: *const c_char) -> c_int {
     let Some(ty) = resolve::<TypeHandle>(ty) else {
         return -1;
     };
+    if let Some(image) = resolve::<ImageHandle>(ty.image) {
+        image.calls.count(|c| &mut c.field_offset);
+    }
     // SAFETY: the DLL passes a C string or NULL.
     let Some(field) = (unsafe { name_arg(field) }) else {
         return -1;
@@ -198,24 +219,37 @@ unsafe fn field_offset(ty: *mut c_void, field: *const c_char) -> c_int {
 }
 
 fn sizeof(ty: *mut c_void) -> c_int {
-    resolve::<TypeHandle>(ty)
-        .and_then(|t| t.layout.size)
+    let Some(ty) = resolve::<TypeHandle>(ty) else {
+        return -1;
+    };
+    if let Some(image) = resolve::<ImageHandle>(ty.image) {
+        image.calls.count(|c| &mut c.sizeof);
+    }
+    ty.layout
+        .size
         .and_then(|s| c_int::try_from(s).ok())
         .unwrap_or(-1)
 }
 
 fn get_global_rank(process: *mut c_void) -> c_int {
-    resolve::<ProcessHandle>(process).map_or(-1, |p| p.global_rank)
+    resolve::<ProcessHandle>(process).map_or(-1, |p| {
+        p.calls.count(|c| &mut c.get_global_rank);
+        p.global_rank
+    })
 }
 
 fn get_image(process: *mut c_void) -> *mut c_void {
-    resolve::<ProcessHandle>(process).map_or(std::ptr::null_mut(), |p| p.image.cast_mut().cast())
+    resolve::<ProcessHandle>(process).map_or(std::ptr::null_mut(), |p| {
+        p.calls.count(|c| &mut c.get_image);
+        p.image.cast_mut().cast()
+    })
 }
 
 unsafe fn fetch_data(process: *mut c_void, addr: u64, size: c_int, buf: *mut u8) -> c_int {
     let Some(process) = resolve::<ProcessHandle>(process) else {
         return codes::BAD_HANDLE;
     };
+    process.calls.count(|c| &mut c.fetch);
     let Ok(len) = usize::try_from(size) else {
         return codes::BAD_ARGUMENT;
     };
@@ -243,7 +277,11 @@ unsafe fn fetch_data(process: *mut c_void, addr: u64, size: c_int, buf: *mut u8)
 }
 
 unsafe fn target_to_host(process: *mut c_void, input: *const u8, output: *mut u8, size: c_int) {
-    if resolve::<ProcessHandle>(process).is_none() || input.is_null() || output.is_null() {
+    let Some(handle) = resolve::<ProcessHandle>(process) else {
+        return;
+    };
+    handle.calls.count(|c| &mut c.target_to_host);
+    if input.is_null() || output.is_null() {
         return;
     }
     let Ok(len) = usize::try_from(size) else {
@@ -256,14 +294,20 @@ unsafe fn target_to_host(process: *mut c_void, input: *const u8, output: *mut u8
 }
 
 fn get_process_job(process: *mut c_void) -> *mut c_void {
-    resolve::<ProcessHandle>(process).map_or(std::ptr::null_mut(), |p| p.job.cast_mut().cast())
+    resolve::<ProcessHandle>(process).map_or(std::ptr::null_mut(), |p| {
+        p.calls.count(|c| &mut c.job);
+        p.job.cast_mut().cast()
+    })
 }
 
 /// The header types this callback's argument as `mqs_job*`, but what it
 /// asks for is a process's identity; accept a process handle (what DLLs
 /// pass) and answer MQS_INVALID_PROCESS for anything else.
 fn get_process_identity(handle: *mut c_void) -> c_int {
-    resolve::<ProcessHandle>(handle).map_or(-1, |p| p.identity.get())
+    resolve::<ProcessHandle>(handle).map_or(-1, |p| {
+        p.calls.count(|c| &mut c.job);
+        p.identity.get()
+    })
 }
 
 fn get_process(job: *mut c_void, identity: c_int) -> *mut c_void {

@@ -11,9 +11,27 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use crate::dump::CallbackCounts;
 use crate::process::Target;
 
 use super::{ImageSymbols, TypeLayout};
+
+/// Callbacks made through one handle, by kind.
+#[derive(Debug, Default)]
+pub(crate) struct Calls(Cell<CallbackCounts>);
+
+impl Calls {
+    /// Counts one callback of the kind `kind` picks.
+    pub(crate) fn count(&self, kind: impl FnOnce(&mut CallbackCounts) -> &mut u64) {
+        let mut counts = self.0.get();
+        *kind(&mut counts) += 1;
+        self.0.set(counts);
+    }
+
+    pub(crate) fn get(&self) -> CallbackCounts {
+        self.0.get()
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -90,6 +108,9 @@ pub(crate) trait Handle {
 #[derive(Debug)]
 pub(crate) struct TypeHandle {
     pub(crate) layout: TypeLayout,
+    /// The image it belongs to (which counts its callbacks); the image
+    /// owns the type handle, so it outlives it.
+    pub(crate) image: *const c_void,
 }
 
 impl Handle for TypeHandle {
@@ -107,6 +128,8 @@ pub(crate) struct ImageHandle {
     pub(crate) types: RefCell<HashMap<String, Option<Box<TypeHandle>>>>,
     /// Names the DLL asked for and did not get, for error messages.
     pub(crate) missing: RefCell<Vec<String>>,
+    /// Callbacks on this image and its types.
+    pub(crate) calls: Calls,
 }
 
 impl Handle for ImageHandle {
@@ -129,6 +152,7 @@ impl ImageHandle {
             info: Cell::new(std::ptr::null_mut()),
             types: RefCell::new(HashMap::new()),
             missing: RefCell::new(Vec::new()),
+            calls: Calls::default(),
         });
         register(image.as_ptr(), Kind::Image);
         image
@@ -150,7 +174,10 @@ impl ImageHandle {
         let mut types = self.types.borrow_mut();
         let entry = types.entry(name.to_string()).or_insert_with(|| {
             self.symbols.find_type(name).map(|layout| {
-                let handle = Box::new(TypeHandle { layout });
+                let handle = Box::new(TypeHandle {
+                    layout,
+                    image: self.as_ptr(),
+                });
                 register((&*handle as *const TypeHandle).cast(), Kind::Type);
                 handle
             })
@@ -190,6 +217,8 @@ pub(crate) struct ProcessHandle<'t> {
     pub(crate) fetched_bytes: Cell<u64>,
     /// Fetches that failed, as `LEN bytes at ADDR: why` (the first few).
     pub(crate) unreadable: RefCell<Vec<String>>,
+    /// Callbacks on this process.
+    pub(crate) calls: Calls,
 }
 
 impl Handle for ProcessHandle<'_> {
@@ -224,6 +253,7 @@ impl<'t> ProcessHandle<'t> {
             fetches: Cell::new(0),
             fetched_bytes: Cell::new(0),
             unreadable: RefCell::new(Vec::new()),
+            calls: Calls::default(),
         });
         register(process.as_ptr(), Kind::Process);
         process
@@ -231,6 +261,15 @@ impl<'t> ProcessHandle<'t> {
 
     pub(crate) fn as_ptr(&self) -> *const c_void {
         (self as *const Self).cast()
+    }
+
+    /// The callbacks made for this process: its own and its image's.
+    pub(crate) fn callbacks(&self) -> CallbackCounts {
+        let own = self.calls.get();
+        match resolve::<ImageHandle>(self.image.cast()) {
+            Some(image) => own.plus(&image.calls.get()),
+            None => own,
+        }
     }
 
     /// Notes a failed fetch; a DLL probing many bad addresses keeps only

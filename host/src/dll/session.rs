@@ -13,7 +13,7 @@ use super::callbacks;
 use super::handles::{ImageHandle, JobHandle, ProcessHandle};
 use super::library::{static_str, Dll};
 use super::ImageSymbols;
-use crate::dump::{CommunicatorDump, CommunicatorList, DumpStats, Queue, Section};
+use crate::dump::{CallbackCounts, CommunicatorDump, CommunicatorList, DumpStats, Queue, Section};
 use crate::process::Target;
 use crate::{Error, Result};
 
@@ -219,7 +219,10 @@ impl<'t> Session<'t> {
         let before = Counters::now(process);
         let mut per_class: [DumpStats; 3] = Default::default();
         let section = self.walk_communicators(process, &mut per_class);
-        (section, before.since(process), per_class)
+        let mut stats = before.since(process);
+        // Setup included: most type and symbol lookups happen there.
+        stats.callbacks = process.callbacks();
+        (section, stats, per_class)
     }
 
     fn walk_communicators(
@@ -442,6 +445,11 @@ impl<'t> Session<'t> {
     pub fn fetches(&self, id: ProcessId) -> u64 {
         self.processes[id.0].fetches.get()
     }
+
+    /// Callbacks so far for a process, by kind (its image's included).
+    pub fn callbacks(&self, id: ProcessId) -> CallbackCounts {
+        self.processes[id.0].callbacks()
+    }
 }
 
 /// A process's read counters and the time at one moment of a dump.
@@ -450,6 +458,7 @@ struct Counters {
     fetches: u64,
     bytes: u64,
     syscalls: u64,
+    callbacks: CallbackCounts,
 }
 
 impl Counters {
@@ -459,6 +468,7 @@ impl Counters {
             fetches: process.fetches.get(),
             bytes: process.fetched_bytes.get(),
             syscalls: process.target.syscalls(),
+            callbacks: process.callbacks(),
         }
     }
 
@@ -473,6 +483,9 @@ impl Counters {
         stats.fetched_bytes += process.fetched_bytes.get().saturating_sub(self.bytes);
         stats.syscalls += process.target.syscalls().saturating_sub(self.syscalls);
         stats.elapsed_ms += self.at.elapsed().as_secs_f64() * 1e3;
+        stats.callbacks = stats
+            .callbacks
+            .plus(&process.callbacks().since(&self.callbacks));
     }
 }
 

@@ -71,6 +71,9 @@ pub(crate) enum Found {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Scope {
     Any,
+    /// `typedef NAME`: only a typedef of that name, what a debugger that
+    /// evaluates C's `sizeof(NAME)` finds (test hosts mimic such debuggers).
+    Typedef,
     Struct,
     Class,
     Union,
@@ -84,6 +87,7 @@ impl Scope {
             // In C a plain name is the ordinary identifier (a typedef);
             // C++ and DLLs that ask for a tag by its bare name come next.
             Self::Any => &[Typedef, Struct, Class, Union, Enum, Base],
+            Self::Typedef => &[Typedef],
             Self::Struct => &[Struct, Class],
             Self::Class => &[Class, Struct],
             Self::Union => &[Union],
@@ -101,7 +105,8 @@ impl Scope {
     }
 }
 
-/// A type name as asked for: `foo_t`, `struct foo`, `union u`, `ns::T`.
+/// A type name as asked for: `foo_t`, `struct foo`, `union u`, `ns::T`,
+/// `typedef foo_t` (a typedef only).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct TypeQuery {
     pub(crate) scope: Scope,
@@ -112,6 +117,7 @@ impl TypeQuery {
     pub(crate) fn parse(text: &str) -> Self {
         let text = text.trim();
         let keywords = [
+            ("typedef", Scope::Typedef),
             ("struct", Scope::Struct),
             ("class", Scope::Class),
             ("union", Scope::Union),

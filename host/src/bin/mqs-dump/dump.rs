@@ -259,6 +259,19 @@ pub fn run(args: &DumpArgs) -> ExitCode {
                 "mqs-dump: pid {}: {} fetches, {} bytes, {} syscalls, {:.1} ms",
                 p.pid, s.fetches, s.fetched_bytes, s.syscalls, s.elapsed_ms
             );
+            let kinds: Vec<String> = s
+                .callbacks
+                .kinds()
+                .iter()
+                .filter(|(_, n)| *n > 0)
+                .map(|(kind, n)| format!("{kind} {n}"))
+                .collect();
+            eprintln!(
+                "mqs-dump: pid {}: {} callbacks since setup: {}",
+                p.pid,
+                s.callbacks.total(),
+                kinds.join(", ")
+            );
         }
     }
     let failed = || match job.failures.first() {
