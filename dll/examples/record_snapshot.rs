@@ -20,7 +20,7 @@ use std::rc::Rc;
 
 use common::host::{self, Image, Process};
 use common::snapshot::Snapshot;
-use mqs_dll::callbacks::ProcessAccess;
+use mqs_dll::access::ProcessAccess;
 use nix::sys::ptrace;
 use nix::sys::wait::waitpid;
 use nix::unistd::Pid;

@@ -2,16 +2,14 @@
 //! `mqs_process *`, ...) are opaque here: they are only passed back to the
 //! debugger through [`crate::callbacks`].
 
-use std::sync::Arc;
-
 use mqs_abi::{Communicator, OpClass, PendingOperation, ReturnCode};
 
 use crate::abi;
-use crate::callbacks::{self, Basic, ImageCallbacks, ProcessCallbacks};
+use crate::callbacks::{self, ImageCallbacks, ProcessCallbacks};
 use crate::errors::DllError;
-use crate::layout::Layout;
 use crate::openmpi::groups::NameMap;
 use crate::openmpi::{self, Failure, ImageState, ProcessState};
+use crate::process::{ensure_checked, image_of, with_process};
 
 /// `mqs_setup_image`: attach fresh image state (or refresh the table of an
 /// image set up before).
@@ -46,17 +44,6 @@ pub fn image_has_queues(image: *mut abi::mqs_image) -> Result<(), Failure> {
     .map_err(plain)?
 }
 
-/// The image of a process, its table and layout (checking it if the
-/// debugger has not).
-fn image_of(pc: &ProcessCallbacks) -> Result<(ImageCallbacks, Option<Arc<Layout>>), DllError> {
-    let image = pc.image().ok_or(DllError::NoImageInfo)?;
-    callbacks::with_image_state::<ImageState, _>(image, |st| {
-        let ic = ImageCallbacks::new(image, st.table);
-        let layout = st.check(&ic).ok();
-        (ic, layout)
-    })
-}
-
 /// `mqs_setup_process`.
 pub fn setup_process(
     process: *mut abi::mqs_process,
@@ -78,40 +65,6 @@ pub fn setup_process(
         return callbacks::with_process_state::<ProcessState, _>(process, |st| *st = fresh);
     }
     callbacks::put_process_state(process, fresh)
-}
-
-/// Runs `f` on a process's state with its callbacks, then passes any
-/// queued debug lines to the debugger's dprints.
-pub(crate) fn with_process<R>(
-    process: *mut abi::mqs_process,
-    f: impl FnOnce(&mut ProcessState, &ProcessCallbacks) -> R,
-) -> Result<R, DllError> {
-    let (r, lines) = callbacks::with_process_state::<ProcessState, _>(process, |st| {
-        let pc = ProcessCallbacks::new(process, st.table);
-        let r = f(st, &pc);
-        (r, std::mem::take(&mut st.dprints))
-    })?;
-    if !lines.is_empty() {
-        if let Ok(basic) = Basic::get() {
-            for line in lines {
-                basic.dprints(&line);
-            }
-        }
-    }
-    Ok(r)
-}
-
-/// Makes sure the process's symbols were looked up (a debugger may skip
-/// `mqs_process_has_queues`).
-pub(crate) fn ensure_checked(st: &mut ProcessState, pc: &ProcessCallbacks) -> Result<(), DllError> {
-    if st.symbols.is_some() {
-        return Ok(());
-    }
-    let (ic, layout) = image_of(pc)?;
-    if st.layout.is_none() {
-        st.layout = layout;
-    }
-    st.check(&ic, pc).map_err(|f| f.code)
 }
 
 /// `mqs_process_has_queues`.

@@ -1,6 +1,6 @@
 //! The DLL's private error codes (>= `mqs_first_user_code`) and their text.
 //!
-//! Codes are stable: hosts may log them, and only [`error_string`] (exported
+//! Codes are stable: hosts may log them, and only `messages::error_string` (exported
 //! as `mqs_dll_error_string`) turns them into words.
 
 use std::ffi::CStr;
@@ -168,20 +168,6 @@ impl fmt::Display for DllError {
 
 impl std::error::Error for DllError {}
 
-/// Text for any code the DLL may have returned: ours (>= 100), the three
-/// shared ones, or an unknown one.
-pub fn error_string(code: i32) -> &'static CStr {
-    match code {
-        0 => c"mqs_ok",
-        1 => crate::messages::no_information_text(),
-        2 => c"mqs_end_of_list",
-        _ => match DllError::from_code(code) {
-            Some(e) => e.text(),
-            None => c"mqs DLL: unknown error code",
-        },
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,11 +179,11 @@ mod tests {
             assert!(e.code() >= 100);
             assert!(seen.insert(e.code()));
             assert_eq!(DllError::from_code(e.code()), Some(e));
-            assert_eq!(error_string(e.code()), e.text());
+            assert_eq!(crate::messages::error_string(e.code()), e.text());
             assert!(!e.text().to_bytes().is_empty());
         }
         assert_eq!(
-            error_string(99_999).to_str().ok(),
+            crate::messages::error_string(99_999).to_str().ok(),
             Some("mqs DLL: unknown error code")
         );
         assert_eq!(DllError::from_code(-5), None);

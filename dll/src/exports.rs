@@ -13,7 +13,7 @@ use mqs_abi::ReturnCode;
 use crate::abi;
 use crate::api;
 use crate::callbacks;
-use crate::errors::{self, DllError};
+use crate::errors::DllError;
 use crate::messages;
 
 /// Runs `f`, turning a panic into `DllError::Internal`.
@@ -91,7 +91,7 @@ pub unsafe extern "C" fn mqs_dll_taddr_width() -> c_int {
 /// None; `unsafe` only for the C interface's uniformity.
 #[no_mangle]
 pub unsafe extern "C" fn mqs_dll_error_string(code: c_int) -> *mut c_char {
-    catch_unwind(|| errors::error_string(code))
+    catch_unwind(|| messages::error_string(code))
         .unwrap_or(c"mqs DLL: unknown error code")
         .as_ptr()
         .cast_mut()

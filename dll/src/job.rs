@@ -12,11 +12,12 @@ use std::collections::{BTreeMap, VecDeque};
 use mqs_abi::{ProcessLocation, ReturnCode};
 
 use crate::abi;
-use crate::api::{ensure_checked, with_process};
-use crate::callbacks::{self, InfoKind, ProcessAccess};
+use crate::access::ProcessAccess;
+use crate::callbacks::{self, InfoKind};
 use crate::errors::DllError;
 use crate::openmpi::groups::{self, NameMap, ProcName};
 use crate::openmpi::ProcessState;
+use crate::process::{ensure_checked, with_process};
 use crate::walk;
 
 /// What the DLL keeps per job.

@@ -15,7 +15,7 @@
 
 use std::fmt;
 
-use crate::callbacks::ImageAccess;
+use crate::access::ImageAccess;
 use crate::errors::DllError;
 use crate::target::Sizes;
 

@@ -23,6 +23,7 @@ pub(crate) use mqs_abi::ffi::mpi1 as abi;
 #[cfg(feature = "mpi2")]
 pub(crate) use mqs_abi::ffi::mpi2 as abi;
 
+pub mod access;
 pub mod api;
 pub mod callbacks;
 pub mod errors;
@@ -32,6 +33,7 @@ pub mod job;
 pub mod layout;
 pub mod messages;
 pub mod openmpi;
+mod process;
 pub mod target;
 pub mod walk;
 

@@ -83,10 +83,26 @@ pub const TABLE_UNREADABLE: &CStr = c"The Open MPI communicator table of %s cann
 /// What the DLL detected, for the version string.
 static DETECTED: Mutex<Option<&'static CStr>> = Mutex::new(None);
 
-const VERSION_NONE: &CStr = if cfg!(feature = "mpi2") {
-    c"mqs message-queue DLL 0.1.0 (MPI-2 interface, compatibility 3) for Open MPI 4.1 (ob1 PML); no MPI detected yet"
-} else {
-    c"mqs message-queue DLL 0.1.0 (MPI-1 interface, compatibility 2) for Open MPI 4.1 (ob1 PML); no MPI detected yet"
+/// The version string before any MPI was detected: the crate's version,
+/// the interface level.
+const VERSION_NONE: &CStr = {
+    const TEXT: &str = if cfg!(feature = "mpi2") {
+        concat!(
+            "mqs message-queue DLL ",
+            env!("CARGO_PKG_VERSION"),
+            " (MPI-2 interface, compatibility 3) for Open MPI 4.1 (ob1 PML); no MPI detected yet\0"
+        )
+    } else {
+        concat!(
+            "mqs message-queue DLL ",
+            env!("CARGO_PKG_VERSION"),
+            " (MPI-1 interface, compatibility 2) for Open MPI 4.1 (ob1 PML); no MPI detected yet\0"
+        )
+    };
+    match CStr::from_bytes_with_nul(TEXT.as_bytes()) {
+        Ok(text) => text,
+        Err(_) => c"mqs message-queue DLL",
+    }
 };
 
 /// Records the MPI found in an image or process (`what`, e.g. "Open MPI
@@ -129,6 +145,20 @@ pub fn no_information_text() -> &'static CStr {
         Ok(r) => r.unwrap_or(NO_INFORMATION_NONE),
         Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().unwrap_or(NO_INFORMATION_NONE),
         Err(std::sync::TryLockError::WouldBlock) => NO_INFORMATION_NONE,
+    }
+}
+
+/// The text for one of the interface's or our codes (a static string); for
+/// mqs_no_information, the latest reason the DLL recorded.
+pub fn error_string(code: i32) -> &'static CStr {
+    match code {
+        0 => c"mqs_ok",
+        1 => no_information_text(),
+        2 => c"mqs_end_of_list",
+        _ => match crate::errors::DllError::from_code(code) {
+            Some(e) => e.text(),
+            None => c"mqs DLL: unknown error code",
+        },
     }
 }
 

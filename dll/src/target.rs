@@ -10,7 +10,7 @@
 use std::borrow::Cow;
 use std::cell::Cell;
 
-use crate::callbacks::{ProcessAccess, TypeSizes};
+use crate::access::{ProcessAccess, TypeSizes};
 use crate::errors::DllError;
 
 /// The target's basic sizes in bytes, as the MPI was compiled.

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::callbacks::{ImageAccess, ProcessAccess};
+use crate::access::{ImageAccess, ProcessAccess};
 
 const PAGE: u64 = 4096;
 

@@ -6,7 +6,7 @@
 
 use std::collections::HashSet;
 
-use crate::callbacks::ProcessAccess;
+use crate::access::ProcessAccess;
 use crate::layout::{FreeListLayout, ListLayout};
 use crate::target::{ReadError, Spans, Target, View};
 

@@ -313,7 +313,7 @@ fn any_source_and_any_tag_are_minus_one_and_tag_wild() {
 #[derive(Clone)]
 struct Shared(std::rc::Rc<std::cell::RefCell<mqs_dll::testing::FakeProcess>>);
 
-impl mqs_dll::callbacks::ProcessAccess for Shared {
+impl mqs_dll::access::ProcessAccess for Shared {
     fn fetch(&self, addr: u64, buf: &mut [u8]) -> bool {
         self.0.borrow().fetch(addr, buf)
     }
@@ -340,7 +340,7 @@ fn comm_names(ph: *mut abi::mqs_process) -> Vec<String> {
 
 #[test]
 fn a_freed_communicator_disappears_at_the_next_update() {
-    use mqs_dll::callbacks::ProcessAccess;
+    use mqs_dll::access::ProcessAccess;
     let s = snapshot("queues-rank0.json");
     let memory = Shared(std::rc::Rc::new(std::cell::RefCell::new(s.fake_process())));
     let mut image = Image::new(s.fake_image());

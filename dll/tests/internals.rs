@@ -6,7 +6,7 @@
 mod common;
 
 use common::snapshot::Snapshot;
-use mqs_dll::callbacks::ImageAccess;
+use mqs_dll::access::ImageAccess;
 use mqs_dll::layout::{Layout, NameStorage, SparseStructs};
 use mqs_dll::openmpi::groups::{self, Translator, World};
 use mqs_dll::openmpi::ob1::Ob1Comm;

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use mqs_abi::Communicator;
 
-use crate::callbacks::ProcessAccess;
+use crate::access::ProcessAccess;
 use crate::layout::{Layout, NameStorage};
 use crate::openmpi::groups::{self, NameMap, Translator, World};
 use crate::target::{ReadError, Target};

@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use crate::callbacks::ProcessAccess;
+use crate::access::ProcessAccess;
 use crate::layout::{GroupLayout, Layout, SparseLayout, SparseStructs};
 use crate::target::{ReadError, Target, View};
 

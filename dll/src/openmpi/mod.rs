@@ -14,7 +14,8 @@ use std::sync::Arc;
 use mqs_abi::{OpClass, PendingOperation, ReturnCode};
 
 use crate::abi;
-use crate::callbacks::{ImageAccess, InfoKind, ProcessAccess, TypeSizes};
+use crate::access::{ImageAccess, ProcessAccess, TypeSizes};
+use crate::callbacks::InfoKind;
 use crate::errors::DllError;
 use crate::layout::{Layout, Missing};
 use crate::messages;

@@ -8,7 +8,7 @@
 //! the two candidate queues by taking whichever head was posted first. So
 //! all receives merged by `req_sequence` is exactly MPI's matching order.
 
-use crate::callbacks::ProcessAccess;
+use crate::access::ProcessAccess;
 use crate::layout::{Layout, Ob1Layout};
 use crate::openmpi::communicators::Comm;
 use crate::openmpi::groups::MAX_GROUP;

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use mqs_abi::{OpStatus, PendingOperation};
 
-use crate::callbacks::ProcessAccess;
+use crate::access::ProcessAccess;
 use crate::layout::{Layout, Ob1Layout};
 use crate::openmpi::communicators::Comm;
 use crate::target::{ReadError, Sizes, Spans, Target, View};

@@ -10,7 +10,7 @@
 
 use mqs_abi::{OpStatus, PendingOperation};
 
-use crate::callbacks::ProcessAccess;
+use crate::access::ProcessAccess;
 use crate::layout::{Layout, Ob1Layout};
 use crate::openmpi::communicators::Comm;
 use crate::openmpi::ob1::{list_is_empty, peer_view, Ob1Comm};

@@ -12,7 +12,7 @@ pub use mqs_abi::ffi::mpi1 as abi;
 #[cfg(feature = "mpi2")]
 pub use mqs_abi::ffi::mpi2 as abi;
 use mqs_abi::{Communicator, PendingOperation, ReturnCode};
-use mqs_dll::callbacks::ProcessAccess;
+use mqs_dll::access::ProcessAccess;
 use mqs_dll::exports as x;
 use mqs_dll::testing::FakeImage;
 

@@ -2,7 +2,7 @@
 //! mutations, their strategies, and applying them to a process's memory or
 //! its type table (or, for a host in another process, as patches).
 
-use mqs_dll::callbacks::ProcessAccess;
+use mqs_dll::access::ProcessAccess;
 use mqs_dll::testing::FakeProcess;
 use proptest::prelude::*;
 
