@@ -74,6 +74,37 @@ pub enum Error {
     #[error("{detail}")]
     NoDebugInfo { detail: String },
 
+    /// A type pack that does not read the running process right.
+    #[error(
+        "type pack {} for {} (build-id {build_id}) refused: {detail}; it does not describe the \
+         running library: remove it, or make it again from the library's debug file \
+         (mqs-dump typepack extract)",
+        pack.display(),
+        library.display()
+    )]
+    TypePackRefused {
+        pack: PathBuf,
+        library: PathBuf,
+        build_id: String,
+        detail: String,
+    },
+
+    /// The MPI library has no type information anywhere mqs looked.
+    #[error(
+        "{detail}: {} (build-id {build_id}) has no debug information here ({tried}); fix it one \
+         of three ways: install its debug file (Debian: its -dbgsym package; or --debug-dir DIR), \
+         add a type pack for build-id {build_id} (--typepack DIR; make one with mqs-dump \
+         typepack extract where its debug file is), or set DEBUGINFOD_URLS to a debuginfod \
+         server that has it (without --offline)",
+        library.display()
+    )]
+    MissingTypes {
+        library: PathBuf,
+        build_id: String,
+        tried: String,
+        detail: String,
+    },
+
     /// The DLL returned an error code where the host needed success.
     #[error("the DLL failed in {call}: {detail}")]
     Dll { call: &'static str, detail: String },
@@ -81,6 +112,10 @@ pub enum Error {
     /// A rank of the job runs on another host, out of reach of ptrace.
     #[error("rank {rank} runs on host '{host}' (pid {pid}): only local processes can be read")]
     Remote { rank: usize, host: String, pid: i32 },
+
+    /// An MPI library built without message-queue debugging support.
+    #[error("pid {pid}: {detail}")]
+    NoQueueSupport { pid: i32, detail: String },
 
     /// The MPI says it keeps no message queues for debuggers.
     #[error(
@@ -219,7 +254,11 @@ impl Error {
             Self::PermissionDenied { .. } => PERMISSION_DENIED,
             Self::ProcessGone { .. } => PROCESS_GONE,
             Self::NotMpi { .. } => NOT_MPI,
-            Self::NoDebugInfo { .. } | Self::QueuesNotImplemented { .. } => NO_DEBUG_INFO,
+            Self::NoDebugInfo { .. }
+            | Self::QueuesNotImplemented { .. }
+            | Self::TypePackRefused { .. }
+            | Self::MissingTypes { .. }
+            | Self::NoQueueSupport { .. } => NO_DEBUG_INFO,
             Self::DllMissing { .. } => DLL_MISSING,
             Self::DllLoad { .. } => DLL_NOT_LOADABLE,
             Self::DllIncompatible { .. } => DLL_INCOMPATIBLE,
