@@ -75,35 +75,12 @@ pub enum Error {
     NoDebugInfo { detail: String },
 
     /// A type pack that does not read the running process right.
-    #[error(
-        "type pack {} for {} (build-id {build_id}) refused: {detail}; it does not describe the \
-         running library: remove it, or make it again from the library's debug file \
-         (mqs-dump typepack extract)",
-        pack.display(),
-        library.display()
-    )]
-    TypePackRefused {
-        pack: PathBuf,
-        library: PathBuf,
-        build_id: String,
-        detail: String,
-    },
+    #[error("{0}")]
+    TypePackRefused(Box<PackRefusal>),
 
     /// The MPI library has no type information anywhere mqs looked.
-    #[error(
-        "{detail}: {} (build-id {build_id}) has no debug information here ({tried}); fix it one \
-         of three ways: install its debug file (Debian: its -dbgsym package; or --debug-dir DIR), \
-         add a type pack for build-id {build_id} (--typepack DIR; make one with mqs-dump \
-         typepack extract where its debug file is), or set DEBUGINFOD_URLS to a debuginfod \
-         server that has it (without --offline)",
-        library.display()
-    )]
-    MissingTypes {
-        library: PathBuf,
-        build_id: String,
-        tried: String,
-        detail: String,
-    },
+    #[error("{0}")]
+    MissingTypes(Box<MissingTypes>),
 
     /// The DLL returned an error code where the host needed success.
     #[error("the DLL failed in {call}: {detail}")]
@@ -164,6 +141,59 @@ pub enum Error {
 
     #[error("{0}")]
     Usage(String),
+}
+
+/// A type pack the runtime invariants refused.
+#[derive(Debug)]
+pub struct PackRefusal {
+    pub pack: PathBuf,
+    pub library: PathBuf,
+    pub build_id: String,
+    pub detail: String,
+}
+
+impl fmt::Display for PackRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "type pack {} for {} (build-id {}) refused: {}; it does not describe the running \
+             library: remove it, or make it again from the library's debug file \
+             (mqs-dump typepack extract)",
+            self.pack.display(),
+            self.library.display(),
+            self.build_id,
+            self.detail
+        )
+    }
+}
+
+/// An MPI library without DWARF, pack or debuginfod answer.
+#[derive(Debug)]
+pub struct MissingTypes {
+    pub library: PathBuf,
+    pub build_id: String,
+    /// What was looked at.
+    pub tried: String,
+    /// What the DLL said.
+    pub detail: String,
+}
+
+impl fmt::Display for MissingTypes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {} (build-id {}) has no debug information here ({}); fix it one of three ways: \
+             install its debug file (Debian: its -dbgsym package; or --debug-dir DIR), add a type \
+             pack for build-id {} (--typepack DIR; make one with mqs-dump typepack extract where \
+             its debug file is), or set DEBUGINFOD_URLS to a debuginfod server that has it \
+             (without --offline)",
+            self.detail,
+            self.library.display(),
+            self.build_id,
+            self.tried,
+            self.build_id
+        )
+    }
 }
 
 /// Why the kernel refused us access to a process.
@@ -256,8 +286,8 @@ impl Error {
             Self::NotMpi { .. } => NOT_MPI,
             Self::NoDebugInfo { .. }
             | Self::QueuesNotImplemented { .. }
-            | Self::TypePackRefused { .. }
-            | Self::MissingTypes { .. }
+            | Self::TypePackRefused(_)
+            | Self::MissingTypes(_)
             | Self::NoQueueSupport { .. } => NO_DEBUG_INFO,
             Self::DllMissing { .. } => DLL_MISSING,
             Self::DllLoad { .. } => DLL_NOT_LOADABLE,

@@ -197,7 +197,7 @@ impl<T: Target> Prepared<T> {
                 )
             }
         };
-        Error::MissingTypes {
+        Error::MissingTypes(Box::new(crate::error::MissingTypes {
             library: library.path().to_owned(),
             build_id: library.build_id_hex().unwrap_or_else(|| "none".into()),
             tried: format!(
@@ -205,7 +205,7 @@ impl<T: Target> Prepared<T> {
                 dirs.join(", ")
             ),
             detail,
-        }
+        }))
     }
 }
 
@@ -240,7 +240,9 @@ fn prepare_types(
             .iter()
             .filter(|(o, _)| {
                 library.as_ref().is_some_and(|l| Arc::ptr_eq(l, o))
-                    || o.path().parent().is_some_and(|p| dirs.iter().any(|d| d == p))
+                    || o.path()
+                        .parent()
+                        .is_some_and(|p| dirs.iter().any(|d| d == p))
             })
             .map(|(o, _)| o.path().to_owned());
         index.allow_fetch(fetchable);
@@ -253,10 +255,9 @@ fn prepare_types(
 /// Why a process with an MPI library but no `MPIR_dll_name` shows no
 /// queues: its MPI was built without debugger support (Debian's MPICH).
 fn no_queue_support(pid: i32, index: &SymbolIndex) -> Option<Error> {
-    let (library, _) = index
-        .objects()
-        .into_iter()
-        .find(|(o, _)| o.function_symbol("MPI_Init").is_some() && o.function_symbol("PMPI_Init").is_some())?;
+    let (library, _) = index.objects().into_iter().find(|(o, _)| {
+        o.function_symbol("MPI_Init").is_some() && o.function_symbol("PMPI_Init").is_some()
+    })?;
     let mpich = library.function_symbol("MPIR_Err_return_comm").is_some()
         || library
             .path()

@@ -46,7 +46,8 @@ fn our_dll() -> String {
 
 /// A scratch directory of this test.
 fn scratch(tag: &str) -> PathBuf {
-    let dir = mqs_tests::target_dir().join(format!("mqs-scratch/stock-{tag}-{}", std::process::id()));
+    let dir =
+        mqs_tests::target_dir().join(format!("mqs-scratch/stock-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -59,7 +60,10 @@ fn isolated(data: &Path, cache: &Path, debuginfod: Option<&str>) -> Vec<(String,
     let mut env = vec![
         ("MQS_DATA_DIR".to_owned(), data.display().to_string()),
         ("MQS_CACHE".to_owned(), cache.display().to_string()),
-        ("DEBUGINFOD_URLS".to_owned(), debuginfod.unwrap_or("").to_owned()),
+        (
+            "DEBUGINFOD_URLS".to_owned(),
+            debuginfod.unwrap_or("").to_owned(),
+        ),
         ("DEBUGINFOD_TIMEOUT".to_owned(), "60".to_owned()),
     ];
     // No proxy between us and a loopback server.
@@ -106,7 +110,10 @@ fn contents(json: &Value) -> Vec<String> {
     };
     let mut lines = Vec::new();
     let process = &json["processes"][0];
-    for c in process["communicators"]["list"].as_array().expect("communicators") {
+    for c in process["communicators"]["list"]
+        .as_array()
+        .expect("communicators")
+    {
         lines.push(format!(
             "{} size {} rank {} group {}",
             c["name"], c["size"], c["local_rank"], c["group"]
@@ -207,14 +214,25 @@ fn stock_open_mpi_is_dumped_with_both_dlls_like_the_g_build() {
     let env = isolated(&data, &cache, None);
     let got = dumps(&job, &env);
     for ((rank, their_g, our_g), (_, their_stock, our_stock)) in expected.iter().zip(&got) {
-        assert_eq!(their_stock, their_g, "rank {rank}: Open MPI's DLL, stock vs -g");
+        assert_eq!(
+            their_stock, their_g,
+            "rank {rank}: Open MPI's DLL, stock vs -g"
+        );
         assert_eq!(our_stock, our_g, "rank {rank}: our DLL, stock vs -g");
         if *rank == 0 {
-            let unexpected: Vec<&String> =
-                our_stock.iter().filter(|l| l.starts_with("  unexpected: \"pending\"")).collect();
-            assert_eq!(unexpected.len(), 2, "ours lists both unexpected messages: {our_stock:#?}");
+            let unexpected: Vec<&String> = our_stock
+                .iter()
+                .filter(|l| l.starts_with("  unexpected: \"pending\""))
+                .collect();
+            assert_eq!(
+                unexpected.len(),
+                2,
+                "ours lists both unexpected messages: {our_stock:#?}"
+            );
             assert!(
-                their_stock.iter().any(|l| l.contains("unexpected: \"not_available\"")),
+                their_stock
+                    .iter()
+                    .any(|l| l.contains("unexpected: \"not_available\"")),
                 "{their_stock:#?}"
             );
         }
@@ -224,7 +242,10 @@ fn stock_open_mpi_is_dumped_with_both_dlls_like_the_g_build() {
     let pid = job.rank_pid(0).unwrap().to_string();
     let empty_env = isolated(&scratch("none"), &cache, None);
     let packs = data.join("typepacks").display().to_string();
-    let out = run_with(&["--pid", &pid, "--typepack", &packs, "--dll", &our_dll()], &empty_env);
+    let out = run_with(
+        &["--pid", &pid, "--typepack", &packs, "--dll", &our_dll()],
+        &empty_env,
+    );
     assert!(out.status.success(), "{}", stderr(&out));
 
     // No pack, no debuginfod: the library, its build-id, the three fixes.
@@ -241,7 +262,10 @@ fn stock_open_mpi_is_dumped_with_both_dlls_like_the_g_build() {
             "mqs-dump typepack extract",
         ],
     );
-    let out = run_with(&["--pid", &pid, "--dll", &our_dll(), "--offline"], &empty_env);
+    let out = run_with(
+        &["--pid", &pid, "--dll", &our_dll(), "--offline"],
+        &empty_env,
+    );
     assert_error(&out, NO_DEBUG_INFO, &[STOCK_LIBMPI_ID, "--offline"]);
     assert_running_untraced(job.rank_pid(0).unwrap());
     job.shutdown().expect("shutdown");
@@ -253,9 +277,24 @@ fn a_pack_with_an_altered_field_offset_is_refused() {
     let pid = job.rank_pid(1).unwrap();
     let cache = scratch("cache-altered");
     let cases: [(&str, &str, i64, &[&str]); 3] = [
-        ("ompi_communicator_t", "c_name", 8, &["c_name", "MPI_COMM_WORLD"]),
-        ("ompi_group_t", "grp_proc_count", 4, &["grp_proc_count", "the job 2"]),
-        ("mca_pml_ob1_comm_t", "num_procs", 8, &["mca_pml_ob1", "num_procs"]),
+        (
+            "ompi_communicator_t",
+            "c_name",
+            8,
+            &["c_name", "MPI_COMM_WORLD"],
+        ),
+        (
+            "ompi_group_t",
+            "grp_proc_count",
+            4,
+            &["grp_proc_count", "the job 2"],
+        ),
+        (
+            "mca_pml_ob1_comm_t",
+            "num_procs",
+            8,
+            &["mca_pml_ob1", "num_procs"],
+        ),
     ];
     for (ty, field, by, needles) in cases {
         let data = data_with_packs(field, |p| shift_field(p, ty, field, by));
@@ -303,7 +342,17 @@ impl Debuginfod {
         let child = Command::new(exe)
             .args(["-F", "-d"])
             .arg(&db)
-            .args(["-p", &port.to_string(), "-t", "0", "-g", "0", "-c", "1", "-v"])
+            .args([
+                "-p",
+                &port.to_string(),
+                "-t",
+                "0",
+                "-g",
+                "0",
+                "-c",
+                "1",
+                "-v",
+            ])
             .arg(dir)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
@@ -409,7 +458,10 @@ fn stock_open_mpi_without_packs_fetches_debug_files_from_debuginfod() {
     let env = isolated(&none, &cache, Some(&server.url));
     let got = dumps(&job, &env);
     for ((rank, their_g, our_g), (_, theirs, ours)) in expected.iter().zip(&got) {
-        assert_eq!(theirs, their_g, "rank {rank}: Open MPI's DLL, debuginfod vs -g");
+        assert_eq!(
+            theirs, their_g,
+            "rank {rank}: Open MPI's DLL, debuginfod vs -g"
+        );
         assert_eq!(ours, our_g, "rank {rank}: our DLL, debuginfod vs -g");
     }
     // Cached by build-id: libmpi's debug file, its dwz file, ob1's.
@@ -420,7 +472,11 @@ fn stock_open_mpi_without_packs_fetches_debug_files_from_debuginfod() {
     assert!(cached.contains(&STOCK_LIBMPI_ID.to_owned()), "{cached:?}");
     assert_eq!(cached.len(), 3, "libmpi, its dwz file, ob1: {cached:?}");
     for id in &cached {
-        assert!(cache.join("debuginfod").join(id).join("debuginfo").is_file());
+        assert!(cache
+            .join("debuginfod")
+            .join(id)
+            .join("debuginfo")
+            .is_file());
     }
 
     // --offline never asks; with the cache removed that leaves nothing.
@@ -432,7 +488,11 @@ fn stock_open_mpi_without_packs_fetches_debug_files_from_debuginfod() {
     drop(server);
     // A server that is gone: the error says what it tried.
     let out = run_with(&["--pid", &pid], &env);
-    assert_error(&out, NO_DEBUG_INFO, &[STOCK_LIBMPI_ID, "debuginfod", "127.0.0.1"]);
+    assert_error(
+        &out,
+        NO_DEBUG_INFO,
+        &[STOCK_LIBMPI_ID, "debuginfod", "127.0.0.1"],
+    );
     job.shutdown().expect("shutdown");
 }
 
@@ -451,7 +511,12 @@ fn stock_mpich_says_why_it_has_no_queues_and_lists_its_cvars() {
     job.shutdown().expect("shutdown");
 
     // MPI_T does not need the debugger support.
-    let out = run(&["cvars", "--mpi", "/usr/lib/x86_64-linux-gnu/mpich", "--json"]);
+    let out = run(&[
+        "cvars",
+        "--mpi",
+        "/usr/lib/x86_64-linux-gnu/mpich",
+        "--json",
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let listing: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(
@@ -459,5 +524,9 @@ fn stock_mpich_says_why_it_has_no_queues_and_lists_its_cvars() {
         "{}",
         listing["library"]
     );
-    assert!(listing["num_cvars"].as_u64().unwrap() > 100, "{}", listing["num_cvars"]);
+    assert!(
+        listing["num_cvars"].as_u64().unwrap() > 100,
+        "{}",
+        listing["num_cvars"]
+    );
 }

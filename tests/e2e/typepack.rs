@@ -14,10 +14,8 @@ use support::*;
 const BAD_INPUT: i32 = 13;
 
 fn scratch(tag: &str) -> PathBuf {
-    let dir = mqs_tests::target_dir().join(format!(
-        "mqs-scratch/typepack-{tag}-{}",
-        std::process::id()
-    ));
+    let dir =
+        mqs_tests::target_dir().join(format!("mqs-scratch/typepack-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -31,7 +29,11 @@ fn our_dll() -> String {
             "release"
         })
         .join("libmqs_dll.so");
-    assert!(path.exists(), "{} is missing: cargo build -p mqs-dll", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing: cargo build -p mqs-dll",
+        path.display()
+    );
     path.display().to_string()
 }
 
@@ -97,7 +99,10 @@ fn packs_extracted_from_dwarf_check_against_it_and_an_altered_one_does_not() {
     let dir = scratch("extract");
     for (lib, needle) in [
         (prefix.join("lib/libmpi.so.40.30.4"), "ompi_communicator_t"),
-        (prefix.join("lib/openmpi/mca_pml_ob1.so"), "mca_pml_ob1_comm_t"),
+        (
+            prefix.join("lib/openmpi/mca_pml_ob1.so"),
+            "mca_pml_ob1_comm_t",
+        ),
     ] {
         let out = dir.join("pack.json");
         let lib_s = lib.display().to_string();
@@ -114,12 +119,19 @@ fn packs_extracted_from_dwarf_check_against_it_and_an_altered_one_does_not() {
         assert!(text.contains("agree with its DWARF"), "{text}");
 
         // One offset moved: check names it.
-        let field = pack["types"][needle]["fields"][1][0].as_str().unwrap().to_owned();
+        let field = pack["types"][needle]["fields"][1][0]
+            .as_str()
+            .unwrap()
+            .to_owned();
         let off = pack["types"][needle]["fields"][1][1].as_u64().unwrap();
         pack["types"][needle]["fields"][1][1] = Value::from(off + 8);
         std::fs::write(&out, serde_json::to_vec(&pack).unwrap()).unwrap();
         let bad = run(&["typepack", "check", "--lib", &lib_s, "--typepack", &out_s]);
-        assert_error(&bad, BAD_INPUT, &[&format!("{needle}.{field}"), "does not describe"]);
+        assert_error(
+            &bad,
+            BAD_INPUT,
+            &[&format!("{needle}.{field}"), "does not describe"],
+        );
     }
 }
 
@@ -148,7 +160,10 @@ fn with_other_build_id(lib: &Path, out: &Path) {
 
 #[test]
 fn a_rebuild_counts_only_if_it_loads_the_same_bytes() {
-    let g = Mpi::OpenMpiG.prefix().expect("Open MPI -g").join("lib/libmpi.so.40.30.4");
+    let g = Mpi::OpenMpiG
+        .prefix()
+        .expect("Open MPI -g")
+        .join("lib/libmpi.so.40.30.4");
     let release = Mpi::OpenMpiRelease
         .prefix()
         .expect("Open MPI release")
@@ -171,7 +186,11 @@ fn a_rebuild_counts_only_if_it_loads_the_same_bytes() {
     ]);
     assert!(text.contains("only the build-id note differs"), "{text}");
     let pack: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
-    assert_eq!(pack["build_id"], "5a".repeat(20), "keyed by the stock build-id");
+    assert_eq!(
+        pack["build_id"],
+        "5a".repeat(20),
+        "keyed by the stock build-id"
+    );
     let rebuilt = &pack["provenance"]["rebuilt"];
     assert!(rebuilt["identical_sections"]
         .as_array()
@@ -205,10 +224,10 @@ fn a_rebuild_counts_only_if_it_loads_the_same_bytes() {
 
 #[test]
 fn the_committed_packs_fit_debians_stock_libraries() {
-    let libdir = Mpi::DebianOpenMpi
-        .stock_libdir()
-        .expect("stock");
-    Mpi::DebianOpenMpi.prefix().expect("Debian's Open MPI installed");
+    let libdir = Mpi::DebianOpenMpi.stock_libdir().expect("stock");
+    Mpi::DebianOpenMpi
+        .prefix()
+        .expect("Debian's Open MPI installed");
     let packs = workspace_root().join("typepacks").display().to_string();
     for lib in [
         libdir.join("libmpi.so.40.30.4"),

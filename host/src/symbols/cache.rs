@@ -39,9 +39,8 @@ impl SymbolCache {
     pub fn with_sources(sources: &super::SymbolSources) -> Self {
         let packs = super::typepack::TypePacks::standard(sources.typepack_dirs.clone());
         let debuginfod = if sources.debuginfod {
-            super::cache_root().and_then(|root| {
-                super::debuginfod::Debuginfod::from_env(&root, sources.progress)
-            })
+            super::cache_root()
+                .and_then(|root| super::debuginfod::Debuginfod::from_env(&root, sources.progress))
         } else {
             None
         };

@@ -28,7 +28,11 @@ impl DebugDirs {
         Self::with(user, TypePacks::standard(Vec::new()), None)
     }
 
-    pub(crate) fn with(user: Vec<PathBuf>, packs: TypePacks, debuginfod: Option<Debuginfod>) -> Self {
+    pub(crate) fn with(
+        user: Vec<PathBuf>,
+        packs: TypePacks,
+        debuginfod: Option<Debuginfod>,
+    ) -> Self {
         let mut dirs = user;
         dirs.push(PathBuf::from(SYSTEM_DEBUG_DIR));
         Self {

@@ -228,7 +228,12 @@ impl SymbolIndex {
         })
     }
 
-    fn resolve_in(&self, objects: &[Loaded], query: &TypeQuery, fetch: bool) -> Option<Arc<TypeInfo>> {
+    fn resolve_in(
+        &self,
+        objects: &[Loaded],
+        query: &TypeQuery,
+        fetch: bool,
+    ) -> Option<Arc<TypeInfo>> {
         let fetchable = |l: &Loaded| {
             fetch
                 && self

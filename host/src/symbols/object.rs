@@ -146,19 +146,18 @@ impl ObjectSymbols {
 
     /// Opens `path` with an explicit separate debug file (`typepack
     /// extract --debug-file`), checked to belong to it by build-id.
-    pub fn open_with_debug_file(path: &Path, debug: &Path, debug_dirs: Vec<PathBuf>) -> Result<Self> {
+    pub fn open_with_debug_file(
+        path: &Path,
+        debug: &Path,
+        debug_dirs: Vec<PathBuf>,
+    ) -> Result<Self> {
         let elf = ElfFile::open(path)?;
         let debug = ElfFile::open(debug)?;
         if let (Some(a), Some(b)) = (&elf.build_id, &debug.build_id) {
             if a != b {
                 return Err(crate::Error::ObjectFile {
                     path: debug.path().to_owned(),
-                    detail: format!(
-                        "build-id {} is not {}'s {}",
-                        hex(b),
-                        path.display(),
-                        hex(a)
-                    ),
+                    detail: format!("build-id {} is not {}'s {}", hex(b), path.display(), hex(a)),
                 });
             }
         }
@@ -222,7 +221,8 @@ impl ObjectSymbols {
 
     /// The dynamic symbols' link-time values, for checking a pack.
     pub fn dynamic_symbol(&self, name: &str) -> Option<Symbol> {
-        self.data_symbol(name).or_else(|| self.function_symbol(name))
+        self.data_symbol(name)
+            .or_else(|| self.function_symbol(name))
     }
 
     /// The link-time value and binding of a symbol in the object's own
@@ -430,7 +430,10 @@ impl ObjectSymbols {
     fn fetched_elf(&self, path: &Path, id: &[u8]) -> std::result::Result<ElfFile, String> {
         let refuse = |why: String| {
             let _ = std::fs::remove_file(path);
-            Err(format!("debuginfod gave {}: {why}; removed it", path.display()))
+            Err(format!(
+                "debuginfod gave {}: {why}; removed it",
+                path.display()
+            ))
         };
         match ElfFile::open(path) {
             Ok(elf) if elf.build_id.as_deref() != Some(id) => refuse(format!(

@@ -108,9 +108,7 @@ impl SymbolTable {
         } else {
             &mut self.data
         };
-        table
-            .entry(name.into())
-            .or_insert(SymDef { value, global });
+        table.entry(name.into()).or_insert(SymDef { value, global });
     }
 
     fn add<'data>(&mut self, sym: &impl ObjectSymbol<'data>) {

@@ -177,7 +177,9 @@ impl TypePack {
         let value: serde_json::Value =
             serde_json::from_slice(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
         if value.get("format").and_then(|f| f.as_str()) != Some(FORMAT) {
-            return Err(bad(format!("not an mqs type pack (no \"format\": \"{FORMAT}\")")));
+            return Err(bad(format!(
+                "not an mqs type pack (no \"format\": \"{FORMAT}\")"
+            )));
         }
         let version = value.get("version").and_then(|v| v.as_u64());
         if version != Some(u64::from(VERSION)) {
@@ -186,8 +188,8 @@ impl TypePack {
                 version.map_or("?".into(), |v| v.to_string())
             )));
         }
-        let pack: Self =
-            serde_json::from_value(value).map_err(|e| bad(format!("a malformed type pack: {e}")))?;
+        let pack: Self = serde_json::from_value(value)
+            .map_err(|e| bad(format!("a malformed type pack: {e}")))?;
         if pack.build_id.is_empty() || !pack.build_id.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(bad(format!("build-id '{}' is not hex", pack.build_id)));
         }
@@ -351,7 +353,10 @@ mod tests {
         let found = packs.find("abcd01").expect("found");
         assert_eq!(found.path, dir.join("x.json"));
         let t = found.pack.find_type("t").unwrap();
-        assert_eq!((t.kind, t.size, t.field_offset("b")), (TypeKind::Struct, Some(16), Some(8)));
+        assert_eq!(
+            (t.kind, t.size, t.field_offset("b")),
+            (TypeKind::Struct, Some(16), Some(8))
+        );
         assert!(packs.find("abcd02").is_none());
         assert_eq!(packs.notes().len(), 1, "{:?}", packs.notes());
         assert!(packs.notes()[0].contains("not an mqs type pack"));

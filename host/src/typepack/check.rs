@@ -59,7 +59,9 @@ pub fn check(options: &CheckOptions) -> Result<CheckReport> {
     let mut exported = 0;
     for (name, s) in pack.symbols.iter().chain(&pack.functions) {
         let here = if library.has_local_dwarf() {
-            library.data_symbol(name).or_else(|| library.function_symbol(name))
+            library
+                .data_symbol(name)
+                .or_else(|| library.function_symbol(name))
         } else {
             library.exported(name)
         };
@@ -104,7 +106,11 @@ pub fn check(options: &CheckOptions) -> Result<CheckReport> {
         lines.push(format!(
             "types: all {} agree with its DWARF ({})",
             pack.types.len(),
-            library.index_types().dwarf_path.map(|p| p.display().to_string()).unwrap_or_default()
+            library
+                .index_types()
+                .dwarf_path
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
         ));
     } else {
         lines.push(

@@ -43,7 +43,9 @@ pub fn extract(options: &ExtractOptions) -> Result<TypePack> {
         .clone()
         .unwrap_or_else(|| options.library.clone());
     let source = match &options.debug_file {
-        Some(debug) => ObjectSymbols::open_with_debug_file(&source_path, debug, options.debug_dirs.clone())?,
+        Some(debug) => {
+            ObjectSymbols::open_with_debug_file(&source_path, debug, options.debug_dirs.clone())?
+        }
         None => ObjectSymbols::open(&source_path, options.debug_dirs.clone())?,
     };
     if !source.has_local_dwarf() {
@@ -78,7 +80,13 @@ pub fn extract(options: &ExtractOptions) -> Result<TypePack> {
             continue;
         }
         if let Some(s) = source.data_symbol(name) {
-            symbols.insert(name.clone(), PackSymbol { value: s.value, global: s.global });
+            symbols.insert(
+                name.clone(),
+                PackSymbol {
+                    value: s.value,
+                    global: s.global,
+                },
+            );
         }
     }
     let mut functions = BTreeMap::new();
@@ -87,12 +95,20 @@ pub fn extract(options: &ExtractOptions) -> Result<TypePack> {
             continue;
         }
         if let Some(s) = source.function_symbol(name) {
-            functions.insert(name.clone(), PackSymbol { value: s.value, global: s.global });
+            functions.insert(
+                name.clone(),
+                PackSymbol {
+                    value: s.value,
+                    global: s.global,
+                },
+            );
         }
     }
     let file_name = |p: &Path| {
-        p.file_name()
-            .map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into_owned())
+        p.file_name().map_or_else(
+            || p.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        )
     };
     Ok(TypePack {
         format: FORMAT.into(),
@@ -120,7 +136,10 @@ fn describe_file(path: &Path) -> String {
     let name = path
         .file_name()
         .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    match ObjectSymbols::open(path, Vec::new()).ok().and_then(|o| o.build_id_hex()) {
+    match ObjectSymbols::open(path, Vec::new())
+        .ok()
+        .and_then(|o| o.build_id_hex())
+    {
         Some(id) => format!("{name} (build-id {id})"),
         None => name,
     }

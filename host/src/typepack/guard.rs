@@ -56,12 +56,12 @@ pub fn check(
             .find(|(l, ..)| detail.contains(&*l.file_name().unwrap_or_default().to_string_lossy()))
             .unwrap_or(&(library.clone(), pack.clone(), id.clone()))
             .clone();
-        Error::TypePackRefused {
+        Error::TypePackRefused(Box::new(crate::error::PackRefusal {
             pack,
             library,
             build_id: id,
             detail,
-        }
+        }))
     };
     let mut done = Vec::new();
     let world = index.find_symbol(WORLD).ok_or_else(|| {
@@ -94,13 +94,12 @@ pub fn check(
     }
 
     // 2. MPI_COMM_WORLD's name.
-    let comm = index.find_type("ompi_communicator_t").ok_or_else(|| {
-        refuse("the pack has no ompi_communicator_t".into())
-    })?;
+    let comm = index
+        .find_type("ompi_communicator_t")
+        .ok_or_else(|| refuse("the pack has no ompi_communicator_t".into()))?;
     let field = |t: &crate::symbols::TypeInfo, name: &str| {
-        t.field_offset(name).ok_or_else(|| {
-            refuse(format!("the pack has no field {name} of {}", t.name))
-        })
+        t.field_offset(name)
+            .ok_or_else(|| refuse(format!("the pack has no field {name} of {}", t.name)))
     };
     let name_at = world + field(&comm, "c_name")?;
     let mut name = [0u8; 64];

@@ -141,7 +141,10 @@ fn run_extract(a: &ExtractArgs) -> Result<(), Error> {
                 source,
             })?;
             let stem = pack.library.split(".so").next().unwrap_or(&pack.library);
-            dir.join(format!("{stem}-{}.json", &pack.build_id[..pack.build_id.len().min(12)]))
+            dir.join(format!(
+                "{stem}-{}.json",
+                &pack.build_id[..pack.build_id.len().min(12)]
+            ))
         }
     };
     pack.save(&out)?;
