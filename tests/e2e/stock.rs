@@ -72,19 +72,43 @@ fn isolated(data: &Path, cache: &Path, debuginfod: Option<&str>) -> Vec<(String,
 }
 
 fn run_with(args: &[&str], env: &[(String, String)]) -> std::process::Output {
-    let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    run_env(args, &pairs)
+    run_in(None, args, env)
+}
+
+/// mqs-dump, in the network namespace `netns` (a /proc/PID/ns/net) if given.
+fn run_in(netns: Option<&str>, args: &[&str], env: &[(String, String)]) -> std::process::Output {
+    let Some(netns) = netns else {
+        let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        return run_env(args, &pairs);
+    };
+    let mut cmd = Command::new("nsenter");
+    cmd.arg(format!("--net={netns}"))
+        .arg("--")
+        .arg(mqs_dump())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let child = cmd.spawn().expect("nsenter (util-linux)");
+    finish_within(
+        child,
+        Duration::from_secs(300),
+        &format!("mqs-dump {}", args.join(" ")),
+    )
 }
 
 /// The dump of one rank, in JSON, once the rank has posted its blocking
 /// receive (tag 1000 on mqs-wait), which it does just after READY.
-fn settled(pid: u32, extra: &[&str], env: &[(String, String)]) -> Value {
+fn settled(pid: u32, extra: &[&str], env: &[(String, String)], netns: Option<&str>) -> Value {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let pid_s = pid.to_string();
         let mut args = vec!["--pid", pid_s.as_str(), "--json"];
         args.extend_from_slice(extra);
-        let out = run_with(&args, env);
+        let out = run_in(netns, &args, env);
         assert!(out.status.success(), "mqs-dump {args:?}: {}", stderr(&out));
         let json: Value = serde_json::from_slice(&out.stdout).expect("JSON");
         let posted = json["processes"][0]["communicators"]["list"]
@@ -151,13 +175,17 @@ fn contents(json: &Value) -> Vec<String> {
 
 /// Each rank's queues through Open MPI's own DLL (the one the MPI names)
 /// and ours.
-fn dumps(job: &Job, env: &[(String, String)]) -> Vec<(u32, Vec<String>, Vec<String>)> {
+fn dumps(
+    job: &Job,
+    env: &[(String, String)],
+    netns: Option<&str>,
+) -> Vec<(u32, Vec<String>, Vec<String>)> {
     let ours = our_dll();
     job.rank_pids()
         .into_iter()
         .map(|(rank, pid)| {
-            let theirs = contents(&settled(pid, &[], env));
-            let mine = contents(&settled(pid, &["--dll", &ours], env));
+            let theirs = contents(&settled(pid, &[], env, netns));
+            let mine = contents(&settled(pid, &["--dll", &ours], env, netns));
             assert_running_untraced(pid);
             (rank, theirs, mine)
         })
@@ -204,7 +232,7 @@ fn stock_open_mpi_is_dumped_with_both_dlls_like_the_g_build() {
     let reference = Job::launch(Mpi::OpenMpiG, "queues", 2, &[]).expect("launch on -g");
     let empty = scratch("cache-g");
     let env = isolated(&empty, &empty, None);
-    let expected = dumps(&reference, &env);
+    let expected = dumps(&reference, &env, None);
     reference.shutdown().expect("shutdown");
 
     let job = Job::launch(Mpi::DebianOpenMpi, "queues", 2, &[]).expect("launch on stock");
@@ -212,7 +240,7 @@ fn stock_open_mpi_is_dumped_with_both_dlls_like_the_g_build() {
     // The committed packs, through the installed data directory.
     let data = data_with_packs("packs", |_| {});
     let env = isolated(&data, &cache, None);
-    let got = dumps(&job, &env);
+    let got = dumps(&job, &env, None);
     for ((rank, their_g, our_g), (_, their_stock, our_stock)) in expected.iter().zip(&got) {
         assert_eq!(
             their_stock, their_g,
@@ -319,12 +347,14 @@ fn a_pack_with_an_altered_field_offset_is_refused() {
     job.shutdown().expect("shutdown");
 }
 
-/// A debuginfod server on the loopback address serving `dir`, stopped when
-/// dropped.
+/// A debuginfod server serving `dir` on the loopback address of a network
+/// namespace of its own (Debian 12's debuginfod cannot be told which
+/// address to listen on: this way it listens on nothing else), stopped when
+/// dropped. mqs-dump joins the namespace to reach it.
 struct Debuginfod {
     child: Child,
     url: String,
-    _db: PathBuf,
+    netns: String,
 }
 
 impl Debuginfod {
@@ -337,50 +367,55 @@ impl Debuginfod {
         );
         let db = scratch.join("debuginfod.sqlite");
         let log = std::fs::File::create(scratch.join("debuginfod.log")).unwrap();
-        // A port of our own: the kernel's pick, read back from the log.
-        let port = free_port();
-        let child = Command::new(exe)
+        let child = Command::new("unshare")
+            .args([
+                "--net",
+                "sh",
+                "-c",
+                "ip link set lo up && exec \"$0\" \"$@\"",
+            ])
+            .arg(exe)
             .args(["-F", "-d"])
             .arg(&db)
-            .args([
-                "-p",
-                &port.to_string(),
-                "-t",
-                "0",
-                "-g",
-                "0",
-                "-c",
-                "1",
-                "-v",
-            ])
+            .args(["-p", "8002", "-t", "0", "-g", "0", "-c", "1", "-v"])
             .arg(dir)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
-            .expect("start debuginfod");
-        let url = format!("http://127.0.0.1:{port}");
+            .expect("start debuginfod in a network namespace (unshare, ip)");
+        let netns = format!("/proc/{}/ns/net", child.id());
         let server = Self {
             child,
-            url,
-            _db: db,
+            url: "http://127.0.0.1:8002".into(),
+            netns,
         };
         server.wait_until_indexed(scratch);
         server
     }
 
-    /// Until the scan has indexed the debug files (`/metrics` counts them).
+    /// Until the scan has indexed the debug files: the stock libmpi's is
+    /// served.
     fn wait_until_indexed(&self, scratch: &Path) {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        let probe = format!("/buildid/{STOCK_LIBMPI_ID}/debuginfo");
+        let deadline = Instant::now() + Duration::from_secs(180);
+        let probe = format!("{}/buildid/{STOCK_LIBMPI_ID}/debuginfo", self.url);
+        let script = "import sys, urllib.request, urllib.error\n\
+try:\n    print(urllib.request.urlopen(urllib.request.Request(sys.argv[1], method='HEAD'), timeout=10).status)\n\
+except urllib.error.HTTPError as e:\n    print(e.code)\n\
+except Exception as e:\n    print(e)\n";
         loop {
-            let status = http_status(&self.url, &probe);
+            let status = Command::new("nsenter")
+                .arg(format!("--net={}", self.netns))
+                .args(["--", "/usr/bin/python3", "-c", script, &probe])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+                .unwrap_or_default();
             if status == "200" {
                 return;
             }
             assert!(
                 Instant::now() < deadline,
-                "debuginfod did not serve {probe} within 120 s (last status {status}); log: {}",
+                "debuginfod did not serve {probe} within 180 s (last answer {status}); log: {}",
                 std::fs::read_to_string(scratch.join("debuginfod.log")).unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(500));
@@ -393,24 +428,6 @@ impl Drop for Debuginfod {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// The status code of a HEAD request, by hand (no HTTP client in the tests).
-fn http_status(base: &str, path: &str) -> String {
-    use std::io::{Read, Write};
-    let addr = base.trim_start_matches("http://");
-    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
-        return "no connection".into();
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-    let _ = write!(s, "HEAD {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
-    let mut head = [0u8; 64];
-    let n = s.read(&mut head).unwrap_or(0);
-    String::from_utf8_lossy(&head[..n])
-        .split_whitespace()
-        .nth(1)
-        .unwrap_or("")
-        .to_owned()
 }
 
 fn free_port() -> u16 {
@@ -451,12 +468,12 @@ fn stock_open_mpi_without_packs_fetches_debug_files_from_debuginfod() {
     let job = Job::launch(Mpi::DebianOpenMpi, "queues", 2, &[]).expect("launch on stock");
     let reference = Job::launch(Mpi::OpenMpiG, "queues", 2, &[]).expect("launch on -g");
     let none = scratch("nopacks");
-    let expected = dumps(&reference, &isolated(&none, &none, None));
+    let expected = dumps(&reference, &isolated(&none, &none, None), None);
     reference.shutdown().expect("shutdown");
 
     let cache = scratch_dir.join("cache");
     let env = isolated(&none, &cache, Some(&server.url));
-    let got = dumps(&job, &env);
+    let got = dumps(&job, &env, Some(&server.netns));
     for ((rank, their_g, our_g), (_, theirs, ours)) in expected.iter().zip(&got) {
         assert_eq!(
             theirs, their_g,
@@ -482,16 +499,18 @@ fn stock_open_mpi_without_packs_fetches_debug_files_from_debuginfod() {
     // --offline never asks; with the cache removed that leaves nothing.
     std::fs::remove_dir_all(cache.join("debuginfod")).unwrap();
     let pid = job.rank_pid(0).unwrap().to_string();
-    let out = run_with(&["--pid", &pid, "--offline"], &env);
+    let out = run_in(Some(&server.netns), &["--pid", &pid, "--offline"], &env);
     assert_error(&out, NO_DEBUG_INFO, &[STOCK_LIBMPI_ID, "--offline"]);
     assert!(!cache.join("debuginfod").join(STOCK_LIBMPI_ID).exists());
     drop(server);
-    // A server that is gone: the error says what it tried.
+    // A server that is not there: the error says what was asked.
+    let nobody = format!("http://127.0.0.1:{}", free_port());
+    let env = isolated(&none, &cache, Some(&nobody));
     let out = run_with(&["--pid", &pid], &env);
     assert_error(
         &out,
         NO_DEBUG_INFO,
-        &[STOCK_LIBMPI_ID, "debuginfod", "127.0.0.1"],
+        &[STOCK_LIBMPI_ID, "debuginfod", &nobody],
     );
     job.shutdown().expect("shutdown");
 }
