@@ -220,11 +220,15 @@ impl SymbolIndex {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .iter()
                 .any(|path| objects.iter().any(|l| l.object.path() == path));
-            if any {
-                self.resolve_in(&objects, query, true)
-            } else {
-                None
+            if !any {
+                return None;
             }
+            // Each fetch is a download: ask first the files whose name
+            // shares the longest start with the type's (Open MPI names a
+            // component's types after it: mca_pml_ob1_* in mca_pml_ob1.so).
+            let mut ordered = objects.clone();
+            ordered.sort_by_key(|l| std::cmp::Reverse(shared_start(l.object.path(), &query.name)));
+            self.resolve_in(&ordered, query, true)
         })
     }
 
@@ -286,6 +290,18 @@ impl SymbolIndex {
     }
 }
 
+/// How many leading characters a file's name and a type's name share.
+fn shared_start(path: &Path, type_name: &str) -> usize {
+    let stem = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    stem.chars()
+        .zip(type_name.chars())
+        .take_while(|(a, b)| a == b)
+        .count()
+}
+
 impl std::fmt::Debug for SymbolIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let objects: Vec<_> = self
@@ -297,5 +313,21 @@ impl std::fmt::Debug for SymbolIndex {
             .field("objects", &objects)
             .field("cache", &self.cache)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn components_named_like_the_type_come_first() {
+        let ob1 = Path::new("/x/openmpi3/mca_pml_ob1.so");
+        let btl = Path::new("/x/openmpi3/mca_btl_sm.so");
+        let libmpi = Path::new("/x/libmpi.so.40");
+        let t = "mca_pml_ob1_comm_t";
+        assert!(shared_start(ob1, t) > shared_start(btl, t));
+        assert!(shared_start(btl, t) > shared_start(libmpi, t));
+        assert_eq!(shared_start(libmpi, "ompi_communicator_t"), 0);
     }
 }
