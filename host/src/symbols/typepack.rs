@@ -198,10 +198,11 @@ impl TypePack {
 
     /// Writes the pack as pretty JSON (one reviewable line per field).
     pub fn save(&self, path: &Path) -> Result<()> {
-        let mut text = serde_json::to_string_pretty(self).map_err(|e| Error::BadInput {
+        let pretty = serde_json::to_string_pretty(self).map_err(|e| Error::BadInput {
             path: path.to_owned(),
             detail: format!("cannot encode the type pack: {e}"),
         })?;
+        let mut text = one_line_pairs(&pretty);
         text.push('\n');
         let partial = path.with_extension("partial");
         let io = |source| Error::Io {
@@ -216,6 +217,37 @@ impl TypePack {
     pub fn find_type(&self, name: &str) -> Option<TypeInfo> {
         self.types.get(name.trim()).map(PackType::to_info)
     }
+}
+
+/// Pretty JSON with each `[name, offset]` member pair on one line, so a
+/// pack reads (and diffs) one member per line.
+fn one_line_pairs(pretty: &str) -> String {
+    let lines: Vec<&str> = pretty.lines().collect();
+    let mut out = Vec::with_capacity(lines.len());
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        if line.trim_end().ends_with('[') && i + 3 < lines.len() {
+            let (name, offset, close) = (
+                lines[i + 1].trim(),
+                lines[i + 2].trim(),
+                lines[i + 3].trim(),
+            );
+            let is_pair = name.starts_with('"')
+                && name.ends_with("\",")
+                && !offset.is_empty()
+                && offset.bytes().all(|b| b.is_ascii_digit())
+                && (close == "]" || close == "],");
+            if is_pair {
+                out.push(format!("{line}{name} {offset}{close}"));
+                i += 4;
+                continue;
+            }
+        }
+        out.push(line.to_owned());
+        i += 1;
+    }
+    out.join("\n")
 }
 
 /// A pack found for a library, and the file it came from.
