@@ -1157,6 +1157,12 @@ pub fn dump_with_each_dll(
         .executable()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| format!("pid {pid}"));
+    // The packs are checked once, whichever DLLs read through them.
+    let first = dlls.first().cloned().unwrap_or_default();
+    let mpi_library = match prepare_types(&target, &symbols, &cache, &first, options) {
+        Ok(library) => library,
+        Err(e) => return finish(&mut target, Err(e)),
+    };
     let mut dumps = Vec::new();
     for dll in dlls {
         let prepared = [Prepared {
@@ -1167,8 +1173,8 @@ pub fn dump_with_each_dll(
             recording: None,
             dll: dll.clone(),
             executable: executable.clone(),
-            mpi_library: None,
-            cache: None,
+            mpi_library: mpi_library.clone(),
+            cache: Some(cache.clone()),
         }];
         let mut results = dump_group(dll, &prepared, &[0], &mut || {});
         let [Prepared { target: t, .. }] = prepared;
