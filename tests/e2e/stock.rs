@@ -529,11 +529,13 @@ fn stock_mpich_says_why_it_has_no_queues_and_lists_its_cvars() {
     }
     job.shutdown().expect("shutdown");
 
-    // MPI_T does not need the debugger support.
+    // MPI_T does not need the debugger support. (Debian puts both MPIs in
+    // /usr, where `--mpi /usr` names the libmpi.so alternative, Open MPI:
+    // MPICH's library is given by name.)
     let out = run(&[
         "cvars",
-        "--mpi",
-        "/usr/lib/x86_64-linux-gnu/mpich",
+        "--lib",
+        "/usr/lib/x86_64-linux-gnu/libmpich.so.12",
         "--json",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
