@@ -278,8 +278,14 @@ impl TypePacks {
     /// then the user's cache (`~/.cache/mqs/typepacks`).
     pub fn standard(user: Vec<PathBuf>) -> Self {
         let mut dirs = user;
-        dirs.extend(installed_dir());
-        dirs.extend(super::cache_root().map(|c| c.join("typepacks")));
+        for dir in installed_dir()
+            .into_iter()
+            .chain(super::cache_root().map(|c| c.join("typepacks")))
+        {
+            if !dirs.contains(&dir) {
+                dirs.push(dir);
+            }
+        }
         Self::new(dirs)
     }
 
