@@ -350,7 +350,7 @@ pub fn installed_dir() -> Option<PathBuf> {
         return Some(beside);
     }
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../typepacks");
-    source.is_dir().then_some(source)
+    source.canonicalize().ok().filter(|d| d.is_dir())
 }
 
 #[cfg(test)]
