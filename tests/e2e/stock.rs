@@ -496,17 +496,26 @@ fn stock_open_mpi_without_packs_fetches_debug_files_from_debuginfod() {
         .unwrap()
         .filter_map(|e| {
             let name = e.unwrap().file_name().to_string_lossy().into_owned();
-            name.split('.').find(|part| part.len() == 40).map(str::to_owned)
+            name.split('.')
+                .find(|part| part.len() == 40)
+                .map(str::to_owned)
         })
         .collect();
     assert!(cached.contains(&DWZ_ID.to_owned()), "{cached:?}");
-    assert!(cached.len() >= 2, "a debug file and the dwz file: {cached:?}");
+    assert!(
+        cached.len() >= 2,
+        "a debug file and the dwz file: {cached:?}"
+    );
     for id in &cached {
         assert!(
             served.contains(id) || id == DWZ_ID,
             "{id} is not one of the served files {served:?}"
         );
-        assert!(cache.join("debuginfod").join(id).join("debuginfo").is_file());
+        assert!(cache
+            .join("debuginfod")
+            .join(id)
+            .join("debuginfo")
+            .is_file());
     }
 
     // --offline never asks; with the cache removed that leaves nothing.
@@ -514,7 +523,10 @@ fn stock_open_mpi_without_packs_fetches_debug_files_from_debuginfod() {
     let pid = job.rank_pid(0).unwrap().to_string();
     let out = run_in(Some(&server.netns), &["--pid", &pid, "--offline"], &env);
     assert_error(&out, NO_DEBUG_INFO, &[STOCK_LIBMPI_ID, "--offline"]);
-    assert!(!cache.join("debuginfod").exists(), "--offline fetched nothing");
+    assert!(
+        !cache.join("debuginfod").exists(),
+        "--offline fetched nothing"
+    );
     drop(server);
     // A server that is not there: the error says what was asked.
     let nobody = format!("http://127.0.0.1:{}", free_port());
