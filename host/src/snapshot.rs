@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dll::{ImageSymbols, TypeLayout};
 use crate::dump::Launcher;
+use crate::hex::hex;
 use crate::job::Member;
 use crate::process::{
     Environment, MappedObject, PageCache, SnapshotProcess, Target, Thread, PAGE_SIZE,
@@ -367,10 +368,6 @@ impl Snapshot {
             processes,
         })
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

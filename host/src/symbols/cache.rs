@@ -9,7 +9,8 @@ use std::time::SystemTime;
 use super::debug_files::DebugDirs;
 use super::elf::ElfFile;
 use super::mapped::MappedFile;
-use super::object::{lock, ObjectSymbols};
+use super::object::ObjectSymbols;
+use crate::sync::lock;
 use crate::Result;
 
 /// Which build of a file: its build-id, or (mtime, size) without one.

@@ -3,12 +3,12 @@
 //! `.gnu_debugaltlink`. The user's debug directories come before the
 //! system's `/usr/lib/debug`.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::debuginfod::Debuginfod;
 use super::elf::ElfFile;
 use super::typepack::TypePacks;
+use crate::hex::hex;
 
 const SYSTEM_DEBUG_DIR: &str = "/usr/lib/debug";
 
@@ -203,13 +203,6 @@ fn same_file(a: &Path, b: &Path) -> bool {
         (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
         _ => false,
     }
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }
 
 #[cfg(test)]

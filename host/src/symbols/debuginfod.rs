@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::debug_files::hex;
-use super::object::lock;
+use crate::hex::hex;
+use crate::sync::lock;
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(90);
 const DEFAULT_MAXTIME: Duration = Duration::from_secs(600);

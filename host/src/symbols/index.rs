@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
 use super::cache::SymbolCache;
-use super::object::{lock, Lookup, ObjectSymbols, Symbol};
+use super::object::{Lookup, ObjectSymbols, Symbol};
 use super::types::{TypeInfo, TypeQuery};
 use crate::process::MappedObject;
+use crate::sync::{self, lock};
 use crate::Result;
 
 #[derive(Debug, Clone)]
@@ -129,10 +130,7 @@ impl SymbolIndex {
 
     fn push(&self, object: Arc<ObjectSymbols>, bias: u64) {
         {
-            let mut objects = self
-                .objects
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut objects = sync::write(&self.objects);
             if objects
                 .iter()
                 .any(|l| Arc::ptr_eq(&l.object, &object) && l.bias == bias)
@@ -202,10 +200,7 @@ impl SymbolIndex {
     /// are worth a download: asking for every stripped system library would
     /// fetch megabytes for nothing.
     pub fn allow_fetch(&self, objects: impl IntoIterator<Item = PathBuf>) {
-        let mut fetchable = self
-            .fetchable
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut fetchable = sync::write(&self.fetchable);
         fetchable.extend(objects);
         lock(&self.types).retain(|_, found| found.is_some());
     }
@@ -214,10 +209,7 @@ impl SymbolIndex {
         let objects = self.snapshot();
         // What is here first; debuginfod only when nothing here has it.
         self.resolve_in(&objects, query, false).or_else(|| {
-            let any = self
-                .fetchable
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
+            let any = sync::read(&self.fetchable)
                 .iter()
                 .any(|path| objects.iter().any(|l| l.object.path() == path));
             if !any {
@@ -238,14 +230,7 @@ impl SymbolIndex {
         query: &TypeQuery,
         fetch: bool,
     ) -> Option<Arc<TypeInfo>> {
-        let fetchable = |l: &Loaded| {
-            fetch
-                && self
-                    .fetchable
-                    .read()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .contains(l.object.path())
-        };
+        let fetchable = |l: &Loaded| fetch && sync::read(&self.fetchable).contains(l.object.path());
         let mut declared = None;
         for loaded in objects {
             match loaded.object.lookup_type_with(query, fetchable(loaded)) {
@@ -283,10 +268,7 @@ impl SymbolIndex {
     /// A copy of the object list, so lookups (which may index DWARF for a
     /// while) never hold the lock.
     fn snapshot(&self) -> Vec<Loaded> {
-        self.objects
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        sync::read(&self.objects).clone()
     }
 }
 

@@ -7,13 +7,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::debug_files::{hex, DebugDirs};
+use super::debug_files::DebugDirs;
 use super::dwarf_data::{DwarfData, SectionBytes};
 use super::elf::ElfFile;
 use super::symtab::{SymDef, SymbolTable};
 use super::type_index::TypeIndex;
 use super::typepack::FoundPack;
 use super::types::{Found, Resolver, TypeInfo, TypeQuery};
+use crate::hex::hex;
+use crate::sync::lock;
 use crate::Result;
 
 /// A defined symbol: its link-time value (st_value, before the load bias)
@@ -568,12 +570,4 @@ fn scope_word(scope: super::types::Scope) -> &'static str {
         Scope::Union => "union",
         Scope::Enum => "enum",
     }
-}
-
-/// Locks `mutex`, ignoring poisoning: the data behind our mutexes are caches
-/// and notes that a panicking writer cannot leave half-updated.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

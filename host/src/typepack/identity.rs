@@ -10,6 +10,7 @@ use object::elf;
 use object::read::elf::{ElfFile64, FileHeader, ProgramHeader, SectionHeader};
 use object::Endianness;
 
+use crate::hex::hex;
 use crate::symbols::typepack::Rebuilt;
 use crate::{Error, Result};
 
@@ -71,7 +72,6 @@ pub fn compare_loaded(library: &Path, rebuild: &Path) -> Result<Rebuilt> {
         compared += x.data.len() as u64;
         identical.push(x.name.clone());
     }
-    let hex = |d: &[u8]| -> String { d.iter().map(|b| format!("{b:02x}")).collect() };
     let build_id = object::Object::build_id(&b)
         .ok()
         .flatten()
