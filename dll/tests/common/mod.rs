@@ -4,6 +4,7 @@
 
 pub mod host;
 pub mod mutate;
+pub mod session;
 pub mod snapshot;
 pub mod strict;
 
