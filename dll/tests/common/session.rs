@@ -243,10 +243,9 @@ fn load(name: &'static str) -> Recording {
 /// (written under a temporary name, then renamed: test binaries running at
 /// once never see half a file).
 pub fn unpacked(gz: &Path) -> PathBuf {
-    let dir = PathBuf::from(
-        option_env!("CARGO_TARGET_TMPDIR").map_or_else(std::env::temp_dir, PathBuf::from),
-    )
-    .join("mqs-dll-snapshots");
+    let dir = option_env!("CARGO_TARGET_TMPDIR")
+        .map_or_else(std::env::temp_dir, PathBuf::from)
+        .join("mqs-dll-snapshots");
     std::fs::create_dir_all(&dir).expect("snapshot directory");
     let name = gz
         .file_stem()
