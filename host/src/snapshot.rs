@@ -122,7 +122,8 @@ pub struct RecordedSymbols {
 }
 
 impl RecordedSymbols {
-    /// The recorded answers (without the fallback to the mapped files).
+    /// The lookups the recording made (without the fallback to the
+    /// mapped files).
     pub fn log(&self) -> &SymbolLog {
         &self.log
     }
