@@ -49,6 +49,20 @@ pub struct SymbolLog {
     pub types: BTreeMap<String, Option<TypeLayout>>,
 }
 
+/// A log answers alone, for tests and tools that must not look anywhere
+/// else: a name it does not hold is not found.
+impl ImageSymbols for SymbolLog {
+    fn find_symbol(&self, name: &str) -> Option<u64> {
+        self.symbols.get(name).copied().flatten()
+    }
+    fn find_function(&self, name: &str) -> Option<u64> {
+        self.functions.get(name).copied().flatten()
+    }
+    fn find_type(&self, name: &str) -> Option<TypeLayout> {
+        self.types.get(name).cloned().flatten()
+    }
+}
+
 /// Answers lookups from `inner` and writes each answer down.
 pub struct RecordingSymbols {
     inner: Rc<dyn ImageSymbols>,
@@ -109,7 +123,8 @@ pub struct RecordedSymbols {
 }
 
 impl RecordedSymbols {
-    /// The lookups the recording made.
+    /// The lookups the recording made (without the fallback to the
+    /// mapped files).
     pub fn log(&self) -> &SymbolLog {
         &self.log
     }
