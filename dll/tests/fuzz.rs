@@ -22,12 +22,11 @@ use std::sync::mpsc;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::session::{our_dll, recording, recordings, run, Dumped, Input, Recorded};
+use common::aim::{aim, one, read_u64, Aim, Fuzzed};
+use common::session::{recording, recordings, Recorded};
 use mqs_host::dll::TypeLayout;
 use mqs_host::dump::Section;
-use mqs_host::process::{
-    Environment, Liveness, MappedObject, SnapshotProcess, Target, Thread, PAGE_SIZE,
-};
+use mqs_host::process::{SnapshotProcess, Target, PAGE_SIZE};
 use mqs_host::snapshot::SymbolLog;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -46,77 +45,8 @@ const CASE_LIMIT: Duration = Duration::from_secs(30);
 struct Base {
     name: &'static str,
     process: &'static Recorded,
-    /// The byte ranges a clean session read (start, length), merged.
-    regions: Vec<(u64, usize)>,
-    /// Addresses of the `next` link of list items (`opal_list_item_t`),
-    /// with the item's address: found in the clean session's memory where
-    /// the next item's `prev` leads back.
-    links: Vec<(u64, u64)>,
-    /// Addresses of pointer words whose value lies in `regions`.
-    pointers: Vec<u64>,
-    /// Fetches of a clean session.
-    clean_fetches: u64,
-}
-
-/// A target that reads from `inner`, writes down what was read, and
-/// refuses every read past `budget`.
-struct Fuzzed<'a> {
-    inner: &'a SnapshotProcess,
-    budget: u64,
-    reads: &'a Cell<u64>,
-    refused: &'a Cell<u64>,
-    log: Option<&'a std::cell::RefCell<Vec<(u64, usize)>>>,
-}
-
-impl Target for Fuzzed<'_> {
-    fn pid(&self) -> i32 {
-        self.inner.pid
-    }
-    fn read(&self, addr: u64, buf: &mut [u8]) -> mqs_host::Result<()> {
-        self.reads.set(self.reads.get() + 1);
-        if self.reads.get() > self.budget {
-            self.refused.set(self.refused.get() + 1);
-            return Err(mqs_host::Error::Read {
-                pid: self.inner.pid,
-                addr,
-                len: buf.len(),
-                detail: "the fuzz budget is spent".into(),
-            });
-        }
-        let r = self.inner.read(addr, buf);
-        if let (Some(log), Ok(())) = (self.log, &r) {
-            log.borrow_mut().push((addr, buf.len()));
-        }
-        r
-    }
-    fn mapped_objects(&self) -> mqs_host::Result<Vec<MappedObject>> {
-        self.inner.mapped_objects()
-    }
-    fn executable(&self) -> mqs_host::Result<PathBuf> {
-        self.inner.executable()
-    }
-    fn environment(&self) -> mqs_host::Result<Environment> {
-        self.inner.environment()
-    }
-    fn threads(&self) -> mqs_host::Result<Vec<Thread>> {
-        self.inner.threads()
-    }
-    fn liveness(&self) -> Liveness {
-        Liveness::Offline
-    }
-    fn pointer_size(&self) -> u32 {
-        self.inner.pointer_size
-    }
-}
-
-fn read_u64(p: &SnapshotProcess, addr: u64) -> Option<u64> {
-    let mut b = [0u8; 8];
-    p.read(addr, &mut b).ok()?;
-    Some(u64::from_le_bytes(b))
-}
-
-fn field(log: &SymbolLog, ty: &str, name: &str) -> Option<u64> {
-    log.types.get(ty)?.as_ref()?.field_offset(name)
+    /// Where a clean session read.
+    aim: Aim,
 }
 
 fn bases() -> &'static Vec<Base> {
@@ -125,85 +55,15 @@ fn bases() -> &'static Vec<Base> {
         let mut out = Vec::new();
         for plan in recordings() {
             for process in &recording(plan.name).processes {
-                out.push(base(plan.name, process));
+                out.push(Base {
+                    name: plan.name,
+                    process,
+                    aim: aim(plan.name, process),
+                });
             }
         }
         out
     })
-}
-
-fn base(name: &'static str, process: &'static Recorded) -> Base {
-    let (reads, refused) = (Cell::new(0), Cell::new(0));
-    let log = std::cell::RefCell::new(Vec::new());
-    let target = Fuzzed {
-        inner: &process.target,
-        budget: u64::MAX,
-        reads: &reads,
-        refused: &refused,
-        log: Some(&log),
-    };
-    let d = one(process, Box::new(target), process.symbols.clone());
-    assert!(
-        d.added.is_ok(),
-        "{name}: a clean session fails: {:?}",
-        d.added
-    );
-    let mut ranges = log.into_inner();
-    ranges.sort_unstable();
-    let mut regions: Vec<(u64, usize)> = Vec::new();
-    for (addr, len) in ranges {
-        match regions.last_mut() {
-            Some((start, n)) if addr <= *start + *n as u64 => {
-                *n = (*n).max((addr + len as u64 - *start) as usize);
-            }
-            _ => regions.push((addr, len)),
-        }
-    }
-    let inside = |v: u64| regions.iter().any(|&(a, n)| v >= a && v < a + n as u64);
-    let log = &process.symbols;
-    let next = field(log, "opal_list_item_t", "opal_list_next").unwrap_or(16);
-    let prev = field(log, "opal_list_item_t", "opal_list_prev").unwrap_or(24);
-    let mut pointers = Vec::new();
-    let mut links = Vec::new();
-    for &(start, n) in &regions {
-        let mut a = start.div_ceil(8) * 8;
-        while a + 8 <= start + n as u64 {
-            if let Some(v) = read_u64(&process.target, a) {
-                if v % 8 == 0 && inside(v) {
-                    pointers.push(a);
-                    // `a` is an item's next link if the next item's prev
-                    // leads back to that item.
-                    let item = a.wrapping_sub(next);
-                    if read_u64(&process.target, v.wrapping_add(prev)) == Some(item) {
-                        links.push((a, item));
-                    }
-                }
-            }
-            a += 8;
-        }
-    }
-    Base {
-        name,
-        process,
-        regions,
-        links,
-        pointers,
-        clean_fetches: reads.get(),
-    }
-}
-
-/// One session of our DLL over one process.
-fn one(process: &Recorded, target: Box<dyn Target + '_>, symbols: SymbolLog) -> Dumped {
-    let input = Input {
-        image: process.executable.clone(),
-        symbols: Box::new(symbols),
-        target,
-        identity: process.member.identity,
-    };
-    run(our_dll(), vec![input])
-        .expect("a session")
-        .pop()
-        .expect("one process")
 }
 
 #[derive(Debug, Clone)]
@@ -326,7 +186,7 @@ fn write(p: &mut SnapshotProcess, addr: u64, bytes: &[u8]) {
 }
 
 fn apply(base: &Base, p: &mut SnapshotProcess, log: &mut SymbolLog, m: &Mutation) {
-    let regions = &base.regions;
+    let regions = &base.aim.regions;
     let at = |region: usize, offset: usize, align: usize| {
         let (addr, len) = regions[region % regions.len()];
         addr + ((offset % len) / align * align) as u64
@@ -360,12 +220,12 @@ fn apply(base: &Base, p: &mut SnapshotProcess, log: &mut SymbolLog, m: &Mutation
             }
         }
         Mutation::Link(l, kind) => {
-            if base.links.is_empty() {
+            let links = &base.aim.links;
+            if links.is_empty() {
                 return;
             }
-            let (addr, item) = base.links[l % base.links.len()];
-            let prev =
-                field(&base.process.symbols, "opal_list_item_t", "opal_list_prev").unwrap_or(24);
+            let (addr, item) = links[l % links.len()];
+            let prev = base.aim.prev;
             let to = match kind {
                 Link::ToItself => item,
                 Link::Back => read_u64(p, item + prev).unwrap_or(item),
@@ -374,10 +234,11 @@ fn apply(base: &Base, p: &mut SnapshotProcess, log: &mut SymbolLog, m: &Mutation
             write(p, addr, &to.to_le_bytes());
         }
         Mutation::Pointer(w, n) => {
-            if base.pointers.is_empty() {
+            let pointers = &base.aim.pointers;
+            if pointers.is_empty() {
                 return;
             }
-            let addr = base.pointers[w % base.pointers.len()];
+            let addr = pointers[w % pointers.len()];
             let to = read_u64(p, addr).unwrap_or(0) + 8 * u64::from(*n);
             write(p, addr, &to.to_le_bytes());
         }
@@ -414,7 +275,7 @@ fn run_case(seed: u64) -> Result<Seen, String> {
     }
     let budget = match case.budget_percent {
         0 => MAX_FETCHES,
-        pct => base.clean_fetches * u64::from(pct) / 100,
+        pct => base.aim.clean_fetches * u64::from(pct) / 100,
     };
     let (reads, refused) = (Cell::new(0), Cell::new(0));
     let target = Fuzzed {

@@ -4,6 +4,7 @@
 //! calling contract (`raw`) and the strict C host (`strict`).
 #![allow(dead_code)]
 
+pub mod aim;
 pub mod mutate;
 pub mod raw;
 pub mod session;
