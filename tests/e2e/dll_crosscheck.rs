@@ -311,12 +311,12 @@ fn compare_once(
     pid: u32,
     expected: &Process,
 ) -> Result<(ProcessDump, BTreeSet<Difference>), String> {
-    let dumps = dump_with_each_dll(
-        pid as i32,
-        &[their_dll(mpi), our_dll()],
-        &Options::default(),
-    )
-    .expect("both DLLs dump the same stopped process");
+    let dlls = [their_dll(mpi), our_dll()];
+    let dumps = mqs_tests::within(mqs_tests::DUMP_LIMIT, &format!("pid {pid}"), move || {
+        dump_with_each_dll(pid as i32, &dlls, &Options::default()).map_err(|e| e.to_string())
+    })
+    .and_then(|d| d)
+    .unwrap_or_else(|e| panic!("both DLLs dump the same stopped process: {e}"));
     let (theirs, ours) = (&dumps[0], &dumps[1]);
     let json = serde_json::to_value(&ours.communicators).expect("JSON");
     contents::check_ours(expected, &json)?;
