@@ -6,7 +6,7 @@
 //! the target does not change: call [`PageCache::invalidate`] after resuming.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 
 use super::{MappedObject, Target, PAGE_SIZE};
@@ -58,6 +58,8 @@ type PageMap = HashMap<u64, Page, std::hash::BuildHasherDefault<PageHasher>>;
 struct State {
     /// By page number (address / PAGE_SIZE).
     pages: PageMap,
+    /// With a limit: page numbers in the order they came in, oldest first.
+    arrived: VecDeque<u64>,
     reads: u64,
     bytes: u64,
 }
@@ -68,15 +70,30 @@ pub struct PageCache<T: Target> {
     inner: T,
     /// The target's syscall count when the cache was created.
     syscalls_before: u64,
+    /// Most pages held (oldest let go first), if limited.
+    limit: Option<usize>,
     state: RefCell<State>,
 }
 
 impl<T: Target> PageCache<T> {
+    /// A cache that keeps every page read, as a snapshot needs.
     pub fn new(inner: T) -> Self {
         Self {
             syscalls_before: inner.syscalls(),
             inner,
+            limit: None,
             state: RefCell::default(),
+        }
+    }
+
+    /// A cache that holds about `max_bytes` of pages, letting the oldest go
+    /// first (more while one read needs more): DLLs walk queues in address
+    /// order and rarely come back, and a dump of 100,000s of operations
+    /// reads over 100 MB. [`PageCache::pages`] then has only what is held.
+    pub fn with_limit(inner: T, max_bytes: usize) -> Self {
+        Self {
+            limit: Some((max_bytes / PAGE).max(1)),
+            ..Self::new(inner)
         }
     }
 
@@ -97,7 +114,9 @@ impl<T: Target> PageCache<T> {
     /// Forgets every page (the target ran, or is about to be stopped again);
     /// the counters keep counting.
     pub fn invalidate(&self) {
-        self.state.borrow_mut().pages.clear();
+        let mut state = self.state.borrow_mut();
+        state.pages.clear();
+        state.arrived.clear();
     }
 
     /// Every readable page held, by address: what was read since the
@@ -128,6 +147,22 @@ impl<T: Target> PageCache<T> {
     /// each run of missing pages with one call to the target.
     fn fill(&self, first: u64, last: u64) -> Result<()> {
         let mut state = self.state.borrow_mut();
+        if let Some(limit) = self.limit {
+            // Room first, so that nothing this read needs is let go.
+            let wanted = usize::try_from(last - first + 1).unwrap_or(usize::MAX);
+            let mut turns = state.arrived.len();
+            while state.pages.len().saturating_add(wanted) > limit && turns > 0 {
+                turns -= 1;
+                let Some(old) = state.arrived.pop_front() else {
+                    break;
+                };
+                if (first..=last).contains(&old) {
+                    state.arrived.push_back(old);
+                } else {
+                    state.pages.remove(&old);
+                }
+            }
+        }
         let mut page = first;
         while page <= last {
             if state.pages.contains_key(&page) {
@@ -150,7 +185,7 @@ impl<T: Target> PageCache<T> {
             let mut buf = vec![0; (end - page) as usize * PAGE];
             let n = self.inner.read_prefix(page * PAGE_SIZE, &mut buf)?;
             for chunk in buf[..n / PAGE * PAGE].chunks_exact(PAGE) {
-                state.pages.insert(page, Page::Data(chunk.into()));
+                self.insert(state, page, Page::Data(chunk.into()));
                 page += 1;
             }
             if page < end {
@@ -162,11 +197,18 @@ impl<T: Target> PageCache<T> {
                     Err(Error::Read { .. }) => Page::Unreadable,
                     Err(other) => return Err(other),
                 };
-                state.pages.insert(page, known);
+                self.insert(state, page, known);
                 page += 1;
             }
         }
         Ok(())
+    }
+
+    fn insert(&self, state: &mut State, page: u64, known: Page) {
+        if self.limit.is_some() {
+            state.arrived.push_back(page);
+        }
+        state.pages.insert(page, known);
     }
 
     /// Copies cached bytes into `buf` until the first unreadable page.
@@ -441,6 +483,31 @@ mod tests {
         ));
         cache.get_ref().gone.set(false);
         cache.read(0x10_000, &mut buf).unwrap();
+    }
+
+    #[test]
+    fn a_limited_cache_lets_the_oldest_pages_go() {
+        let cache = PageCache::with_limit(Fake::default(), 4 * PAGE);
+        let mut buf = [0; 8];
+        for page in 0x10..0x18u64 {
+            cache.read(page * PAGE_SIZE, &mut buf).unwrap();
+            assert_eq!(buf.to_vec(), expected(page * PAGE_SIZE, 8));
+        }
+        assert_eq!(cache.stats().pages_cached, 4);
+        assert_eq!(cache.stats().syscalls, 8);
+        // The newest are held, the oldest read again.
+        cache.read(0x17_000, &mut buf).unwrap();
+        assert_eq!(cache.stats().syscalls, 8);
+        cache.read(0x10_000, &mut buf).unwrap();
+        assert_eq!(cache.stats().syscalls, 9);
+        // A read larger than the limit still gets all of its pages.
+        let mut big = vec![0; 6 * PAGE];
+        cache.read(0x18_000, &mut big).unwrap();
+        assert_eq!(big, expected(0x18_000, 6 * PAGE));
+        cache.invalidate();
+        assert_eq!(cache.stats().pages_cached, 0);
+        cache.read(0x18_000, &mut big).unwrap();
+        assert_eq!(big, expected(0x18_000, 6 * PAGE));
     }
 
     #[test]
