@@ -20,7 +20,7 @@ use crate::errors::DllError;
 use crate::layout::{Layout, Missing};
 use crate::messages;
 use crate::target::{ByteOrder, ReadError, Sizes, Target};
-use crate::walk::Stop;
+use crate::walk::{AddrSet, Stop};
 
 use communicators::{Comm, Signature};
 use groups::{NameMap, ProcName, World};
@@ -212,6 +212,33 @@ fn read_pml<P: ProcessAccess + ?Sized>(t: &Target<'_, P>, addr: u64) -> Option<P
     Some(PmlInfo { name, version })
 }
 
+/// One operation of a queue as read, made into a [`PendingOperation`] only
+/// when the debugger takes it: a queue of 100,000 is then never held twice,
+/// as read and as made.
+#[derive(Debug)]
+pub enum Pending {
+    Request { request: Request, order: Order },
+    Frag(unexpected::Frag),
+}
+
+/// The line that says how a request's queue is ordered.
+#[derive(Debug, Clone, Copy)]
+pub enum Order {
+    None,
+    /// The `number`th in ob1's matching order, from the ANY_SOURCE queue
+    /// (`wild`) or a peer's.
+    Posted { number: usize, wild: bool },
+    Text(&'static str),
+}
+
+/// The current queue's operations not yet taken, and a note for the last
+/// (why the list was cut).
+#[derive(Debug)]
+pub struct Operations {
+    items: VecDeque<Pending>,
+    last_note: Option<String>,
+}
+
 /// Per-call caches, valid while the process stays stopped: dropped when the
 /// communicator list is updated or its iterator set up again.
 #[derive(Debug, Default)]
@@ -240,7 +267,7 @@ pub struct ProcessState {
     pub world: World,
     /// Index of the current communicator in `comms`.
     pub current: Option<usize>,
-    pub ops: Option<VecDeque<PendingOperation>>,
+    pub ops: Option<Operations>,
     pub cache: Cache,
     /// MPI-2: the identity the debugger gave this process.
     pub identity: Option<i32>,
@@ -467,27 +494,63 @@ impl ProcessState {
             None => None,
         };
         self.comms = comms;
-        let Some((mut ops, stop)) = built else {
+        let Some((ops, stop)) = built else {
             return Ok(ReturnCode::NoInformation);
         };
-        if let Some(stop) = stop {
-            match ops.last_mut() {
-                Some(last) => add_note(last, stop.note()),
-                None => return Err(stop_error(stop)),
-            }
+        if let (Some(stop), true) = (stop, ops.is_empty()) {
+            return Err(stop_error(stop));
         }
         // An empty queue is mqs_ok too, and mqs_next_operation ends it at
         // once: the interface allows mqs_end_of_list here, but debuggers
         // (padb) count anything but mqs_ok and mqs_no_information as a
         // failure, and the MPIs' own DLLs never answer it.
-        self.ops = Some(ops.into());
+        self.ops = Some(Operations {
+            items: ops.into(),
+            last_note: stop.map(|s| s.note()),
+        });
         Ok(ReturnCode::Ok)
     }
 
-    /// `mqs_next_operation`.
+    /// `mqs_next_operation`: the next operation, made now from what was
+    /// read at setup (nothing is read here).
     pub fn next_operation(&mut self) -> Result<Option<PendingOperation>, DllError> {
         let ops = self.ops.as_mut().ok_or(DllError::NoOperationIterator)?;
-        Ok(ops.pop_front())
+        let Some(item) = ops.items.pop_front() else {
+            return Ok(None);
+        };
+        let last_note = if ops.items.is_empty() {
+            ops.last_note.take()
+        } else {
+            None
+        };
+        let comm = self.current_comm()?;
+        let mut op = match item {
+            Pending::Request { request, order } => {
+                let dt = self
+                    .cache
+                    .datatypes
+                    .get(&request.datatype)
+                    .and_then(Option::as_ref);
+                let order = match order {
+                    Order::None => None,
+                    Order::Posted { number, wild } => {
+                        let queue = if wild {
+                            "ANY_SOURCE queue"
+                        } else {
+                            "peer queue"
+                        };
+                        Some(format!("posted #{number} in ob1 matching order ({queue})"))
+                    }
+                    Order::Text(text) => Some(text.to_string()),
+                };
+                requests::to_operation(&request, comm, dt, order)
+            }
+            Pending::Frag(frag) => unexpected::to_operation(&frag, comm, Some(comm.id)),
+        };
+        if let Some(note) = last_note {
+            add_note(&mut op, note);
+        }
+        Ok(Some(op))
     }
 
     fn keep_tag(&self, tag: i64) -> bool {
@@ -527,17 +590,17 @@ impl ProcessState {
         (reqs, scan.stop)
     }
 
-    /// A request as a pending operation, its datatype read (cached).
+    /// A request as a pending operation to be made when taken, its
+    /// datatype read now (once per datatype).
     fn operation<P: ProcessAccess + ?Sized>(
         &mut self,
         t: &Target<'_, P>,
         layout: &Layout,
-        req: &Request,
-        comm: &Comm,
-        order: Option<String>,
-    ) -> PendingOperation {
-        let dt = requests::datatype(t, layout, &mut self.cache.datatypes, req.datatype);
-        requests::to_operation(req, comm, dt.as_ref(), order)
+        request: Request,
+        order: Order,
+    ) -> Pending {
+        requests::read_datatype(t, layout, &mut self.cache.datatypes, request.datatype);
+        Pending::Request { request, order }
     }
 
     fn sends<P: ProcessAccess + ?Sized>(
@@ -546,7 +609,7 @@ impl ProcessState {
         layout: &Layout,
         syms: &Symbols,
         comm: &Comm,
-    ) -> Option<(Vec<PendingOperation>, Option<Stop>)> {
+    ) -> Option<(Vec<Pending>, Option<Stop>)> {
         let fl = syms.send_requests?;
         let (mut reqs, stop) = self.requests_of(t, layout, fl, true, comm, |r| {
             r.kind == requests::Kind::Send
@@ -555,8 +618,8 @@ impl ProcessState {
         // the order they were issued.
         reqs.sort_by_key(|r| (r.sequence.unwrap_or(u64::MAX), r.peer, r.addr));
         let ops = reqs
-            .iter()
-            .map(|r| self.operation(t, layout, r, comm, None))
+            .into_iter()
+            .map(|r| self.operation(t, layout, r, Order::None))
             .collect();
         Some((ops, stop))
     }
@@ -567,7 +630,7 @@ impl ProcessState {
         layout: &Layout,
         syms: &Symbols,
         comm: &Comm,
-    ) -> Option<(Vec<PendingOperation>, Option<Stop>)> {
+    ) -> Option<(Vec<Pending>, Option<Stop>)> {
         let ob1_comm = if self.ob1_selected() {
             ob1::read_comm(t, layout, comm, syms.ob1_comm_class)
         } else {
@@ -575,25 +638,25 @@ impl ProcessState {
         };
         let mut ops = Vec::new();
         let mut stop = None;
-        let mut shown = HashSet::new();
+        let mut shown = AddrSet::default();
         let from_queues = match (&ob1_comm, &layout.ob1) {
             (Ok(oc), Ok(ob1l)) => {
                 let (posted, s) = ob1::posted(t, layout, ob1l, oc);
                 stop = s;
                 let mut k = 0;
+                shown.reserve(posted.len());
+                ops.reserve(posted.len());
                 for p in posted {
                     shown.insert(p.request.addr);
                     if !self.keep_tag(p.request.tag) {
                         continue;
                     }
                     k += 1;
-                    let queue = if p.wild {
-                        "ANY_SOURCE queue"
-                    } else {
-                        "peer queue"
+                    let order = Order::Posted {
+                        number: k,
+                        wild: p.wild,
                     };
-                    let order = format!("posted #{k} in ob1 matching order ({queue})");
-                    ops.push(self.operation(t, layout, &p.request, comm, Some(order)));
+                    ops.push(self.operation(t, layout, p.request, order));
                 }
                 true
             }
@@ -616,22 +679,22 @@ impl ProcessState {
         let distinct = reqs
             .iter()
             .filter_map(|r| r.sequence)
-            .collect::<HashSet<_>>()
+            .collect::<AddrSet>()
             .len();
         let sequenced =
             reqs.iter().all(|r| r.sequence.is_some()) && (reqs.len() <= 1 || distinct > 1);
         if sequenced {
             reqs.sort_by_key(|r| r.sequence.unwrap_or(u64::MAX));
         }
-        let order = if from_queues {
-            "not in ob1's posted queues (matched or probing)".to_string()
+        let order = Order::Text(if from_queues {
+            "not in ob1's posted queues (matched or probing)"
         } else if sequenced {
-            "order: by posting sequence (no ob1 queue info)".to_string()
+            "order: by posting sequence (no ob1 queue info)"
         } else {
-            "order: allocation order (free list), not matching".to_string()
-        };
+            "order: allocation order (free list), not matching"
+        });
         for r in reqs {
-            ops.push(self.operation(t, layout, &r, comm, Some(order.clone())));
+            ops.push(self.operation(t, layout, r, order));
         }
         Some((ops, stop))
     }
@@ -642,7 +705,7 @@ impl ProcessState {
         layout: &Layout,
         syms: &Symbols,
         comm: &Comm,
-    ) -> Option<(Vec<PendingOperation>, Option<Stop>)> {
+    ) -> Option<(Vec<Pending>, Option<Stop>)> {
         let ob1l = match &layout.ob1 {
             Ok(l) => l,
             Err(m) => {
@@ -671,9 +734,9 @@ impl ProcessState {
         };
         let (frags, stop) = unexpected::frags(t, layout, ob1l, &oc);
         let ops = frags
-            .iter()
+            .into_iter()
             .filter(|f| self.keep_tag(f.tag))
-            .map(|f| unexpected::to_operation(f, comm, Some(comm.id)))
+            .map(Pending::Frag)
             .collect();
         Some((ops, stop))
     }

@@ -262,8 +262,19 @@ pub fn datatype<P: ProcessAccess + ?Sized>(
     cache: &mut DatatypeCache,
     addr: u64,
 ) -> Option<Datatype> {
-    if let Some(known) = cache.get(&addr) {
-        return known.clone();
+    read_datatype(t, layout, cache, addr).clone()
+}
+
+/// Reads a datatype's name and size into the cache, once; what the cache
+/// holds for it.
+pub fn read_datatype<'c, P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    layout: &Layout,
+    cache: &'c mut DatatypeCache,
+    addr: u64,
+) -> &'c Option<Datatype> {
+    if cache.contains_key(&addr) {
+        return &cache[&addr];
     }
     let d = &layout.datatype;
     let read = || -> Result<Datatype, ReadError> {
@@ -274,9 +285,7 @@ pub fn datatype<P: ProcessAccess + ?Sized>(
             size: v.size_t(d.size)?,
         })
     };
-    let found = read().ok();
-    cache.insert(addr, found.clone());
-    found
+    cache.entry(addr).or_insert(read().ok())
 }
 
 /// `mca_pml_base_send_mode_t` in words.
