@@ -27,8 +27,9 @@ pub fn json(job: &JobDump) -> String {
 
 /// [`json`], written to `out` as it is produced (buffer `out`: serde_json
 /// writes a few bytes at a time).
-pub fn write_json(job: &JobDump, out: impl io::Write) -> io::Result<()> {
-    use serde::Serialize;
+/// Any part of the model may be written so (benchmarks time the render
+/// of one process's communicators).
+pub fn write_json<T: serde::Serialize + ?Sized>(job: &T, out: impl io::Write) -> io::Result<()> {
     let mut serializer = serde_json::Serializer::with_formatter(out, Pretty::default());
     job.serialize(&mut serializer).map_err(io::Error::from)
 }

@@ -257,12 +257,14 @@ impl Default for PendingOperation {
 
 impl PendingOperation {
     pub fn from_raw(raw: &mqs_pending_operation) -> Self {
-        let extra_text = raw
+        // Exactly as many lines as there are: a dump holds 100,000s.
+        let lines = raw
             .extra_text
             .iter()
-            .map(|line| decode_c_chars(line))
-            .take_while(|line| !line.is_empty())
-            .collect();
+            .take_while(|line| line.first().is_some_and(|&c| c != 0))
+            .count();
+        let mut extra_text = Vec::with_capacity(lines);
+        extra_text.extend(raw.extra_text[..lines].iter().map(|line| decode_c_chars(line)));
         Self {
             status: OpStatus::from_raw(raw.status),
             desired_local_rank: raw.desired_local_rank,

@@ -590,6 +590,21 @@ impl ProcessState {
         (reqs, scan.stop)
     }
 
+    /// Lets go of the requests of `comm` in the receive scan that ob1's
+    /// queues show: in this stop they are never wanted from the scan again
+    /// (walked again, the queues show them again), and at 100,000 posted
+    /// receives they are 20 MB.
+    fn forget_shown(&mut self, comm: &Comm, shown: &AddrSet) {
+        if shown.is_empty() {
+            return;
+        }
+        let scan = self.cache.recvs.as_mut();
+        if let Some(list) = scan.and_then(|s| s.by_comm.get_mut(&comm.addr)) {
+            list.retain(|r| !shown.contains(&r.addr));
+            list.shrink_to_fit();
+        }
+    }
+
     /// A request as a pending operation to be made when taken, its
     /// datatype read now (once per datatype).
     fn operation<P: ProcessAccess + ?Sized>(
@@ -636,43 +651,49 @@ impl ProcessState {
         } else {
             Err(ob1::NotUsable::NotOb1)
         };
-        let mut ops = Vec::new();
         let mut stop = None;
         let mut shown = AddrSet::default();
-        let from_queues = match (&ob1_comm, &layout.ob1) {
+        let posted = match (&ob1_comm, &layout.ob1) {
             (Ok(oc), Ok(ob1l)) => {
                 let (posted, s) = ob1::posted(t, layout, ob1l, oc);
                 stop = s;
-                let mut k = 0;
-                shown.reserve(posted.len());
-                ops.reserve(posted.len());
-                for p in posted {
-                    shown.insert(p.request.addr);
-                    if !self.keep_tag(p.request.tag) {
-                        continue;
-                    }
-                    k += 1;
-                    let order = Order::Posted {
-                        number: k,
-                        wild: p.wild,
-                    };
-                    ops.push(self.operation(t, layout, p.request, order));
-                }
-                true
+                shown.extend(posted.iter().map(|p| p.request.addr));
+                Some(posted)
             }
-            _ => false,
+            _ => None,
         };
+        let from_queues = posted.is_some();
         if let Err(ob1::NotUsable::Read(e)) = ob1_comm {
             stop = Some(read_stop(e));
         }
         // The free list holds every receive, including those already matched
         // (and so gone from ob1's queues) and not yet completed or freed.
-        let Some(fl) = syms.recv_requests else {
-            return from_queues.then_some((ops, stop));
+        let (mut reqs, scan_stop) = match syms.recv_requests {
+            Some(fl) => {
+                let found = self.requests_of(t, layout, fl, false, comm, |r| {
+                    r.kind.is_receive() && !shown.contains(&r.addr)
+                });
+                self.forget_shown(comm, &shown);
+                found
+            }
+            None => (Vec::new(), None),
         };
-        let (mut reqs, scan_stop) = self.requests_of(t, layout, fl, false, comm, |r| {
-            r.kind.is_receive() && !shown.contains(&r.addr)
-        });
+        let mut ops = Vec::with_capacity(posted.as_ref().map_or(0, Vec::len) + reqs.len());
+        let mut k = 0;
+        for p in posted.into_iter().flatten() {
+            if !self.keep_tag(p.request.tag) {
+                continue;
+            }
+            k += 1;
+            let order = Order::Posted {
+                number: k,
+                wild: p.wild,
+            };
+            ops.push(self.operation(t, layout, p.request, order));
+        }
+        if syms.recv_requests.is_none() {
+            return from_queues.then_some((ops, stop));
+        }
         stop = stop.or(scan_stop);
         // ob1 numbers receives as they are posted; a PML that does not (all
         // equal) leaves allocation order.

@@ -13,6 +13,8 @@ use super::{MappedObject, Target, PAGE_SIZE};
 use crate::{Error, Result};
 
 const PAGE: usize = PAGE_SIZE as usize;
+/// Pages a limited cache reads past the last one a read wants.
+const READ_AHEAD: u64 = 15;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CacheStats {
@@ -173,21 +175,34 @@ impl<T: Target> PageCache<T> {
             while end <= last && !state.pages.contains_key(&end) {
                 end += 1;
             }
-            self.fetch(&mut state, page, end)?;
+            // A limited cache reads ahead of the last page wanted, as far
+            // as the pages are missing and readable: walks go up through
+            // memory, and one call for 16 pages costs little more than one
+            // for a page.
+            let mut ahead = end;
+            if self.limit.is_some() && end > last {
+                while ahead < end + READ_AHEAD && !state.pages.contains_key(&ahead) {
+                    ahead += 1;
+                }
+            }
+            self.fetch(&mut state, page, end, ahead)?;
             page = end;
         }
         Ok(())
     }
 
-    /// Fetches pages `page..end`, all missing.
-    fn fetch(&self, state: &mut State, mut page: u64, end: u64) -> Result<()> {
+    /// Fetches pages `page..end`, all missing, and what is readable of
+    /// `end..ahead` (missing too) in the same call.
+    fn fetch(&self, state: &mut State, mut page: u64, end: u64, ahead: u64) -> Result<()> {
+        let mut upto = ahead.max(end);
         while page < end {
-            let mut buf = vec![0; (end - page) as usize * PAGE];
+            let mut buf = vec![0; (upto - page) as usize * PAGE];
             let n = self.inner.read_prefix(page * PAGE_SIZE, &mut buf)?;
             for chunk in buf[..n / PAGE * PAGE].chunks_exact(PAGE) {
                 self.insert(state, page, Page::Data(chunk.into()));
                 page += 1;
             }
+            upto = end;
             if page < end {
                 // Ask the target why this page failed: only "unreadable" is
                 // remembered; "the process is gone" is the caller's error.
@@ -487,20 +502,34 @@ mod tests {
 
     #[test]
     fn a_limited_cache_lets_the_oldest_pages_go() {
+        // Downwards, so that nothing is read ahead: one call a page.
         let cache = PageCache::with_limit(Fake::default(), 4 * PAGE);
         let mut buf = [0; 8];
-        for page in 0x10..0x18u64 {
+        for page in (0x18..0x20u64).rev() {
             cache.read(page * PAGE_SIZE, &mut buf).unwrap();
             assert_eq!(buf.to_vec(), expected(page * PAGE_SIZE, 8));
         }
         assert_eq!(cache.stats().pages_cached, 4);
         assert_eq!(cache.stats().syscalls, 8);
         // The newest are held, the oldest read again.
-        cache.read(0x17_000, &mut buf).unwrap();
+        cache.read(0x18_000, &mut buf).unwrap();
         assert_eq!(cache.stats().syscalls, 8);
-        cache.read(0x10_000, &mut buf).unwrap();
+        cache.read(0x1f_000, &mut buf).unwrap();
         assert_eq!(cache.stats().syscalls, 9);
+        // Reading ahead: one call for the page wanted and those after it,
+        // up to the first unreadable one (0x14), which is not probed.
+        let cache = PageCache::with_limit(Fake::default(), 64 * PAGE);
+        cache.read(0x10_000, &mut buf).unwrap();
+        assert_eq!(cache.stats().syscalls, 1);
+        assert_eq!(cache.stats().pages_cached, 4);
+        for page in 0x10..0x14u64 {
+            cache.read(page * PAGE_SIZE + 8, &mut buf).unwrap();
+            assert_eq!(buf.to_vec(), expected(page * PAGE_SIZE + 8, 8));
+        }
+        assert_eq!(cache.stats().syscalls, 1);
+        assert!(cache.read(0x14_000, &mut buf).is_err());
         // A read larger than the limit still gets all of its pages.
+        let cache = PageCache::with_limit(Fake::default(), 4 * PAGE);
         let mut big = vec![0; 6 * PAGE];
         cache.read(0x18_000, &mut big).unwrap();
         assert_eq!(big, expected(0x18_000, 6 * PAGE));
