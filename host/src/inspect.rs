@@ -1036,7 +1036,7 @@ fn attach(pid: i32, options: &Options) -> Result<PageCache<LiveProcess>> {
 /// Memory a process's page cache holds at most while a dump is not saved.
 /// A dump of 200,000 operations reads some 130 MB of the process once,
 /// in address order; this keeps mqs-dump's own size far below that.
-const PAGE_CACHE_LIMIT: usize = 32 << 20;
+const PAGE_CACHE_LIMIT: usize = 16 << 20;
 
 /// The page cache a dump reads a process through: every page kept when the
 /// dump is saved (the snapshot holds them), else at most [`PAGE_CACHE_LIMIT`].
