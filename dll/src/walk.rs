@@ -140,6 +140,54 @@ pub fn opal_list_read<'t, 'a, P: ProcessAccess + ?Sized>(
     spans: &Spans,
     mut visit: impl FnMut(u64, Result<View<'t, 'a, P>, ReadError>),
 ) -> Walk {
+    let nothing_known = |_| None::<(u64, std::convert::Infallible)>;
+    opal_list_read_known(
+        t,
+        list,
+        list_addr,
+        cap,
+        spans,
+        nothing_known,
+        |item, read| {
+            visit(
+                item,
+                read.map(|item| match item {
+                    Item::Read(view) => view,
+                    Item::Known(never) => match never {},
+                }),
+            )
+        },
+    )
+}
+
+/// An item of a list walk: read now, or known from bytes read before.
+pub enum Item<'t, 'a, P: ProcessAccess + ?Sized, K> {
+    Read(View<'t, 'a, P>),
+    Known(K),
+}
+
+impl<P: ProcessAccess + ?Sized, K> std::fmt::Debug for Item<'_, '_, P, K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Item::Read(view) => write!(f, "Read({:#x})", view.addr),
+            Item::Known(_) => f.write_str("Known"),
+        }
+    }
+}
+
+/// [`opal_list_read`], taking the items `known` has (what was decoded of
+/// them from bytes read before in the same stop, and their `next`
+/// pointer) without reading them again; the walk (its order, checks and
+/// stops) is the same.
+pub fn opal_list_read_known<'t, 'a, P: ProcessAccess + ?Sized, K>(
+    t: &'t Target<'a, P>,
+    list: &ListLayout,
+    list_addr: u64,
+    cap: usize,
+    spans: &Spans,
+    mut known: impl FnMut(u64) -> Option<(u64, K)>,
+    mut visit: impl FnMut(u64, Result<Item<'t, 'a, P, K>, ReadError>),
+) -> Walk {
     let mut walk = Walk::default();
     let Some(sentinel) = list_addr.checked_add(list.sentinel) else {
         walk.stop = Some(Stop::BadPointer(list_addr));
@@ -163,6 +211,11 @@ pub fn opal_list_read<'t, 'a, P: ProcessAccess + ?Sized>(
         if !walk.admit(t, cur, list.item_size, &mut seen, cap) {
             break;
         }
+        if let Some((next, item)) = known(cur) {
+            visit(cur, Ok(Item::Known(item)));
+            cur = next;
+            continue;
+        }
         let next = match t.view_spans(cur, spans) {
             Ok(view) => {
                 let next = if next_in_spans {
@@ -172,7 +225,7 @@ pub fn opal_list_read<'t, 'a, P: ProcessAccess + ?Sized>(
                         .ok_or(ReadError::OutOfRange)
                         .and_then(|a| t.read_ptr(a))
                 };
-                visit(cur, Ok(view));
+                visit(cur, Ok(Item::Read(view)));
                 next
             }
             Err(e) => {

@@ -93,7 +93,11 @@ impl serde_json::ser::Formatter for Pretty {
         self.close(w, b"]")
     }
 
-    fn begin_array_value<W: ?Sized + io::Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+    fn begin_array_value<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
         self.item(w, first)
     }
 
@@ -110,7 +114,11 @@ impl serde_json::ser::Formatter for Pretty {
         self.close(w, b"}")
     }
 
-    fn begin_object_key<W: ?Sized + io::Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+    fn begin_object_key<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
         self.item(w, first)
     }
 

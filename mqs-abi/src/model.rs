@@ -175,8 +175,7 @@ pub fn decode_c_chars(chars: &[c_char]) -> String {
     // dump decodes several lines per operation, of 100,000s.
     let len = chars.iter().position(|&c| c == 0).unwrap_or(chars.len());
     let bytes: Vec<u8> = chars[..len].iter().map(|&c| c as u8).collect();
-    String::from_utf8(bytes)
-        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// Writes `text` into a fixed-size C character array, always NUL-terminated,
@@ -264,7 +263,11 @@ impl PendingOperation {
             .take_while(|line| line.first().is_some_and(|&c| c != 0))
             .count();
         let mut extra_text = Vec::with_capacity(lines);
-        extra_text.extend(raw.extra_text[..lines].iter().map(|line| decode_c_chars(line)));
+        extra_text.extend(
+            raw.extra_text[..lines]
+                .iter()
+                .map(|line| decode_c_chars(line)),
+        );
         Self {
             status: OpStatus::from_raw(raw.status),
             desired_local_rank: raw.desired_local_rank,

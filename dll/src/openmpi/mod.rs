@@ -7,8 +7,9 @@ pub mod ob1;
 pub mod requests;
 pub mod unexpected;
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::CStr;
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 use mqs_abi::{OpClass, PendingOperation, ReturnCode};
@@ -20,7 +21,7 @@ use crate::errors::DllError;
 use crate::layout::{Layout, Missing};
 use crate::messages;
 use crate::target::{ByteOrder, ReadError, Sizes, Target};
-use crate::walk::{AddrSet, Stop};
+use crate::walk::{AddrHasher, AddrSet, Stop};
 
 use communicators::{Comm, Signature};
 use groups::{NameMap, ProcName, World};
@@ -227,7 +228,10 @@ pub enum Order {
     None,
     /// The `number`th in ob1's matching order, from the ANY_SOURCE queue
     /// (`wild`) or a peer's.
-    Posted { number: usize, wild: bool },
+    Posted {
+        number: usize,
+        wild: bool,
+    },
     Text(&'static str),
 }
 
@@ -655,7 +659,17 @@ impl ProcessState {
         let mut shown = AddrSet::default();
         let posted = match (&ob1_comm, &layout.ob1) {
             (Ok(oc), Ok(ob1l)) => {
-                let (posted, s) = ob1::posted(t, layout, ob1l, oc);
+                // The receive scan, when made already in this stop, holds
+                // every live request of the queues, decoded.
+                let scanned: HashMap<u64, &Request, BuildHasherDefault<AddrHasher>> = self
+                    .cache
+                    .recvs
+                    .as_ref()
+                    .and_then(|s| s.by_comm.get(&comm.addr))
+                    .map(|list| list.iter().map(|r| (r.addr, r)).collect())
+                    .unwrap_or_default();
+                let known = |addr: u64| scanned.get(&addr).map(|&r| r.clone());
+                let (posted, s) = ob1::posted(t, layout, ob1l, oc, &known);
                 stop = s;
                 shown.extend(posted.iter().map(|p| p.request.addr));
                 Some(posted)

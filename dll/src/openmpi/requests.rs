@@ -57,6 +57,9 @@ impl Kind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
     pub addr: u64,
+    /// Its list item's `next` pointer as read (the list it is on: a free
+    /// list's, or one of ob1's queues).
+    pub link: Option<u64>,
     pub kind: Kind,
     pub ompi_type: i64,
     pub state: i64,
@@ -148,6 +151,7 @@ pub fn decode<P: ProcessAccess + ?Sized>(
     let is_send = kind == Kind::Send;
     Ok(Request {
         addr: view.addr,
+        link: view.ptr(layout.list.item_next).ok(),
         kind,
         ompi_type: view.i32(r.ompi_type)?,
         state: view.i32(r.state)?,

@@ -134,7 +134,9 @@ pub fn emit(text: &str) {
 /// Writes output produced piece by piece (a large dump's JSON or listing)
 /// to stdout through one buffer, with the final newline [`emit`] gives.
 pub fn emit_with(
-    write: impl FnOnce(&mut std::io::BufWriter<LastByte<std::io::StdoutLock<'static>>>) -> std::io::Result<()>,
+    write: impl FnOnce(
+        &mut std::io::BufWriter<LastByte<std::io::StdoutLock<'static>>>,
+    ) -> std::io::Result<()>,
 ) {
     use std::io::Write;
     let stdout = LastByte {
