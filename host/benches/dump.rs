@@ -11,8 +11,8 @@
 //! both DLLs (which goes first alternates), each with a cold page cache,
 //! while every rank of the job is stopped.
 //!
-//! Then the whole `mqs-dump --pid PID --json --dll DLL > file` is run R
-//! times with each DLL (alternating), the rest of the job still stopped:
+//! First the whole `mqs-dump --pid PID --json --dll DLL > file` is run R
+//! times with each DLL (alternating), the rest of the job stopped:
 //! wall time and peak RSS of the whole process, as a user sees them. There
 //! is no gdb-driven host here to compare with (a debugger that answers the
 //! DLL's callbacks through gdb, as padb does); the callback counts below
@@ -97,8 +97,6 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     };
     println!("load average: {}", load_average());
 
-    let live = LiveProcess::attach(pid, Mode::Stop)?;
-    let target = PageCache::new(live);
     // The job's other ranks poll while they wait. Stopped too, as mqs-dump
     // stops a whole job, they leave the cores to the dump and the figures
     // stop depending on where the scheduler put them.
@@ -115,13 +113,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     for sibling in siblings {
         others.push(LiveProcess::attach(sibling, Mode::Stop)?);
     }
-    println!("stopped rank 0 and {} other rank(s)", others.len());
-
-    let cold = Instant::now();
-    let symbols = index_symbols(&target, &[])?;
-    let index_ms = cold.elapsed().as_secs_f64() * 1e3;
-    let named = mqs_host::dll::locate::named_by_target(&*symbols, &target)?;
-    let theirs: PathBuf = mqs_host::dll::locate::first_existing(&named)?;
+    println!("stopped {} other rank(s)", others.len());
+    // The whole mqs-dump first, while this process is small: a child's
+    // peak RSS as the kernel reports it is never below its parent's peak.
     let ours = mqs_tests::target_dir().join("release/libmqs_dll.so");
     if !ours.exists() {
         return Err(format!(
@@ -130,6 +124,19 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         )
         .into());
     }
+    // Open MPI's DLL where the build installs it (the process names it
+    // too, but finding that takes the symbol index, which is large).
+    let installed = mpi.prefix()?.join("lib/openmpi/libompi_dbg_msgq.so");
+    let whole = whole_runs(pid, [&installed, &ours], args.rounds);
+    let live = LiveProcess::attach(pid, Mode::Stop)?;
+    // The cache mqs-dump reads through when it does not save the dump.
+    let target = PageCache::with_limit(live, mqs_host::inspect::PAGE_CACHE_LIMIT);
+
+    let cold = Instant::now();
+    let symbols = index_symbols(&target, &[])?;
+    let index_ms = cold.elapsed().as_secs_f64() * 1e3;
+    let named = mqs_host::dll::locate::named_by_target(&*symbols, &target)?;
+    let theirs: PathBuf = mqs_host::dll::locate::first_existing(&named)?;
     println!("symbol index (ELF, maps): {index_ms:.1} ms");
     // Same stopped process for all; each dump starts with a cold page cache.
     let mut rounds = Vec::new();
@@ -146,9 +153,6 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     let cache = target.stats();
     target.into_inner().detach()?;
-    // Rank 0 let go, the others still stopped: the whole mqs-dump, as run
-    // by a user, with each DLL.
-    let whole = whole_runs(pid, [&theirs, &ours], args.rounds);
     for other in others {
         other.detach()?;
     }
