@@ -1,9 +1,11 @@
-//! Records a snapshot of a live, hung Open MPI rank for the replay tests:
+//! Records a snapshot of a live, hung Open MPI or MPICH rank for the replay
+//! and fuzz tests:
 //! the memory the DLL reads while dumping it, with the types and symbols a
 //! debugger reports, and the dump itself.
 //!
 //! ```text
 //! gdb -batch -nx -p PID -x dll/tests/data/dump_types.py   (MQS_TYPES_OUT=types.json)
+//!   (MPICH: dll/tests/data/mpich/dump_types.py)
 //! cargo run -p mqs-dll --example record_snapshot -- PID types.json out.json "description"
 //! ```
 //! The rank is stopped (ptrace) while it is read, and let go afterwards.
@@ -56,7 +58,11 @@ impl ProcessAccess for Shared {
 fn rank_of(pid: i32) -> i32 {
     let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
     env.split(|&b| b == 0)
-        .find_map(|v| v.strip_prefix(b"OMPI_COMM_WORLD_RANK="))
+        .find_map(|v| {
+            // Open MPI's, else MPICH's (hydra's PMI).
+            v.strip_prefix(b"OMPI_COMM_WORLD_RANK=")
+                .or_else(|| v.strip_prefix(b"PMI_RANK="))
+        })
         .and_then(|v| std::str::from_utf8(v).ok())
         .and_then(|v| v.parse().ok())
         .unwrap_or(-1)

@@ -355,8 +355,11 @@ fn member_lpids<P: ProcessAccess + ?Sized>(
     raw: &Raw,
     vc_cache: &mut HashMap<u64, Option<u64>>,
 ) -> (Vec<Option<u64>>, Vec<Option<u64>>) {
-    let local_n = raw.local_size.unwrap_or(raw.remote_size).max(0) as u64;
-    let remote_n = raw.remote_size.max(0) as u64;
+    // Sizes bounded as groups are: corrupt memory must not make us allocate
+    // without bound.
+    let bounded = |n: i64| n.clamp(0, MAX_GROUP as i64) as u64;
+    let local_n = bounded(raw.local_size.unwrap_or(raw.remote_size));
+    let remote_n = bounded(raw.remote_size);
     let local_n = if raw.inter { local_n } else { remote_n };
     let device = |which_local: bool, vc_cache: &mut HashMap<u64, Option<u64>>| {
         let n = if which_local { local_n } else { remote_n };
@@ -516,7 +519,12 @@ pub fn build<P: ProcessAccess + ?Sized>(
             raw.local_size.unwrap_or(local_ranks.len() as i64)
         } else {
             raw.remote_size
-        };
+        }
+        .clamp(0, MAX_GROUP as i64);
+        // mqs_get_comm_group writes exactly `size` ranks, whatever the group
+        // MPICH built says (they differ only in corrupt memory).
+        let mut local_ranks = local_ranks;
+        local_ranks.resize(size as usize, -1);
         built.comms.push(Comm {
             addr,
             handle: raw.handle,
