@@ -495,7 +495,7 @@ fn eight_ranks_exact_with_derived_datatypes_and_agreeing_with_libtvmpich() {
 }
 
 #[test]
-fn mpich_internal_communicators_are_listed_when_asked() {
+fn internal_communicators_when_asked_and_the_mpi_named_in_text_and_json() {
     let job = Job::launch(Mpi::Mpich, "queues", 2, &[]).expect("launch queues");
     let pid = job.rank_pid(0).unwrap().to_string();
     let ours = mqs_tests::our_dll(false);
@@ -515,6 +515,46 @@ fn mpich_internal_communicators_are_listed_when_asked() {
             })
             .collect::<Vec<_>>()
     };
+    // Which MPI and backend ours recognised, in JSON and text; theirs
+    // does not say.
+    let json = |dll: &str| {
+        let out = run(&["--pid", &pid, "--dll", dll, "--json"]);
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        json["processes"][0]["dll"].clone()
+    };
+    let ours_info = json(&ours.display().to_string());
+    assert_eq!(
+        (&ours_info["mpi"], &ours_info["backend"]),
+        (
+            &serde_json::json!("MPICH 4.0.2, device ch3:nemesis, device queues"),
+            &serde_json::json!("mpich-ch3")
+        ),
+        "{ours_info}"
+    );
+    let their_info = json(&their_dll().display().to_string());
+    assert!(
+        their_info.get("mpi").is_none() && their_info.get("backend").is_none(),
+        "{their_info}"
+    );
+    let text = stdout(&run(&["--pid", &pid, "--dll", &ours.display().to_string()]));
+    assert!(
+        text.contains("\n  MPI: MPICH 4.0.2, device ch3:nemesis, device queues (the DLL's mpich-ch3 backend)\n"),
+        "{text}"
+    );
+    let launcher = job.launcher_pid().to_string();
+    let view = stdout(&run(&[
+        "--pid",
+        &launcher,
+        "--dll",
+        &ours.display().to_string(),
+    ]));
+    assert!(
+        view.lines().nth(1)
+            == Some(
+                "MPI: MPICH 4.0.2, device ch3:nemesis, device queues (the DLL's mpich-ch3 backend)"
+            ),
+        "{view}"
+    );
     let theirs = list(&their_dll().display().to_string(), &[]);
     let hidden = list(&ours.display().to_string(), &[]);
     let shown = list(&ours.display().to_string(), &[("MQS_SHOW_INTERNAL", "1")]);
