@@ -566,7 +566,7 @@ fn internal_communicators_when_asked_and_the_mpi_named_in_text_and_json() {
         theirs.len(),
         "ours {shown:?}\ntheirs {theirs:?}"
     );
-    let mut sizes = |v: &[(String, i64)]| {
+    let sizes = |v: &[(String, i64)]| {
         let mut s: Vec<i64> = v.iter().map(|c| c.1).collect();
         s.sort_unstable();
         s
