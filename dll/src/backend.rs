@@ -9,7 +9,6 @@
 //! [`ImageState`] and [`ProcessState`]: what is MPI-specific stays in
 //! [`crate::openmpi`] and [`crate::mpich`].
 
-use std::ffi::CStr;
 use std::sync::Arc;
 
 use mqs_abi::{Communicator, OpClass, PendingOperation, ReturnCode};
@@ -18,37 +17,13 @@ use crate::abi;
 use crate::access::{ImageAccess, ProcessAccess};
 use crate::callbacks::{InfoKind, ProcessCallbacks};
 use crate::errors::DllError;
-use crate::layout::{Layout, Missing};
+use crate::layout::Layout;
 use crate::messages;
 use crate::openmpi::groups::NameMap;
 use crate::target::{ByteOrder, Sizes};
 use crate::{mpich, openmpi};
 
-/// Why an image or process cannot show queues: a code and a static printf
-/// format with one `%s` (or none, to fail silently).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Failure {
-    pub code: DllError,
-    pub message: Option<&'static CStr>,
-}
-
-impl Failure {
-    /// A failure with the has_queues message naming what is missing.
-    pub fn missing(m: Missing) -> Failure {
-        Failure {
-            code: m.error(),
-            message: Some(messages::missing_message(m)),
-        }
-    }
-
-    /// A failure without a message.
-    pub fn plain(code: DllError) -> Failure {
-        Failure {
-            code,
-            message: None,
-        }
-    }
-}
+pub use crate::messages::Failure;
 
 /// The MPIs this DLL reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

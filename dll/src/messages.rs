@@ -9,6 +9,7 @@
 use std::ffi::{CStr, CString};
 use std::sync::Mutex;
 
+use crate::errors::DllError;
 use crate::layout::Missing;
 
 /// Most distinct texts ever leaked.
@@ -72,6 +73,32 @@ pub fn missing_message(m: Missing) -> &'static CStr {
         ),
     };
     intern(&text, GENERIC_IMAGE)
+}
+
+/// Why an image or process cannot show queues: a code and a static printf
+/// format with one `%s` (or none, to fail silently).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Failure {
+    pub code: DllError,
+    pub message: Option<&'static CStr>,
+}
+
+impl Failure {
+    /// A failure with the has_queues message naming what is missing.
+    pub fn missing(m: Missing) -> Failure {
+        Failure {
+            code: m.error(),
+            message: Some(missing_message(m)),
+        }
+    }
+
+    /// A failure without a message.
+    pub fn plain(code: DllError) -> Failure {
+        Failure {
+            code,
+            message: None,
+        }
+    }
 }
 
 const GENERIC_MPICH: &CStr = c"The MPICH message queues of %s cannot be shown: the debug information or symbols they need are missing (MPICH configured without --enable-debuginfo, stripped, or an unsupported version).";

@@ -22,9 +22,9 @@ use mqs_abi::{OpClass, PendingOperation, ReturnCode};
 
 use crate::abi;
 use crate::access::{ImageAccess, ProcessAccess, TypeSizes};
-use crate::backend::Failure;
 use crate::errors::DllError;
 use crate::messages;
+use crate::messages::Failure;
 use crate::openmpi::groups::{NameMap, ProcName};
 use crate::target::{ByteOrder, ReadError, Sizes, Target};
 use crate::walk::Stop;

@@ -38,7 +38,7 @@ pub const SYM_LOCAL_PROC: &str = "ompi_proc_local_proc";
 /// lazy debuggers load that file's types first.
 pub const FN_SETUP_DLLS: &str = "ompi_debugger_setup_dlls";
 
-pub use crate::backend::Failure;
+pub use crate::messages::Failure;
 
 /// Whether an image is an Open MPI program with the debug info we need.
 pub fn check_image<I: ImageAccess>(image: &I) -> Result<Layout, Failure> {
