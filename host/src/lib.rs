@@ -52,6 +52,7 @@ pub mod render;
 pub mod snapshot;
 pub mod stacks;
 pub mod symbols;
+pub mod typepack;
 pub mod view;
 
 pub use error::PermissionReason;

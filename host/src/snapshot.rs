@@ -108,6 +108,11 @@ pub struct RecordedSymbols {
 }
 
 impl RecordedSymbols {
+    /// The lookups the recording made.
+    pub fn log(&self) -> &SymbolLog {
+        &self.log
+    }
+
     fn fallback(&self) -> Option<&SymbolIndex> {
         self.fallback
             .get_or_init(|| {
