@@ -1281,11 +1281,11 @@ fn process_dump(
             parent: member.spawned_by.clone(),
         }),
         executable,
-        dll: DllInfo {
-            path: dll.path.display().to_string(),
-            version: dll.current_version(),
-            compatibility: dll.compatibility,
-        },
+        dll: DllInfo::new(
+            dll.path.display().to_string(),
+            dll.current_version(),
+            dll.compatibility,
+        ),
         communicators,
         new_processes,
         spawn_breakpoint,
