@@ -7,14 +7,17 @@ mod common;
 
 use std::ffi::{c_char, CStr};
 
-use common::host::{self, abi, Image, Process, Queue, DPRINTS};
+use common::raw::{self as host, abi, Image, Process, Queue, DPRINTS};
 use common::snapshot::Snapshot;
 use mqs_dll::errors::DllError;
 use mqs_dll::exports as x;
 
-fn snapshot(name: &str) -> Snapshot {
-    let s = Snapshot::load(&common::data(name)).unwrap_or_default();
-    assert!(!s.memory.is_empty(), "{name}");
+/// Rank 0 of the `queues` recording (queues.c with N=3), as a C
+/// debugger's tables would hold it.
+fn snapshot() -> Snapshot {
+    let rec = common::session::recording("queues");
+    let s = Snapshot::from_recorded(rec.name, rec.rank(0));
+    assert!(!s.memory.is_empty());
     s
 }
 
@@ -55,7 +58,7 @@ fn versions_and_error_strings() {
 
 #[test]
 fn image_checks_say_what_is_missing() {
-    let base = snapshot("queues-rank0.json");
+    let base = snapshot();
 
     // Not Open MPI at all: neither its types nor its communicator table.
     let mut s = base.clone();
@@ -115,7 +118,7 @@ fn image_checks_say_what_is_missing() {
 
 #[test]
 fn misuse_gets_error_codes_not_crashes() {
-    let s = snapshot("queues-rank0.json");
+    let s = snapshot();
     let mut image = Image::new(s.fake_image());
     assert_eq!(host::setup_image(&mut image).0, 0);
     let mut process = Process::new(Box::new(s.fake_process()), &mut image, s.type_sizes, 0);
@@ -207,7 +210,7 @@ fn misuse_gets_error_codes_not_crashes() {
 
 #[test]
 fn the_communicator_list_is_rebuilt_only_when_the_table_changes() {
-    let s = snapshot("queues-rank0.json");
+    let s = snapshot();
     let mut image = Image::new(s.fake_image());
     assert_eq!(host::setup_image(&mut image).0, 0);
     let mut process = Process::new(Box::new(s.fake_process()), &mut image, s.type_sizes, 0);
@@ -234,7 +237,7 @@ fn the_communicator_list_is_rebuilt_only_when_the_table_changes() {
 
 #[test]
 fn without_ob1_debug_info_receives_come_from_the_free_lists() {
-    let mut s = snapshot("queues3-rank0.json");
+    let mut s = snapshot();
     // What an Open MPI release build has: no DWARF for ob1's private types.
     s.types
         .retain(|name, _| !name.starts_with("mca_pml_ob1_") && name != "mca_btl_base_segment_t");
@@ -251,8 +254,10 @@ fn without_ob1_debug_info_receives_come_from_the_free_lists() {
     assert_eq!(unexpected, Queue::NoInformation);
     let tags: Vec<_> = recvs.ops().iter().map(|o| o.desired_tag).collect();
     // Still in posting order: the requests carry their sequence numbers.
-    // Recorded when queues.c gave its extra receives tags 2000+i.
-    assert_eq!(tags, [Some(7), Some(2000), Some(2001), Some(2002)]);
+    assert_eq!(
+        tags,
+        [Some(7), Some(1_000_000), Some(1_000_001), Some(1_000_002)]
+    );
     for op in recvs.ops() {
         assert_eq!(
             op.extra_text.last().map(String::as_str),
@@ -278,7 +283,7 @@ fn without_ob1_debug_info_receives_come_from_the_free_lists() {
 
 #[test]
 fn any_source_and_any_tag_are_minus_one_and_tag_wild() {
-    let s = snapshot("queues-rank0.json");
+    let s = snapshot();
     let mut image = Image::new(s.fake_image());
     assert_eq!(host::setup_image(&mut image).0, 0);
     let mut process = Process::new(Box::new(s.fake_process()), &mut image, s.type_sizes, 0);
@@ -341,7 +346,7 @@ fn comm_names(ph: *mut abi::mqs_process) -> Vec<String> {
 #[test]
 fn a_freed_communicator_disappears_at_the_next_update() {
     use mqs_dll::access::ProcessAccess;
-    let s = snapshot("queues-rank0.json");
+    let s = snapshot();
     let memory = Shared(std::rc::Rc::new(std::cell::RefCell::new(s.fake_process())));
     let mut image = Image::new(s.fake_image());
     assert_eq!(host::setup_image(&mut image).0, 0);
@@ -383,7 +388,7 @@ fn a_freed_communicator_disappears_at_the_next_update() {
 #[test]
 fn info_slots_the_dll_never_wrote_are_never_read() {
     static GARBAGE: [u64; 8] = [0xa0a0_a0a0_a0a0_a0a0; 8];
-    let s = snapshot("queues-rank0.json");
+    let s = snapshot();
     let mut a = Image::new(s.fake_image());
     assert_eq!(host::setup_image(&mut a).0, 0);
     assert_eq!(a.slot.gets_before_put.get(), 0, "image A's slot read early");
@@ -422,7 +427,7 @@ fn info_slots_the_dll_never_wrote_are_never_read() {
 /// call as a failure).
 #[test]
 fn an_empty_queue_is_set_up_with_mqs_ok() {
-    let s = snapshot("queues-rank0.json");
+    let s = snapshot();
     let mut image = Image::new(s.fake_image());
     assert_eq!(host::setup_image(&mut image).0, 0);
     let mut process = Process::new(Box::new(s.fake_process()), &mut image, s.type_sizes, 0);
@@ -462,7 +467,7 @@ fn an_empty_queue_is_set_up_with_mqs_ok() {
 /// MPI_ANY_SOURCE as -1 in both desired ranks.
 #[test]
 fn wildcards_are_written_as_minus_one() {
-    let s = snapshot("queues-rank0.json");
+    let s = snapshot();
     let mut image = Image::new(s.fake_image());
     assert_eq!(host::setup_image(&mut image).0, 0);
     let mut process = Process::new(Box::new(s.fake_process()), &mut image, s.type_sizes, 0);

@@ -1,79 +1,95 @@
-//! The MPI-2 build: jobs, identities, processes the MPI created, and the
-//! spawn breakpoint, on a parent recorded after MPI_Comm_spawn
-//! (dll/tests/fixtures/spawn.c).
+//! The MPI-2 build in the real host's session: jobs, identities, processes
+//! the MPI created, and the spawn breakpoint, on the `spawn` fixture
+//! (tests/fixtures/spawn.c) recorded with its two parents and two spawned
+//! children, every one handed to one session as mqs-dump does (parents
+//! identities 0 and 1, children 2 and 3).
 #![cfg(feature = "mpi2")]
 
 mod common;
 
-use common::host::{self, Image, Process};
-use common::snapshot::Snapshot;
+use common::session::{ops, recording, replay, Dumped};
 
-fn spawn_parent() -> host::Dump {
-    let snap = Snapshot::load(&common::data("spawn-parent.json")).unwrap_or_default();
-    assert!(!snap.memory.is_empty());
-    let mut image = Image::new(snap.fake_image());
-    assert_eq!(host::setup_image(&mut image).0, 0);
-    let mut process = Process::new(
-        Box::new(snap.fake_process()),
-        &mut image,
-        snap.type_sizes,
-        0,
-    );
-    let d = host::dump(&mut process);
-    host::destroy_image(&mut image);
-    assert_eq!(Some(d.to_json()), snap.expected);
-    d
+fn spawn() -> Vec<(i32, Dumped)> {
+    let rec = recording("spawn");
+    assert_eq!(rec.processes.len(), 4, "parents and children recorded");
+    rec.processes
+        .iter()
+        .map(|p| p.member.identity)
+        .zip(replay(rec))
+        .collect()
+}
+
+fn process(all: &[(i32, Dumped)], identity: i32) -> &Dumped {
+    all.iter()
+        .find(|(id, _)| *id == identity)
+        .map(|(_, d)| d)
+        .unwrap_or_else(|| panic!("no process {identity}"))
 }
 
 #[test]
 fn spawned_processes_are_listed_with_what_open_mpi_knows() {
-    let d = spawn_parent();
-    let list = d
-        .new_processes
-        .clone()
-        .unwrap_or(Err(-1))
-        .unwrap_or_default();
-    assert_eq!(list.len(), 2, "{:?}", d.new_processes);
+    let all = spawn();
+    let parent = process(&all, 0);
+    let list = match &parent.new_processes {
+        Some(mqs_host::dump::Section::Ok { value }) => value.list.clone(),
+        other => panic!("new processes: {other:?}"),
+    };
+    assert_eq!(list.len(), 2, "{list:?}");
     for (vpid, loc) in list.iter().enumerate() {
         // Open MPI keeps no pid or executable for another job's processes.
-        assert_eq!(loc.pid, 0);
-        assert_eq!(loc.host_name, "vm");
-        assert!(loc.image_name.starts_with("(unknown"), "{}", loc.image_name);
-        assert!(
-            loc.image_name.contains(&format!("vpid {vpid}")),
-            "{}",
-            loc.image_name
-        );
+        assert_eq!(loc.pid, 0, "{loc:?}");
+        assert!(!loc.host.is_empty(), "{loc:?}");
+        assert!(loc.executable.starts_with("(unknown"), "{loc:?}");
+        assert!(loc.executable.contains(&format!("vpid {vpid}")), "{loc:?}");
     }
     assert_eq!(
-        d.spawn_breakpoint,
-        Some(Ok("mca_pml_ob1_add_procs".to_string()))
+        parent.spawn_breakpoint.as_deref(),
+        Some("mca_pml_ob1_add_procs")
     );
 }
 
 #[test]
-fn peers_in_other_jobs_have_no_identity_until_the_debugger_gives_one() {
-    let d = spawn_parent();
-    let inter = d.comm("mqs-spawn").map(|c| c.queues.clone());
-    let Some([_, recvs, unexpected]) = inter else {
-        unreachable!("no mqs-spawn communicator");
-    };
-    let r = &recvs.ops()[0];
+fn peers_in_the_other_job_are_reported_by_the_identities_the_host_gave() {
+    let all = spawn();
+    // Parent 0: a receive from child 1, an unexpected message from child 0.
+    let p0 = process(&all, 0).comm("mqs-spawn");
+    let r: Vec<_> = ops(&p0.receives)
+        .iter()
+        .map(|o| (o.desired_local_rank, o.desired_global_rank, o.desired_tag))
+        .collect();
+    assert_eq!(r, [(1, 3, Some(31))]);
+    let u: Vec<_> = ops(&p0.unexpected)
+        .iter()
+        .map(|o| {
+            (
+                o.desired_local_rank,
+                o.desired_global_rank,
+                o.desired_tag,
+                o.desired_length,
+            )
+        })
+        .collect();
+    assert_eq!(u, [(0, 2, Some(32), 400_000)]);
+    // Child 0 (identity 2): its rendezvous send to parent 0, and parent 1's
+    // eager message waiting.
+    let c0 = process(&all, 2).comm("mqs-spawn");
+    let s: Vec<_> = ops(&c0.sends)
+        .iter()
+        .map(|o| (o.desired_local_rank, o.desired_global_rank, o.desired_tag))
+        .collect();
+    assert_eq!(s, [(0, 0, Some(32))]);
+    let u: Vec<_> = ops(&c0.unexpected)
+        .iter()
+        .map(|o| (o.desired_global_rank, o.desired_tag, o.desired_length))
+        .collect();
+    assert_eq!(u, [(1, Some(33), 32)]);
+    // Each job's own world: its identities.
     assert_eq!(
-        (r.desired_local_rank, r.desired_global_rank, r.desired_tag),
-        (1, -1, Some(31))
+        process(&all, 0).comm("MPI_COMM_WORLD").group,
+        Some(vec![0, 1])
     );
-    let u = &unexpected.ops()[0];
     assert_eq!(
-        (
-            u.desired_local_rank,
-            u.desired_global_rank,
-            u.desired_tag,
-            u.desired_length
-        ),
-        (0, -1, Some(32), 400_000)
+        process(&all, 3).comm("MPI_COMM_WORLD").group,
+        Some(vec![2, 3])
     );
-    // Our own job: the identity the debugger gave.
-    let world = d.comm("MPI_COMM_WORLD").map(|c| c.group.clone());
-    assert_eq!(world, Some(Ok(vec![0])));
 }

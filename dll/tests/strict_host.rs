@@ -24,26 +24,20 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::host::{self, Image, Process, Queue};
 use common::mutate::{mutation, patches, Mutation};
+use common::session::{our_dll, recording, recordings, run, Dumped, Recorded};
 use common::snapshot::{from_hex, Snapshot};
 use common::strict::{self, Listing, Server, Summary};
 use mqs_abi::OpClass;
 use mqs_dll::errors::DllError;
 use mqs_dll::testing::FakeProcess;
+use mqs_host::dump::Section;
 use proptest::prelude::*;
 
-const SNAPSHOTS: [&str; 9] = [
-    "queues-rank0.json",
-    "queues-rank1.json",
-    "queues3-rank0.json",
-    "queues3-rank1.json",
-    "intercomm-rank0.json",
-    "intercomm-rank1.json",
-    "release-queues3-rank0.json",
-    "release-queues3-rank1.json",
-    "spawn-parent.json",
-];
+/// Every process of this build's recordings (`dll/tests/data`), by name.
+fn names() -> Vec<String> {
+    loaded().iter().map(|l| l.name.clone()).collect()
+}
 
 /// Most fetches one corrupted session may make (as in fuzz.rs).
 const MAX_FETCHES: u64 = 20_000;
@@ -60,6 +54,8 @@ const EXPECTED_MISSING: [&str; 3] = [
 ];
 
 struct Loaded {
+    name: String,
+    recorded: &'static Recorded,
     snap: Snapshot,
     memory: FakeProcess,
     regions: Vec<(u64, usize)>,
@@ -77,11 +73,12 @@ fn loaded() -> &'static Vec<Loaded> {
         };
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("strict-host-{level}"));
         std::fs::create_dir_all(&dir).expect("temp dir");
-        SNAPSHOTS
-            .iter()
-            .map(|name| {
-                let snap = Snapshot::load(&common::data(name)).expect("snapshot");
-                let description = dir.join(name.replace(".json", ".desc"));
+        let mut all = Vec::new();
+        for plan in recordings() {
+            for recorded in &recording(plan.name).processes {
+                let name = format!("{}-{}", plan.name, recorded.member.identity);
+                let snap = Snapshot::from_recorded(&name, recorded);
+                let description = dir.join(format!("{name}.desc"));
                 std::fs::write(&description, strict::description(&snap)).expect("write");
                 let regions = snap
                     .memory
@@ -89,14 +86,17 @@ fn loaded() -> &'static Vec<Loaded> {
                     .map(|r| (r.addr, from_hex(&r.hex).len()))
                     .filter(|(_, n)| *n > 0)
                     .collect();
-                Loaded {
+                all.push(Loaded {
+                    name,
+                    recorded,
                     memory: snap.fake_process(),
                     snap,
                     regions,
                     description,
-                }
-            })
-            .collect()
+                });
+            }
+        }
+        all
     })
 }
 
@@ -109,25 +109,17 @@ fn run_full(server: &mut Server, base: usize) -> Result<Listing, String> {
     server.run_full(base)
 }
 
-/// The in-process host's dump of a snapshot.
-fn fake_dump(snap: &Snapshot) -> host::Dump {
-    let mut image = Image::new(snap.fake_image());
-    let (rc, _) = host::setup_image(&mut image);
-    assert_eq!(rc, 0);
-    let mut process = Process::new(
-        Box::new(snap.fake_process()),
-        &mut image,
-        snap.type_sizes,
-        snap.global_rank,
-    );
-    let d = host::dump(&mut process);
-    host::destroy_image(&mut image);
-    d
+/// The real host's session's dump of a recorded process.
+fn session_dump(recorded: &Recorded) -> Dumped {
+    run(our_dll(), vec![recorded.input()])
+        .expect("a session")
+        .pop()
+        .expect("one process")
 }
 
 /// Checks a strict listing of a clean recorded process against the dump
-/// of the in-process host.
-fn check_against_fake(name: &str, l: &Listing, d: &host::Dump) {
+/// of the real host's session.
+fn check_against_session(name: &str, l: &Listing, d: &Dumped) {
     assert!(
         !l.summary.failed,
         "{name}: the strict host failed:\n{}",
@@ -135,40 +127,37 @@ fn check_against_fake(name: &str, l: &Listing, d: &host::Dump) {
     );
     assert_eq!(l.summary.setup_eol + l.summary.comm_eol, 0, "{name}");
     let names: Vec<&str> = l.comms.iter().map(|c| c.name.as_str()).collect();
-    let fake_names: Vec<&str> = d.comms.iter().map(|c| c.comm.name.as_str()).collect();
+    let fake_names: Vec<&str> = d.comms().iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, fake_names, "{name}");
     let classes = [
         OpClass::PendingSends,
         OpClass::PendingReceives,
         OpClass::UnexpectedMessages,
     ];
-    for (c, f) in l.comms.iter().zip(&d.comms) {
+    for (c, f) in l.comms.iter().zip(d.comms()) {
         assert_eq!(
             (c.unique_id, c.local_rank, c.size),
-            (f.comm.unique_id, f.comm.local_rank, f.comm.size),
+            (f.unique_id, f.local_rank, f.size),
             "{name} {}",
             c.name
         );
-        let fake_group = f
-            .group
-            .as_ref()
-            .ok()
-            .map(|g| g.iter().map(|&r| i64::from(r)).collect());
-        assert_eq!(c.group, fake_group, "{name} {} group", c.name);
-        for (class, fq) in classes.iter().zip(&f.queues) {
+        assert_eq!(c.group, f.group, "{name} {} group", c.name);
+        for (class, fq) in classes.iter().zip([&f.sends, &f.receives, &f.unexpected]) {
             let (_, rc, ops) = c
                 .queues
                 .iter()
                 .find(|q| q.0 == *class)
                 .unwrap_or_else(|| panic!("{name} {}: no {class:?}", c.name));
             match fq {
-                Queue::NoInformation => assert_eq!(*rc, 1, "{name} {} {class:?}", c.name),
-                Queue::Ops(fake_ops) => {
+                Section::NotAvailable { .. } => assert_eq!(*rc, 1, "{name} {} {class:?}", c.name),
+                Section::Ok { value } => {
                     assert_eq!(*rc, 0, "{name} {} {class:?}: setup", c.name);
                     let strict_ops: Vec<_> = ops.iter().map(|r| r.op.clone()).collect();
-                    assert_eq!(&strict_ops, fake_ops, "{name} {} {class:?}", c.name);
+                    assert_eq!(strict_ops, value.operations, "{name} {} {class:?}", c.name);
                 }
-                Queue::Error(e, _) => panic!("{name} {} {class:?}: fake host error {e}", c.name),
+                Section::Error { message } => {
+                    panic!("{name} {} {class:?}: the session's error {message}", c.name)
+                }
             }
             for raw in ops {
                 if raw.tag_wild != 0 {
@@ -182,7 +171,7 @@ fn check_against_fake(name: &str, l: &Listing, d: &host::Dump) {
     }
     // Without ob1's debug info (a release build), its first type is the
     // only one asked for.
-    let release = name.starts_with("release-");
+    let release = name.starts_with("queues-release");
     let mut expected: Vec<&str> = EXPECTED_MISSING.to_vec();
     if release {
         expected.push("type:mca_pml_ob1_comm_t");
@@ -200,9 +189,9 @@ fn every_recorded_process_lists_the_same_in_the_strict_host_under_valgrind() {
     let mut server = Server::start(&bases(), true).unwrap_or_else(|e| panic!("{e}"));
     let mut wild = 0;
     for (i, l) in loaded().iter().enumerate() {
-        let name = SNAPSHOTS[i];
+        let name = &l.name;
         let listing = run_full(&mut server, i).unwrap_or_else(|e| panic!("{name}: {e}"));
-        check_against_fake(name, &listing, &fake_dump(&l.snap));
+        check_against_session(name, &listing, &session_dump(l.recorded));
         wild += listing
             .comms
             .iter()
@@ -291,7 +280,7 @@ impl Fuzzer {
             Err(e) => {
                 // The host is gone: the next session starts another.
                 self.server = None;
-                return Err(format!("{e}\nsession: {} {mutations:?}", SNAPSHOTS[which]));
+                return Err(format!("{e}\nsession: {} {mutations:?}", names()[which]));
             }
         };
         self.cases.fetch_add(1, Ordering::Relaxed);
@@ -301,13 +290,13 @@ impl Fuzzer {
                 .fetch_max(summary.fetches, Ordering::Relaxed)
         {
             if let Ok(mut w) = self.worst.lock() {
-                *w = format!("{} with {} mutations", SNAPSHOTS[which], mutations.len());
+                *w = format!("{} with {} mutations", names()[which], mutations.len());
             }
         }
         self.worst_pieces
             .fetch_max(summary.pieces, Ordering::Relaxed);
         check_summary(&summary)
-            .map_err(|e| format!("{e}\nsession: {} {mutations:?}", SNAPSHOTS[which]))
+            .map_err(|e| format!("{e}\nsession: {} {mutations:?}", names()[which]))
     }
 
     fn finish(&mut self) -> Result<(), String> {
@@ -330,7 +319,7 @@ fn fuzz(cases: u32, valgrind: bool, batch: u64) -> (u64, u64, u64, String, Durat
     };
     let mut runner = proptest::test_runner::TestRunner::new(config);
     let strategy = (
-        0usize..SNAPSHOTS.len(),
+        0usize..loaded().len(),
         prop::collection::vec(mutation(), 1..24),
     );
     let fuzzer = std::cell::RefCell::new(Fuzzer::new(valgrind, batch));
@@ -475,7 +464,6 @@ fn a_live_job_of_a_release_build_lists_the_same_in_both() -> Result<(), String> 
 }
 
 fn live_check(mpi: mqs_tests::Mpi) -> Result<(), String> {
-    use mqs_host::dump::Section;
     use mqs_host::process::{LiveProcess, Mode};
     let job = mqs_tests::Job::launch(mpi, "queues", 2, &["2"])
         .map_err(|e| format!("queues on {mpi:?}: {e}"))?;

@@ -74,6 +74,14 @@ pub enum Error {
     #[error("{detail}")]
     NoDebugInfo { detail: String },
 
+    /// A type pack that does not read the running process right.
+    #[error("{0}")]
+    TypePackRefused(Box<PackRefusal>),
+
+    /// The MPI library has no type information anywhere mqs looked.
+    #[error("{0}")]
+    MissingTypes(Box<MissingTypes>),
+
     /// The DLL returned an error code where the host needed success.
     #[error("the DLL failed in {call}: {detail}")]
     Dll { call: &'static str, detail: String },
@@ -81,6 +89,10 @@ pub enum Error {
     /// A rank of the job runs on another host, out of reach of ptrace.
     #[error("rank {rank} runs on host '{host}' (pid {pid}): only local processes can be read")]
     Remote { rank: usize, host: String, pid: i32 },
+
+    /// An MPI library built without message-queue debugging support.
+    #[error("pid {pid}: {detail}")]
+    NoQueueSupport { pid: i32, detail: String },
 
     /// The MPI says it keeps no message queues for debuggers.
     #[error(
@@ -129,6 +141,59 @@ pub enum Error {
 
     #[error("{0}")]
     Usage(String),
+}
+
+/// A type pack the runtime invariants refused.
+#[derive(Debug)]
+pub struct PackRefusal {
+    pub pack: PathBuf,
+    pub library: PathBuf,
+    pub build_id: String,
+    pub detail: String,
+}
+
+impl fmt::Display for PackRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "type pack {} for {} (build-id {}) refused: {}; it does not describe the running \
+             library: remove it, or make it again from the library's debug file \
+             (mqs-dump typepack extract)",
+            self.pack.display(),
+            self.library.display(),
+            self.build_id,
+            self.detail
+        )
+    }
+}
+
+/// An MPI library without DWARF, pack or debuginfod answer.
+#[derive(Debug)]
+pub struct MissingTypes {
+    pub library: PathBuf,
+    pub build_id: String,
+    /// What was looked at.
+    pub tried: String,
+    /// What the DLL said.
+    pub detail: String,
+}
+
+impl fmt::Display for MissingTypes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {} (build-id {}) has no debug information here ({}); fix it one of three ways: \
+             install its debug file (Debian: its -dbgsym package; or --debug-dir DIR), add a type \
+             pack for build-id {} (--typepack DIR; make one with mqs-dump typepack extract where \
+             its debug file is), or set DEBUGINFOD_URLS to a debuginfod server that has it \
+             (without --offline)",
+            self.detail,
+            self.library.display(),
+            self.build_id,
+            self.tried,
+            self.build_id
+        )
+    }
 }
 
 /// Why the kernel refused us access to a process.
@@ -219,7 +284,11 @@ impl Error {
             Self::PermissionDenied { .. } => PERMISSION_DENIED,
             Self::ProcessGone { .. } => PROCESS_GONE,
             Self::NotMpi { .. } => NOT_MPI,
-            Self::NoDebugInfo { .. } | Self::QueuesNotImplemented { .. } => NO_DEBUG_INFO,
+            Self::NoDebugInfo { .. }
+            | Self::QueuesNotImplemented { .. }
+            | Self::TypePackRefused(_)
+            | Self::MissingTypes(_)
+            | Self::NoQueueSupport { .. } => NO_DEBUG_INFO,
             Self::DllMissing { .. } => DLL_MISSING,
             Self::DllLoad { .. } => DLL_NOT_LOADABLE,
             Self::DllIncompatible { .. } => DLL_INCOMPATIBLE,

@@ -23,7 +23,9 @@ use crate::process::{
 };
 use crate::snapshot::{self, RecordingSymbols, Snapshot};
 use crate::stacks::{self, RawStacks};
-use crate::symbols::{LineTables, ObjectSymbols, SymbolCache, SymbolIndex};
+use crate::symbols::{
+    LineTables, ObjectSymbols, SymbolCache, SymbolIndex, SymbolSources, TypeSource,
+};
 use crate::{mpi2dd, mpir};
 use crate::{Error, Result};
 
@@ -42,6 +44,21 @@ pub struct Options {
     pub save: Option<PathBuf>,
     /// Also unwind every thread's call stack while the process is stopped.
     pub stacks: bool,
+    /// Type pack directories searched before the standard ones.
+    pub typepack_dirs: Vec<PathBuf>,
+    /// Never ask debuginfod servers for debug files.
+    pub offline: bool,
+}
+
+/// The symbol cache of one dump: debug directories, type packs, and
+/// debuginfod unless offline.
+pub fn symbol_cache(options: &Options) -> Arc<SymbolCache> {
+    Arc::new(SymbolCache::with_sources(&SymbolSources {
+        debug_dirs: options.debug_dirs.clone(),
+        typepack_dirs: options.typepack_dirs.clone(),
+        debuginfod: !options.offline,
+        progress: true,
+    }))
 }
 
 /// The symbols of a process: every mapped object with its load bias.
@@ -77,6 +94,10 @@ struct Prepared<T: Target> {
     recording: Option<Rc<RecordingSymbols>>,
     dll: PathBuf,
     executable: String,
+    /// The MPI library (the object naming the DLL), to say what it lacks
+    /// when the DLL finds no types.
+    mpi_library: Option<Arc<ObjectSymbols>>,
+    cache: Option<Arc<SymbolCache>>,
 }
 
 impl<T: Target> Prepared<T> {
@@ -99,7 +120,22 @@ impl<T: Target> Prepared<T> {
         };
         let dll = match dll_path_for(&*symbols, &target, options) {
             Ok(dll) => dll,
-            Err(e) => return Err(Box::new((target, e))),
+            Err(e) => {
+                let e = match (&e, &index) {
+                    (Error::NotMpi { pid, .. }, Some(index)) => {
+                        no_queue_support(*pid, index).unwrap_or(e)
+                    }
+                    _ => e,
+                };
+                return Err(Box::new((target, e)));
+            }
+        };
+        let mpi_library = match &index {
+            Some(index) => match prepare_types(&target, index, cache, &dll, options) {
+                Ok(library) => library,
+                Err(e) => return Err(Box::new((target, e))),
+            },
+            None => None,
         };
         let recording = options
             .save
@@ -121,8 +157,128 @@ impl<T: Target> Prepared<T> {
             recording,
             dll,
             executable,
+            mpi_library,
+            cache: Some(cache.clone()),
         })
     }
+
+    /// The error for a DLL that found no types: which library lacks them,
+    /// and how to get them, when mqs found nothing for it.
+    fn explain(&self, e: Error) -> Error {
+        let Error::NoDebugInfo { detail } = e else {
+            return e;
+        };
+        let (Some(library), Some(cache)) = (&self.mpi_library, &self.cache) else {
+            return Error::NoDebugInfo { detail };
+        };
+        if library.type_source() != TypeSource::None {
+            return Error::NoDebugInfo { detail };
+        }
+        let dirs: Vec<String> = cache
+            .typepack_dirs()
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
+        let debuginfod = match cache.debuginfod() {
+            None if std::env::var_os("DEBUGINFOD_URLS").is_some_and(|v| !v.is_empty()) => {
+                "debuginfod not asked (--offline)".to_owned()
+            }
+            None => "debuginfod not asked (DEBUGINFOD_URLS is not set)".to_owned(),
+            Some(client) => {
+                let notes = client.notes();
+                format!(
+                    "debuginfod {} has no debug file for it{}",
+                    client.servers().join(" "),
+                    if notes.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", notes.join("; "))
+                    }
+                )
+            }
+        };
+        Error::MissingTypes(Box::new(crate::error::MissingTypes {
+            library: library.path().to_owned(),
+            build_id: library.build_id_hex().unwrap_or_else(|| "none".into()),
+            tried: format!(
+                "no DWARF in it or in the debug directories, no type pack in {}, {debuginfod}",
+                dirs.join(", ")
+            ),
+            detail,
+        }))
+    }
+}
+
+/// Gets a process's types ready: lets debuginfod fetch the MPI's own files
+/// (the library that names the DLL, and the objects in the directories of
+/// the DLLs it names, where Open MPI keeps its components), and checks the
+/// type packs the symbols answer from against the process. Returns the MPI
+/// library.
+fn prepare_types(
+    target: &dyn Target,
+    index: &SymbolIndex,
+    cache: &SymbolCache,
+    dll: &Path,
+    options: &Options,
+) -> Result<Option<Arc<ObjectSymbols>>> {
+    let objects = index.objects();
+    let library = objects
+        .iter()
+        .find(|(o, _)| o.data_symbol("MPIR_dll_name").is_some())
+        .map(|(o, _)| o.clone());
+    if cache.debuginfod().is_some() {
+        let mut dirs: Vec<PathBuf> = locate::named_by_target(index, target)
+            .unwrap_or_default()
+            .iter()
+            .map(PathBuf::as_path)
+            .chain(options.dll.is_none().then_some(dll))
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .filter_map(|p| p.parent().map(Path::to_owned))
+            .collect();
+        dirs.dedup();
+        let fetchable = objects
+            .iter()
+            .filter(|(o, _)| {
+                library.as_ref().is_some_and(|l| Arc::ptr_eq(l, o))
+                    || o.path()
+                        .parent()
+                        .is_some_and(|p| dirs.iter().any(|d| d == p))
+            })
+            .map(|(o, _)| o.path().to_owned());
+        index.allow_fetch(fetchable);
+    }
+    let env = MpiEnvironment::of(&target.environment().unwrap_or_default());
+    crate::typepack::guard::check(target, index, &env)?;
+    Ok(library)
+}
+
+/// Why a process with an MPI library but no `MPIR_dll_name` shows no
+/// queues: its MPI was built without debugger support (Debian's MPICH).
+fn no_queue_support(pid: i32, index: &SymbolIndex) -> Option<Error> {
+    let (library, _) = index.objects().into_iter().find(|(o, _)| {
+        o.function_symbol("MPI_Init").is_some() && o.function_symbol("PMPI_Init").is_some()
+    })?;
+    let mpich = library.function_symbol("MPIR_Err_return_comm").is_some()
+        || library
+            .path()
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().contains("mpich"));
+    let name = library.path().display().to_string();
+    let detail = if mpich {
+        format!(
+            "its MPI library {name} is MPICH built without --enable-debuginfo: it keeps no \
+             message queues for debuggers (no MPIR_dll_name, no queue symbols), so no DLL can \
+             show them; rebuild MPICH with --enable-debuginfo (and shared libraries) and \
+             relink or rerun the program with it"
+        )
+    } else {
+        format!(
+            "its MPI library {name} was built without message-queue debugging support (no \
+             MPIR_dll_name), so no DLL can show its queues; rebuild the MPI with its debugger \
+             support enabled"
+        )
+    };
+    Some(Error::NoQueueSupport { pid, detail })
 }
 
 /// What is known of a process's symbols before it is prepared.
@@ -168,7 +324,7 @@ pub fn find_job(
     if let Some(info) = published {
         if info.is_directory() || info.is_metadirectory() {
             let mut opener = NoStopOpener {
-                cache: Arc::new(SymbolCache::new(options.debug_dirs.clone())),
+                cache: symbol_cache(options),
             };
             let found = mpi2dd::walk(target, &info, &mut opener)?;
             let unreachable = found
@@ -279,7 +435,7 @@ pub fn dump_with(
     progress: Progress<'_>,
     elsewhere: &mut dyn Elsewhere,
 ) -> Result<JobDump> {
-    let cache = Arc::new(SymbolCache::new(options.debug_dirs.clone()));
+    let cache = symbol_cache(options);
     let mut target = attach(pid, options)?;
     let symbols = match index_symbols_with(&target, &cache) {
         Ok(symbols) => symbols,
@@ -328,7 +484,7 @@ pub fn dump_with(
 /// keep their MPI_COMM_WORLD ranks; each further job is numbered after the
 /// ones before.
 pub fn dump_pids(pids: &[i32], options: &Options, progress: Progress<'_>) -> Result<JobDump> {
-    let cache = Arc::new(SymbolCache::new(options.debug_dirs.clone()));
+    let cache = symbol_cache(options);
     // Each named process as (its job's name, its members); looked at
     // without stopping: they are stopped together below.
     let mut groups: Vec<(Option<String>, Vec<Member>)> = Vec::new();
@@ -401,7 +557,7 @@ fn number_groups(groups: Vec<(Option<String>, Vec<Member>)>) -> Vec<Member> {
 /// `mqs-dump launch`): its tables are read without stopping it, then its
 /// processes are stopped and dumped.
 pub fn dump_running_starter(starter: i32, options: &Options) -> Result<JobDump> {
-    let cache = Arc::new(SymbolCache::new(options.debug_dirs.clone()));
+    let cache = symbol_cache(options);
     let target = LiveProcess::attach(starter, Mode::NoStop)?;
     let symbols = index_symbols_with(&target, &cache)?;
     let job = find_job(&target, &symbols, options)?.ok_or_else(|| Error::NotMpi {
@@ -462,7 +618,7 @@ pub fn dump_share(
     progress: Progress<'_>,
     barrier: &mut dyn FnMut() -> Result<()>,
 ) -> Result<JobDump> {
-    let cache = Arc::new(SymbolCache::new(options.debug_dirs.clone()));
+    let cache = symbol_cache(options);
     Ok(dump_here(
         None,
         members,
@@ -631,7 +787,7 @@ fn dump_here(
 /// Dumps the processes recorded in core files (one per process of a job),
 /// numbered by their MPI rank, not by file order.
 pub fn dump_cores(cores: &[PathBuf], core: &CoreOptions, options: &Options) -> Result<JobDump> {
-    let cache = Arc::new(SymbolCache::new(options.debug_dirs.clone()));
+    let cache = symbol_cache(options);
     let mut prepared = Vec::new();
     let mut failures = Vec::new();
     for path in cores {
@@ -657,7 +813,7 @@ pub fn dump_snapshot(path: &Path, options: &Options) -> Result<JobDump> {
 
 /// Replays a snapshot already in memory.
 pub fn dump_loaded_snapshot(snapshot: Snapshot, options: &Options) -> Result<JobDump> {
-    let cache = Arc::new(SymbolCache::new(options.debug_dirs.clone()));
+    let cache = symbol_cache(options);
     let mut prepared: Vec<Prepared<SnapshotProcess>> = Vec::new();
     let mut failures = Vec::new();
     let count = snapshot.processes.len();
@@ -957,7 +1113,7 @@ fn dump_group<T: Target>(
             Ok(process) => added.push((i, process, output)),
             Err(e) => {
                 echo_verbose(&output);
-                out.push((i, Err(e)));
+                out.push((i, Err(p.explain(e))));
             }
         }
     }
@@ -994,7 +1150,7 @@ pub fn dump_with_each_dll(
     dlls: &[PathBuf],
     options: &Options,
 ) -> Result<Vec<ProcessDump>> {
-    let cache = Arc::new(SymbolCache::new(options.debug_dirs.clone()));
+    let cache = symbol_cache(options);
     let mut target = attach(pid, options)?;
     let symbols = match index_symbols_with(&target, &cache) {
         Ok(symbols) => symbols,
@@ -1005,6 +1161,12 @@ pub fn dump_with_each_dll(
         .executable()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| format!("pid {pid}"));
+    // The packs are checked once, whichever DLLs read through them.
+    let first = dlls.first().cloned().unwrap_or_default();
+    let mpi_library = match prepare_types(&target, &symbols, &cache, &first, options) {
+        Ok(library) => library,
+        Err(e) => return finish(&mut target, Err(e)),
+    };
     let mut dumps = Vec::new();
     for dll in dlls {
         let prepared = [Prepared {
@@ -1015,6 +1177,8 @@ pub fn dump_with_each_dll(
             recording: None,
             dll: dll.clone(),
             executable: executable.clone(),
+            mpi_library: mpi_library.clone(),
+            cache: Some(cache.clone()),
         }];
         let mut results = dump_group(dll, &prepared, &[0], &mut || {});
         let [Prepared { target: t, .. }] = prepared;
@@ -1135,11 +1299,11 @@ fn process_dump(
             parent: member.spawned_by.clone(),
         }),
         executable,
-        dll: DllInfo {
-            path: dll.path.display().to_string(),
-            version: dll.current_version(),
-            compatibility: dll.compatibility,
-        },
+        dll: DllInfo::new(
+            dll.path.display().to_string(),
+            dll.current_version(),
+            dll.compatibility,
+        ),
         communicators,
         new_processes,
         spawn_breakpoint,

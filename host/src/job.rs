@@ -22,6 +22,8 @@ const MAX_DESCENDANTS: usize = 1 << 16;
 const RANK_VARS: [&str; 3] = ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"];
 /// Environment variables that name the job a process belongs to.
 const JOB_VARS: [&str; 2] = ["OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE"];
+/// Environment variables that give the size of MPI_COMM_WORLD.
+const SIZE_VARS: [&str; 3] = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"];
 
 /// What a process's environment says about its place in an MPI job.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -30,6 +32,8 @@ pub struct MpiEnvironment {
     pub rank: Option<i32>,
     /// The launcher's name for its job.
     pub job: Option<String>,
+    /// The size of its MPI_COMM_WORLD.
+    pub size: Option<i32>,
 }
 
 impl MpiEnvironment {
@@ -42,6 +46,9 @@ impl MpiEnvironment {
             job: JOB_VARS
                 .iter()
                 .find_map(|k| env.get(k).filter(|v| !v.is_empty()).map(str::to_string)),
+            size: SIZE_VARS
+                .iter()
+                .find_map(|k| env.get(k).and_then(|v| v.parse().ok())),
         }
     }
 }
@@ -184,6 +191,7 @@ mod tests {
             env: MpiEnvironment {
                 rank: Some(rank),
                 job: Some(job.into()),
+                size: None,
             },
         }
     }

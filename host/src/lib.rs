@@ -42,6 +42,7 @@ pub mod cvars;
 pub mod dll;
 pub mod dump;
 pub mod error;
+pub mod hex;
 pub mod inspect;
 pub mod job;
 pub mod launch;
@@ -52,6 +53,8 @@ pub mod render;
 pub mod snapshot;
 pub mod stacks;
 pub mod symbols;
+pub mod sync;
+pub mod typepack;
 pub mod view;
 
 pub use error::PermissionReason;

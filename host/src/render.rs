@@ -221,6 +221,10 @@ fn process_text(out: &mut impl Write, p: &ProcessDump) {
         "  DLL {} [{}, interface {}]",
         p.dll.path, p.dll.version, p.dll.compatibility
     );
+    if let Some(mpi) = &p.dll.mpi {
+        let backend = p.dll.backend.as_deref().unwrap_or("?");
+        let _ = writeln!(out, "  MPI: {mpi} (the DLL's {backend} backend)");
+    }
     for line in &p.dll_output {
         let _ = writeln!(out, "  DLL output: {line}");
     }
@@ -497,11 +501,7 @@ mod tests {
                 host: None,
                 spawned: None,
                 executable: "/bin/app".into(),
-                dll: DllInfo {
-                    path: "/lib/dll.so".into(),
-                    version: "test".into(),
-                    compatibility: 2,
-                },
+                dll: DllInfo::new("/lib/dll.so".into(), "test".into(), 2),
                 communicators: Section::Ok {
                     value: CommunicatorList {
                         list: vec![CommunicatorDump {

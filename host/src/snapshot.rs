@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dll::{ImageSymbols, TypeLayout};
 use crate::dump::Launcher;
+use crate::hex::hex;
 use crate::job::Member;
 use crate::process::{
     Environment, MappedObject, PageCache, SnapshotProcess, Target, Thread, PAGE_SIZE,
@@ -46,6 +47,20 @@ pub struct SymbolLog {
     pub symbols: BTreeMap<String, Option<u64>>,
     pub functions: BTreeMap<String, Option<u64>>,
     pub types: BTreeMap<String, Option<TypeLayout>>,
+}
+
+/// A log answers alone, for tests and tools that must not look anywhere
+/// else: a name it does not hold is not found.
+impl ImageSymbols for SymbolLog {
+    fn find_symbol(&self, name: &str) -> Option<u64> {
+        self.symbols.get(name).copied().flatten()
+    }
+    fn find_function(&self, name: &str) -> Option<u64> {
+        self.functions.get(name).copied().flatten()
+    }
+    fn find_type(&self, name: &str) -> Option<TypeLayout> {
+        self.types.get(name).cloned().flatten()
+    }
 }
 
 /// Answers lookups from `inner` and writes each answer down.
@@ -108,6 +123,12 @@ pub struct RecordedSymbols {
 }
 
 impl RecordedSymbols {
+    /// The lookups the recording made (without the fallback to the
+    /// mapped files).
+    pub fn log(&self) -> &SymbolLog {
+        &self.log
+    }
+
     fn fallback(&self) -> Option<&SymbolIndex> {
         self.fallback
             .get_or_init(|| {
@@ -362,10 +383,6 @@ impl Snapshot {
             processes,
         })
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

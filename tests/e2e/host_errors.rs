@@ -303,7 +303,12 @@ fn mpi_without_debug_info() {
         &[
             "not found in the MPI's symbols and debug info:",
             "type 'opal_list_item_t'",
-            "rebuild the MPI with -g",
+            // Which library, its build-id, and the three fixes.
+            "stripped-libmpi/libmpi.so.40 (build-id ",
+            "has no debug information here",
+            "-dbgsym",
+            "--typepack",
+            "DEBUGINFOD_URLS",
         ],
     );
     assert_running_untraced(pid);

@@ -74,6 +74,13 @@ const HOST_SOURCES: &[&str] = &[
 /// The DLL's.
 const DLL_SOURCES: &[&str] = &["dll/src", "mqs-abi/src", "mqs-abi/build.rs", "include"];
 
+/// Our DLL at `path` (built with `build`), checked to be newer than the
+/// DLL's sources: for a cdylib that cargo builds somewhere of its own, such
+/// as next to the DLL's own test binaries.
+pub fn fresh_dll(path: PathBuf, build: &str) -> PathBuf {
+    fresh(path, DLL_SOURCES, build)
+}
+
 /// mqs-dump of this build.
 pub fn mqs_dump_binary() -> PathBuf {
     fresh(

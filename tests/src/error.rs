@@ -15,6 +15,10 @@ pub enum Error {
         reason: String,
     },
 
+    /// A distribution's MPI package is not installed.
+    #[error("{mpi} is not available: {reason}. Install it with scripts/setup-mpis (it installs Debian's packages)")]
+    StockMissing { mpi: &'static str, reason: String },
+
     /// A fixture does not exist in `tests/fixtures/`.
     #[error("no such fixture: {0} (looked for {0}.c in tests/fixtures)")]
     NoFixture(String),

@@ -6,6 +6,7 @@
 //! message that says how to build it.
 
 mod artifacts;
+pub mod contents;
 mod error;
 mod job;
 mod mpi;
@@ -13,7 +14,7 @@ mod nodes;
 mod procfs;
 mod shared_dir;
 
-pub use artifacts::{host_example, mqs_dump_binary, our_dll};
+pub use artifacts::{fresh_dll, host_example, mqs_dump_binary, our_dll};
 pub use error::{Error, NotReady, Result};
 pub use job::{launcher_command, Job, LaunchOptions, JOB_ENV};
 pub use mpi::{

@@ -19,6 +19,13 @@ pub enum Mpi {
     OpenMpiRelease,
     /// MPICH 4.0.2, ch3:nemesis, `--enable-debuginfo`.
     Mpich,
+    /// Debian 12's own Open MPI (`openmpi-bin`/`libopenmpi3`/`libopenmpi-dev`
+    /// 4.1.4-3+b1, installed under /usr by `setup-mpis`): stripped, its DWARF
+    /// only in a -dbgsym package.
+    DebianOpenMpi,
+    /// Debian 12's own MPICH (`mpich`/`libmpich-dev` 4.0.2-3+b1): ch4,
+    /// built without `--enable-debuginfo`.
+    DebianMpich,
 }
 
 /// Which implementation an [`Mpi`] is, for what differs between them (the
@@ -39,17 +46,58 @@ impl Mpi {
             Mpi::OpenMpiG => "openmpi-4.1.4-g",
             Mpi::OpenMpiRelease => "openmpi-4.1.4-release",
             Mpi::Mpich => "mpich-4.0.2-g",
+            Mpi::DebianOpenMpi => "debian-openmpi-4.1.4-3+b1",
+            Mpi::DebianMpich => "debian-mpich-4.0.2-3+b1",
         }
     }
 
+    /// The MPIs `setup-mpis` builds into the cache.
     pub const fn all() -> [Mpi; 3] {
         [Mpi::OpenMpiG, Mpi::OpenMpiRelease, Mpi::Mpich]
     }
 
+    /// Debian's own binary MPIs, as users have them.
+    pub const fn stock() -> [Mpi; 2] {
+        [Mpi::DebianOpenMpi, Mpi::DebianMpich]
+    }
+
     pub const fn family(self) -> Family {
         match self {
-            Mpi::OpenMpiG | Mpi::OpenMpiRelease => Family::OpenMpi,
-            Mpi::Mpich => Family::Mpich,
+            Mpi::OpenMpiG | Mpi::OpenMpiRelease | Mpi::DebianOpenMpi => Family::OpenMpi,
+            Mpi::Mpich | Mpi::DebianMpich => Family::Mpich,
+        }
+    }
+
+    /// Whether this is a distribution's binary package under /usr.
+    pub const fn is_stock(self) -> bool {
+        matches!(self, Mpi::DebianOpenMpi | Mpi::DebianMpich)
+    }
+
+    /// For a stock MPI: its compiler wrapper, launcher and one header the
+    /// -dev package installs (Debian suffixes the names by implementation).
+    const fn stock_files(self) -> Option<(&'static str, &'static str, &'static str)> {
+        match self {
+            Mpi::DebianOpenMpi => Some((
+                "/usr/bin/mpicc.openmpi",
+                "/usr/bin/mpirun.openmpi",
+                "/usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h",
+            )),
+            Mpi::DebianMpich => Some((
+                "/usr/bin/mpicc.mpich",
+                "/usr/bin/mpiexec.mpich",
+                "/usr/include/x86_64-linux-gnu/mpich/mpi.h",
+            )),
+            _ => None,
+        }
+    }
+
+    /// The directory of the stock MPI's libraries and components.
+    pub fn stock_libdir(self) -> Option<PathBuf> {
+        match self {
+            Mpi::DebianOpenMpi | Mpi::DebianMpich => {
+                Some(PathBuf::from("/usr/lib/x86_64-linux-gnu"))
+            }
+            _ => None,
         }
     }
 
@@ -60,6 +108,8 @@ impl Mpi {
             Mpi::OpenMpiG => "MQS_OPENMPI_G_PREFIX",
             Mpi::OpenMpiRelease => "MQS_OPENMPI_RELEASE_PREFIX",
             Mpi::Mpich => "MQS_MPICH_PREFIX",
+            // Installed by Debian's packages under /usr: no override.
+            Mpi::DebianOpenMpi | Mpi::DebianMpich => "",
         }
     }
 
@@ -78,6 +128,17 @@ impl Mpi {
             env_var: self.prefix_env_var(),
             reason,
         };
+        if let Some(files) = self.stock_files() {
+            for f in [files.0, files.1, files.2] {
+                if !Path::new(f).is_file() {
+                    return Err(Error::StockMissing {
+                        mpi: self.name(),
+                        reason: format!("{f} is missing"),
+                    });
+                }
+            }
+            return Ok(PathBuf::from("/usr"));
+        }
         if let Some(p) = var(self.prefix_env_var()) {
             let p = PathBuf::from(p);
             if !p.join("bin/mpicc").is_file() {
@@ -111,6 +172,10 @@ impl Mpi {
 
     /// The C compiler wrapper.
     pub fn mpicc(self) -> Result<PathBuf> {
+        if let Some((mpicc, ..)) = self.stock_files() {
+            self.prefix()?;
+            return Ok(PathBuf::from(mpicc));
+        }
         Ok(self.prefix()?.join("bin/mpicc"))
     }
 
@@ -120,7 +185,13 @@ impl Mpi {
             Family::OpenMpi => "bin/mpirun",
             Family::Mpich => "bin/mpiexec",
         };
-        let path = self.prefix()?.join(bin);
+        let path = match self.stock_files() {
+            Some((_, launcher, _)) => {
+                self.prefix()?;
+                PathBuf::from(launcher)
+            }
+            None => self.prefix()?.join(bin),
+        };
         if !path.is_file() {
             return Err(Error::MpiMissing {
                 mpi: self.name(),

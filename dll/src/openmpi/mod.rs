@@ -8,7 +8,6 @@ pub mod requests;
 pub mod unexpected;
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::ffi::CStr;
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
@@ -16,7 +15,6 @@ use mqs_abi::{OpClass, PendingOperation, ReturnCode};
 
 use crate::abi;
 use crate::access::{ImageAccess, ProcessAccess, TypeSizes};
-use crate::callbacks::InfoKind;
 use crate::errors::DllError;
 use crate::layout::{Layout, Missing};
 use crate::messages;
@@ -41,67 +39,7 @@ pub const SYM_LOCAL_PROC: &str = "ompi_proc_local_proc";
 /// lazy debuggers load that file's types first.
 pub const FN_SETUP_DLLS: &str = "ompi_debugger_setup_dlls";
 
-/// Why an image or process cannot show queues: a code and a static printf
-/// format with one `%s` (or none, to fail silently).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Failure {
-    pub code: DllError,
-    pub message: Option<&'static CStr>,
-}
-
-impl Failure {
-    fn missing(m: Missing) -> Failure {
-        Failure {
-            code: m.error(),
-            message: Some(messages::missing_message(m)),
-        }
-    }
-}
-
-/// What the DLL keeps per image.
-#[derive(Debug)]
-pub struct ImageState {
-    /// The debugger's image table, kept since `mqs_setup_image`.
-    pub table: *const abi::mqs_image_callbacks,
-    /// Set by a successful `mqs_image_has_queues`.
-    pub layout: Option<Arc<Layout>>,
-    /// Set by a failed one.
-    pub failure: Option<Failure>,
-}
-
-impl InfoKind for ImageState {
-    const MAGIC: u64 = 0x6d71_735f_696d_6167; // "mqs_imag"
-    const MISSING: DllError = DllError::NoImageInfo;
-}
-
-impl ImageState {
-    pub fn new(table: *const abi::mqs_image_callbacks) -> Self {
-        ImageState {
-            table,
-            layout: None,
-            failure: None,
-        }
-    }
-
-    /// `mqs_image_has_queues`: checks the image once and remembers.
-    pub fn check<I: ImageAccess>(&mut self, image: &I) -> Result<Arc<Layout>, Failure> {
-        if let Some(layout) = &self.layout {
-            return Ok(Arc::clone(layout));
-        }
-        match check_image(image) {
-            Ok(layout) => {
-                let layout = Arc::new(layout);
-                self.layout = Some(Arc::clone(&layout));
-                self.failure = None;
-                Ok(layout)
-            }
-            Err(f) => {
-                self.failure = Some(f);
-                Err(f)
-            }
-        }
-    }
-}
+pub use crate::messages::Failure;
 
 /// Whether an image is an Open MPI program with the debug info we need.
 pub fn check_image<I: ImageAccess>(image: &I) -> Result<Layout, Failure> {
@@ -280,13 +218,11 @@ pub struct ProcessState {
     /// Lines for the debugger's dprints, drained by the exports.
     pub dprints: Vec<String>,
     said: HashSet<&'static str>,
+    /// What `check` found (MPI version, PML, debug info), for the version
+    /// string.
+    detected: Option<String>,
     #[cfg(feature = "mpi2")]
     pub new_processes: Option<VecDeque<mqs_abi::ProcessLocation>>,
-}
-
-impl InfoKind for ProcessState {
-    const MAGIC: u64 = 0x6d71_735f_7072_6f63; // "mqs_proc"
-    const MISSING: DllError = DllError::NoProcessInfo;
 }
 
 impl ProcessState {
@@ -315,9 +251,15 @@ impl ProcessState {
             show_internal: std::env::var_os("MQS_SHOW_INTERNAL").is_some_and(|v| v == "1"),
             dprints: Vec::new(),
             said: HashSet::new(),
+            detected: None,
             #[cfg(feature = "mpi2")]
             new_processes: None,
         }
+    }
+
+    /// What `check` found, for the version string.
+    pub fn detected(&self) -> Option<String> {
+        self.detected.clone()
     }
 
     /// A target for one call.
@@ -379,7 +321,8 @@ impl ProcessState {
             Ok(_) => "ob1 debug info: yes".to_string(),
             Err(m) => format!("ob1 debug info: no ({m})"),
         };
-        messages::set_detected(&format!("{version}, {pml}, {ob1}"));
+        self.detected = Some(format!("{version}, {pml}, {ob1}"));
+        messages::set_detected(&format!("{version}, {pml}, {ob1}"), "openmpi");
         if let Err(m) = &layout.ob1 {
             self.say_once(
                 "no-ob1",

@@ -1,9 +1,12 @@
-//! Shared by the integration tests: a fake debugger driving the DLL through
-//! its C entry points, and recorded process snapshots.
+//! Shared by the integration tests: the real host's session over recorded
+//! processes (`session`), their in-process view for C-level tests
+//! (`snapshot`), corruption (`mutate`), the raw entry points for the
+//! calling contract (`raw`) and the strict C host (`strict`).
 #![allow(dead_code)]
 
-pub mod host;
 pub mod mutate;
+pub mod raw;
+pub mod session;
 pub mod snapshot;
 pub mod strict;
 

@@ -119,3 +119,47 @@ impl Snapshot {
             .collect();
     }
 }
+
+impl Snapshot {
+    /// A process recorded by the real host (`super::session`), as this
+    /// in-process view of it: what a C debugger's tables would hold. Types
+    /// known only by their tag (asked as `struct NAME`) keep that mark.
+    pub fn from_recorded(name: &str, p: &super::session::Recorded) -> Snapshot {
+        let log = &p.symbols;
+        let mut snap = Snapshot {
+            description: format!("{name}, process {}", p.member.identity),
+            type_sizes: lp64(),
+            global_rank: p.member.identity,
+            ..Snapshot::default()
+        };
+        for (n, addr) in log.symbols.iter().chain(&log.functions) {
+            if let Some(addr) = addr {
+                snap.symbols.insert(n.clone(), *addr);
+            }
+        }
+        for (n, t) in &log.types {
+            let Some(t) = t else { continue };
+            let (tag_only, n) = match n.strip_prefix("struct ") {
+                Some(tag) => (true, tag),
+                None => (false, n.as_str()),
+            };
+            snap.types.insert(
+                n.to_string(),
+                TypeInfo {
+                    tag_only,
+                    size: t.size.unwrap_or(0),
+                    fields: t.fields.iter().cloned().collect(),
+                },
+            );
+        }
+        let mut pages: Vec<_> = p.target.pages.iter().collect();
+        pages.sort_unstable_by_key(|(n, _)| **n);
+        let page = mqs_host::process::PAGE_SIZE;
+        let reads: BTreeMap<u64, Vec<u8>> = pages
+            .into_iter()
+            .map(|(n, b)| (n * page, b.to_vec()))
+            .collect();
+        snap.set_memory(&reads);
+        snap
+    }
+}

@@ -142,6 +142,9 @@ fn options_of(share: ShareOptions) -> Options {
         debug_dirs: share.debug_dirs,
         save: None,
         stacks: share.stacks,
+        // The node's own pack directories and DEBUGINFOD_URLS.
+        typepack_dirs: Vec::new(),
+        offline: false,
     }
 }
 

@@ -128,7 +128,7 @@ impl Token {
     pub fn new() -> io::Result<Self> {
         let mut bytes = [0u8; 16];
         std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-        Ok(Self(bytes.iter().map(|b| format!("{b:02x}")).collect()))
+        Ok(Self(crate::hex::hex(&bytes)))
     }
 
     pub fn as_str(&self) -> &str {

@@ -9,7 +9,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard};
 
 use crate::dump::CallbackCounts;
 use crate::process::Target;
@@ -53,7 +53,7 @@ thread_local! {
 
 fn live() -> MutexGuard<'static, Option<HashMap<usize, Kind>>> {
     // A panic elsewhere cannot leave the map half-updated: keep using it.
-    LIVE.lock().unwrap_or_else(PoisonError::into_inner)
+    crate::sync::lock(&LIVE)
 }
 
 pub(crate) fn register(ptr: *const c_void, kind: Kind) {

@@ -5,7 +5,7 @@
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
 use mqs_abi::ffi::{mpi1, mpi2};
@@ -43,7 +43,7 @@ impl Dll {
             path: path.to_path_buf(),
             detail: e.to_string(),
         })?;
-        let mut loaded = LOADED.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut loaded = crate::sync::lock(&LOADED);
         if let Some(dll) = loaded.iter().find(|d| d.path == canonical) {
             return Ok(dll);
         }

@@ -19,8 +19,7 @@ pub use session::{ImageId, ProcessId, Session};
 /// for a whole dump; a poisoned lock is still a lock.
 pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    crate::sync::lock(&LOCK)
 }
 
 /// What the DLL may look up in an image: the host's symbol tables and DWARF

@@ -9,7 +9,8 @@ use std::time::SystemTime;
 use super::debug_files::DebugDirs;
 use super::elf::ElfFile;
 use super::mapped::MappedFile;
-use super::object::{lock, ObjectSymbols};
+use super::object::ObjectSymbols;
+use crate::sync::lock;
 use crate::Result;
 
 /// Which build of a file: its build-id, or (mtime, size) without one.
@@ -33,6 +34,35 @@ impl SymbolCache {
             dirs: Arc::new(DebugDirs::new(debug_dirs)),
             objects: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Debug directories, type packs and (when asked) debuginfod.
+    pub fn with_sources(sources: &super::SymbolSources) -> Self {
+        let packs = super::typepack::TypePacks::standard(sources.typepack_dirs.clone());
+        let debuginfod = if sources.debuginfod {
+            super::cache_root()
+                .and_then(|root| super::debuginfod::Debuginfod::from_env(&root, sources.progress))
+        } else {
+            None
+        };
+        Self {
+            dirs: Arc::new(DebugDirs::with(
+                sources.debug_dirs.clone(),
+                packs,
+                debuginfod,
+            )),
+            objects: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The type pack directories, in search order.
+    pub fn typepack_dirs(&self) -> &[PathBuf] {
+        self.dirs.packs.dirs()
+    }
+
+    /// The debuginfod servers asked, if any.
+    pub fn debuginfod(&self) -> Option<&super::debuginfod::Debuginfod> {
+        self.dirs.debuginfod.as_ref()
     }
 
     /// The object at `path`, parsed now or earlier.

@@ -3,24 +3,43 @@
 //! `.gnu_debugaltlink`. The user's debug directories come before the
 //! system's `/usr/lib/debug`.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use super::debuginfod::Debuginfod;
 use super::elf::ElfFile;
+use super::typepack::TypePacks;
+use crate::hex::hex;
 
 const SYSTEM_DEBUG_DIR: &str = "/usr/lib/debug";
 
-/// The debug directories, user-given first.
-#[derive(Debug, Clone)]
+/// Where an object's types may come from besides its own DWARF: the debug
+/// directories (user-given first), type packs, and debuginfod servers.
+#[derive(Debug)]
 pub(crate) struct DebugDirs {
     dirs: Vec<PathBuf>,
+    pub(crate) packs: TypePacks,
+    pub(crate) debuginfod: Option<Debuginfod>,
 }
 
 impl DebugDirs {
+    /// Debug directories only (packs from the standard places, no
+    /// debuginfod).
     pub(crate) fn new(user: Vec<PathBuf>) -> Self {
+        Self::with(user, TypePacks::standard(Vec::new()), None)
+    }
+
+    pub(crate) fn with(
+        user: Vec<PathBuf>,
+        packs: TypePacks,
+        debuginfod: Option<Debuginfod>,
+    ) -> Self {
         let mut dirs = user;
         dirs.push(PathBuf::from(SYSTEM_DEBUG_DIR));
-        Self { dirs }
+        Self {
+            dirs,
+            packs,
+            debuginfod,
+        }
     }
 
     /// The separate debug file of `elf`: by build-id, else by debuglink.
@@ -45,6 +64,16 @@ impl DebugDirs {
         // A relative name is relative to the directory of the file naming
         // it: as opened, or (a build-id symlink) where it really is.
         let mut named = vec![alt.clone()];
+        // An absolute name under /usr/lib/debug (Debian's dwz files) is
+        // looked for under each debug directory too: an unpacked -dbgsym
+        // package given with --debug-dir has it there.
+        if let Ok(rest) = alt.strip_prefix(SYSTEM_DEBUG_DIR) {
+            for dir in &self.dirs {
+                if !named.contains(&dir.join(rest)) {
+                    named.push(dir.join(rest));
+                }
+            }
+        }
         if alt.is_relative() {
             named.clear();
             let real = std::fs::canonicalize(file.path()).ok();
@@ -174,13 +203,6 @@ fn same_file(a: &Path, b: &Path) -> bool {
         (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
         _ => false,
     }
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }
 
 #[cfg(test)]

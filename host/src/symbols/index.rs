@@ -1,14 +1,15 @@
 //! The symbols and types of one process: its loaded objects in load order,
 //! each with its load bias.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
 use super::cache::SymbolCache;
-use super::object::{lock, Lookup, ObjectSymbols, Symbol};
+use super::object::{Lookup, ObjectSymbols, Symbol};
 use super::types::{TypeInfo, TypeQuery};
 use crate::process::MappedObject;
+use crate::sync::{self, lock};
 use crate::Result;
 
 #[derive(Debug, Clone)]
@@ -25,6 +26,9 @@ pub struct SymbolIndex {
     /// objects win, so only "not found" can change when one is added.
     types: Mutex<HashMap<String, Option<Arc<TypeInfo>>>>,
     skipped: Mutex<Vec<(PathBuf, String)>>,
+    /// Objects whose debug files may be fetched from debuginfod when a
+    /// type is found nowhere else (the MPI's own files, see `allow_fetch`).
+    fetchable: RwLock<HashSet<PathBuf>>,
 }
 
 impl SymbolIndex {
@@ -41,6 +45,7 @@ impl SymbolIndex {
             objects: RwLock::new(Vec::new()),
             types: Mutex::new(HashMap::new()),
             skipped: Mutex::new(Vec::new()),
+            fetchable: RwLock::new(HashSet::new()),
         };
         for (path, bias) in objects {
             index.add_object(&path, bias)?;
@@ -125,10 +130,7 @@ impl SymbolIndex {
 
     fn push(&self, object: Arc<ObjectSymbols>, bias: u64) {
         {
-            let mut objects = self
-                .objects
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut objects = sync::write(&self.objects);
             if objects
                 .iter()
                 .any(|l| Arc::ptr_eq(&l.object, &object) && l.bias == bias)
@@ -193,11 +195,45 @@ impl SymbolIndex {
         found
     }
 
+    /// Lets lookups fetch the debug files of these objects (by path) from
+    /// debuginfod when no object here knows a type. Only the MPI's own files
+    /// are worth a download: asking for every stripped system library would
+    /// fetch megabytes for nothing.
+    pub fn allow_fetch(&self, objects: impl IntoIterator<Item = PathBuf>) {
+        let mut fetchable = sync::write(&self.fetchable);
+        fetchable.extend(objects);
+        lock(&self.types).retain(|_, found| found.is_some());
+    }
+
     fn resolve_type(&self, query: &TypeQuery) -> Option<Arc<TypeInfo>> {
         let objects = self.snapshot();
+        // What is here first; debuginfod only when nothing here has it.
+        self.resolve_in(&objects, query, false).or_else(|| {
+            let any = sync::read(&self.fetchable)
+                .iter()
+                .any(|path| objects.iter().any(|l| l.object.path() == path));
+            if !any {
+                return None;
+            }
+            // Each fetch is a download: ask first the files whose name
+            // shares the longest start with the type's (Open MPI names a
+            // component's types after it: mca_pml_ob1_* in mca_pml_ob1.so).
+            let mut ordered = objects.clone();
+            ordered.sort_by_key(|l| std::cmp::Reverse(shared_start(l.object.path(), &query.name)));
+            self.resolve_in(&ordered, query, true)
+        })
+    }
+
+    fn resolve_in(
+        &self,
+        objects: &[Loaded],
+        query: &TypeQuery,
+        fetch: bool,
+    ) -> Option<Arc<TypeInfo>> {
+        let fetchable = |l: &Loaded| fetch && sync::read(&self.fetchable).contains(l.object.path());
         let mut declared = None;
-        for loaded in &objects {
-            match loaded.object.lookup_type(query) {
+        for loaded in objects {
+            match loaded.object.lookup_type_with(query, fetchable(loaded)) {
                 Lookup::Found(info) => return Some(info),
                 Lookup::Declared(tag) => {
                     declared.get_or_insert(tag);
@@ -206,12 +242,12 @@ impl SymbolIndex {
             }
         }
         let tag = declared?;
-        objects
-            .iter()
-            .find_map(|loaded| match loaded.object.lookup_type(&tag) {
+        objects.iter().find_map(|loaded| {
+            match loaded.object.lookup_type_with(&tag, fetchable(loaded)) {
                 Lookup::Found(info) => Some(info),
                 Lookup::Declared(_) | Lookup::Missing => None,
-            })
+            }
+        })
     }
 
     fn find(&self, lookup: impl Fn(&ObjectSymbols) -> Option<Symbol>) -> Option<u64> {
@@ -232,11 +268,20 @@ impl SymbolIndex {
     /// A copy of the object list, so lookups (which may index DWARF for a
     /// while) never hold the lock.
     fn snapshot(&self) -> Vec<Loaded> {
-        self.objects
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        sync::read(&self.objects).clone()
     }
+}
+
+/// How many leading characters a file's name and a type's name share.
+fn shared_start(path: &Path, type_name: &str) -> usize {
+    let stem = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    stem.chars()
+        .zip(type_name.chars())
+        .take_while(|(a, b)| a == b)
+        .count()
 }
 
 impl std::fmt::Debug for SymbolIndex {
@@ -250,5 +295,21 @@ impl std::fmt::Debug for SymbolIndex {
             .field("objects", &objects)
             .field("cache", &self.cache)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn components_named_like_the_type_come_first() {
+        let ob1 = Path::new("/x/openmpi3/mca_pml_ob1.so");
+        let btl = Path::new("/x/openmpi3/mca_btl_sm.so");
+        let libmpi = Path::new("/x/libmpi.so.40");
+        let t = "mca_pml_ob1_comm_t";
+        assert!(shared_start(ob1, t) > shared_start(btl, t));
+        assert!(shared_start(btl, t) > shared_start(libmpi, t));
+        assert_eq!(shared_start(libmpi, "ompi_communicator_t"), 0);
     }
 }

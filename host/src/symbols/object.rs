@@ -12,7 +12,10 @@ use super::dwarf_data::{DwarfData, SectionBytes};
 use super::elf::ElfFile;
 use super::symtab::{SymDef, SymbolTable};
 use super::type_index::TypeIndex;
+use super::typepack::FoundPack;
 use super::types::{Found, Resolver, TypeInfo, TypeQuery};
+use crate::hex::hex;
+use crate::sync::lock;
 use crate::Result;
 
 /// A defined symbol: its link-time value (st_value, before the load bias)
@@ -59,6 +62,19 @@ struct DwarfTypes {
     resolved: Mutex<HashMap<TypeQuery, Lookup>>,
 }
 
+/// Where an object's type answers come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TypeSource {
+    /// DWARF on this machine: the object's own or a debug file's.
+    Dwarf(PathBuf),
+    /// A type pack for its build-id.
+    Pack(PathBuf),
+    /// A debug file fetched from a debuginfod server.
+    Debuginfod(PathBuf),
+    /// Nothing (yet: debuginfod is asked only when a lookup needs it).
+    None,
+}
+
 /// One ELF object (executable or shared library) and its separate debug
 /// files. Shared between processes through `SymbolCache`.
 pub struct ObjectSymbols {
@@ -72,6 +88,12 @@ pub struct ObjectSymbols {
     /// lookup), once.
     dwarf: OnceLock<Option<DwarfData>>,
     types: OnceLock<DwarfTypes>,
+    /// The type pack for its build-id, looked for when it has no DWARF here.
+    pack: OnceLock<Option<FoundPack>>,
+    /// DWARF fetched from debuginfod, when nothing here has any: tried at
+    /// most once, and only when a lookup allows it.
+    fetched: OnceLock<Option<DwarfData>>,
+    fetched_types: OnceLock<DwarfTypes>,
     /// Why debug files were rejected or DWARF could not be read.
     notes: Mutex<Vec<String>>,
 }
@@ -84,26 +106,68 @@ impl ObjectSymbols {
     }
 
     pub(crate) fn from_elf(elf: ElfFile, dirs: Arc<DebugDirs>) -> Result<Self> {
+        Self::from_parts(elf, dirs, OnceLock::new())
+    }
+
+    fn from_parts(
+        elf: ElfFile,
+        dirs: Arc<DebugDirs>,
+        debug_file: OnceLock<Option<ElfFile>>,
+    ) -> Result<Self> {
         let mut this = Self {
             elf,
             dirs,
             symbols: SymbolTable::default(),
-            debug_file: OnceLock::new(),
+            debug_file,
             dwarf: OnceLock::new(),
             types: OnceLock::new(),
+            pack: OnceLock::new(),
+            fetched: OnceLock::new(),
+            fetched_types: OnceLock::new(),
             notes: Mutex::new(Vec::new()),
         };
         let mut symbols = SymbolTable::default();
         symbols.add_from(&this.elf.object()?, true);
         // A stripped object keeps only .dynsym; file-statics (MPICH's queue
-        // heads among them) are in its debug file's .symtab.
+        // heads among them) are in its debug file's .symtab, or its pack.
         if !this.elf.has_symtab {
             if let Some(debug) = this.debug_file() {
                 symbols.add_from(&debug.object()?, true);
+            } else if let Some(found) = this.pack() {
+                for (name, s) in &found.pack.symbols {
+                    symbols.add_def(name, s.value, s.global, false);
+                }
+                for (name, s) in &found.pack.functions {
+                    symbols.add_def(name, s.value, s.global, true);
+                }
             }
         }
         this.symbols = symbols;
         Ok(this)
+    }
+
+    /// Opens `path` with an explicit separate debug file (`typepack
+    /// extract --debug-file`), checked to belong to it by build-id.
+    pub fn open_with_debug_file(
+        path: &Path,
+        debug: &Path,
+        debug_dirs: Vec<PathBuf>,
+    ) -> Result<Self> {
+        let elf = ElfFile::open(path)?;
+        let debug = ElfFile::open(debug)?;
+        if let (Some(a), Some(b)) = (&elf.build_id, &debug.build_id) {
+            if a != b {
+                return Err(crate::Error::ObjectFile {
+                    path: debug.path().to_owned(),
+                    detail: format!("build-id {} is not {}'s {}", hex(b), path.display(), hex(a)),
+                });
+            }
+        }
+        Self::from_parts(
+            elf,
+            Arc::new(DebugDirs::new(debug_dirs)),
+            OnceLock::from(Some(debug)),
+        )
     }
 
     pub fn path(&self) -> &Path {
@@ -114,6 +178,67 @@ impl ObjectSymbols {
         self.elf.build_id.as_deref()
     }
 
+    /// Whether it is a 64-bit ELF file (8-byte pointers).
+    pub fn is_64(&self) -> bool {
+        use object::Object;
+        self.elf.object().is_ok_and(|o| o.is_64())
+    }
+
+    /// The build-id as lowercase hex.
+    pub fn build_id_hex(&self) -> Option<String> {
+        self.build_id().map(hex)
+    }
+
+    /// Whether the object has DWARF here (its own or a local debug file's).
+    pub fn has_local_dwarf(&self) -> bool {
+        self.dwarf_data_local().is_some()
+    }
+
+    /// Where its types come from now, without asking debuginfod.
+    pub fn type_source(&self) -> TypeSource {
+        if let Some(data) = self.dwarf_data_local() {
+            return TypeSource::Dwarf(data.path().to_owned());
+        }
+        if let Some(found) = self.pack() {
+            return TypeSource::Pack(found.path.clone());
+        }
+        match self.fetched.get() {
+            Some(Some(data)) => TypeSource::Debuginfod(data.path().to_owned()),
+            _ => TypeSource::None,
+        }
+    }
+
+    /// The type pack for this object's build-id, when it has no DWARF here.
+    pub fn pack(&self) -> Option<&FoundPack> {
+        self.pack
+            .get_or_init(|| {
+                if self.elf.has_dwarf {
+                    return None;
+                }
+                let id = self.build_id_hex()?;
+                self.dirs.packs.find(&id)
+            })
+            .as_ref()
+    }
+
+    /// The dynamic symbols' link-time values, for checking a pack.
+    pub fn dynamic_symbol(&self, name: &str) -> Option<Symbol> {
+        self.data_symbol(name)
+            .or_else(|| self.function_symbol(name))
+    }
+
+    /// The link-time value and binding of a symbol in the object's own
+    /// `.dynsym` (not its debug file's or a pack's).
+    pub fn exported(&self, name: &str) -> Option<Symbol> {
+        use object::{Object, ObjectSymbol};
+        let obj = self.elf.object().ok()?;
+        obj.dynamic_symbols()
+            .find(|s| s.is_definition() && s.name() == Ok(name))
+            .map(|s| Symbol {
+                value: s.address(),
+                global: s.is_global(),
+            })
+    }
     /// A data symbol (STT_OBJECT, or STT_NOTYPE in a section), preferring a
     /// global definition over a file-static one.
     pub fn data_symbol(&self, name: &str) -> Option<Symbol> {
@@ -146,7 +271,10 @@ impl ObjectSymbols {
 
     /// Builds the type index now, if not built yet, and says what it found.
     pub fn index_types(&self) -> TypeIndexStats {
-        self.types().stats.clone()
+        match (self.dwarf_data_local(), self.fetched_types.get()) {
+            (None, Some(fetched)) => fetched.stats.clone(),
+            _ => self.types().stats.clone(),
+        }
     }
 
     /// Why debug files were passed over or DWARF was unreadable.
@@ -154,28 +282,55 @@ impl ObjectSymbols {
         lock(&self.notes).clone()
     }
 
+    /// One object's answer: its DWARF here, else its type pack, else (when
+    /// `fetch` allows) DWARF fetched from debuginfod.
     pub(crate) fn lookup_type(&self, query: &TypeQuery) -> Lookup {
-        let types = self.types();
+        self.lookup_type_with(query, false)
+    }
+
+    pub(crate) fn lookup_type_with(&self, query: &TypeQuery, fetch: bool) -> Lookup {
+        if let Some(data) = self.dwarf_data_local() {
+            return self.lookup_in(self.types(), data, query);
+        }
+        if let Some(found) = self.pack() {
+            // A pack holds the names as asked: look for the query as written.
+            // (A typedef is asked by its bare name, which is how DLLs ask.)
+            let asked = match query.scope {
+                super::types::Scope::Any | super::types::Scope::Typedef => query.name.clone(),
+                _ => format!("{} {}", scope_word(query.scope), query.name),
+            };
+            return match found.pack.find_type(&asked) {
+                Some(info) => Lookup::Found(Arc::new(info)),
+                None => Lookup::Missing,
+            };
+        }
+        if fetch || self.fetched.get().is_some() {
+            if let Some(data) = self.fetched_dwarf() {
+                let types = self
+                    .fetched_types
+                    .get_or_init(|| self.build_types(Some(data)));
+                return self.lookup_in(types, data, query);
+            }
+        }
+        Lookup::Missing
+    }
+
+    fn lookup_in(&self, types: &DwarfTypes, data: &DwarfData, query: &TypeQuery) -> Lookup {
         if let Some(hit) = lock(&types.resolved).get(query) {
             return hit.clone();
         }
-        let lookup = match self.dwarf_data() {
-            None => Lookup::Missing,
-            Some(data) => {
-                let dwarf = data.dwarf();
-                match Resolver::new(&dwarf, &types.index).lookup(query) {
-                    Ok(Some(Found::Type(info))) => Lookup::Found(Arc::new(info)),
-                    Ok(Some(Found::Declared(tag))) => Lookup::Declared(tag),
-                    Ok(None) => Lookup::Missing,
-                    Err(e) => {
-                        self.note(format!(
-                            "{}: reading type {}: {e}",
-                            data.path().display(),
-                            query.name
-                        ));
-                        Lookup::Missing
-                    }
-                }
+        let dwarf = data.dwarf();
+        let lookup = match Resolver::new(&dwarf, &types.index).lookup(query) {
+            Ok(Some(Found::Type(info))) => Lookup::Found(Arc::new(info)),
+            Ok(Some(Found::Declared(tag))) => Lookup::Declared(tag),
+            Ok(None) => Lookup::Missing,
+            Err(e) => {
+                self.note(format!(
+                    "{}: reading type {}: {e}",
+                    data.path().display(),
+                    query.name
+                ));
+                Lookup::Missing
             }
         };
         lock(&types.resolved).insert(query.clone(), lookup.clone());
@@ -198,33 +353,110 @@ impl ObjectSymbols {
     }
 
     fn types(&self) -> &DwarfTypes {
-        self.types.get_or_init(|| {
-            let started = Instant::now();
-            let data = self.dwarf_data();
-            let index = match data {
-                Some(data) => TypeIndex::build(&data.dwarf()),
-                None => TypeIndex::default(),
-            };
-            if !index.errors.is_empty() {
-                let shown = index.errors.iter().take(5);
-                lock(&self.notes).extend(shown.map(|e| format!("{}: {e}", self.path().display())));
-            }
-            let stats = TypeIndexStats {
-                dwarf_path: data.map(|d| d.path().to_owned()),
-                sup_path: data.and_then(|d| d.sup_path()).map(Path::to_owned),
-                names: index.len(),
-                elapsed: started.elapsed(),
-            };
-            DwarfTypes {
-                index,
-                stats,
-                resolved: Mutex::new(HashMap::new()),
-            }
-        })
+        self.types
+            .get_or_init(|| self.build_types(self.dwarf_data_local()))
     }
 
-    /// The object's DWARF (its own or its debug file's), loaded once.
+    fn build_types(&self, data: Option<&DwarfData>) -> DwarfTypes {
+        let started = Instant::now();
+        let index = match data {
+            Some(data) => TypeIndex::build(&data.dwarf()),
+            None => TypeIndex::default(),
+        };
+        if !index.errors.is_empty() {
+            let shown = index.errors.iter().take(5);
+            lock(&self.notes).extend(shown.map(|e| format!("{}: {e}", self.path().display())));
+        }
+        let stats = TypeIndexStats {
+            dwarf_path: data.map(|d| d.path().to_owned()),
+            sup_path: data.and_then(|d| d.sup_path()).map(Path::to_owned),
+            names: index.len(),
+            elapsed: started.elapsed(),
+        };
+        DwarfTypes {
+            index,
+            stats,
+            resolved: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// DWARF fetched from debuginfod (once): the debug file by the object's
+    /// build-id, its dwz file by the build-id its altlink names.
+    fn fetched_dwarf(&self) -> Option<&DwarfData> {
+        self.fetched.get_or_init(|| self.fetch_dwarf()).as_ref()
+    }
+
+    fn fetch_dwarf(&self) -> Option<DwarfData> {
+        let client = self.dirs.debuginfod.as_ref()?;
+        let id = self.elf.build_id.as_deref()?;
+        let name = self
+            .path()
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        let path = client.debuginfo(id, &name)?;
+        let file = match self.fetched_elf(&path, id) {
+            Ok(file) => file,
+            Err(e) => {
+                self.note(e);
+                return None;
+            }
+        };
+        let mut notes = Vec::new();
+        let mut sup = self.dirs.supplementary_for(&file, &mut notes);
+        if sup.is_none() {
+            if let Some((alt, alt_id)) = &file.altlink {
+                let what = format!("{name} dwz {}", alt.display());
+                if let Some(p) = client.debuginfo(alt_id, &what) {
+                    match self.fetched_elf(&p, alt_id) {
+                        Ok(found) => {
+                            notes.clear();
+                            sup = Some(found);
+                        }
+                        Err(e) => notes.push(e),
+                    }
+                }
+            }
+        }
+        lock(&self.notes).extend(notes);
+        match DwarfData::load(&file, sup.as_ref()) {
+            Ok(data) => Some(data),
+            Err(e) => {
+                self.note(e.to_string());
+                None
+            }
+        }
+    }
+
+    /// A cached download, checked to be the ELF file with build-id `id`
+    /// and DWARF (a wrong one is removed from the cache).
+    fn fetched_elf(&self, path: &Path, id: &[u8]) -> std::result::Result<ElfFile, String> {
+        let refuse = |why: String| {
+            let _ = std::fs::remove_file(path);
+            Err(format!(
+                "debuginfod gave {}: {why}; removed it",
+                path.display()
+            ))
+        };
+        match ElfFile::open(path) {
+            Ok(elf) if elf.build_id.as_deref() != Some(id) => refuse(format!(
+                "build-id {} is not the {} asked for",
+                elf.build_id.as_deref().map(hex).unwrap_or_default(),
+                hex(id)
+            )),
+            Ok(elf) if !elf.has_dwarf => refuse("it has no DWARF".into()),
+            Ok(elf) => Ok(elf),
+            Err(e) => refuse(e.to_string()),
+        }
+    }
+
+    /// The object's DWARF (its own or its debug file's, or one fetched
+    /// from debuginfod earlier), loaded once.
     pub(crate) fn dwarf_data(&self) -> Option<&DwarfData> {
+        self.dwarf_data_local()
+            .or_else(|| self.fetched.get().and_then(Option::as_ref))
+    }
+
+    fn dwarf_data_local(&self) -> Option<&DwarfData> {
         self.dwarf.get_or_init(|| self.load_dwarf()).as_ref()
     }
 
@@ -328,10 +560,14 @@ fn section_with_range(
     Some((range, bytes))
 }
 
-/// Locks `mutex`, ignoring poisoning: the data behind our mutexes are caches
-/// and notes that a panicking writer cannot leave half-updated.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+fn scope_word(scope: super::types::Scope) -> &'static str {
+    use super::types::Scope;
+    match scope {
+        Scope::Any => "",
+        Scope::Typedef => "typedef",
+        Scope::Struct => "struct",
+        Scope::Class => "class",
+        Scope::Union => "union",
+        Scope::Enum => "enum",
+    }
 }

@@ -100,6 +100,17 @@ impl SymbolTable {
         });
     }
 
+    /// Adds a definition known from elsewhere (a type pack), unless the
+    /// tables have one already.
+    pub(crate) fn add_def(&mut self, name: &str, value: u64, global: bool, function: bool) {
+        let table = if function {
+            &mut self.functions
+        } else {
+            &mut self.data
+        };
+        table.entry(name.into()).or_insert(SymDef { value, global });
+    }
+
     fn add<'data>(&mut self, sym: &impl ObjectSymbol<'data>) {
         // Undefined, common and absolute symbols have no address in this
         // object that the bias would relocate.

@@ -116,6 +116,9 @@ pub struct DumpArgs {
     #[arg(long, value_name = "DIR")]
     pub debug_dir: Vec<PathBuf>,
 
+    #[command(flatten)]
+    pub types: crate::typepack::TypeSourceArgs,
+
     /// Also show each thread's call stack, read while the process is
     /// stopped (function, and file:line where debug info has it); in the
     /// job view, the stacks of all ranks merged into one call tree.
@@ -234,6 +237,8 @@ pub fn run(args: &DumpArgs) -> ExitCode {
         trust_dll: args.trust_dll,
         no_stop: args.no_stop,
         debug_dirs: args.debug_dir.clone(),
+        typepack_dirs: args.types.typepack.clone(),
+        offline: args.types.offline,
         save: args.save.clone(),
         // Collectives are found from the stacks.
         stacks: args.stacks || args.deadlock || format == Format::Dot,

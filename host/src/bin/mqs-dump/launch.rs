@@ -66,6 +66,9 @@ pub struct LaunchArgs {
     #[arg(long, value_name = "DIR")]
     pub debug_dir: Vec<PathBuf>,
 
+    #[command(flatten)]
+    pub types: crate::typepack::TypeSourceArgs,
+
     /// The job's command: the starter (mpirun, mpiexec) and its arguments.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
@@ -92,6 +95,8 @@ pub fn run(args: &LaunchArgs) -> ExitCode {
             dll: args.dll.clone(),
             trust_dll: args.trust_dll,
             debug_dirs: args.debug_dir.clone(),
+            typepack_dirs: args.types.typepack.clone(),
+            offline: args.types.offline,
             stacks: args.stacks,
             ..Options::default()
         },

@@ -8,6 +8,7 @@ mod collector;
 mod cvars;
 mod dump;
 mod launch;
+mod typepack;
 mod watch;
 
 use std::process::ExitCode;
@@ -52,6 +53,9 @@ enum Command {
     /// MPI_T control variables: list a library's, read a job's, validate a
     /// setting, check the library against the standard.
     Cvars(cvars::CvarsArgs),
+    /// Type packs for stripped MPI libraries: extract one from a library's
+    /// DWARF, check one against a library.
+    Typepack(typepack::TypepackArgs),
 }
 
 /// The exit codes, for every command's --help.
@@ -97,6 +101,7 @@ fn main() -> ExitCode {
             mqs_host::process::install_signal_cleanup();
             collector::run(&args)
         }
+        Some(Command::Typepack(args)) => typepack::run(&args),
     }
 }
 

@@ -43,6 +43,9 @@ pub struct WatchArgs {
     /// Also look for separate debug files here (repeatable).
     #[arg(long, value_name = "DIR")]
     pub debug_dir: Vec<std::path::PathBuf>,
+
+    #[command(flatten)]
+    pub types: crate::typepack::TypeSourceArgs,
 }
 
 pub fn run(args: &WatchArgs) -> ExitCode {
@@ -50,6 +53,8 @@ pub fn run(args: &WatchArgs) -> ExitCode {
         dll: args.dll.clone(),
         trust_dll: args.trust_dll,
         debug_dirs: args.debug_dir.clone(),
+        typepack_dirs: args.types.typepack.clone(),
+        offline: args.types.offline,
         stacks: true,
         ..Options::default()
     };

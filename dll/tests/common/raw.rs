@@ -1,5 +1,8 @@
-//! A fake debugger that drives the DLL through its C entry points, with the
-//! callback tables a real host passes, over an in-memory (or live) target.
+//! The DLL's C entry points called directly, with callback tables of our
+//! own, for the tests of the calling contract (`contract.rs`): what the
+//! real host never does (calls out of order, NULLs, info slots holding
+//! garbage) and what only a debugger's view of the slots shows. Every other
+//! test drives the DLL through the real host's session (`super::session`).
 
 use std::cell::Cell;
 #[cfg(feature = "mpi2")]
@@ -614,57 +617,7 @@ pub fn destroy_job(job: &mut Job) -> i32 {
     unsafe { x::mqs_destroy_job_info(info.cast()) }
 }
 
-// ---------------------------------------------------------------------------
-// JSON, to record and compare dumps.
-// ---------------------------------------------------------------------------
-
-fn op_json(op: &PendingOperation) -> serde_json::Value {
-    serde_json::json!({
-        "status": op.status.name(),
-        "desired_local_rank": op.desired_local_rank,
-        "desired_global_rank": op.desired_global_rank,
-        "desired_tag": op.desired_tag,
-        "desired_length": op.desired_length,
-        "system_buffer": op.system_buffer,
-        "buffer": op.buffer,
-        "actual_local_rank": op.actual_local_rank,
-        "actual_global_rank": op.actual_global_rank,
-        "actual_tag": op.actual_tag,
-        "actual_length": op.actual_length,
-        "extra_text": op.extra_text,
-    })
-}
-
-fn queue_json(q: &Queue) -> serde_json::Value {
-    match q {
-        Queue::Ops(ops) => serde_json::json!({"ops": ops.iter().map(op_json).collect::<Vec<_>>()}),
-        Queue::NoInformation => serde_json::json!("no information"),
-        Queue::Error(e, ops) => {
-            serde_json::json!({"error": e, "ops": ops.iter().map(op_json).collect::<Vec<_>>()})
-        }
-    }
-}
-
 impl Dump {
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "image_rc": self.image_rc,
-            "process_rc": self.process_rc,
-            "update_rc": self.update_rc,
-            "comm_error": self.comm_error,
-            "communicators": self.comms.iter().map(|c| serde_json::json!({
-                "unique_id": c.comm.unique_id,
-                "name": c.comm.name,
-                "size": c.comm.size,
-                "local_rank": c.comm.local_rank,
-                "group": match &c.group { Ok(g) => serde_json::json!(g), Err(e) => serde_json::json!({"error": e}) },
-                "sends": queue_json(&c.queues[0]),
-                "receives": queue_json(&c.queues[1]),
-                "unexpected": queue_json(&c.queues[2]),
-            })).collect::<Vec<_>>(),
-        })
-    }
-
     /// The communicator with this name.
     pub fn comm(&self, name: &str) -> Option<&CommDump> {
         self.comms.iter().find(|c| c.comm.name == name)

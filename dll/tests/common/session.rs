@@ -1,0 +1,388 @@
+//! The DLL under test in the real host's hands: this build's cdylib loaded
+//! by `mqs_host::dll::Dll`, driven by a `mqs_host::dll::Session` over
+//! processes recorded with `mqs-dump --save` (`mqs_host::process::
+//! SnapshotProcess` targets answering from the recorded pages, symbols and
+//! types answered from the recorded lookups alone).
+//!
+//! The recordings are `dll/tests/data/NAME.BUILD.snap.gz` (a snapshot
+//! file, gzipped; BUILD is `mpi1` or `mpi2`, the DLL build that recorded
+//! it) with `NAME.BUILD.json` (what the fixture is, and what the dump that
+//! saved it printed); `scripts/record-snapshots` makes them with
+//! `dll/tests/record.rs`.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+use mqs_host::dll::{Dll, ImageSymbols, Session};
+use mqs_host::dump::{
+    CommunicatorDump, CommunicatorList, NewProcess, NewProcessList, Operation, Queue, Section,
+};
+use mqs_host::job::Member;
+use mqs_host::process::{SnapshotProcess, Target};
+use mqs_host::snapshot::{Snapshot, SymbolLog};
+use serde_json::Value;
+
+/// The interface level of this build: 3 with the `mpi2` feature, else 2.
+pub const COMPATIBILITY: i32 = if cfg!(feature = "mpi2") { 3 } else { 2 };
+
+/// The cdylib of this very build: cargo builds the library's cdylib with
+/// the rlib for this crate's tests, with the same features and profile, in
+/// the directory of the test binary. Checked to exist, to be newer than
+/// the DLL's sources and to be of this build's interface level.
+pub fn our_dll_path() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let lib = exe
+        .parent()
+        .map(|deps| deps.join("libmqs_dll.so"))
+        .unwrap_or_default();
+    let build = if cfg!(feature = "mpi2") {
+        "cargo test -p mqs-dll --features mpi2"
+    } else {
+        "cargo test -p mqs-dll"
+    };
+    assert!(
+        lib.exists(),
+        "{} is missing: cargo builds it next to this crate's test binaries; run the tests \
+         with `{build}` (a test binary run by hand needs that build first)",
+        lib.display()
+    );
+    mqs_tests::fresh_dll(lib, build)
+}
+
+/// [`our_dll_path`], loaded once for the whole test binary.
+pub fn our_dll() -> &'static Dll {
+    static DLL: OnceLock<&'static Dll> = OnceLock::new();
+    DLL.get_or_init(|| {
+        let path = our_dll_path();
+        let dll = Dll::load(&path).unwrap_or_else(|e| panic!("loading {}: {e}", path.display()));
+        assert_eq!(
+            dll.compatibility,
+            COMPATIBILITY,
+            "{} is not this build's DLL (compatibility {}, this test expects {COMPATIBILITY}): \
+             rebuild with the same features as the test",
+            path.display(),
+            dll.compatibility
+        );
+        dll
+    })
+}
+
+/// One recorded process.
+#[derive(Debug)]
+pub struct Recorded {
+    pub member: Member,
+    pub executable: String,
+    pub target: SnapshotProcess,
+    /// The lookups the DLLs made when it was recorded, with their answers.
+    pub symbols: SymbolLog,
+}
+
+impl Recorded {
+    /// What a session needs to dump this process (its memory borrowed).
+    pub fn input(&self) -> Input<'_> {
+        Input {
+            image: self.executable.clone(),
+            symbols: Box::new(self.symbols.clone()),
+            target: Box::new(&self.target),
+            identity: self.member.identity,
+        }
+    }
+}
+
+/// A recorded job: `dll/tests/data/NAME.BUILD.snap.gz` and `NAME.BUILD.json`.
+#[derive(Debug)]
+pub struct Recording {
+    pub name: &'static str,
+    pub processes: Vec<Recorded>,
+    /// `NAME.BUILD.json`: the fixture (`fixture`, `mpi`, `args`, `ranks`)
+    /// and, per process (`processes[i]`, by `global_rank`), what the
+    /// recording dump printed with this build of our DLL
+    /// (`communicators`, `new_processes`, `spawn_breakpoint` as in
+    /// docs/json.md).
+    pub about: Value,
+}
+
+impl Recording {
+    /// What the live dump printed for the process of identity `identity`.
+    pub fn expected(&self, identity: i32) -> &Value {
+        self.about["processes"]
+            .as_array()
+            .and_then(|l| {
+                l.iter()
+                    .find(|p| p["global_rank"].as_i64() == Some(i64::from(identity)))
+            })
+            .unwrap_or_else(|| panic!("{}: nothing recorded for {identity}", self.name))
+    }
+
+    /// The process whose MPI_COMM_WORLD rank (identity) is `rank`.
+    pub fn rank(&self, rank: i32) -> &Recorded {
+        self.processes
+            .iter()
+            .find(|p| p.member.identity == rank)
+            .unwrap_or_else(|| panic!("{}: no rank {rank}", self.name))
+    }
+}
+
+/// What a recording is: a fixture run as an Open MPI job.
+#[derive(Debug)]
+pub struct Plan {
+    pub name: &'static str,
+    pub fixture: &'static str,
+    pub ranks: u32,
+    pub args: &'static [&'static str],
+    /// Open MPI's release build (no DWARF for ob1) instead of `-g`.
+    pub release: bool,
+    /// Recorded for the MPI-2 build only.
+    pub mpi2_only: bool,
+}
+
+/// The recordings `dll/tests/data` holds, for each build of the DLL:
+/// `NAME.BUILD.snap.gz` and `NAME.BUILD.json` (`scripts/record-snapshots`).
+pub const RECORDINGS: &[Plan] = &[
+    Plan {
+        name: "queues",
+        fixture: "queues",
+        ranks: 2,
+        args: &["3"],
+        release: false,
+        mpi2_only: false,
+    },
+    Plan {
+        name: "queues-release",
+        fixture: "queues",
+        ranks: 2,
+        args: &["3"],
+        release: true,
+        mpi2_only: false,
+    },
+    Plan {
+        name: "intercomm",
+        fixture: "intercomm",
+        ranks: 4,
+        args: &[],
+        release: false,
+        mpi2_only: false,
+    },
+    Plan {
+        name: "progress",
+        fixture: "progress",
+        ranks: 2,
+        args: &[],
+        release: false,
+        mpi2_only: false,
+    },
+    Plan {
+        name: "spawn",
+        fixture: "spawn",
+        ranks: 2,
+        args: &[],
+        release: false,
+        mpi2_only: true,
+    },
+];
+
+/// The recordings of this build.
+pub fn recordings() -> impl Iterator<Item = &'static Plan> {
+    RECORDINGS
+        .iter()
+        .filter(|p| cfg!(feature = "mpi2") || !p.mpi2_only)
+}
+
+/// This build's name in the recordings' file names.
+pub fn build_name() -> &'static str {
+    if cfg!(feature = "mpi2") {
+        "mpi2"
+    } else {
+        "mpi1"
+    }
+}
+
+/// A recording, loaded once per test binary.
+pub fn recording(name: &'static str) -> &'static Recording {
+    static LOADED: Mutex<Option<HashMap<&'static str, &'static Recording>>> = Mutex::new(None);
+    let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+    let map = loaded.get_or_insert_with(HashMap::new);
+    if let Some(r) = map.get(name) {
+        return r;
+    }
+    let r: &'static Recording = Box::leak(Box::new(load(name)));
+    map.insert(name, r);
+    r
+}
+
+fn load(name: &'static str) -> Recording {
+    let data = super::data("");
+    let build = build_name();
+    let about_path = data.join(format!("{name}.{build}.json"));
+    let about: Value = std::fs::read_to_string(&about_path)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+        .unwrap_or_else(|e| panic!("{}: {e}", about_path.display()));
+    let snap = unpacked(&data.join(format!("{name}.{build}.snap.gz")));
+    let snapshot = Snapshot::load(&snap, &[]).unwrap_or_else(|e| panic!("{}: {e}", snap.display()));
+    let processes = snapshot
+        .processes
+        .into_iter()
+        .map(|e| Recorded {
+            executable: e.target.executable.display().to_string(),
+            symbols: e.symbols.log().clone(),
+            member: e.member,
+            target: e.target,
+        })
+        .collect();
+    Recording {
+        name,
+        processes,
+        about,
+    }
+}
+
+/// The snapshot file inside `gz`, unpacked once into the target directory
+/// (written under a temporary name, then renamed: test binaries running at
+/// once never see half a file).
+pub fn unpacked(gz: &Path) -> PathBuf {
+    let dir = option_env!("CARGO_TARGET_TMPDIR")
+        .map_or_else(std::env::temp_dir, PathBuf::from)
+        .join("mqs-dll-snapshots");
+    std::fs::create_dir_all(&dir).expect("snapshot directory");
+    let name = gz
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let out = dir.join(&name);
+    let mut bytes = Vec::new();
+    let file = std::fs::File::open(gz).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (scripts/record-snapshots records it)",
+            gz.display()
+        )
+    });
+    flate2::read::GzDecoder::new(file)
+        .read_to_end(&mut bytes)
+        .unwrap_or_else(|e| panic!("{}: {e}", gz.display()));
+    if std::fs::read(&out).ok().as_deref() != Some(&bytes[..]) {
+        let tmp = dir.join(format!("{name}.{}.partial", std::process::id()));
+        std::fs::write(&tmp, &bytes).expect("write snapshot");
+        std::fs::rename(&tmp, &out).expect("rename snapshot");
+    }
+    out
+}
+
+/// One process to hand to a session.
+pub struct Input<'t> {
+    /// The image's name (the executable).
+    pub image: String,
+    pub symbols: Box<dyn ImageSymbols>,
+    pub target: Box<dyn Target + 't>,
+    /// Its MPI_COMM_WORLD rank, or the host's number for it (MPI-2).
+    pub identity: i32,
+}
+
+/// What the session got from the DLL for one process.
+#[derive(Debug, Clone)]
+pub struct Dumped {
+    /// Handing the image and process to the DLL (has_queues included).
+    pub added: Result<(), String>,
+    pub communicators: Section<CommunicatorList>,
+    /// MPI-2 only, as in `mqs-dump --json`.
+    pub new_processes: Option<Section<NewProcessList>>,
+    pub spawn_breakpoint: Option<String>,
+    /// Fetch callbacks over the whole session (setup included).
+    pub fetches: u64,
+    /// Reads the DLL asked for and did not get.
+    pub unreadable: Vec<String>,
+}
+
+impl Dumped {
+    /// The communicators; panics if the DLL listed none.
+    pub fn comms(&self) -> &[CommunicatorDump] {
+        match &self.communicators {
+            Section::Ok { value } => &value.list,
+            other => panic!("no communicators: {other:?} ({:?})", self.added),
+        }
+    }
+
+    pub fn comm(&self, name: &str) -> &CommunicatorDump {
+        self.comms()
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| panic!("no communicator {name}"))
+    }
+
+    /// The communicators as `mqs-dump --json` prints them.
+    pub fn json(&self) -> Value {
+        serde_json::to_value(&self.communicators).unwrap_or_default()
+    }
+}
+
+/// The operations of a queue the DLL read (panics if it could not, or cut
+/// it short).
+pub fn ops(queue: &Section<Queue>) -> &[Operation] {
+    match queue {
+        Section::Ok { value } => {
+            assert_eq!(value.truncated, None, "a truncated queue");
+            &value.operations
+        }
+        other => panic!("queue not read: {other:?}"),
+    }
+}
+
+/// Hands every input to one session of `dll` (so that an MPI-2 DLL knows
+/// every identity), then dumps each: the calling sequence mqs-dump uses.
+pub fn run(dll: &'static Dll, inputs: Vec<Input<'_>>) -> Result<Vec<Dumped>, String> {
+    let mut session = Session::new(dll).map_err(|e| e.to_string())?;
+    let mut added = Vec::new();
+    for input in inputs {
+        let pointer_size = input.target.pointer_size() as i32;
+        let result = session
+            .add_image(&input.image, input.symbols)
+            .and_then(|image| {
+                session.add_process(image, input.target, input.identity, pointer_size)
+            });
+        added.push(result.map_err(|e| e.to_string()));
+    }
+    Ok(added
+        .into_iter()
+        .map(|result| match result {
+            Ok(id) => {
+                let (communicators, _) = session.dump(id);
+                let new_processes = session.new_processes(id).map(|s| match s {
+                    Section::Ok { value } => Section::Ok {
+                        value: NewProcessList {
+                            list: value.into_iter().map(NewProcess::from).collect(),
+                        },
+                    },
+                    Section::NotAvailable { reason } => Section::NotAvailable { reason },
+                    Section::Error { message } => Section::Error { message },
+                });
+                Dumped {
+                    added: Ok(()),
+                    communicators,
+                    new_processes,
+                    spawn_breakpoint: session.spawn_breakpoint_name(id),
+                    fetches: session.fetches(id),
+                    unreadable: session.unreadable(id),
+                }
+            }
+            Err(e) => Dumped {
+                added: Err(e.clone()),
+                communicators: Section::Error { message: e },
+                new_processes: None,
+                spawn_breakpoint: None,
+                fetches: 0,
+                unreadable: Vec::new(),
+            },
+        })
+        .collect())
+}
+
+/// Every process of a recording through our DLL, in one session.
+pub fn replay(rec: &Recording) -> Vec<Dumped> {
+    run(
+        our_dll(),
+        rec.processes.iter().map(Recorded::input).collect(),
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", rec.name))
+}

@@ -1,0 +1,578 @@
+//! The MPIs users actually have: Debian 12's stock binary packages, which
+//! carry no DWARF (installed by `scripts/setup-mpis`).
+//!
+//! - Open MPI 4.1.4-3+b1: a hung `queues` job (compiled with the stock
+//!   `mpicc.openmpi`) is dumped with Open MPI's own DLL and with ours
+//!   through the committed type packs (`typepacks/`), and shows the same
+//!   queue contents as the `-g` build of the same version; without packs and
+//!   without debuginfod the error names the library, its build-id and the
+//!   three fixes (exit 6); a pack with one field offset altered is refused
+//!   by the runtime invariants.
+//! - The same job with the packs removed and `DEBUGINFOD_URLS` pointing at a
+//!   local `debuginfod` serving the debug files works too.
+//! - MPICH 4.0.2-3+b1 (ch4, no `--enable-debuginfo`): one line saying why
+//!   no queues can be shown (exit 6); `mqs-dump cvars` still lists its
+//!   control variables.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use mqs_tests::{workspace_root, Job, Mpi};
+use serde_json::Value;
+use support::*;
+
+/// The build-id of Debian 12's libmpi.so.40.30.4 (4.1.4-3+b1, amd64).
+const STOCK_LIBMPI_ID: &str = "2a2f4d8c4f8dc5dcc63f6789a50f3ab49f61e168";
+/// The build-id of the dwz file of the rebuild's libopenmpi3-dbgsym
+/// (tests/data/debuginfod/libopenmpi3.debug.dwz.xz).
+const DWZ_ID: &str = "5b68ebbc9a6fadc41b843f9383a440806fa0b486";
+const NO_DEBUG_INFO: i32 = 6;
+
+fn our_dll() -> String {
+    let path = mqs_tests::target_dir()
+        .join(if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        })
+        .join("libmqs_dll.so");
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build -p mqs-dll` (scripts/test does)",
+        path.display()
+    );
+    path.display().to_string()
+}
+
+/// A scratch directory of this test.
+fn scratch(tag: &str) -> PathBuf {
+    let dir =
+        mqs_tests::target_dir().join(format!("mqs-scratch/stock-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The environment that makes mqs-dump see only the packs in `data`
+/// (`<data>/typepacks`), a cache of its own, and the debuginfod servers
+/// given (none: unset).
+fn isolated(data: &Path, cache: &Path, debuginfod: Option<&str>) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("MQS_DATA_DIR".to_owned(), data.display().to_string()),
+        ("MQS_CACHE".to_owned(), cache.display().to_string()),
+        (
+            "DEBUGINFOD_URLS".to_owned(),
+            debuginfod.unwrap_or("").to_owned(),
+        ),
+        ("DEBUGINFOD_TIMEOUT".to_owned(), "60".to_owned()),
+    ];
+    // No proxy between us and a loopback server.
+    env.push(("NO_PROXY".to_owned(), "127.0.0.1".to_owned()));
+    env
+}
+
+fn run_with(args: &[&str], env: &[(String, String)]) -> std::process::Output {
+    run_in(None, args, env)
+}
+
+/// mqs-dump, in the network namespace `netns` (a /proc/PID/ns/net) if given.
+fn run_in(netns: Option<&str>, args: &[&str], env: &[(String, String)]) -> std::process::Output {
+    let Some(netns) = netns else {
+        let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        return run_env(args, &pairs);
+    };
+    let mut cmd = Command::new("nsenter");
+    cmd.arg(format!("--net={netns}"))
+        .arg("--")
+        .arg(mqs_dump())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let child = cmd.spawn().expect("nsenter (util-linux)");
+    finish_within(
+        child,
+        Duration::from_secs(300),
+        &format!("mqs-dump {}", args.join(" ")),
+    )
+}
+
+/// The dump of one rank, in JSON, once the rank has posted its blocking
+/// receive (tag 1000 on mqs-wait), which it does just after READY.
+fn settled(pid: u32, extra: &[&str], env: &[(String, String)], netns: Option<&str>) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let pid_s = pid.to_string();
+        let mut args = vec!["--pid", pid_s.as_str(), "--json"];
+        args.extend_from_slice(extra);
+        let out = run_in(netns, &args, env);
+        assert!(out.status.success(), "mqs-dump {args:?}: {}", stderr(&out));
+        let json: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let posted = json["processes"][0]["communicators"]["list"]
+            .as_array()
+            .and_then(|l| l.iter().find(|c| c["name"] == "mqs-wait"))
+            .and_then(|c| c["receives"]["operations"].as_array())
+            .is_some_and(|ops| ops.iter().any(|op| op["desired_tag"] == 1000));
+        if posted || Instant::now() > deadline {
+            return json;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// What a dump says of the queues, without addresses: one line per
+/// communicator and per operation.
+fn contents(json: &Value) -> Vec<String> {
+    let hex = |s: &str| {
+        s.split(' ')
+            .map(|w| if w.starts_with("0x") { "ADDR" } else { w })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut lines = Vec::new();
+    let process = &json["processes"][0];
+    for c in process["communicators"]["list"]
+        .as_array()
+        .expect("communicators")
+    {
+        lines.push(format!(
+            "{} size {} rank {} group {}",
+            c["name"], c["size"], c["local_rank"], c["group"]
+        ));
+        for q in ["sends", "receives", "unexpected"] {
+            let queue = &c[q];
+            let Some(ops) = queue["operations"].as_array() else {
+                lines.push(format!("  {q}: {}", queue["status"]));
+                continue;
+            };
+            for op in ops {
+                let text: Vec<String> = op["extra_text"]
+                    .as_array()
+                    .map(|t| t.iter().map(|x| hex(x.as_str().unwrap_or(""))).collect())
+                    .unwrap_or_default();
+                lines.push(format!(
+                    "  {q}: {} peer {}/{} tag {} len {} sysbuf {} actual {}/{}/{}/{} {:?}",
+                    op["status"],
+                    op["desired_local_rank"],
+                    op["desired_global_rank"],
+                    op["desired_tag"],
+                    op["desired_length"],
+                    op["system_buffer"],
+                    op["actual_local_rank"],
+                    op["actual_global_rank"],
+                    op["actual_tag"],
+                    op["actual_length"],
+                    text
+                ));
+            }
+        }
+    }
+    lines
+}
+
+/// Each rank's queues through Open MPI's own DLL (the one the MPI names)
+/// and ours.
+fn dumps(
+    job: &Job,
+    env: &[(String, String)],
+    netns: Option<&str>,
+) -> Vec<(u32, Vec<String>, Vec<String>)> {
+    let ours = our_dll();
+    job.rank_pids()
+        .into_iter()
+        .map(|(rank, pid)| {
+            let theirs = contents(&settled(pid, &[], env, netns));
+            let mine = contents(&settled(pid, &["--dll", &ours], env, netns));
+            assert_running_untraced(pid);
+            (rank, theirs, mine)
+        })
+        .collect()
+}
+
+fn packs_dir() -> PathBuf {
+    workspace_root().join("typepacks")
+}
+
+/// A data directory whose typepacks/ holds copies of the committed packs,
+/// each changed by `edit`.
+fn data_with_packs(tag: &str, edit: impl Fn(&mut Value)) -> PathBuf {
+    let data = scratch(tag);
+    std::fs::create_dir_all(data.join("typepacks")).unwrap();
+    for entry in std::fs::read_dir(packs_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|x| x == "json") {
+            let mut pack: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            edit(&mut pack);
+            std::fs::write(
+                data.join("typepacks").join(path.file_name().unwrap()),
+                serde_json::to_vec_pretty(&pack).unwrap(),
+            )
+            .unwrap();
+        }
+    }
+    data
+}
+
+/// Sets `type.field`'s offset in whichever pack has the type.
+fn shift_field(pack: &mut Value, ty: &str, field: &str, by: i64) {
+    if let Some(fields) = pack["types"][ty]["fields"].as_array_mut() {
+        for f in fields {
+            if f[0] == field {
+                f[1] = Value::from(f[1].as_i64().unwrap() + by);
+            }
+        }
+    }
+}
+
+#[test]
+fn stock_open_mpi_is_dumped_with_both_dlls_like_the_g_build() {
+    let reference = Job::launch(Mpi::OpenMpiG, "queues", 2, &[]).expect("launch on -g");
+    let empty = scratch("cache-g");
+    let env = isolated(&empty, &empty, None);
+    let expected = dumps(&reference, &env, None);
+    reference.shutdown().expect("shutdown");
+
+    let job = Job::launch(Mpi::DebianOpenMpi, "queues", 2, &[]).expect("launch on stock");
+    let cache = scratch("cache-stock");
+    // The committed packs, through the installed data directory.
+    let data = data_with_packs("packs", |_| {});
+    let env = isolated(&data, &cache, None);
+    let got = dumps(&job, &env, None);
+    for ((rank, their_g, our_g), (_, their_stock, our_stock)) in expected.iter().zip(&got) {
+        assert_eq!(
+            their_stock, their_g,
+            "rank {rank}: Open MPI's DLL, stock vs -g"
+        );
+        assert_eq!(our_stock, our_g, "rank {rank}: our DLL, stock vs -g");
+        if *rank == 0 {
+            let unexpected: Vec<&String> = our_stock
+                .iter()
+                .filter(|l| l.starts_with("  unexpected: \"pending\""))
+                .collect();
+            assert_eq!(
+                unexpected.len(),
+                2,
+                "ours lists both unexpected messages: {our_stock:#?}"
+            );
+            assert!(
+                their_stock
+                    .iter()
+                    .any(|l| l.contains("unexpected: \"not_available\"")),
+                "{their_stock:#?}"
+            );
+        }
+    }
+
+    // The same packs given with --typepack instead.
+    let pid = job.rank_pid(0).unwrap().to_string();
+    let empty_env = isolated(&scratch("none"), &cache, None);
+    let packs = data.join("typepacks").display().to_string();
+    let out = run_with(
+        &["--pid", &pid, "--typepack", &packs, "--dll", &our_dll()],
+        &empty_env,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    // No pack, no debuginfod: the library, its build-id, the three fixes.
+    let out = run_with(&["--pid", &pid], &empty_env);
+    assert_error(
+        &out,
+        NO_DEBUG_INFO,
+        &[
+            "libmpi.so.40",
+            STOCK_LIBMPI_ID,
+            "-dbgsym",
+            "--typepack",
+            "DEBUGINFOD_URLS",
+            "mqs-dump typepack extract",
+        ],
+    );
+    let out = run_with(
+        &["--pid", &pid, "--dll", &our_dll(), "--offline"],
+        &empty_env,
+    );
+    assert_error(&out, NO_DEBUG_INFO, &[STOCK_LIBMPI_ID, "--offline"]);
+    assert_running_untraced(job.rank_pid(0).unwrap());
+    job.shutdown().expect("shutdown");
+}
+
+#[test]
+fn a_pack_with_an_altered_field_offset_is_refused() {
+    let job = Job::launch(Mpi::DebianOpenMpi, "queues", 2, &[]).expect("launch on stock");
+    let pid = job.rank_pid(1).unwrap();
+    let cache = scratch("cache-altered");
+    let cases: [(&str, &str, i64, &[&str]); 3] = [
+        (
+            "ompi_communicator_t",
+            "c_name",
+            8,
+            &["c_name", "MPI_COMM_WORLD"],
+        ),
+        (
+            "ompi_group_t",
+            "grp_proc_count",
+            4,
+            &["grp_proc_count", "the job 2"],
+        ),
+        (
+            "mca_pml_ob1_comm_t",
+            "num_procs",
+            8,
+            &["mca_pml_ob1", "num_procs"],
+        ),
+    ];
+    for (ty, field, by, needles) in cases {
+        let data = data_with_packs(field, |p| shift_field(p, ty, field, by));
+        let env = isolated(&data, &cache, None);
+        for dll in [None, Some(our_dll())] {
+            let pid_s = pid.to_string();
+            let mut args = vec!["--pid", pid_s.as_str()];
+            if let Some(d) = &dll {
+                args.extend(["--dll", d.as_str()]);
+            }
+            let out = run_with(&args, &env);
+            let mut all = vec!["refused", "typepacks/"];
+            all.extend_from_slice(needles);
+            assert_error(&out, NO_DEBUG_INFO, &all);
+        }
+    }
+    // Unaltered, the same rank dumps.
+    let data = data_with_packs("unaltered", |_| {});
+    let out = run_with(&["--pid", &pid.to_string()], &isolated(&data, &cache, None));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_running_untraced(pid);
+    job.shutdown().expect("shutdown");
+}
+
+/// A debuginfod server serving `dir` on the loopback address of a network
+/// namespace of its own (Debian 12's debuginfod cannot be told which
+/// address to listen on: this way it listens on nothing else), stopped when
+/// dropped. mqs-dump joins the namespace to reach it.
+struct Debuginfod {
+    child: Child,
+    url: String,
+    netns: String,
+}
+
+impl Debuginfod {
+    fn start(dir: &Path, scratch: &Path) -> Self {
+        let exe = Path::new("/usr/bin/debuginfod");
+        assert!(
+            exe.is_file(),
+            "{} is missing: scripts/setup-mpis installs Debian's debuginfod package",
+            exe.display()
+        );
+        let db = scratch.join("debuginfod.sqlite");
+        let log = std::fs::File::create(scratch.join("debuginfod.log")).unwrap();
+        let child = Command::new("unshare")
+            .args([
+                "--net",
+                "sh",
+                "-c",
+                "ip link set lo up && exec \"$0\" \"$@\"",
+            ])
+            .arg(exe)
+            .args(["-F", "-d"])
+            .arg(&db)
+            .args(["-p", "8002", "-t", "0", "-g", "0", "-c", "1", "-v"])
+            .arg(dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start debuginfod in a network namespace (unshare, ip)");
+        let netns = format!("/proc/{}/ns/net", child.id());
+        let server = Self {
+            child,
+            url: "http://127.0.0.1:8002".into(),
+            netns,
+        };
+        server.wait_until_indexed(scratch);
+        server
+    }
+
+    /// Until the scan has indexed the debug files: the stock libmpi's is
+    /// served (GET: this debuginfod answers HEAD with 400).
+    fn wait_until_indexed(&self, scratch: &Path) {
+        let deadline = Instant::now() + Duration::from_secs(180);
+        let probe = format!("{}/buildid/{STOCK_LIBMPI_ID}/debuginfo", self.url);
+        let script = "import sys, urllib.request, urllib.error\n\
+try:\n    print(urllib.request.urlopen(sys.argv[1], timeout=10).status)\n\
+except urllib.error.HTTPError as e:\n    print(e.code)\n\
+except Exception as e:\n    print(e)\n";
+        loop {
+            let status = Command::new("nsenter")
+                .arg(format!("--net={}", self.netns))
+                .args(["--", "/usr/bin/python3", "-c", script, &probe])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+                .unwrap_or_default();
+            if status == "200" {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "debuginfod did not serve {probe} within 180 s (last answer {status}); log: {}",
+                std::fs::read_to_string(scratch.join("debuginfod.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+}
+
+impl Drop for Debuginfod {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().unwrap().port()
+}
+
+/// The debug files of Debian's libopenmpi3 4.1.4-3+b1 that the tests
+/// serve (see tests/data/debuginfod/README.md).
+fn debug_files() -> PathBuf {
+    workspace_root().join("tests/data/debuginfod")
+}
+
+#[test]
+fn stock_open_mpi_without_packs_fetches_debug_files_from_debuginfod() {
+    let scratch_dir = scratch("debuginfod");
+    let served = scratch_dir.join("served");
+    std::fs::create_dir_all(&served).unwrap();
+    // debuginfod indexes files; the committed ones are compressed.
+    for entry in std::fs::read_dir(debug_files()).unwrap() {
+        let path = entry.unwrap().path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        if let Some(stem) = name.strip_suffix(".xz") {
+            let out = std::fs::File::create(served.join(stem)).unwrap();
+            let status = Command::new("xz")
+                .args(["-dc"])
+                .arg(&path)
+                .stdout(out)
+                .status()
+                .expect("xz");
+            assert!(status.success(), "xz -d {}", path.display());
+        }
+    }
+    let server = Debuginfod::start(&served, &scratch_dir);
+
+    let job = Job::launch(Mpi::DebianOpenMpi, "queues", 2, &[]).expect("launch on stock");
+    let reference = Job::launch(Mpi::OpenMpiG, "queues", 2, &[]).expect("launch on -g");
+    let none = scratch("nopacks");
+    let expected = dumps(&reference, &isolated(&none, &none, None), None);
+    reference.shutdown().expect("shutdown");
+
+    let cache = scratch_dir.join("cache");
+    let env = isolated(&none, &cache, Some(&server.url));
+    let got = dumps(&job, &env, Some(&server.netns));
+    for ((rank, their_g, our_g), (_, theirs, ours)) in expected.iter().zip(&got) {
+        assert_eq!(
+            theirs, their_g,
+            "rank {rank}: Open MPI's DLL, debuginfod vs -g"
+        );
+        assert_eq!(ours, our_g, "rank {rank}: our DLL, debuginfod vs -g");
+    }
+    // Cached by build-id, and only the MPI's files: a debug file and the
+    // dwz file it names, fetched by the dwz file's own build-id. (ob1's
+    // debug file, with the dwz file, also has libmpi's types: whichever is
+    // fetched first can answer for both.)
+    let cached: Vec<String> = std::fs::read_dir(cache.join("debuginfod"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let served: Vec<String> = std::fs::read_dir(debug_files())
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            name.split('.')
+                .find(|part| part.len() == 40)
+                .map(str::to_owned)
+        })
+        .collect();
+    assert!(cached.contains(&DWZ_ID.to_owned()), "{cached:?}");
+    assert!(
+        cached.len() >= 2,
+        "a debug file and the dwz file: {cached:?}"
+    );
+    for id in &cached {
+        assert!(
+            served.contains(id) || id == DWZ_ID,
+            "{id} is not one of the served files {served:?}"
+        );
+        assert!(cache
+            .join("debuginfod")
+            .join(id)
+            .join("debuginfo")
+            .is_file());
+    }
+
+    // --offline never asks; with the cache removed that leaves nothing.
+    std::fs::remove_dir_all(cache.join("debuginfod")).unwrap();
+    let pid = job.rank_pid(0).unwrap().to_string();
+    let out = run_in(Some(&server.netns), &["--pid", &pid, "--offline"], &env);
+    assert_error(&out, NO_DEBUG_INFO, &[STOCK_LIBMPI_ID, "--offline"]);
+    assert!(
+        !cache.join("debuginfod").exists(),
+        "--offline fetched nothing"
+    );
+    drop(server);
+    // A server that is not there: the error says what was asked.
+    let nobody = format!("http://127.0.0.1:{}", free_port());
+    let env = isolated(&none, &cache, Some(&nobody));
+    let out = run_with(&["--pid", &pid], &env);
+    assert_error(
+        &out,
+        NO_DEBUG_INFO,
+        &[STOCK_LIBMPI_ID, "debuginfod", &nobody],
+    );
+    job.shutdown().expect("shutdown");
+}
+
+#[test]
+fn stock_mpich_says_why_it_has_no_queues_and_lists_its_cvars() {
+    let job = Job::launch(Mpi::DebianMpich, "queues", 2, &[]).expect("launch on stock MPICH");
+    for (_, pid) in job.rank_pids() {
+        let out = run(&["--pid", &pid.to_string()]);
+        assert_error(
+            &out,
+            NO_DEBUG_INFO,
+            &["MPICH", "--enable-debuginfo", "libmpich.so.12", "rebuild"],
+        );
+        assert_running_untraced(pid);
+    }
+    job.shutdown().expect("shutdown");
+
+    // MPI_T does not need the debugger support. (Debian puts both MPIs in
+    // /usr, where `--mpi /usr` names the libmpi.so alternative, Open MPI:
+    // MPICH's library is given by name.)
+    let out = run(&[
+        "cvars",
+        "--lib",
+        "/usr/lib/x86_64-linux-gnu/libmpich.so.12",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listing: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        listing["library"].as_str().unwrap().contains("mpich"),
+        "{}",
+        listing["library"]
+    );
+    assert!(
+        listing["num_cvars"].as_u64().unwrap() > 100,
+        "{}",
+        listing["num_cvars"]
+    );
+}

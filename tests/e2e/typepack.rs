@@ -1,0 +1,246 @@
+//! `mqs-dump typepack`: the names the DLLs ask for, packs extracted from
+//! real DWARF and checked against it, the proof that a rebuild loads the
+//! same bytes, and the committed packs against Debian's stock library.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use mqs_tests::{workspace_root, Job, Mpi};
+use serde_json::Value;
+use support::*;
+
+const BAD_INPUT: i32 = 13;
+
+fn scratch(tag: &str) -> PathBuf {
+    let dir =
+        mqs_tests::target_dir().join(format!("mqs-scratch/typepack-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn our_dll() -> String {
+    let path = mqs_tests::target_dir()
+        .join(if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        })
+        .join("libmqs_dll.so");
+    assert!(
+        path.exists(),
+        "{} is missing: cargo build -p mqs-dll",
+        path.display()
+    );
+    path.display().to_string()
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = run(args);
+    assert!(out.status.success(), "mqs-dump {args:?}: {}", stderr(&out));
+    stdout(&out)
+}
+
+#[test]
+fn the_query_list_holds_every_name_both_dlls_look_up() {
+    let job = Job::launch(Mpi::OpenMpiG, "queues", 2, &[]).expect("launch");
+    let dir = scratch("queries");
+    let mut snapshots = Vec::new();
+    for (rank, pid) in job.rank_pids() {
+        // Wait for the blocking receive, so every queue has something.
+        let _ = dump_json(pid, &[]);
+        for (name, dll) in [("theirs", None), ("ours", Some(our_dll()))] {
+            let file = dir.join(format!("{name}-{rank}.mqs")).display().to_string();
+            let pid = pid.to_string();
+            let mut args = vec!["--pid", pid.as_str(), "--save", file.as_str()];
+            if let Some(d) = &dll {
+                args.extend(["--dll", d.as_str()]);
+            }
+            ok(&args);
+            snapshots.push(file);
+        }
+    }
+    job.shutdown().expect("shutdown");
+    let mut args = vec!["typepack", "queries"];
+    for s in &snapshots {
+        args.extend(["--snapshot", s.as_str()]);
+    }
+    let recorded: Value = serde_json::from_str(&ok(&args)).unwrap();
+    let list: Value = serde_json::from_slice(
+        &std::fs::read(workspace_root().join("typepacks/queries/openmpi-4.1.json")).unwrap(),
+    )
+    .unwrap();
+    for kind in ["symbols", "functions", "types"] {
+        let have: Vec<&Value> = list[kind].as_array().unwrap().iter().collect();
+        let missing: Vec<&Value> = recorded[kind]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| !have.contains(n))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "the DLLs now look up {kind} {missing:?}, which typepacks/queries/openmpi-4.1.json \
+             lacks: add them and make the packs again (scripts/typepack-debian12-openmpi)"
+        );
+    }
+    // Both DLLs' core names are there (the recording is not empty).
+    let types = recorded["types"].as_array().unwrap();
+    for t in ["ompi_communicator_t", "mca_pml_ob1_comm_t"] {
+        assert!(types.iter().any(|x| x == t), "{t} not recorded: {types:?}");
+    }
+}
+
+#[test]
+fn packs_extracted_from_dwarf_check_against_it_and_an_altered_one_does_not() {
+    let prefix = Mpi::OpenMpiG.prefix().expect("Open MPI -g");
+    let dir = scratch("extract");
+    for (lib, needle) in [
+        (prefix.join("lib/libmpi.so.40.30.4"), "ompi_communicator_t"),
+        (
+            prefix.join("lib/openmpi/mca_pml_ob1.so"),
+            "mca_pml_ob1_comm_t",
+        ),
+    ] {
+        let out = dir.join("pack.json");
+        let lib_s = lib.display().to_string();
+        let out_s = out.display().to_string();
+        ok(&["typepack", "extract", "--lib", &lib_s, "--out", &out_s]);
+        let mut pack: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+        assert_eq!(pack["format"], "mqs-typepack");
+        assert!(pack["types"][needle]["size"].as_u64().unwrap() > 0);
+        assert_eq!(
+            pack["checks"]["typedefs_sizeof"],
+            serde_json::json!([2, 4, 8, 8, 8, 1, 8])
+        );
+        let text = ok(&["typepack", "check", "--lib", &lib_s, "--typepack", &out_s]);
+        assert!(text.contains("agree with its DWARF"), "{text}");
+
+        // One offset moved: check names it.
+        let field = pack["types"][needle]["fields"][1][0]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let off = pack["types"][needle]["fields"][1][1].as_u64().unwrap();
+        pack["types"][needle]["fields"][1][1] = Value::from(off + 8);
+        std::fs::write(&out, serde_json::to_vec(&pack).unwrap()).unwrap();
+        let bad = run(&["typepack", "check", "--lib", &lib_s, "--typepack", &out_s]);
+        assert_error(
+            &bad,
+            BAD_INPUT,
+            &[&format!("{needle}.{field}"), "does not describe"],
+        );
+    }
+}
+
+/// A stripped copy of `lib` with another build-id in its note.
+fn with_other_build_id(lib: &Path, out: &Path) {
+    let mut note = Vec::new();
+    note.extend_from_slice(&4u32.to_le_bytes());
+    note.extend_from_slice(&20u32.to_le_bytes());
+    note.extend_from_slice(&3u32.to_le_bytes());
+    note.extend_from_slice(b"GNU\0");
+    note.extend_from_slice(&[0x5a; 20]);
+    let note_file = out.with_extension("note");
+    std::fs::write(&note_file, note).unwrap();
+    let status = Command::new("objcopy")
+        .arg("--strip-debug")
+        .arg(format!(
+            "--update-section=.note.gnu.build-id={}",
+            note_file.display()
+        ))
+        .arg(lib)
+        .arg(out)
+        .status()
+        .expect("objcopy (binutils)");
+    assert!(status.success());
+}
+
+#[test]
+fn a_rebuild_counts_only_if_it_loads_the_same_bytes() {
+    let g = Mpi::OpenMpiG
+        .prefix()
+        .expect("Open MPI -g")
+        .join("lib/libmpi.so.40.30.4");
+    let release = Mpi::OpenMpiRelease
+        .prefix()
+        .expect("Open MPI release")
+        .join("lib/libmpi.so.40.30.4");
+    let dir = scratch("identity");
+    // "Stock": the -g library with another build-id; its "rebuild" is the
+    // -g library itself, whose DWARF then describes it.
+    let stock = dir.join("libmpi.so.40.30.4");
+    with_other_build_id(&g, &stock);
+    let out = dir.join("pack.json").display().to_string();
+    let text = ok(&[
+        "typepack",
+        "extract",
+        "--lib",
+        &stock.display().to_string(),
+        "--built-lib",
+        &g.display().to_string(),
+        "--out",
+        &out,
+    ]);
+    assert!(text.contains("only the build-id note differs"), "{text}");
+    let pack: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(
+        pack["build_id"],
+        "5a".repeat(20),
+        "keyed by the stock build-id"
+    );
+    let rebuilt = &pack["provenance"]["rebuilt"];
+    assert!(rebuilt["identical_sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s == ".text"));
+    assert!(rebuilt["bytes_compared"].as_u64().unwrap() > 1_000_000);
+    let check = ok(&[
+        "typepack",
+        "check",
+        "--lib",
+        &stock.display().to_string(),
+        "--typepack",
+        &out,
+    ]);
+    assert!(check.contains("not compared (no DWARF"), "{check}");
+
+    // Another build of the same source does not load the same bytes.
+    let bad = run(&[
+        "typepack",
+        "extract",
+        "--lib",
+        &release.display().to_string(),
+        "--built-lib",
+        &g.display().to_string(),
+        "--out",
+        &out,
+    ]);
+    assert_error(&bad, BAD_INPUT, &["does not load the same bytes"]);
+}
+
+#[test]
+fn the_committed_packs_fit_debians_stock_libraries() {
+    let libdir = Mpi::DebianOpenMpi.stock_libdir().expect("stock");
+    Mpi::DebianOpenMpi
+        .prefix()
+        .expect("Debian's Open MPI installed");
+    let packs = workspace_root().join("typepacks").display().to_string();
+    for lib in [
+        libdir.join("libmpi.so.40.30.4"),
+        libdir.join("openmpi/lib/openmpi3/mca_pml_ob1.so"),
+    ] {
+        let text = ok(&[
+            "typepack",
+            "check",
+            "--lib",
+            &lib.display().to_string(),
+            "--typepack",
+            &packs,
+        ]);
+        assert!(text.contains("the rebuild loads the same bytes"), "{text}");
+    }
+}

@@ -1,0 +1,595 @@
+//! What the fixtures leave pending, as their header comments say, written
+//! down once for every test that pins a DLL's output to them (our DLL's
+//! replay, live and cross-check tests), and the check of our DLL's output
+//! against it.
+//!
+//! The lists are what Open MPI 4.1 (ob1 over shared memory, as
+//! [`crate::Job`] runs it) holds: its communicator table (the MPI's own
+//! communicators included, in table order) and, for sends, only the
+//! requests it keeps (an eager send that left at once keeps none). Within a
+//! queue, operations are in the order our DLL reports them: posted receives
+//! in MPI matching order (posting order), then receives already matched or
+//! complete; sends in the order started; unexpected messages in arrival
+//! order.
+
+use std::fmt::Write as _;
+
+use mqs_abi::OpStatus;
+use serde_json::Value;
+
+/// The fixtures' datatype, and its size.
+pub const DATATYPE: &str = "MPI_INT";
+const INT_BYTES: i64 = 4;
+
+/// How an unexpected message travels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// The data came with the header.
+    Eager,
+    /// Only the header came; the data waits for a matching receive.
+    Rendezvous,
+}
+
+/// What a matched or complete operation received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Actual {
+    pub peer: i64,
+    pub global: i64,
+    pub tag: i64,
+    pub length: i64,
+}
+
+/// One pending operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Op {
+    pub status: OpStatus,
+    /// Rank in the communicator (the remote group's for an
+    /// intercommunicator); -1 for MPI_ANY_SOURCE.
+    pub peer: i64,
+    /// MPI_COMM_WORLD rank (identity with MPI-2) of the peer; -1 for
+    /// MPI_ANY_SOURCE.
+    pub global: i64,
+    /// None for MPI_ANY_TAG.
+    pub tag: Option<i64>,
+    /// Elements of [`DATATYPE`]; for unexpected messages, of the message.
+    pub count: i64,
+    pub send: bool,
+    /// Unexpected messages: how they travel (they have no datatype).
+    pub unexpected: Option<Protocol>,
+    /// For matched and complete operations.
+    pub actual: Option<Actual>,
+    /// A matched receive of which only part of the data has arrived.
+    pub partial: bool,
+}
+
+impl Op {
+    pub fn length(&self) -> i64 {
+        self.count * INT_BYTES
+    }
+
+    /// A receive posted and not matched.
+    pub fn recv(peer: i64, global: i64, tag: Option<i64>, count: i64) -> Op {
+        Op {
+            status: OpStatus::Pending,
+            peer,
+            global,
+            tag,
+            count,
+            send: false,
+            unexpected: None,
+            actual: None,
+            partial: false,
+        }
+    }
+
+    /// A send (standard mode) the receiver has not taken yet.
+    pub fn send(peer: i64, global: i64, tag: i64, count: i64) -> Op {
+        Op {
+            send: true,
+            ..Op::recv(peer, global, Some(tag), count)
+        }
+    }
+
+    /// A message that arrived before any receive matched it.
+    pub fn unexpected(source: i64, global: i64, tag: i64, count: i64, how: Protocol) -> Op {
+        Op {
+            unexpected: Some(how),
+            ..Op::recv(source, global, Some(tag), count)
+        }
+    }
+
+    /// This receive, matched by a message of its own length from its peer
+    /// with its tag; `partial`: not all of the data has arrived.
+    pub fn matched(mut self, partial: bool) -> Op {
+        self.status = OpStatus::Matched;
+        self.partial = partial;
+        self.actual = Some(self.own_actual());
+        self
+    }
+
+    /// This receive, complete (all of its data arrived) and not waited for.
+    pub fn complete(mut self) -> Op {
+        self.status = OpStatus::Complete;
+        self.actual = Some(self.own_actual());
+        self
+    }
+
+    fn own_actual(&self) -> Actual {
+        Actual {
+            peer: self.peer,
+            global: self.global,
+            tag: self.tag.unwrap_or(-1),
+            length: self.length(),
+        }
+    }
+}
+
+/// One queue of one communicator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Queue {
+    /// Exactly these operations, in this order; none: the queue must be
+    /// read and empty (never "not available" or an error).
+    Ops(Vec<Op>),
+    /// The DLL cannot read it in this build of the MPI (and must say so).
+    Unavailable,
+}
+
+impl Queue {
+    pub fn empty() -> Queue {
+        Queue::Ops(Vec::new())
+    }
+
+    /// The operations this queue must hold (none if unavailable).
+    pub fn ops(&self) -> &[Op] {
+        match self {
+            Queue::Ops(ops) => ops,
+            Queue::Unavailable => &[],
+        }
+    }
+}
+
+/// One communicator as the MPI lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Comm {
+    pub name: String,
+    /// Global ranks of the (local) group, in communicator rank order.
+    pub group: Vec<i64>,
+    pub sends: Queue,
+    pub receives: Queue,
+    pub unexpected: Queue,
+}
+
+impl Comm {
+    /// A communicator with nothing pending.
+    pub fn new(name: &str, group: &[i64], unexpected_readable: bool) -> Comm {
+        Comm {
+            name: name.to_string(),
+            group: group.to_vec(),
+            sends: Queue::empty(),
+            receives: Queue::empty(),
+            unexpected: if unexpected_readable {
+                Queue::empty()
+            } else {
+                Queue::Unavailable
+            },
+        }
+    }
+
+    fn with(mut self, sends: Vec<Op>, receives: Vec<Op>, unexpected: Vec<Op>) -> Comm {
+        self.sends = Queue::Ops(sends);
+        self.receives = Queue::Ops(receives);
+        if self.unexpected != Queue::Unavailable {
+            self.unexpected = Queue::Ops(unexpected);
+        }
+        self
+    }
+
+    /// The three queues, in the interface's class order.
+    pub fn queues(&self) -> [(&'static str, &Queue); 3] {
+        [
+            ("sends", &self.sends),
+            ("receives", &self.receives),
+            ("unexpected", &self.unexpected),
+        ]
+    }
+}
+
+/// One process of a fixture's job: every communicator, in table order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Process {
+    pub rank: i64,
+    pub comms: Vec<Comm>,
+}
+
+impl Process {
+    pub fn comm(&self, name: &str) -> Option<&Comm> {
+        self.comms.iter().find(|c| c.name == name)
+    }
+
+    /// Operations of the whole process.
+    pub fn operations(&self) -> usize {
+        self.comms
+            .iter()
+            .map(|c| c.queues().iter().map(|(_, q)| q.ops().len()).sum::<usize>())
+            .sum()
+    }
+}
+
+/// `queues.c` with `n` extra operations per side, its 2 ranks. Without
+/// ob1's debug information (`unexpected_readable` false: an Open MPI
+/// "release" build) no unexpected queue can be read.
+pub fn queues(n: i64, unexpected_readable: bool) -> Vec<Process> {
+    let u = unexpected_readable;
+    let new = |name: &str, group: &[i64]| Comm::new(name, group, u);
+    let rank0 = Process {
+        rank: 0,
+        comms: vec![
+            new("MPI_COMM_WORLD", &[0, 1]).with(
+                vec![],
+                vec![Op::recv(-1, -1, Some(8), 8)],
+                vec![
+                    Op::unexpected(1, 1, 99, 16, Protocol::Eager),
+                    Op::unexpected(1, 1, 5, 100_000, Protocol::Rendezvous),
+                ],
+            ),
+            new("MPI_COMM_SELF", &[0]),
+            new("mqs-dup", &[0, 1]).with(
+                vec![],
+                std::iter::once(Op::recv(1, 1, Some(7), 4))
+                    .chain((0..n).map(|i| Op::recv(1, 1, Some(1_000_000 + i), 1)))
+                    .collect(),
+                (0..n)
+                    .map(|i| Op::unexpected(1, 1, 3000 + i, 1, Protocol::Eager))
+                    .collect(),
+            ),
+            // Split rank 0 is world rank 1.
+            new("mqs-split", &[1, 0]).with(vec![], vec![Op::recv(0, 1, None, 2)], vec![]),
+            new("mqs-wait", &[0, 1]).with(vec![], vec![Op::recv(-1, -1, Some(1000), 1)], vec![]),
+        ],
+    };
+    let rank1 = Process {
+        rank: 1,
+        comms: vec![
+            // The eager sends (tag 99, 3000+i) left at once: no request.
+            new("MPI_COMM_WORLD", &[0, 1]).with(vec![Op::send(0, 0, 5, 100_000)], vec![], vec![]),
+            new("MPI_COMM_SELF", &[1]),
+            new("mqs-dup", &[0, 1]).with(vec![], vec![Op::recv(0, 0, Some(11), 8)], vec![]),
+            new("mqs-split", &[1, 0]),
+            new("mqs-wait", &[0, 1]).with(vec![], vec![Op::recv(-1, -1, Some(1000), 1)], vec![]),
+        ],
+    };
+    vec![rank0, rank1]
+}
+
+/// `intercomm.c`, its 4 ranks.
+pub fn intercomm() -> Vec<Process> {
+    (0..4)
+        .map(|rank: i64| {
+            let even = rank % 2 == 0;
+            // Local and remote halves: evens 0, 2; odds 1, 3.
+            let local: Vec<i64> = if even { vec![0, 2] } else { vec![1, 3] };
+            let half = if even { "mqs-even" } else { "mqs-odd" };
+            // Open MPI's hidden intracommunicator over the local group of
+            // mqs-inter, between the split and the intercommunicator.
+            let hidden = "MPI COMMUNICATOR 4 DUP FROM 3";
+            let (sends, receives, unexpected) = match rank {
+                0 => (
+                    vec![],
+                    vec![Op::recv(0, 1, Some(21), 4)],
+                    vec![Op::unexpected(0, 1, 22, 100_000, Protocol::Rendezvous)],
+                ),
+                2 => (vec![], vec![Op::recv(0, 1, Some(21), 4)], vec![]),
+                1 => (vec![Op::send(0, 0, 22, 100_000)], vec![], vec![]),
+                _ => (vec![], vec![], vec![]),
+            };
+            Process {
+                rank,
+                comms: vec![
+                    Comm::new("MPI_COMM_WORLD", &[0, 1, 2, 3], true),
+                    Comm::new("MPI_COMM_SELF", &[rank], true),
+                    Comm::new(half, &local, true),
+                    Comm::new(hidden, &local, true),
+                    Comm::new("mqs-inter", &local, true).with(sends, receives, unexpected),
+                    Comm::new("mqs-wait", &[0, 1, 2, 3], true).with(
+                        vec![],
+                        vec![Op::recv(-1, -1, Some(1000), 1)],
+                        vec![],
+                    ),
+                ],
+            }
+        })
+        .collect()
+}
+
+/// `ring.c` with `size` ranks.
+pub fn ring(size: i64) -> Vec<Process> {
+    let world: Vec<i64> = (0..size).collect();
+    (0..size)
+        .map(|rank| {
+            let left = (rank + size - 1) % size;
+            Process {
+                rank,
+                comms: vec![
+                    Comm::new("MPI_COMM_WORLD", &world, true).with(
+                        vec![],
+                        vec![Op::recv(left, left, Some(42), 1)],
+                        vec![],
+                    ),
+                    Comm::new("MPI_COMM_SELF", &[rank], true),
+                ],
+            }
+        })
+        .collect()
+}
+
+/// `progress.c`, its 2 ranks (Open MPI with ob1's debug information).
+pub fn progress() -> Vec<Process> {
+    let rank0 = Process {
+        rank: 0,
+        comms: vec![
+            Comm::new("MPI_COMM_WORLD", &[0, 1], true).with(
+                vec![],
+                vec![
+                    // Still in ob1's queues, in matching order.
+                    Op::recv(1, 1, Some(42), 2),
+                    Op::recv(-1, -1, Some(1000), 1),
+                    // Out of the queues, in posting order.
+                    Op::recv(1, 1, Some(40), 100_000).matched(true),
+                    Op::recv(1, 1, Some(41), 4).complete(),
+                ],
+                vec![],
+            ),
+            Comm::new("MPI_COMM_SELF", &[0], true),
+        ],
+    };
+    let rank1 = Process {
+        rank: 1,
+        comms: vec![
+            // The eager send (tag 41) left at once: no request.
+            Comm::new("MPI_COMM_WORLD", &[0, 1], true).with(
+                vec![Op::send(0, 0, 40, 100_000)],
+                vec![],
+                vec![],
+            ),
+            Comm::new("MPI_COMM_SELF", &[1], true),
+        ],
+    };
+    vec![rank0, rank1]
+}
+
+/// Checks our DLL's dump of one process (the JSON of its `communicators`
+/// section, docs/json.md) against what the fixture left: every
+/// communicator in order, its group, and every queue exactly, operation by
+/// operation in order: status, ranks, tag, length, actual fields, and in
+/// `extra_text` the count and datatype, the send mode and the progress
+/// lines our DLL writes (dll/README.md). Every difference is reported.
+pub fn check_ours(expected: &Process, communicators: &Value) -> Result<(), String> {
+    let mut errors = String::new();
+    let mut fail = |text: String| {
+        let _ = writeln!(errors, "  {text}");
+    };
+    if communicators["status"] != "ok" {
+        return Err(format!(
+            "rank {}: communicators not listed: {communicators}",
+            expected.rank
+        ));
+    }
+    let list = communicators["list"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let names: Vec<&str> = list.iter().filter_map(|c| c["name"].as_str()).collect();
+    let wanted: Vec<&str> = expected.comms.iter().map(|c| c.name.as_str()).collect();
+    if names != wanted {
+        fail(format!("communicators {names:?}, expected {wanted:?}"));
+    }
+    for comm in &expected.comms {
+        let Some(got) = list.iter().find(|c| c["name"] == comm.name.as_str()) else {
+            continue;
+        };
+        if got["group"] != serde_json::json!(comm.group) {
+            fail(format!(
+                "{}: group {}, expected {:?}",
+                comm.name, got["group"], comm.group
+            ));
+        }
+        for (class, queue) in comm.queues() {
+            let what = format!("{} {class}", comm.name);
+            check_queue(&what, queue, &got[class], &mut fail);
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "rank {}: our DLL's dump differs from the fixture:\n{errors}",
+            expected.rank
+        ))
+    }
+}
+
+fn check_queue(what: &str, queue: &Queue, got: &Value, fail: &mut dyn FnMut(String)) {
+    let ops = match queue {
+        Queue::Unavailable => {
+            if got["status"] != "not_available" {
+                fail(format!("{what}: expected not available, got {got}"));
+            }
+            return;
+        }
+        Queue::Ops(ops) => ops,
+    };
+    if got["status"] != "ok" {
+        fail(format!(
+            "{what}: expected {} operations, got {got}",
+            ops.len()
+        ));
+        return;
+    }
+    if !got["truncated"].is_null() {
+        fail(format!("{what}: truncated: {}", got["truncated"]));
+    }
+    let list = got["operations"].as_array().cloned().unwrap_or_default();
+    if list.len() != ops.len() {
+        fail(format!(
+            "{what}: {} operations, expected {}:\n    got {}\n    expected {ops:?}",
+            list.len(),
+            ops.len(),
+            Value::Array(list.clone())
+        ));
+        return;
+    }
+    for (i, (op, got)) in ops.iter().zip(&list).enumerate() {
+        let what = format!("{what} #{i}");
+        for problem in op_problems(op, got) {
+            fail(format!("{what}: {problem}; got {got}"));
+        }
+    }
+}
+
+/// What is wrong with one operation of ours.
+fn op_problems(op: &Op, got: &Value) -> Vec<String> {
+    let mut p = Vec::new();
+    let mut same = |field: &str, want: Value| {
+        if got[field] != want {
+            p.push(format!("{field} {} instead of {want}", got[field]));
+        }
+    };
+    same("status", Value::from(op.status.name()));
+    same("desired_local_rank", Value::from(op.peer));
+    same("desired_global_rank", Value::from(op.global));
+    same("desired_tag", op.tag.map_or(Value::Null, Value::from));
+    same("desired_length", Value::from(op.length()));
+    let actual = op.actual.unwrap_or(Actual {
+        peer: -1,
+        global: -1,
+        tag: -1,
+        length: -1,
+    });
+    // Sends say where they go in actual_* too; a receive's are only set
+    // once it is matched (ours leaves a pending one's at -1).
+    if op.actual.is_some() || (!op.send && op.unexpected.is_none()) {
+        same("actual_local_rank", Value::from(actual.peer));
+        same("actual_global_rank", Value::from(actual.global));
+        same("actual_tag", Value::from(actual.tag));
+        same("actual_length", Value::from(actual.length));
+    }
+    let lines: Vec<&str> = got["extra_text"]
+        .as_array()
+        .map(|l| l.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let has = |line: &str| lines.contains(&line);
+    let starts = |prefix: &str| lines.iter().any(|l| l.starts_with(prefix));
+    match op.unexpected {
+        Some(Protocol::Eager) if !starts("eager message") => {
+            p.push("extra_text does not say eager".into())
+        }
+        Some(Protocol::Rendezvous) if !starts("rendezvous") => {
+            p.push("extra_text does not say rendezvous".into())
+        }
+        Some(_) => {}
+        None => {
+            let count = format!("{} x {DATATYPE}", op.count);
+            if !has(&count) {
+                p.push(format!("extra_text lacks \"{count}\""));
+            }
+        }
+    }
+    if op.send && !has("mode: standard") {
+        p.push("extra_text lacks \"mode: standard\"".into());
+    }
+    match op.status {
+        OpStatus::Complete if !has("complete, not yet waited for or freed") => {
+            p.push("extra_text does not say complete".into())
+        }
+        OpStatus::Matched if !op.send => {
+            let arrived = lines.iter().find_map(|l| received(l));
+            match arrived {
+                Some((n, of)) if of != op.length() => p.push(format!(
+                    "matched: {n} of {of} bytes, expected of {}",
+                    op.length()
+                )),
+                Some((n, of)) if op.partial && !(0 < n && n < of) => {
+                    p.push(format!("matched: {n} of {of} bytes, expected part only"))
+                }
+                Some(_) => {}
+                None => p.push("extra_text does not say what arrived".into()),
+            }
+        }
+        _ => {}
+    }
+    p
+}
+
+/// "matched; N of M bytes received" as (N, M).
+fn received(line: &str) -> Option<(i64, i64)> {
+    let rest = line.strip_prefix("matched; ")?;
+    let (n, rest) = rest.split_once(" of ")?;
+    let m = rest.strip_suffix(" bytes received")?;
+    Some((n.parse().ok()?, m.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op_json(op: &Op, lines: &[&str]) -> Value {
+        let a = op.actual.unwrap_or(Actual {
+            peer: -1,
+            global: -1,
+            tag: -1,
+            length: -1,
+        });
+        serde_json::json!({
+            "status": op.status.name(),
+            "desired_local_rank": op.peer,
+            "desired_global_rank": op.global,
+            "desired_tag": op.tag,
+            "desired_length": op.length(),
+            "actual_local_rank": a.peer,
+            "actual_global_rank": a.global,
+            "actual_tag": a.tag,
+            "actual_length": a.length,
+            "extra_text": lines,
+        })
+    }
+
+    #[test]
+    fn the_checker_sees_each_kind_of_difference() {
+        let want = Op::recv(1, 1, Some(40), 100).matched(true);
+        let good = op_json(
+            &want,
+            &["100 x MPI_INT", "matched; 10 of 400 bytes received"],
+        );
+        assert!(
+            op_problems(&want, &good).is_empty(),
+            "{:?}",
+            op_problems(&want, &good)
+        );
+        let mut bad = good.clone();
+        bad["extra_text"][0] = "101 x MPI_INT".into();
+        assert_eq!(op_problems(&want, &bad).len(), 1);
+        bad = good.clone();
+        bad["extra_text"][1] = "matched; 400 of 400 bytes received".into();
+        assert_eq!(op_problems(&want, &bad).len(), 1);
+        bad = good.clone();
+        bad["status"] = "pending".into();
+        assert_eq!(op_problems(&want, &bad).len(), 1);
+        bad = good.clone();
+        bad["actual_length"] = 0.into();
+        assert_eq!(op_problems(&want, &bad).len(), 1);
+    }
+
+    #[test]
+    fn an_empty_queue_must_be_read_and_empty() {
+        let mut problems = Vec::new();
+        let unavailable = serde_json::json!({"status": "not_available", "reason": "x"});
+        check_queue("q", &Queue::empty(), &unavailable, &mut |p| {
+            problems.push(p)
+        });
+        assert_eq!(problems.len(), 1);
+        let ok = serde_json::json!({"status": "ok", "operations": [], "truncated": null});
+        problems.clear();
+        check_queue("q", &Queue::empty(), &ok, &mut |p| problems.push(p));
+        assert!(problems.is_empty());
+    }
+}
