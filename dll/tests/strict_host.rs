@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use common::mutate::{mutation, patches, Mutation};
 use common::session::{our_dll, recording, recordings, run, Dumped, Recorded};
+use mqs_tests::Family;
 use common::snapshot::{from_hex, Snapshot};
 use common::strict::{self, Listing, Server, Summary};
 use mqs_abi::OpClass;
@@ -74,7 +75,7 @@ fn loaded() -> &'static Vec<Loaded> {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("strict-host-{level}"));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let mut all = Vec::new();
-        for plan in recordings() {
+        for plan in recordings(Family::OpenMpi) {
             for recorded in &recording(plan.name).processes {
                 let name = format!("{}-{}", plan.name, recorded.member.identity);
                 let snap = Snapshot::from_recorded(&name, recorded);
