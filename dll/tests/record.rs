@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::session::{build_name, our_dll_path, Plan, RECORDINGS};
 use mqs_host::inspect::{dump, Options};
-use mqs_tests::{Job, LaunchOptions, Mpi};
+use mqs_tests::{Job, LaunchOptions};
 use serde_json::{json, Value};
 
 /// A dump without what changes between two dumps of a still process.

@@ -26,13 +26,13 @@ use std::time::{Duration, Instant};
 
 use common::mutate::{mutation, patches, Mutation};
 use common::session::{our_dll, recording, recordings, run, Dumped, Recorded};
-use mqs_tests::Family;
 use common::snapshot::{from_hex, Snapshot};
 use common::strict::{self, Listing, Server, Summary};
 use mqs_abi::OpClass;
 use mqs_dll::errors::DllError;
 use mqs_dll::testing::FakeProcess;
 use mqs_host::dump::Section;
+use mqs_tests::Family;
 use proptest::prelude::*;
 
 /// Every process of this build's recordings (`dll/tests/data`), by name.

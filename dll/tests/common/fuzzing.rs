@@ -462,7 +462,11 @@ fn run_case(bases: &[Base], seed: u64) -> Result<Seen, String> {
     if let Section::Ok { value } = &d.communicators {
         for c in &value.list {
             if c.name.len() >= 64 {
-                return Err(format!("communicator name too long {:?}: {}", c.name, what()));
+                return Err(format!(
+                    "communicator name too long {:?}: {}",
+                    c.name,
+                    what()
+                ));
             }
             for q in [&c.sends, &c.receives, &c.unexpected] {
                 match q {
