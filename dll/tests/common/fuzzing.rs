@@ -52,6 +52,10 @@ pub struct ListLink {
     pub before: u64,
 }
 
+/// Finds the list links of a recorded process, given the regions a clean
+/// session read.
+pub type FindLinks = dyn Fn(&Recorded, &[(u64, usize)]) -> Vec<ListLink>;
+
 /// One recorded process, ready to corrupt.
 pub struct Base {
     pub name: &'static str,
@@ -137,11 +141,7 @@ pub fn symbol(log: &SymbolLog, name: &str) -> Option<u64> {
 /// A clean session of `process` (it must succeed), what it read, and the
 /// links `find_links` finds in it (given the process and the merged
 /// regions read).
-pub fn base(
-    name: &'static str,
-    process: &'static Recorded,
-    find_links: &dyn Fn(&Recorded, &[(u64, usize)]) -> Vec<ListLink>,
-) -> Base {
+pub fn base(name: &'static str, process: &'static Recorded, find_links: &FindLinks) -> Base {
     let (reads, refused) = (Cell::new(0), Cell::new(0));
     let log = RefCell::new(Vec::new());
     let target = Fuzzed {
