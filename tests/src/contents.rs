@@ -724,6 +724,45 @@ mod tests {
     }
 
     #[test]
+    fn any_order_takes_a_permutation_and_eager_sends_either_status() {
+        let a = Op::unexpected(2, 2, 42, 4, Protocol::Eager).mpich_arrived();
+        let b = Op::unexpected(3, 3, 43, 4, Protocol::Eager).mpich_arrived();
+        let text = ["eager message, all 16 bytes arrived"];
+        let queue = |ops: Vec<Value>| serde_json::json!({"status": "ok", "operations": ops});
+        let mut problems = Vec::new();
+        let swapped = queue(vec![op_json(&b, &text), op_json(&a, &text)]);
+        check_queue(
+            "q",
+            &Queue::AnyOrder(vec![a.clone(), b.clone()]),
+            &swapped,
+            &mut |p| problems.push(p),
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        check_queue(
+            "q",
+            &Queue::Ops(vec![a.clone(), b.clone()]),
+            &swapped,
+            &mut |p| problems.push(p),
+        );
+        assert!(!problems.is_empty());
+        problems.clear();
+        let twice = queue(vec![op_json(&a, &text), op_json(&a, &text)]);
+        check_queue("q", &Queue::AnyOrder(vec![a, b]), &twice, &mut |p| {
+            problems.push(p)
+        });
+        assert!(!problems.is_empty());
+
+        let send = Op::send(0, 0, 99, 16).mpich_send();
+        let lines = ["16 x MPI_INT", "complete, not yet waited for or freed"];
+        let mut done = op_json(&send, &lines);
+        done["status"] = "complete".into();
+        assert!(!op_problems(&send, &done).is_empty());
+        assert!(op_problems(&send.clone().eager(), &done).is_empty());
+        done["status"] = "matched".into();
+        assert!(!op_problems(&send.eager(), &done).is_empty());
+    }
+
+    #[test]
     fn an_empty_queue_must_be_read_and_empty() {
         let mut problems = Vec::new();
         let unavailable = serde_json::json!({"status": "not_available", "reason": "x"});
