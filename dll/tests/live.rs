@@ -47,8 +47,11 @@ fn dump_once(job: &Job) -> Result<Vec<Value>, String> {
         ..Options::default()
     };
     let pid = i32::try_from(job.launcher_pid()).unwrap_or(-1);
-    let d = dump(pid, &options, &mut |_, _| {})
-        .map_err(|e| format!("dump of {}: {e}", job.fixture()))?;
+    let what = format!("dump of {}", job.fixture());
+    let d = mqs_tests::within(mqs_tests::DUMP_LIMIT, &what, move || {
+        dump(pid, &options, &mut |_, _| {}).map_err(|e| e.to_string())
+    })?
+    .map_err(|e| format!("{what}: {e}"))?;
     let json = serde_json::to_value(&d).map_err(|e| e.to_string())?;
     let mut procs: Vec<Value> = json["processes"].as_array().cloned().unwrap_or_default();
     procs.sort_by_key(|p| p["global_rank"].as_i64());

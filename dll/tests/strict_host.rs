@@ -8,23 +8,28 @@
 //! - Every recorded process: the strict host lists exactly what our
 //!   in-process host lists, wildcards read -1, no setup call answers
 //!   mqs_end_of_list, and valgrind finds nothing.
-//! - Corrupted recorded processes (the mutations of `fuzz.rs`) through the
-//!   strict host under valgrind: never a crash, a hang, an endless list, a
-//!   structure left unwritten, a panic caught at the boundary or a read
-//!   valgrind objects to. `MQS_STRICT_FUZZ_CASES` sets how many (default
-//!   300); the long run (1,000,000, `--ignored`) is described in
-//!   dll/README.md.
+//! - Corrupted recorded processes through the strict host under valgrind,
+//!   the mutations aimed as `fuzz.rs` aims its own (at the bytes a clean
+//!   session read, the list links and pointers in them: `common::aim`):
+//!   never a crash, a hang, an endless list, a structure left unwritten, a
+//!   panic caught at the boundary or a read valgrind objects to; walks stop
+//!   at cycles and bad pointers. `MQS_STRICT_FUZZ_CASES` sets how many
+//!   (default 300); the long run (1,000,000, `--ignored`) is described in
+//!   dll/README.md. The aim is measured against unaimed mutations of whole
+//!   recorded pages (what this fuzz did before): how often the listing
+//!   changes, and which stops are reached.
 //! - Live Open MPI jobs (the `-g` and the release build): the strict host
 //!   reading the stopped rank through /proc/PID/mem lists exactly what
 //!   mqs-dump lists.
 
 mod common;
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::mutate::{mutation, patches, Mutation};
+use common::aim::{aim, Aim};
+use common::mutate::{mutation, patches, unaimed_mutation, Mutation};
 use common::session::{our_dll, recording, recordings, run, Dumped, Recorded};
 use common::snapshot::{from_hex, Snapshot};
 use common::strict::{self, Listing, Server, Summary};
@@ -34,6 +39,7 @@ use mqs_dll::testing::FakeProcess;
 use mqs_host::dump::Section;
 use mqs_tests::Family;
 use proptest::prelude::*;
+use proptest::test_runner::{RngAlgorithm, TestRng, TestRunner};
 
 /// Every process of this build's recordings (`dll/tests/data`), by name.
 fn names() -> Vec<String> {
@@ -59,7 +65,10 @@ struct Loaded {
     recorded: &'static Recorded,
     snap: Snapshot,
     memory: FakeProcess,
-    regions: Vec<(u64, usize)>,
+    /// Where a clean session of our DLL read: the fuzz aims there.
+    aim: Aim,
+    /// Every recorded page, unaimed (the measure of the aim).
+    pages: Aim,
     description: PathBuf,
 }
 
@@ -88,11 +97,12 @@ fn loaded() -> &'static Vec<Loaded> {
                     .filter(|(_, n)| *n > 0)
                     .collect();
                 all.push(Loaded {
+                    aim: aim(&name, recorded),
+                    pages: Aim::pages(regions),
                     name,
                     recorded,
                     memory: snap.fake_process(),
                     snap,
-                    regions,
                     description,
                 });
             }
@@ -234,34 +244,78 @@ fn check_summary(s: &Summary) -> Result<(), String> {
     Ok(())
 }
 
+/// What the strict host lists of each recorded process unchanged (no
+/// valgrind: the listing is the same).
+fn clean_listings() -> &'static Vec<Listing> {
+    static L: std::sync::OnceLock<Vec<Listing>> = std::sync::OnceLock::new();
+    L.get_or_init(|| {
+        let mut server = Server::start(&bases(), false).unwrap_or_else(|e| panic!("{e}"));
+        let listings = (0..loaded().len())
+            .map(|i| server.run_full(i).unwrap_or_else(|e| panic!("{e}")))
+            .collect();
+        server.finish().unwrap_or_else(|e| panic!("{e}"));
+        listings
+    })
+}
+
+/// How a list or queue ended short of its end in a listing: each
+/// "list cut: …" note without its address or count, each setup code other
+/// than mqs_ok and mqs_no_information, each code the summary collected.
+fn stops(l: &Listing) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for c in &l.comms {
+        for (_, rc, ops) in &c.queues {
+            if *rc > 1 {
+                out.insert(format!("setup code {rc}"));
+            }
+            for line in ops.iter().flat_map(|r| &r.op.extra_text) {
+                if let Some(rest) = line.strip_prefix("list cut") {
+                    let kind: String = rest.chars().take_while(|c| !c.is_ascii_digit()).collect();
+                    out.insert(format!("list cut{}", kind.trim_end()));
+                }
+            }
+        }
+    }
+    for code in &l.summary.codes {
+        out.insert(format!("code {code}"));
+    }
+    out
+}
+
+/// What a fuzz run saw.
+#[derive(Debug, Default)]
+struct Seen {
+    sessions: u64,
+    /// Sessions whose listing differs from the clean one's (communicators,
+    /// groups, setup codes, operations with their texts, codes).
+    differ: u64,
+    stops: BTreeSet<String>,
+    worst_fetches: u64,
+    worst_pieces: u64,
+    worst: String,
+}
+
+impl Seen {
+    fn share_differing(&self) -> f64 {
+        self.differ as f64 / self.sessions.max(1) as f64
+    }
+}
+
 /// Sessions through strict hosts, restarted every `batch` sessions (the
 /// DLL's state is never destroyed, as in padb, so a host's memory grows).
 struct Fuzzer {
     valgrind: bool,
     batch: u64,
+    aimed: bool,
     server: Option<Server>,
-    cases: AtomicU64,
-    worst_fetches: AtomicU64,
-    worst_pieces: AtomicU64,
-    worst: std::sync::Mutex<String>,
+    seen: Seen,
 }
 
 impl Fuzzer {
-    fn new(valgrind: bool, batch: u64) -> Fuzzer {
-        Fuzzer {
-            valgrind,
-            batch,
-            server: None,
-            cases: AtomicU64::new(0),
-            worst_fetches: AtomicU64::new(0),
-            worst_pieces: AtomicU64::new(0),
-            worst: std::sync::Mutex::new(String::new()),
-        }
-    }
-
     fn session(&mut self, which: usize, mutations: &[Mutation]) -> Result<(), String> {
         let l = &loaded()[which];
-        let patches = patches(&l.snap, &l.regions, &l.memory, mutations);
+        let aim = if self.aimed { &l.aim } else { &l.pages };
+        let patches = patches(&l.snap, aim, &l.memory, mutations);
         if self
             .server
             .as_ref()
@@ -275,28 +329,28 @@ impl Fuzzer {
             Some(s) => s,
             None => self.server.insert(Server::start(&bases(), self.valgrind)?),
         };
-        let result = server.run(which, &patches);
-        let summary = match result {
-            Ok(s) => s,
+        let listing = match server.run_listing(which, &patches) {
+            Ok(l) => l,
             Err(e) => {
                 // The host is gone: the next session starts another.
                 self.server = None;
                 return Err(format!("{e}\nsession: {} {mutations:?}", names()[which]));
             }
         };
-        self.cases.fetch_add(1, Ordering::Relaxed);
-        if summary.fetches
-            > self
-                .worst_fetches
-                .fetch_max(summary.fetches, Ordering::Relaxed)
-        {
-            if let Ok(mut w) = self.worst.lock() {
-                *w = format!("{} with {} mutations", names()[which], mutations.len());
-            }
+        let summary = &listing.summary;
+        let seen = &mut self.seen;
+        seen.sessions += 1;
+        let clean = &clean_listings()[which];
+        if listing.comms != clean.comms || summary.codes != clean.summary.codes {
+            seen.differ += 1;
         }
-        self.worst_pieces
-            .fetch_max(summary.pieces, Ordering::Relaxed);
-        check_summary(&summary)
+        seen.stops.extend(stops(&listing));
+        if summary.fetches > seen.worst_fetches {
+            seen.worst_fetches = summary.fetches;
+            seen.worst = format!("{} with {} mutations", names()[which], mutations.len());
+        }
+        seen.worst_pieces = seen.worst_pieces.max(summary.pieces);
+        check_summary(summary)
             .map_err(|e| format!("{e}\nsession: {} {mutations:?}", names()[which]))
     }
 
@@ -308,32 +362,66 @@ impl Fuzzer {
     }
 }
 
-/// Runs `cases` corrupted sessions; returns (sessions, worst fetches,
-/// worst pieces, the worst session, elapsed).
-fn fuzz(cases: u32, valgrind: bool, batch: u64) -> (u64, u64, u64, String, Duration) {
+/// How a fuzz run is made.
+struct Plan {
+    cases: u32,
+    valgrind: bool,
+    batch: u64,
+    /// Aimed mutations (the fuzz's own), or the unaimed ones it made before.
+    aimed: bool,
+    /// A fixed seed (a run that compares), or a random one.
+    seed: Option<u64>,
+    /// Mutations per session.
+    mutations: std::ops::Range<usize>,
+}
+
+/// Runs `plan.cases` corrupted sessions; what they showed, and how long
+/// they took.
+fn fuzz(plan: &Plan) -> (Seen, Duration) {
     let start = Instant::now();
     let config = ProptestConfig {
-        cases,
+        cases: plan.cases,
         failure_persistence: None,
         max_shrink_iters: 64,
         ..ProptestConfig::default()
     };
-    let mut runner = proptest::test_runner::TestRunner::new(config);
+    let mut runner = match plan.seed {
+        Some(seed) => {
+            let mut bytes = [0u8; 32];
+            bytes[..8].copy_from_slice(&seed.to_le_bytes());
+            let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &bytes);
+            TestRunner::new_with_rng(config, rng)
+        }
+        None => TestRunner::new(config),
+    };
+    let mutations = if plan.aimed {
+        mutation().boxed()
+    } else {
+        unaimed_mutation().boxed()
+    };
     let strategy = (
         0usize..loaded().len(),
-        prop::collection::vec(mutation(), 1..24),
+        prop::collection::vec(mutations, plan.mutations.clone()),
     );
-    let fuzzer = std::cell::RefCell::new(Fuzzer::new(valgrind, batch));
+    let fuzzer = std::cell::RefCell::new(Fuzzer {
+        valgrind: plan.valgrind,
+        batch: plan.batch,
+        aimed: plan.aimed,
+        server: None,
+        seen: Seen::default(),
+    });
+    // The clean listings first, outside the timing of any session.
+    let _ = clean_listings();
     let progress = std::env::var_os("MQS_STRICT_FUZZ_PROGRESS").is_some();
     let result = runner.run(&strategy, |(which, mutations)| {
         let mut f = fuzzer.borrow_mut();
         let r = f.session(which, &mutations);
-        let n = f.cases.load(Ordering::Relaxed);
+        let n = f.seen.sessions;
         if progress && n.is_multiple_of(10_000) {
             eprintln!(
                 "strict fuzz: {n} sessions in {:.0} s, at most {} fetches",
                 start.elapsed().as_secs_f64(),
-                f.worst_fetches.load(Ordering::Relaxed)
+                f.seen.worst_fetches
             );
         }
         r.map_err(TestCaseError::fail)
@@ -342,14 +430,7 @@ fn fuzz(cases: u32, valgrind: bool, batch: u64) -> (u64, u64, u64, String, Durat
     let finished = f.finish();
     assert!(result.is_ok(), "{result:?}");
     finished.unwrap_or_else(|e| panic!("{e}"));
-    let worst = f.worst.lock().map(|w| w.clone()).unwrap_or_default();
-    (
-        f.cases.load(Ordering::Relaxed),
-        f.worst_fetches.load(Ordering::Relaxed),
-        f.worst_pieces.load(Ordering::Relaxed),
-        worst,
-        start.elapsed(),
-    )
+    (f.seen, start.elapsed())
 }
 
 fn env_number(name: &str) -> Option<u32> {
@@ -359,15 +440,89 @@ fn env_number(name: &str) -> Option<u32> {
 /// Corrupted sessions to run in the suite (MQS_STRICT_FUZZ_CASES overrides).
 const CASES_DEFAULT: u32 = 300;
 
+fn report(what: &str, s: &Seen, took: Duration) {
+    eprintln!(
+        "{what}: {} corrupted sessions in {:.1} s; {} ({:.0}%) list other than the clean process; \
+         stops: {:?}; worst session: {} fetches ({}), at most {} pieces of 256 bytes",
+        s.sessions,
+        took.as_secs_f64(),
+        s.differ,
+        100.0 * s.share_differing(),
+        s.stops,
+        s.worst_fetches,
+        s.worst,
+        s.worst_pieces
+    );
+}
+
+/// The walks' stops that aimed corruption must reach within the suite's
+/// cases: a cycle and a bad pointer (fuzz.rs asserts them too).
+const STOPS_REACHED: [&str; 2] = ["list cut: cycle at", "list cut: bad pointer"];
+
 #[test]
 fn corrupted_processes_in_the_strict_host_under_valgrind() {
     let cases = env_number("MQS_STRICT_FUZZ_CASES").unwrap_or(CASES_DEFAULT);
-    let (n, fetches, pieces, worst, took) = fuzz(cases, true, u64::MAX);
-    eprintln!(
-        "strict fuzz: {n} corrupted sessions under valgrind in {:.1} s; worst session: {fetches} fetches ({worst}), at most {pieces} pieces of 256 bytes",
-        took.as_secs_f64()
-    );
-    assert!(n >= u64::from(cases));
+    let (seen, took) = fuzz(&Plan {
+        cases,
+        valgrind: true,
+        batch: u64::MAX,
+        aimed: true,
+        seed: None,
+        mutations: 1..24,
+    });
+    report("strict fuzz under valgrind", &seen, took);
+    assert!(seen.sessions >= u64::from(cases));
+    for stop in STOPS_REACHED {
+        assert!(
+            seen.stops.contains(stop),
+            "no session reached {stop:?}: {:?}",
+            seen.stops
+        );
+    }
+}
+
+/// The aim, measured: the same number of sessions from one fixed seed,
+/// with the aimed mutations and with the unaimed ones the strict fuzz made
+/// before (over whole recorded pages), with the suite's 1 to 23 mutations
+/// per session and with one: the aimed change what the DLL lists at least
+/// as often, and reach at least as many kinds of stop. Without valgrind
+/// (what is listed is the same under it).
+#[test]
+fn aimed_mutations_reach_the_dll_at_least_as_often_as_unaimed_ones() {
+    let cases = env_number("MQS_STRICT_FUZZ_COMPARE_CASES").unwrap_or(400);
+    for mutations in [1..24, 1..2] {
+        let run = |aimed| {
+            fuzz(&Plan {
+                cases,
+                valgrind: false,
+                batch: u64::MAX,
+                aimed,
+                seed: Some(17),
+                mutations: mutations.clone(),
+            })
+        };
+        let (aimed, took_aimed) = run(true);
+        let (unaimed, took_unaimed) = run(false);
+        let per = format!("{} to {} mutations", mutations.start, mutations.end - 1);
+        report(&format!("aimed, {per}"), &aimed, took_aimed);
+        report(
+            &format!("unaimed (whole pages), {per}"),
+            &unaimed,
+            took_unaimed,
+        );
+        assert!(
+            aimed.share_differing() >= unaimed.share_differing(),
+            "{per}: aimed {:.2} of sessions differ, unaimed {:.2}",
+            aimed.share_differing(),
+            unaimed.share_differing()
+        );
+        assert!(
+            aimed.stops.len() >= unaimed.stops.len(),
+            "{per}: stops: aimed {:?}, unaimed {:?}",
+            aimed.stops,
+            unaimed.stops
+        );
+    }
 }
 
 /// The long run (not in the suite; dll/README.md gives the figures):
@@ -380,13 +535,24 @@ fn corrupted_processes_in_the_strict_host_under_valgrind() {
 fn corrupted_processes_in_the_strict_host_long_run() {
     let cases = env_number("MQS_STRICT_FUZZ_CASES").unwrap_or(1_000_000);
     let valgrind = std::env::var("MQS_STRICT_FUZZ_VALGRIND").map_or(true, |v| v != "0");
-    let (n, fetches, pieces, worst, took) = fuzz(cases, valgrind, 20_000);
-    eprintln!(
-        "strict fuzz, long run: {n} corrupted sessions{} in {:.0} s; worst session: {fetches} fetches ({worst}), at most {pieces} pieces of 256 bytes",
-        if valgrind { " under valgrind" } else { "" },
-        took.as_secs_f64()
+    let (seen, took) = fuzz(&Plan {
+        cases,
+        valgrind,
+        batch: 20_000,
+        aimed: true,
+        seed: None,
+        mutations: 1..24,
+    });
+    report(
+        if valgrind {
+            "strict fuzz, long run, under valgrind"
+        } else {
+            "strict fuzz, long run"
+        },
+        &seen,
+        took,
     );
-    assert!(n >= u64::from(cases));
+    assert!(seen.sessions >= u64::from(cases));
 }
 
 // ---------------------------------------------------------------------------

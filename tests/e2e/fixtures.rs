@@ -229,6 +229,7 @@ per_mpi! {
     split_ring => |mpi| check_fixture(mpi, "split_ring", 4);
     chain => |mpi| check_fixture(mpi, "chain", 4);
     barrier_mismatch => |mpi| check_fixture(mpi, "barrier_mismatch", 4);
+    progress => |mpi| check_fixture(mpi, "progress", 2);
     teardown_on_panic => check_teardown_on_panic;
     early_exit => check_early_exit;
     ready_timeout => check_ready_timeout;

@@ -9,6 +9,7 @@ mod artifacts;
 pub mod contents;
 mod error;
 mod job;
+mod limit;
 mod mpi;
 mod nodes;
 mod procfs;
@@ -17,6 +18,7 @@ mod shared_dir;
 pub use artifacts::{fresh_dll, host_example, mqs_dump_binary, our_dll};
 pub use error::{Error, NotReady, Result};
 pub use job::{launcher_command, Job, LaunchOptions, JOB_ENV};
+pub use limit::{within, DUMP_LIMIT};
 pub use mpi::{
     build_fixture, fixture_source, fixtures_dir, target_dir, workspace_root, Family, Mpi,
 };

@@ -5,6 +5,7 @@
 //! the strict C host (`strict`).
 #![allow(dead_code)]
 
+pub mod aim;
 pub mod fuzzing;
 pub mod mutate;
 pub mod raw;

@@ -1,11 +1,15 @@
-//! Random corruption of recorded processes, for the fuzz tests: the
-//! mutations, their strategies, and applying them to a process's memory or
-//! its type table (or, for a host in another process, as patches).
+//! Random corruption of recorded processes, for the strict host's fuzz:
+//! the mutations, their strategies, and applying them to a process's memory
+//! or its type table (or, for a host in another process, as patches).
+//! Memory mutations are aimed where a clean session read ([`Aim`]): at the
+//! bytes it fetched, the list links and the pointers in them, as
+//! `fuzz.rs` aims its own.
 
 use mqs_dll::access::ProcessAccess;
 use mqs_dll::testing::FakeProcess;
 use proptest::prelude::*;
 
+use super::aim::Aim;
 use super::snapshot::Snapshot;
 
 /// One corruption, relative to the snapshot's recorded regions.
@@ -34,6 +38,20 @@ pub enum Mutation {
     /// A debugger reporting a wrong layout: one field offset (or, for
     /// `field == usize::MAX`, a type's size) replaced.
     Layout { ty: usize, field: usize, value: u64 },
+    /// A list link the layout names, bent.
+    Link { link: usize, kind: Link },
+    /// A pointer moved `8 * delta` bytes into the object it points to.
+    Pointer { pointer: usize, delta: u8 },
+}
+
+#[derive(Debug, Clone)]
+pub enum Link {
+    /// The item's next is itself.
+    ToItself,
+    /// The item's next is the item before it: a cycle of two.
+    Back,
+    /// The item's next points `8 * n` bytes into the next item.
+    IntoMiddle(u8),
 }
 
 #[derive(Debug, Clone)]
@@ -64,39 +82,76 @@ pub fn value() -> impl Strategy<Value = Value> {
     ]
 }
 
-pub fn mutation() -> impl Strategy<Value = Mutation> {
-    prop_oneof![
-        (any::<usize>(), any::<usize>(), 0u8..8).prop_map(|(region, offset, bit)| Mutation::Flip {
+fn flip() -> impl Strategy<Value = Mutation> {
+    (any::<usize>(), any::<usize>(), 0u8..8).prop_map(|(region, offset, bit)| Mutation::Flip {
+        region,
+        offset,
+        bit,
+    })
+}
+
+fn word() -> impl Strategy<Value = Mutation> {
+    (any::<usize>(), any::<usize>(), value()).prop_map(|(region, offset, value)| Mutation::Word {
+        region,
+        offset,
+        value,
+    })
+}
+
+fn int() -> impl Strategy<Value = Mutation> {
+    (
+        any::<usize>(),
+        any::<usize>(),
+        prop_oneof![Just(u32::MAX), Just(0x7fff_ffff), Just(0), any::<u32>()],
+    )
+        .prop_map(|(region, offset, value)| Mutation::Int {
             region,
             offset,
-            bit
-        }),
-        (any::<usize>(), any::<usize>(), value()).prop_map(|(region, offset, value)| {
-            Mutation::Word {
-                region,
-                offset,
-                value,
-            }
-        }),
-        (
+            value,
+        })
+}
+
+fn unmap() -> impl Strategy<Value = Mutation> {
+    (any::<usize>(), any::<usize>()).prop_map(|(region, offset)| Mutation::Unmap { region, offset })
+}
+
+fn layout() -> impl Strategy<Value = Mutation> {
+    (
+        any::<usize>(),
+        prop_oneof![Just(usize::MAX), any::<usize>()],
+        prop_oneof![0u64..4096, Just(0x7fff_ffff), Just(0)],
+    )
+        .prop_map(|(ty, field, value)| Mutation::Layout { ty, field, value })
+}
+
+/// A mutation, weighted as `fuzz.rs` weighs its own: the aimed kinds
+/// (links, pointers) 5 in 12.
+pub fn mutation() -> impl Strategy<Value = Mutation> {
+    prop_oneof![
+        2 => flip(),
+        2 => word(),
+        1 => int(),
+        1 => unmap(),
+        1 => layout(),
+        3 => (
             any::<usize>(),
-            any::<usize>(),
-            prop_oneof![Just(u32::MAX), Just(0x7fff_ffff), Just(0), any::<u32>()]
+            prop_oneof![
+                Just(Link::ToItself),
+                Just(Link::Back),
+                (1u8..8).prop_map(Link::IntoMiddle)
+            ]
         )
-            .prop_map(|(region, offset, value)| Mutation::Int {
-                region,
-                offset,
-                value
-            }),
-        (any::<usize>(), any::<usize>())
-            .prop_map(|(region, offset)| Mutation::Unmap { region, offset }),
-        (
-            any::<usize>(),
-            prop_oneof![Just(usize::MAX), any::<usize>()],
-            prop_oneof![0u64..4096, Just(0x7fff_ffff), Just(0)]
-        )
-            .prop_map(|(ty, field, value)| Mutation::Layout { ty, field, value }),
+            .prop_map(|(link, kind)| Mutation::Link { link, kind }),
+        2 => (any::<usize>(), 1u8..8)
+            .prop_map(|(pointer, delta)| Mutation::Pointer { pointer, delta }),
     ]
+}
+
+/// The strict fuzz's mutations before they were aimed, kept only to
+/// measure the aimed ones against: no links or pointers, each other kind
+/// equally likely (applied over whole recorded pages: [`Aim::pages`]).
+pub fn unaimed_mutation() -> impl Strategy<Value = Mutation> {
+    prop_oneof![flip(), word(), int(), unmap(), layout()]
 }
 
 /// What applying a mutation to memory touched.
@@ -106,8 +161,15 @@ pub enum Touched {
     Unmapped(u64),
 }
 
-/// Applies one memory mutation (layout ones do nothing here).
-pub fn apply(regions: &[(u64, usize)], p: &mut FakeProcess, m: &Mutation) -> Option<Touched> {
+fn read_u64(p: &FakeProcess, addr: u64) -> Option<u64> {
+    let mut b = [0u8; 8];
+    p.fetch(addr, &mut b).then(|| u64::from_le_bytes(b))
+}
+
+/// Applies one memory mutation (layout ones do nothing here), in the
+/// regions and at the links and pointers of `aim`.
+pub fn apply(aim: &Aim, p: &mut FakeProcess, m: &Mutation) -> Option<Touched> {
+    let regions = &aim.regions;
     if regions.is_empty() {
         return None;
     }
@@ -159,6 +221,28 @@ pub fn apply(regions: &[(u64, usize)], p: &mut FakeProcess, m: &Mutation) -> Opt
             let a = at(*region, *offset, 1);
             p.unmap(a);
             Some(Touched::Unmapped(a))
+        }
+        Mutation::Link { link, kind } => {
+            if aim.links.is_empty() {
+                return None;
+            }
+            let (addr, item) = aim.links[link % aim.links.len()];
+            let to = match kind {
+                Link::ToItself => item,
+                Link::Back => read_u64(p, item + aim.prev).unwrap_or(item),
+                Link::IntoMiddle(n) => read_u64(p, addr).unwrap_or(0) + 8 * u64::from(*n),
+            };
+            p.write_u64(addr, to);
+            Some(Touched::Bytes(addr, 8))
+        }
+        Mutation::Pointer { pointer, delta } => {
+            if aim.pointers.is_empty() {
+                return None;
+            }
+            let addr = aim.pointers[pointer % aim.pointers.len()];
+            let to = read_u64(p, addr).unwrap_or(0) + 8 * u64::from(*delta);
+            p.write_u64(addr, to);
+            Some(Touched::Bytes(addr, 8))
         }
         Mutation::Layout { .. } => None,
     }
@@ -223,14 +307,14 @@ pub fn mutate_layout(snap: &Snapshot, mutations: &[Mutation]) -> Snapshot {
 /// order.
 pub fn patches(
     snap: &Snapshot,
-    regions: &[(u64, usize)],
+    aim: &Aim,
     base: &FakeProcess,
     mutations: &[Mutation],
 ) -> Vec<Patch> {
     let mut p = base.clone();
     let mut out = Vec::new();
     for m in mutations {
-        match apply(regions, &mut p, m) {
+        match apply(aim, &mut p, m) {
             Some(Touched::Bytes(addr, len)) => {
                 let mut bytes = vec![0u8; len];
                 if p.fetch(addr, &mut bytes) {

@@ -402,6 +402,20 @@ impl Server {
 
     /// Runs one session: base `base` with `patches` applied.
     pub fn run(&mut self, base: usize, patches: &[Patch]) -> Result<Summary, String> {
+        self.send_session(base, patches, "run\n")?;
+        let line = self.line()?;
+        self.sessions += 1;
+        Summary::parse(&line).map_err(|e| self.died(&e))
+    }
+
+    /// Runs one session, base `base` with `patches` applied, with the full
+    /// listing.
+    pub fn run_listing(&mut self, base: usize, patches: &[Patch]) -> Result<Listing, String> {
+        self.send_session(base, patches, "run full\n")?;
+        self.listing()
+    }
+
+    fn send_session(&mut self, base: usize, patches: &[Patch], run: &str) -> Result<(), String> {
         let mut cmds = format!("session {base}\n");
         for p in patches {
             match p {
@@ -419,16 +433,16 @@ impl Server {
                 }
             }
         }
-        cmds.push_str("run\n");
-        self.send(&cmds)?;
-        let line = self.line()?;
-        self.sessions += 1;
-        Summary::parse(&line).map_err(|e| self.died(&e))
+        cmds.push_str(run);
+        self.send(&cmds)
     }
 
     /// Runs base `base` unchanged, with the full listing.
     pub fn run_full(&mut self, base: usize) -> Result<Listing, String> {
-        self.send(&format!("session {base}\nrun full\n"))?;
+        self.run_listing(base, &[])
+    }
+
+    fn listing(&mut self) -> Result<Listing, String> {
         let mut text = String::new();
         loop {
             let line = self.line()?;
