@@ -5,14 +5,15 @@
 use mqs_abi::{Communicator, OpClass, PendingOperation, ReturnCode};
 
 use crate::abi;
+use crate::backend::{self, Failure, ImageBackend, ImageState, ProcessState};
 use crate::callbacks::{self, ImageCallbacks, ProcessCallbacks};
 use crate::errors::DllError;
 use crate::openmpi::groups::NameMap;
-use crate::openmpi::{self, Failure, ImageState, ProcessState};
 use crate::process::{ensure_checked, image_of, with_process};
+use crate::{mpich, openmpi};
 
 /// `mqs_setup_image`: attach fresh image state (or refresh the table of an
-/// image set up before).
+/// image set up before), with the MPI its symbols name.
 pub fn setup_image(
     image: *mut abi::mqs_image,
     table: *const abi::mqs_image_callbacks,
@@ -20,23 +21,21 @@ pub fn setup_image(
     if image.is_null() || table.is_null() {
         return Err(DllError::NullArgument);
     }
+    let mut fresh = ImageState::new(table);
+    fresh.mpi = backend::recognise(&ImageCallbacks::new(image, table));
     // Set up again (a debugger re-attaching): replace, do not leak. The
     // debugger's info slot is only asked for if we wrote it.
     if callbacks::was_put_on(image.cast())
-        && callbacks::with_image_state::<ImageState, _>(image, |st| *st = ImageState::new(table))
-            .is_ok()
+        && callbacks::with_image_state::<ImageState, _>(image, |_| ()).is_ok()
     {
-        return Ok(());
+        return callbacks::with_image_state::<ImageState, _>(image, |st| *st = fresh);
     }
-    callbacks::put_image_state(image, ImageState::new(table))
+    callbacks::put_image_state(image, fresh)
 }
 
 /// `mqs_image_has_queues`.
 pub fn image_has_queues(image: *mut abi::mqs_image) -> Result<(), Failure> {
-    let plain = |code| Failure {
-        code,
-        message: None,
-    };
+    let plain = Failure::plain;
     callbacks::with_image_state::<ImageState, _>(image, |st| {
         let ic = ImageCallbacks::new(image, st.table);
         st.check(&ic).map(|_| ())
@@ -53,10 +52,13 @@ pub fn setup_process(
         return Err(DllError::NullArgument);
     }
     let pc = ProcessCallbacks::new(process, table);
-    let (ic, layout) = image_of(&pc)?;
-    let layout = layout.ok_or(DllError::ImageHasNoQueues)?;
-    let (sizes, order) = openmpi::process_sizes(&ic, &pc, ic.type_sizes(&pc))?;
-    let fresh = ProcessState::new(table, Some(layout), sizes, order);
+    let (ic, image_backend) = image_of(&pc)?;
+    let image_backend = image_backend.ok_or(DllError::ImageHasNoQueues)?;
+    let (sizes, order) = match &image_backend {
+        ImageBackend::OpenMpi(_) => openmpi::process_sizes(&ic, &pc, ic.type_sizes(&pc))?,
+        ImageBackend::Mpich(_) => mpich::process_sizes(&pc, ic.type_sizes(&pc))?,
+    };
+    let fresh = ProcessState::new(table, image_backend, sizes, order);
     // Set up again (a debugger re-attaching): replace, do not leak. The
     // debugger's info slot is only asked for if we wrote it.
     if callbacks::was_put_on(process.cast())
@@ -69,15 +71,10 @@ pub fn setup_process(
 
 /// `mqs_process_has_queues`.
 pub fn process_has_queues(process: *mut abi::mqs_process) -> Result<(), Failure> {
-    let plain = |code| Failure {
-        code,
-        message: None,
-    };
+    let plain = Failure::plain;
     with_process(process, |st, pc| {
-        let (ic, layout) = image_of(pc).map_err(plain)?;
-        if st.layout.is_none() {
-            st.layout = layout;
-        }
+        let (ic, image_backend) = image_of(pc).map_err(plain)?;
+        st.refresh_image(image_backend);
         st.check(&ic, pc)
     })
     .map_err(plain)?
@@ -107,7 +104,7 @@ pub fn update_communicator_list(process: *mut abi::mqs_process) -> Result<(), Dl
 /// `mqs_setup_communicator_iterator`.
 pub fn setup_communicator_iterator(process: *mut abi::mqs_process) -> Result<ReturnCode, DllError> {
     with_process(process, |st, pc| {
-        if st.signature.is_none() {
+        if !st.has_list() {
             // The debugger did not ask for an update first.
             ensure_checked(st, pc)?;
             let names = names(pc);
@@ -119,7 +116,7 @@ pub fn setup_communicator_iterator(process: *mut abi::mqs_process) -> Result<Ret
 
 /// `mqs_get_communicator`.
 pub fn get_communicator(process: *mut abi::mqs_process) -> Result<Communicator, DllError> {
-    with_process(process, |st, _| st.current_comm().map(|c| c.to_abi()))?
+    with_process(process, |st, _| st.current_comm())?
 }
 
 /// `mqs_get_comm_group`: the global ranks to write (as many as the size

@@ -22,7 +22,8 @@ pub enum DllError {
     OutOfMemory = 104,
     /// The image asks for no queue display (`MPIR_Ignore_queues`).
     SilentFailure = 105,
-    /// The image does not look like an Open MPI program.
+    /// The image does not look like a program of any MPI this DLL reads
+    /// (the name is historical: Open MPI was the first).
     NotOpenMpi = 106,
     /// A symbol the DLL needs is missing.
     MissingSymbol = 107,
@@ -116,15 +117,17 @@ impl DllError {
             DllError::SilentFailure => {
                 c"mqs DLL: the MPI set MPIR_Ignore_queues: its message queues are not shown"
             }
-            DllError::NotOpenMpi => c"mqs DLL: this program does not use Open MPI",
+            DllError::NotOpenMpi => {
+                c"mqs DLL: this program uses no MPI this DLL reads (Open MPI 4.1, MPICH 4.0)"
+            }
             DllError::MissingSymbol => {
-                c"mqs DLL: a symbol the DLL needs is missing (unsupported Open MPI version?)"
+                c"mqs DLL: a symbol the DLL needs is missing (unsupported MPI version, or built without debugger support?)"
             }
             DllError::MissingType => {
-                c"mqs DLL: a type the DLL needs has no debug information (Open MPI built without -g, or stripped)"
+                c"mqs DLL: a type the DLL needs has no debug information (MPI built without -g, or stripped)"
             }
             DllError::MissingField => {
-                c"mqs DLL: an Open MPI type lacks a field the DLL needs (unsupported Open MPI version?)"
+                c"mqs DLL: an MPI type lacks a field the DLL needs (unsupported MPI version?)"
             }
             DllError::ImageHasNoQueues => {
                 c"mqs DLL: this image cannot show message queues (see mqs_image_has_queues)"

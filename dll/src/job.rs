@@ -13,12 +13,13 @@ use mqs_abi::{ProcessLocation, ReturnCode};
 
 use crate::abi;
 use crate::access::ProcessAccess;
+use crate::backend::Backend;
 use crate::callbacks::{self, InfoKind};
 use crate::errors::DllError;
 use crate::openmpi::groups::{self, NameMap, ProcName};
-use crate::openmpi::ProcessState;
+use crate::openmpi::ProcessState as OpenMpiState;
 use crate::process::{ensure_checked, with_process};
-use crate::walk;
+use crate::{messages, walk};
 
 /// What the DLL keeps per job.
 #[derive(Debug)]
@@ -72,10 +73,15 @@ pub fn set_process_identity(process: *mut abi::mqs_process, identity: i32) -> Re
     with_process(process, |st, pc| {
         // The name needs the symbols; without them the identity is still kept.
         let _ = ensure_checked(st, pc);
-        st.identity = Some(identity);
-        // Global ranks change: rebuild the communicator list next time.
-        st.signature = None;
-        let name = st.own_name(pc);
+        // Global ranks change: the communicator list is rebuilt next time.
+        let name = match &mut st.backend {
+            Backend::OpenMpi(b) => {
+                b.identity = Some(identity);
+                b.signature = None;
+                b.own_name(pc)
+            }
+            Backend::Mpich(b) => b.set_identity(identity),
+        };
         let job = pc.job().ok_or(DllError::NoJobInfo)?;
         callbacks::with_job_state::<JobState, _>(job, |js| {
             if let Some(Some(old)) = js.identities.insert(identity, name) {
@@ -90,7 +96,7 @@ pub fn set_process_identity(process: *mut abi::mqs_process, identity: i32) -> Re
 
 /// The processes Open MPI knows that are not in this process's job.
 fn new_processes<P: ProcessAccess + ?Sized>(
-    st: &mut ProcessState,
+    st: &mut OpenMpiState,
     p: &P,
 ) -> Option<Vec<ProcessLocation>> {
     let layout = st.layout.clone()?;
@@ -132,12 +138,22 @@ fn new_processes<P: ProcessAccess + ?Sized>(
 pub fn setup_new_process_iterator(process: *mut abi::mqs_process) -> Result<ReturnCode, DllError> {
     with_process(process, |st, pc| {
         ensure_checked(st, pc)?;
-        let Some(found) = new_processes(st, pc) else {
-            st.new_processes = None;
+        let b = match &mut st.backend {
+            Backend::OpenMpi(b) => b,
+            Backend::Mpich(b) => {
+                b.new_processes = None;
+                messages::set_no_information_reason(
+                    "MPICH does not record the processes it spawned or connected to where this DLL reads",
+                );
+                return Ok(ReturnCode::NoInformation);
+            }
+        };
+        let Some(found) = new_processes(b, pc) else {
+            b.new_processes = None;
             return Ok(ReturnCode::NoInformation);
         };
         // None found: mqs_ok all the same, as for an empty queue.
-        st.new_processes = Some(VecDeque::from(found));
+        b.new_processes = Some(VecDeque::from(found));
         Ok(ReturnCode::Ok)
     })?
 }
@@ -147,7 +163,11 @@ pub fn next_new_process(
     process: *mut abi::mqs_process,
 ) -> Result<Option<ProcessLocation>, DllError> {
     with_process(process, |st, _| {
-        st.new_processes
+        let queue = match &mut st.backend {
+            Backend::OpenMpi(b) => &mut b.new_processes,
+            Backend::Mpich(b) => &mut b.new_processes,
+        };
+        queue
             .as_mut()
             .map(|q| q.pop_front())
             .ok_or(DllError::NoOperationIterator)
@@ -156,10 +176,16 @@ pub fn next_new_process(
 
 /// `mqs_spawn_breakpoint_name`: ob1 (or the selected PML) adds the new
 /// processes through `add_procs` once they are known, after spawn, connect
-/// and accept (and once in MPI_Init, for COMM_WORLD).
+/// and accept (and once in MPI_Init, for COMM_WORLD). MPICH: every new
+/// communicator, the intercommunicator of a spawn or connection included,
+/// passes `MPIR_Comm_commit` once its members are known.
 pub fn spawn_breakpoint_name(process: *mut abi::mqs_process) -> Result<String, DllError> {
     with_process(process, |st, pc| {
         let _ = ensure_checked(st, pc);
+        let st = match &st.backend {
+            Backend::OpenMpi(b) => b,
+            Backend::Mpich(_) => return "MPIR_Comm_commit".to_string(),
+        };
         let pml = st
             .pml
             .as_ref()

@@ -49,31 +49,34 @@ impl fmt::Display for Missing {
 
 /// A resolved type and a way to ask for its fields and size (each asked
 /// when needed, once).
-struct Ty<'r, I: ImageAccess> {
+pub(crate) struct Ty<'r, I: ImageAccess> {
     image: &'r I,
     name: &'static str,
     handle: I::Type,
 }
 
 impl<I: ImageAccess> Ty<'_, I> {
-    fn field(&self, field: &'static str) -> Result<u64, Missing> {
+    pub(crate) fn field(&self, field: &'static str) -> Result<u64, Missing> {
         self.image
             .field_offset(self.handle, field)
             .ok_or(Missing::Field(self.name, field))
     }
 
-    fn opt(&self, field: &'static str) -> Option<u64> {
+    pub(crate) fn opt(&self, field: &'static str) -> Option<u64> {
         self.image.field_offset(self.handle, field)
     }
 
-    fn size(&self) -> Result<u64, Missing> {
+    pub(crate) fn size(&self) -> Result<u64, Missing> {
         self.image
             .size_of(self.handle)
             .ok_or(Missing::Type(self.name))
     }
 }
 
-fn ty<'r, I: ImageAccess>(image: &'r I, name: &'static str) -> Result<Ty<'r, I>, Missing> {
+pub(crate) fn ty<'r, I: ImageAccess>(
+    image: &'r I,
+    name: &'static str,
+) -> Result<Ty<'r, I>, Missing> {
     let handle = image.find_type(name).ok_or(Missing::Type(name))?;
     Ok(Ty {
         image,

@@ -1,8 +1,11 @@
 //! `mqs-dll`: a message-queue debugging DLL (the `mpi_interface.h` ABI) for
-//! Open MPI 4.1 with the ob1 PML, a drop-in replacement for Open MPI's
-//! `libompi_dbg_msgq.so` that also shows unexpected messages, posted
-//! receives in matching order, global ranks of every group, send modes and
-//! datatypes, and never crashes or hangs on corrupt memory.
+//! Open MPI 4.1 with the ob1 PML and for MPICH 4.0 (ch3; ch4 and the
+//! device-independent queues of 4.1+ are read from their definitions, not
+//! yet tested on live jobs), a drop-in replacement for Open MPI's
+//! `libompi_dbg_msgq.so` and MPICH's `libtvmpich.so` that also shows
+//! unexpected messages, posted receives in matching order, global ranks of
+//! every group, lengths in bytes and datatypes, and never crashes or hangs
+//! on corrupt memory. The MPI is recognised per image ([`backend`]).
 //!
 //! Two builds from one source: the default is the MPI-1 interface
 //! (compatibility 2); the `mpi2` feature builds the MPI-2 interface
@@ -16,7 +19,9 @@
 //!   plus the per-image/process/job state the debugger keeps for us;
 //! - [`target`] (typed, bounded reads), [`layout`] (types and offsets,
 //!   resolved once per image), [`walk`] (bounded list walks);
-//! - [`openmpi`]: what Open MPI's data means; [`job`]: MPI-2 identities.
+//! - [`backend`]: which MPI an image runs, and dispatch to its backend:
+//!   [`openmpi`] or [`mpich`], what each MPI's data means; [`job`]: MPI-2
+//!   identities.
 
 #[cfg(not(feature = "mpi2"))]
 pub(crate) use mqs_abi::ffi::mpi1 as abi;
@@ -25,6 +30,7 @@ pub(crate) use mqs_abi::ffi::mpi2 as abi;
 
 pub mod access;
 pub mod api;
+pub mod backend;
 pub mod callbacks;
 pub mod errors;
 pub mod exports;
@@ -32,6 +38,7 @@ pub mod exports;
 pub mod job;
 pub mod layout;
 pub mod messages;
+pub mod mpich;
 pub mod openmpi;
 mod process;
 pub mod target;

@@ -9,6 +9,7 @@
 use std::ffi::{CStr, CString};
 use std::sync::Mutex;
 
+use crate::errors::DllError;
 use crate::layout::Missing;
 
 /// Most distinct texts ever leaked.
@@ -74,11 +75,65 @@ pub fn missing_message(m: Missing) -> &'static CStr {
     intern(&text, GENERIC_IMAGE)
 }
 
+/// Why an image or process cannot show queues: a code and a static printf
+/// format with one `%s` (or none, to fail silently).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Failure {
+    pub code: DllError,
+    pub message: Option<&'static CStr>,
+}
+
+impl Failure {
+    /// A failure with the has_queues message naming what is missing.
+    pub fn missing(m: Missing) -> Failure {
+        Failure {
+            code: m.error(),
+            message: Some(missing_message(m)),
+        }
+    }
+
+    /// A failure without a message.
+    pub fn plain(code: DllError) -> Failure {
+        Failure {
+            code,
+            message: None,
+        }
+    }
+}
+
+const GENERIC_MPICH: &CStr = c"The MPICH message queues of %s cannot be shown: the debug information or symbols they need are missing (MPICH configured without --enable-debuginfo, stripped, or an unsupported version).";
+
+/// [`missing_message`] for MPICH.
+pub fn mpich_missing_message(m: Missing) -> &'static CStr {
+    let text = match m {
+        Missing::Type(t) => format!(
+            "MPICH message queues of %s cannot be shown: type {} has no debug information. MPICH was configured without --enable-debuginfo, or its libraries were stripped.",
+            escape(t)
+        ),
+        Missing::Field(t, f) => format!(
+            "MPICH message queues of %s cannot be shown: type {} has no field {}. This MPICH version or device is not supported by this DLL.",
+            escape(t),
+            escape(f)
+        ),
+        Missing::Symbol(s) => format!(
+            "MPICH message queues of %s cannot be shown: symbol {} was not found (MPICH configured without --enable-debuginfo, or an unsupported version or device).",
+            escape(s)
+        ),
+    };
+    intern(&text, GENERIC_MPICH)
+}
+
 /// The image does not use Open MPI at all.
 pub const NOT_OPEN_MPI: &CStr = c"%s does not use Open MPI (no symbol ompi_mpi_communicators): this DLL shows Open MPI message queues only.";
 
+/// The image uses no MPI this DLL reads.
+pub const NOT_AN_MPI: &CStr = c"%s uses no MPI this DLL reads: neither Open MPI (no symbol ompi_mpi_communicators, no opal_list_item_t type) nor MPICH built with --enable-debuginfo (no symbol MPIR_All_communicators, no MPIR_Comm_list type).";
+
 /// The process's communicator table cannot be read.
 pub const TABLE_UNREADABLE: &CStr = c"The Open MPI communicator table of %s cannot be read (corrupt memory, or the process is exiting).";
+
+/// The process's MPICH communicator list cannot be read.
+pub const MPICH_LIST_UNREADABLE: &CStr = c"The MPICH communicator list of %s cannot be read (corrupt memory, or the process is exiting).";
 
 /// What the DLL detected, for the version string.
 static DETECTED: Mutex<Option<&'static CStr>> = Mutex::new(None);
@@ -90,13 +145,13 @@ const VERSION_NONE: &CStr = {
         concat!(
             "mqs message-queue DLL ",
             env!("CARGO_PKG_VERSION"),
-            " (MPI-2 interface, compatibility 3) for Open MPI 4.1 (ob1 PML); no MPI detected yet\0"
+            " (MPI-2 interface, compatibility 3) for Open MPI 4.1 (ob1 PML) and MPICH 4.0 (ch3); no MPI detected yet\0"
         )
     } else {
         concat!(
             "mqs message-queue DLL ",
             env!("CARGO_PKG_VERSION"),
-            " (MPI-1 interface, compatibility 2) for Open MPI 4.1 (ob1 PML); no MPI detected yet\0"
+            " (MPI-1 interface, compatibility 2) for Open MPI 4.1 (ob1 PML) and MPICH 4.0 (ch3); no MPI detected yet\0"
         )
     };
     match CStr::from_bytes_with_nul(TEXT.as_bytes()) {
@@ -106,16 +161,19 @@ const VERSION_NONE: &CStr = {
 };
 
 /// Records the MPI found in an image or process (`what`, e.g. "Open MPI
-/// 4.1.4, PML ob1 with debug info").
-pub fn set_detected(what: &str) {
+/// 4.1.4, PML ob1, ob1 debug info: yes") and the backend reading it
+/// (`openmpi`, `mpich-ch3`, ...): the version string ends `detected: WHAT;
+/// backend: NAME`, which hosts may show.
+pub fn set_detected(what: &str, backend: &str) {
     let level = if cfg!(feature = "mpi2") {
         "MPI-2 interface, compatibility 3"
     } else {
         "MPI-1 interface, compatibility 2"
     };
     let text = format!(
-        "mqs message-queue DLL {} ({level}) for Open MPI 4.1 (ob1 PML); detected: {what}",
-        env!("CARGO_PKG_VERSION")
+        "mqs message-queue DLL {} ({level}) for Open MPI 4.1 (ob1 PML) and MPICH 4.0 (ch3); detected: {}; backend: {backend}",
+        env!("CARGO_PKG_VERSION"),
+        what.replace(';', ",")
     );
     let s = intern(&text, VERSION_NONE);
     if let Ok(mut d) = DETECTED.try_lock() {
@@ -201,8 +259,17 @@ mod tests {
         ] {
             let msg = missing_message(m);
             assert_eq!(percent_s_count(msg), 1, "{msg:?}");
+            let msg = mpich_missing_message(m);
+            assert_eq!(percent_s_count(msg), 1, "{msg:?}");
         }
-        for c in [NOT_OPEN_MPI, TABLE_UNREADABLE, GENERIC_IMAGE] {
+        for c in [
+            NOT_OPEN_MPI,
+            NOT_AN_MPI,
+            TABLE_UNREADABLE,
+            GENERIC_IMAGE,
+            GENERIC_MPICH,
+            MPICH_LIST_UNREADABLE,
+        ] {
             assert_eq!(percent_s_count(c), 1);
         }
     }

@@ -2,24 +2,21 @@
 //! entry point that takes a process shares: reaching the state with the
 //! process's callbacks, and making sure its image was checked.
 
-use std::sync::Arc;
-
 use crate::abi;
+use crate::backend::{ImageBackend, ImageState, ProcessState};
 use crate::callbacks::{self, Basic, ImageCallbacks, ProcessCallbacks};
 use crate::errors::DllError;
-use crate::layout::Layout;
-use crate::openmpi::{ImageState, ProcessState};
 
-/// The image of a process, its table and layout (checking it if the
+/// The image of a process, its table and backend (checking it if the
 /// debugger has not).
 pub(crate) fn image_of(
     pc: &ProcessCallbacks,
-) -> Result<(ImageCallbacks, Option<Arc<Layout>>), DllError> {
+) -> Result<(ImageCallbacks, Option<ImageBackend>), DllError> {
     let image = pc.image().ok_or(DllError::NoImageInfo)?;
     callbacks::with_image_state::<ImageState, _>(image, |st| {
         let ic = ImageCallbacks::new(image, st.table);
-        let layout = st.check(&ic).ok();
-        (ic, layout)
+        let backend = st.check(&ic).ok();
+        (ic, backend)
     })
 }
 
@@ -30,9 +27,9 @@ pub(crate) fn with_process<R>(
     f: impl FnOnce(&mut ProcessState, &ProcessCallbacks) -> R,
 ) -> Result<R, DllError> {
     let (r, lines) = callbacks::with_process_state::<ProcessState, _>(process, |st| {
-        let pc = ProcessCallbacks::new(process, st.table);
+        let pc = ProcessCallbacks::new(process, st.table());
         let r = f(st, &pc);
-        (r, std::mem::take(&mut st.dprints))
+        (r, st.take_dprints())
     })?;
     if !lines.is_empty() {
         if let Ok(basic) = Basic::get() {
@@ -47,12 +44,10 @@ pub(crate) fn with_process<R>(
 /// Makes sure the process's symbols were looked up (a debugger may skip
 /// `mqs_process_has_queues`).
 pub(crate) fn ensure_checked(st: &mut ProcessState, pc: &ProcessCallbacks) -> Result<(), DllError> {
-    if st.symbols.is_some() {
+    if st.is_checked() {
         return Ok(());
     }
-    let (ic, layout) = image_of(pc)?;
-    if st.layout.is_none() {
-        st.layout = layout;
-    }
+    let (ic, backend) = image_of(pc)?;
+    st.refresh_image(backend);
     st.check(&ic, pc).map_err(|f| f.code)
 }

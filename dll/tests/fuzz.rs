@@ -1,477 +1,63 @@
 //! Fuzzing: this build's DLL, in the real host's session, over recorded
-//! Open MPI processes (`dll/tests/data`) whose memory is corrupted at
-//! random: bit flips, words set to NULL, to huge or misaligned values or
-//! into other recorded objects, pages removed, layouts misreported, and
-//! mutations aimed at the links the layouts name (list items made to point
-//! at themselves or back, links moved into the middle of other objects).
-//! The process refuses fetches past a budget drawn per case. Every case
-//! must return within a time limit, never panic inside the DLL, keep its
-//! reads bounded and its texts short.
-//!
-//! Each case comes from one seed. Failing seeds are appended to
-//! `$CARGO_TARGET_TMPDIR/fuzz-failures.txt` (the path is printed) and
-//! replayed with `MQS_FUZZ_SEEDS=SEED[,SEED...]`; `MQS_FUZZ_SEED` fixes the
-//! first seed of a run, `MQS_FUZZ_CASES` the number of cases.
+//! Open MPI processes (`dll/tests/data`) corrupted at random, with
+//! mutations aimed at the links of Open MPI's lists (`opal_list_item_t`):
+//! the shared machinery of `common/fuzzing.rs` (budgets, a time limit per
+//! case, saved seeds: `MQS_FUZZ_CASES`, `MQS_FUZZ_SEED`, `MQS_FUZZ_SEEDS`;
+//! failing seeds are kept in `$CARGO_TARGET_TMPDIR/fuzz-failures.txt`).
 
 mod common;
 
-use std::cell::Cell;
-use std::io::Write as _;
-use std::path::PathBuf;
-use std::sync::mpsc;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
-use common::aim::{aim, one, read_u64, Aim, Fuzzed};
+use common::fuzzing::{self, field, read_u64, Base, ListLink};
 use common::session::{recording, recordings, Recorded};
-use mqs_host::dll::TypeLayout;
-use mqs_host::dump::Section;
-use mqs_host::process::{SnapshotProcess, Target, PAGE_SIZE};
-use mqs_host::snapshot::SymbolLog;
-use proptest::prelude::*;
-use proptest::strategy::ValueTree;
-use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use mqs_tests::Family;
 
-/// Cases per run (MQS_FUZZ_CASES overrides).
-const CASES_DEFAULT: u64 = 5000;
-/// Most fetches one case may make: a walk that needs more is unbounded.
-/// A clean session of the recordings needs at most a few hundred.
-const MAX_FETCHES: u64 = 20_000;
-/// Wall-clock limit of one case, generous for a loaded machine: a clean
-/// case takes milliseconds.
-const CASE_LIMIT: Duration = Duration::from_secs(30);
-
-/// One recorded process, ready to corrupt.
-struct Base {
-    name: &'static str,
-    process: &'static Recorded,
-    /// Where a clean session read.
-    aim: Aim,
-}
-
-fn bases() -> &'static Vec<Base> {
-    static B: OnceLock<Vec<Base>> = OnceLock::new();
-    B.get_or_init(|| {
-        let mut out = Vec::new();
-        for plan in recordings() {
-            for process in &recording(plan.name).processes {
-                out.push(Base {
-                    name: plan.name,
-                    process,
-                    aim: aim(plan.name, process),
-                });
-            }
-        }
-        out
-    })
-}
-
-#[derive(Debug, Clone)]
-enum Value {
-    Zero,
-    Raw(u64),
-    /// Somewhere in a region read (possibly making a cycle).
-    Into(usize, usize),
-    /// A region's address plus a small misalignment.
-    Misaligned(usize, u8),
-    Huge,
-}
-
-#[derive(Debug, Clone)]
-enum Link {
-    /// The item's next is itself.
-    ToItself,
-    /// The item's next is the item before it: a cycle of two.
-    Back,
-    /// The item's next points `8 * n` bytes into the next item.
-    IntoMiddle(u8),
-}
-
-#[derive(Debug, Clone)]
-enum Mutation {
-    Flip(usize, usize, u8),
-    Word(usize, usize, Value),
-    Int(usize, usize, u32),
-    /// The page under a region's byte removed.
-    Unmap(usize, usize),
-    /// A type's field offset (or, for `usize::MAX`, its size) misreported.
-    Layout(usize, usize, u64),
-    /// A list link the layout names, bent.
-    Link(usize, Link),
-    /// A pointer moved `8 * n` bytes into the object it points to.
-    Pointer(usize, u8),
-}
-
-fn value() -> impl Strategy<Value = Value> {
-    prop_oneof![
-        Just(Value::Zero),
-        any::<u64>().prop_map(Value::Raw),
-        (any::<usize>(), any::<usize>()).prop_map(|(r, o)| Value::Into(r, o)),
-        (any::<usize>(), 1u8..8).prop_map(|(r, d)| Value::Misaligned(r, d)),
-        Just(Value::Huge),
-    ]
-}
-
-fn mutation() -> impl Strategy<Value = Mutation> {
-    prop_oneof![
-        2 => (any::<usize>(), any::<usize>(), 0u8..8).prop_map(|(r, o, b)| Mutation::Flip(r, o, b)),
-        2 => (any::<usize>(), any::<usize>(), value()).prop_map(|(r, o, v)| Mutation::Word(r, o, v)),
-        1 => (
-            any::<usize>(),
-            any::<usize>(),
-            prop_oneof![Just(u32::MAX), Just(0x7fff_ffff), Just(0), any::<u32>()]
-        )
-            .prop_map(|(r, o, v)| Mutation::Int(r, o, v)),
-        1 => (any::<usize>(), any::<usize>()).prop_map(|(r, o)| Mutation::Unmap(r, o)),
-        1 => (
-            any::<usize>(),
-            prop_oneof![Just(usize::MAX), any::<usize>()],
-            prop_oneof![0u64..4096, Just(0x7fff_ffff), Just(0)]
-        )
-            .prop_map(|(t, f, v)| Mutation::Layout(t, f, v)),
-        3 => (
-            any::<usize>(),
-            prop_oneof![
-                Just(Link::ToItself),
-                Just(Link::Back),
-                (1u8..8).prop_map(Link::IntoMiddle)
-            ]
-        )
-            .prop_map(|(l, k)| Mutation::Link(l, k)),
-        2 => (any::<usize>(), 1u8..8).prop_map(|(p, d)| Mutation::Pointer(p, d)),
-    ]
-}
-
-/// One case: which process, what to corrupt, and the fetch budget (a
-/// share of a clean session's fetches, in percent; 0: no budget but
-/// [`MAX_FETCHES`]).
-#[derive(Debug, Clone)]
-struct Case {
-    which: usize,
-    mutations: Vec<Mutation>,
-    budget_percent: u8,
-}
-
-fn case() -> impl Strategy<Value = Case> {
-    (
-        any::<usize>(),
-        prop::collection::vec(mutation(), 1..16),
-        prop_oneof![4 => Just(0u8), 1 => 1u8..100],
-    )
-        .prop_map(|(which, mutations, budget_percent)| Case {
-            which,
-            mutations,
-            budget_percent,
-        })
-}
-
-fn case_of(seed: u64) -> Case {
-    let mut bytes = [0u8; 32];
-    bytes[..8].copy_from_slice(&seed.to_le_bytes());
-    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &bytes);
-    let mut runner = TestRunner::new_with_rng(Config::default(), rng);
-    case()
-        .new_tree(&mut runner)
-        .map(|t| t.current())
-        .unwrap_or_else(|e| panic!("seed {seed}: {e}"))
-}
-
-fn write(p: &mut SnapshotProcess, addr: u64, bytes: &[u8]) {
-    // Only where the process has memory: a write never maps a page.
-    let page = addr / PAGE_SIZE;
-    let last = (addr + bytes.len() as u64 - 1) / PAGE_SIZE;
-    if p.pages.contains_key(&page) && p.pages.contains_key(&last) {
-        p.insert(addr, bytes);
-    }
-}
-
-fn apply(base: &Base, p: &mut SnapshotProcess, log: &mut SymbolLog, m: &Mutation) {
-    let regions = &base.aim.regions;
-    let at = |region: usize, offset: usize, align: usize| {
-        let (addr, len) = regions[region % regions.len()];
-        addr + ((offset % len) / align * align) as u64
-    };
-    match m {
-        Mutation::Flip(r, o, bit) => {
-            let a = at(*r, *o, 1);
-            let mut b = [0u8; 1];
-            if p.read(a, &mut b).is_ok() {
-                write(p, a, &[b[0] ^ (1 << bit)]);
-            }
-        }
-        Mutation::Word(r, o, v) => {
-            let v = match v {
-                Value::Zero => 0,
-                Value::Raw(v) => *v,
-                Value::Into(r, o) => at(*r, *o, 8),
-                Value::Misaligned(r, d) => at(*r, 0, 1) + u64::from(*d),
-                Value::Huge => u64::MAX / 3,
-            };
-            write(p, at(*r, *o, 8), &v.to_le_bytes());
-        }
-        Mutation::Int(r, o, v) => write(p, at(*r, *o, 4), &v.to_le_bytes()),
-        Mutation::Unmap(r, o) => {
-            p.pages.remove(&(at(*r, *o, 1) / PAGE_SIZE));
-        }
-        Mutation::Layout(t, f, v) => {
-            let n = log.types.len().max(1);
-            if let Some(Some(ty)) = log.types.values_mut().nth(t % n) {
-                mislay(ty, *f, *v);
-            }
-        }
-        Mutation::Link(l, kind) => {
-            let links = &base.aim.links;
-            if links.is_empty() {
-                return;
-            }
-            let (addr, item) = links[l % links.len()];
-            let prev = base.aim.prev;
-            let to = match kind {
-                Link::ToItself => item,
-                Link::Back => read_u64(p, item + prev).unwrap_or(item),
-                Link::IntoMiddle(n) => read_u64(p, addr).unwrap_or(0) + 8 * u64::from(*n),
-            };
-            write(p, addr, &to.to_le_bytes());
-        }
-        Mutation::Pointer(w, n) => {
-            let pointers = &base.aim.pointers;
-            if pointers.is_empty() {
-                return;
-            }
-            let addr = pointers[w % pointers.len()];
-            let to = read_u64(p, addr).unwrap_or(0) + 8 * u64::from(*n);
-            write(p, addr, &to.to_le_bytes());
-        }
-    }
-}
-
-fn mislay(ty: &mut TypeLayout, field: usize, value: u64) {
-    if field == usize::MAX || ty.fields.is_empty() {
-        ty.size = Some(value);
-    } else {
-        let n = ty.fields.len();
-        ty.fields[field % n].1 = value;
-    }
-}
-
-/// What one case showed.
-#[derive(Debug, Default, Clone, Copy)]
-struct Seen {
-    fetches: u64,
-    cycle: bool,
-    bad_pointer: bool,
-    refused: bool,
-}
-
-/// Runs one case; an error says what went wrong.
-fn run_case(seed: u64) -> Result<Seen, String> {
-    let case = case_of(seed);
-    let bases = bases();
-    let base = &bases[case.which % bases.len()];
-    let mut process = base.process.target.clone();
-    let mut log = base.process.symbols.clone();
-    for m in &case.mutations {
-        apply(base, &mut process, &mut log, m);
-    }
-    let budget = match case.budget_percent {
-        0 => MAX_FETCHES,
-        pct => base.aim.clean_fetches * u64::from(pct) / 100,
-    };
-    let (reads, refused) = (Cell::new(0), Cell::new(0));
-    let target = Fuzzed {
-        inner: &process,
-        budget,
-        reads: &reads,
-        refused: &refused,
-        log: None,
-    };
-    let d = one(base.process, Box::new(target), log);
-    let what = || {
-        format!(
-            "{} process {}: {case:?}",
-            base.name, base.process.member.identity
-        )
-    };
-    let mut seen = Seen {
-        fetches: d.fetches,
-        refused: refused.get() > 0,
-        ..Seen::default()
-    };
-    if case.budget_percent == 0 && reads.get() >= MAX_FETCHES {
-        return Err(format!("{} reads, unbounded: {}", reads.get(), what()));
-    }
-    let internal = "internal error";
-    if let Err(e) = &d.added {
-        if e.contains(internal) {
-            return Err(format!("a panic was caught in the DLL ({e}): {}", what()));
-        }
-        return Ok(seen);
-    }
-    let mut texts = Vec::new();
-    if let Section::Error { message } = &d.communicators {
-        texts.push(message.clone());
-    }
-    if let Section::Ok { value } = &d.communicators {
-        for c in &value.list {
-            for q in [&c.sends, &c.receives, &c.unexpected] {
-                match q {
-                    Section::Error { message } => texts.push(message.clone()),
-                    Section::Ok { value } => {
-                        texts.extend(value.truncated.clone());
-                        for op in &value.operations {
-                            if op.extra_text.len() > 5
-                                || op.extra_text.iter().any(|l| l.len() >= 64)
-                            {
-                                return Err(format!("extra_text too long {op:?}: {}", what()));
-                            }
-                            for l in &op.extra_text {
-                                seen.cycle |= l.starts_with("list cut: cycle");
-                                seen.bad_pointer |= l.starts_with("list cut: bad pointer");
-                            }
-                        }
-                    }
-                    Section::NotAvailable { .. } => {}
+/// The `next` links of Open MPI's list items: a word of a region read
+/// whose value is another item whose `prev` leads back.
+fn opal_links(process: &Recorded, regions: &[(u64, usize)]) -> Vec<ListLink> {
+    let log = &process.symbols;
+    let next = field(log, "opal_list_item_t", "opal_list_next").unwrap_or(16);
+    let prev = field(log, "opal_list_item_t", "opal_list_prev").unwrap_or(24);
+    let inside = |v: u64| regions.iter().any(|&(a, n)| v >= a && v < a + n as u64);
+    let mut links = Vec::new();
+    for &(start, n) in regions {
+        let mut a = start.div_ceil(8) * 8;
+        while a + 8 <= start + n as u64 {
+            if let Some(v) = read_u64(&process.target, a).filter(|&v| v % 8 == 0 && inside(v)) {
+                let item = a.wrapping_sub(next);
+                if read_u64(&process.target, v.wrapping_add(prev)) == Some(item) {
+                    let before = read_u64(&process.target, item.wrapping_add(prev));
+                    links.push(ListLink {
+                        at: a,
+                        item,
+                        before: before.unwrap_or(item),
+                    });
                 }
             }
+            a += 8;
         }
     }
-    if let Some(t) = texts.iter().find(|t| t.contains(internal)) {
-        return Err(format!("a panic was caught in the DLL ({t}): {}", what()));
-    }
-    if let Some(t) = texts.iter().find(|t| t.contains("stopped after")) {
-        return Err(format!("an endless iteration ({t}): {}", what()));
-    }
-    Ok(seen)
+    links
 }
 
-fn failures_file() -> PathBuf {
-    PathBuf::from(option_env!("CARGO_TARGET_TMPDIR").unwrap_or("/tmp")).join("fuzz-failures.txt")
-}
-
-fn keep_failure(seed: u64, why: &str) -> String {
-    let path = failures_file();
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-    {
-        let _ = writeln!(f, "{seed}");
-    }
-    format!(
-        "fuzz seed {seed} failed: {why}\n(seed kept in {}; replay with MQS_FUZZ_SEEDS={seed})",
-        path.display()
-    )
-}
-
-fn seeds() -> Vec<u64> {
-    if let Ok(list) = std::env::var("MQS_FUZZ_SEEDS") {
-        return list
-            .split(',')
-            .filter_map(|s| s.trim().parse().ok())
-            .collect();
-    }
-    let cases = std::env::var("MQS_FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(CASES_DEFAULT);
-    let first = std::env::var("MQS_FUZZ_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_secs() << 20)
-        });
-    (first..first + cases).collect()
-}
-
-enum Report {
-    Start(u64),
-    Done(u64, Result<Seen, String>),
+fn bases() -> &'static [Base] {
+    static B: OnceLock<Vec<Base>> = OnceLock::new();
+    B.get_or_init(|| {
+        recordings(Family::OpenMpi)
+            .flat_map(|plan| {
+                recording(plan.name)
+                    .processes
+                    .iter()
+                    .map(|p| fuzzing::base(plan.name, p, &opal_links))
+            })
+            .collect()
+    })
 }
 
 #[test]
 fn corrupted_processes_never_crash_hang_or_read_without_bound() {
-    let seeds = seeds();
-    eprintln!(
-        "fuzz: seeds {}..{} ({} cases)",
-        seeds.first().copied().unwrap_or(0),
-        seeds.last().copied().unwrap_or(0),
-        seeds.len()
-    );
-    let n_bases = bases().len();
-    let started = Instant::now();
-    let (tx, rx) = mpsc::channel();
-    let list = seeds.clone();
-    // The cases run on a worker; this thread is the watchdog, so that a
-    // walk that never ends fails the test instead of hanging it.
-    std::thread::spawn(move || {
-        for seed in list {
-            if tx.send(Report::Start(seed)).is_err() {
-                return;
-            }
-            let r = std::panic::catch_unwind(|| run_case(seed))
-                .unwrap_or_else(|_| Err("the case panicked".to_string()));
-            if tx.send(Report::Done(seed, r)).is_err() {
-                return;
-            }
-        }
-    });
-    let mut total = Seen::default();
-    let (mut cases, mut max_fetches) = (0u64, 0u64);
-    let mut current = None;
-    let mut failures = Vec::new();
-    while cases < seeds.len() as u64 {
-        match rx.recv_timeout(CASE_LIMIT) {
-            Ok(Report::Start(seed)) => current = Some(seed),
-            Ok(Report::Done(seed, r)) => {
-                cases += 1;
-                current = None;
-                match r {
-                    Ok(s) => {
-                        max_fetches = max_fetches.max(s.fetches);
-                        total.cycle |= s.cycle;
-                        total.bad_pointer |= s.bad_pointer;
-                        total.refused |= s.refused;
-                    }
-                    Err(e) => failures.push(keep_failure(seed, &e)),
-                }
-            }
-            Err(_) => {
-                let seed = current.unwrap_or(0);
-                panic!(
-                    "{}",
-                    keep_failure(
-                        seed,
-                        &format!(
-                            "the case ran longer than {} s: a walk that never ends? {:?}",
-                            CASE_LIMIT.as_secs(),
-                            case_of(seed)
-                        )
-                    )
-                );
-            }
-        }
-    }
-    let secs = started.elapsed().as_secs_f64();
-    eprintln!(
-        "fuzz: {cases} corrupted sessions over {n_bases} recorded processes in {secs:.1} s \
-         ({:.0} cases/s), at most {max_fetches} fetches in one; stops seen: cycle {}, \
-         bad pointer {}, budget {}",
-        cases as f64 / secs,
-        total.cycle,
-        total.bad_pointer,
-        total.refused
-    );
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
-    if std::env::var("MQS_FUZZ_SEEDS").is_err() {
-        assert!(total.cycle, "no case made a walk stop at a cycle");
-        assert!(
-            total.bad_pointer,
-            "no case made a walk stop at a bad pointer"
-        );
-        assert!(total.refused, "no case ran past its fetch budget");
-    }
+    fuzzing::fuzz("fuzz", bases());
 }
 
 /// Layouts with a type missing: every one gives a clean has_queues failure
@@ -482,15 +68,7 @@ fn each_missing_type_fails_cleanly_with_its_name() {
     for name in process.symbols.types.keys() {
         let mut log = process.symbols.clone();
         log.types.remove(name);
-        let (reads, refused) = (Cell::new(0), Cell::new(0));
-        let target = Fuzzed {
-            inner: &process.target,
-            budget: MAX_FETCHES,
-            reads: &reads,
-            refused: &refused,
-            log: None,
-        };
-        let d = one(process, Box::new(target), log);
+        let d = fuzzing::with_symbols(process, log);
         match &d.added {
             Ok(()) => assert!(!d.comms().is_empty(), "without {name}"),
             Err(e) => {

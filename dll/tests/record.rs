@@ -1,8 +1,9 @@
 //! Records the snapshots the replay, fuzz and MPI-2 tests run on: each
-//! fixture of [`RECORDINGS`] as a real Open MPI 4.1.4 job, hung in its
-//! documented state, dumped through its launcher by the real host with this
-//! build's DLL and saved (`mqs-dump --save`'s format), next to what that
-//! dump printed. `scripts/record-snapshots` runs it for both builds of the
+//! fixture of [`RECORDINGS`] as a real Open MPI 4.1.4 or MPICH 4.0.2 ch3
+//! job, hung in its documented state, dumped through its launcher
+//! (`mpirun`, hydra's `mpiexec`: the ranks from its MPIR table) by the real
+//! host with this build's DLL and saved (`mqs-dump --save`'s format), next
+//! to what that dump printed. `scripts/record-snapshots` runs it for both builds of the
 //! DLL; it is never part of the suite (it rewrites `dll/tests/data`).
 
 mod common;
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 use common::session::{build_name, our_dll_path, Plan, RECORDINGS};
 use mqs_host::inspect::{dump, Options};
-use mqs_tests::{Job, LaunchOptions, Mpi};
+use mqs_tests::{Job, LaunchOptions};
 use serde_json::{json, Value};
 
 /// A dump without what changes between two dumps of a still process.
@@ -33,11 +34,7 @@ fn dump_json(pid: i32, options: &Options) -> Value {
 }
 
 fn record(plan: &Plan, data: &Path) {
-    let mpi = if plan.release {
-        Mpi::OpenMpiRelease
-    } else {
-        Mpi::OpenMpiG
-    };
+    let mpi = plan.mpi;
     let mut options = LaunchOptions::default();
     if plan.fixture == "spawn" {
         // Open MPI 4.1's shared-memory transport does not reach another

@@ -37,6 +37,7 @@ use mqs_abi::OpClass;
 use mqs_dll::errors::DllError;
 use mqs_dll::testing::FakeProcess;
 use mqs_host::dump::Section;
+use mqs_tests::Family;
 use proptest::prelude::*;
 use proptest::test_runner::{RngAlgorithm, TestRng, TestRunner};
 
@@ -83,7 +84,7 @@ fn loaded() -> &'static Vec<Loaded> {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("strict-host-{level}"));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let mut all = Vec::new();
-        for plan in recordings() {
+        for plan in recordings(Family::OpenMpi) {
             for recorded in &recording(plan.name).processes {
                 let name = format!("{}-{}", plan.name, recorded.member.identity);
                 let snap = Snapshot::from_recorded(&name, recorded);

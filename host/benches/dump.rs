@@ -14,13 +14,20 @@
 //! the type indexing), and is then set up once more on that index (warm);
 //! the dump follows on the warm session.
 //!
-//! `cargo build --release -p mqs-dll && cargo bench -p mqs-host --bench dump
-//! [-- N] [--rounds R] [--pid PID]`: N pending receives and unexpected
-//! messages (default 100000), R rounds (default 3); `--pid` dumps rank 0 of
-//! a `queues` job already running instead of launching one (setting up
-//! N = 100000 takes minutes: ob1 matches each of the N incoming messages
-//! against the N posted receives). Needs the Open MPI 4.1.4 -g build
-//! (scripts/setup-mpis).
+//! First the whole `mqs-dump --pid PID --json --dll DLL > file` is run R
+//! times with each DLL (alternating), the rest of the job stopped:
+//! wall time and peak RSS of the whole process, as a user sees them. There
+//! is no gdb-driven host here to compare with (a debugger that answers the
+//! DLL's callbacks through gdb, as padb does); the callback counts below
+//! say what such a host would pay.
+//!
+//! `cargo build --release -p mqs-dll && cargo build --release -p mqs-host
+//! --bin mqs-dump && cargo bench -p mqs-host --bench dump [-- N] [--rounds
+//! R] [--pid PID]`: N pending receives and unexpected messages (default
+//! 100000), R rounds (default 3); `--pid` dumps rank 0 of a `queues` job
+//! already running instead of launching one (setting up N = 100000 takes
+//! minutes: ob1 matches each of the N incoming messages against the N
+//! posted receives). Needs the Open MPI 4.1.4 -g build (scripts/setup-mpis).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -93,8 +100,6 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     };
     println!("load average: {}", load_average());
 
-    let live = LiveProcess::attach(pid, Mode::Stop)?;
-    let target = PageCache::new(live);
     // The job's other ranks poll while they wait. Stopped too, as mqs-dump
     // stops a whole job, they leave the cores to the dump and the figures
     // stop depending on where the scheduler put them.
@@ -111,13 +116,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     for sibling in siblings {
         others.push(LiveProcess::attach(sibling, Mode::Stop)?);
     }
-    println!("stopped rank 0 and {} other rank(s)", others.len());
-
-    // Only to find Open MPI's DLL; each DLL gets its own index below.
-    let symbols = index_symbols(&target, &[])?;
-    let named = mqs_host::dll::locate::named_by_target(&*symbols, &target)?;
-    drop(symbols);
-    let theirs: PathBuf = mqs_host::dll::locate::first_existing(&named)?;
+    println!("stopped {} other rank(s)", others.len());
+    // The whole mqs-dump first, while this process is small: a child's
+    // peak RSS as the kernel reports it is never below its parent's peak.
     let ours = mqs_tests::target_dir().join("release/libmqs_dll.so");
     if !ours.exists() {
         return Err(format!(
@@ -126,6 +127,22 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         )
         .into());
     }
+    // Open MPI's DLL where the build installs it (the process names it
+    // too, but finding that takes the symbol index, which is large).
+    let installed = mpi.prefix()?.join("lib/openmpi/libompi_dbg_msgq.so");
+    let whole = whole_runs(pid, [&installed, &ours], args.rounds);
+    let live = LiveProcess::attach(pid, Mode::Stop)?;
+    // The cache mqs-dump reads through when it does not save the dump.
+    let target = PageCache::with_limit(live, mqs_host::inspect::PAGE_CACHE_LIMIT);
+
+    let cold = Instant::now();
+    let symbols = index_symbols(&target, &[])?;
+    let index_ms = cold.elapsed().as_secs_f64() * 1e3;
+    let named = mqs_host::dll::locate::named_by_target(&*symbols, &target)?;
+    let theirs: PathBuf = mqs_host::dll::locate::first_existing(&named)?;
+    // Only to find Open MPI's DLL; each DLL gets its own index below.
+    drop(symbols);
+    println!("symbol index (ELF, maps): {index_ms:.1} ms");
     // Same stopped process for all; each dump starts with a cold page cache.
     let mut rounds = Vec::new();
     for round in 0..args.rounds {
@@ -144,6 +161,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     for other in others {
         other.detach()?;
     }
+    let whole = whole?;
     if let Some(job) = job {
         job.shutdown()?;
     }
@@ -174,7 +192,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 .map(|x| format!("{x:.1}"))
                 .collect::<Vec<_>>()
                 .join(", ");
-            format!("{:.1} ms ({list})", median(&v))
+            format!("{:.1} ms ({list})", median(v.clone()))
         };
         println!(
             "  {who} symbol index (ELF, maps) {}; setup with cold DWARF {}; setup again, warm {}",
@@ -185,6 +203,18 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     for (i, pair) in rounds.iter().enumerate() {
         println!("round {}:", i + 1);
+        for (who, f) in ["  Open MPI's", "  ours      "].iter().zip(pair) {
+            let [sends, receives, unexpected] = &f.per_class;
+            println!(
+                "{who} phases: DLL setup {:.1} ms, sends {:.1} ms, receives {:.1} ms, \
+                 unexpected {:.1} ms (DLL and model), render JSON to a file {:.1} ms",
+                f.cold_ms,
+                sends.elapsed_ms,
+                receives.elapsed_ms,
+                unexpected.elapsed_ms,
+                f.render_ms
+            );
+        }
         for (who, f) in ["  Open MPI's", "  ours      "].iter().zip(pair) {
             let total = &f.total;
             println!(
@@ -255,8 +285,108 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         t.total.syscalls as f64 / t.total.fetches.max(1) as f64
     );
     println!("page cache: {cache:?}");
+    print_whole(&whole);
     println!("load average: {}", load_average());
     Ok(())
+}
+
+/// One run of the whole mqs-dump.
+struct WholeRun {
+    wall_ms: f64,
+    peak_rss_kib: i64,
+    json_bytes: u64,
+}
+
+/// Runs `mqs-dump --pid PID --json --dll DLL > file` `rounds` times with
+/// each DLL, which one first alternating.
+fn whole_runs(
+    pid: i32,
+    dlls: [&PathBuf; 2],
+    rounds: usize,
+) -> Result<[Vec<WholeRun>; 2], Box<dyn std::error::Error>> {
+    let exe = mqs_tests::target_dir().join("release/mqs-dump");
+    if !exe.exists() {
+        return Err(format!(
+            "{} missing: cargo build --release -p mqs-host --bin mqs-dump",
+            exe.display()
+        )
+        .into());
+    }
+    let out_path = std::env::temp_dir().join(format!("mqs-bench-dump-{}.json", std::process::id()));
+    let mut runs: [Vec<WholeRun>; 2] = [Vec::new(), Vec::new()];
+    for round in 0..rounds {
+        let order: [usize; 2] = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for i in order {
+            let out = std::fs::File::create(&out_path)?;
+            let started = Instant::now();
+            let child = std::process::Command::new(&exe)
+                .args(["--pid", &pid.to_string(), "--json", "--dll"])
+                .arg(dlls[i])
+                .stdout(out)
+                .spawn()?;
+            let (status, peak_rss_kib) = wait_with_rss(child.id() as i32)?;
+            let wall_ms = started.elapsed().as_secs_f64() * 1e3;
+            if status != 0 {
+                return Err(format!("{} failed (wait status {status})", exe.display()).into());
+            }
+            let json_bytes = std::fs::metadata(&out_path)?.len();
+            runs[i].push(WholeRun {
+                wall_ms,
+                peak_rss_kib,
+                json_bytes,
+            });
+        }
+    }
+    let _ = std::fs::remove_file(&out_path);
+    Ok(runs)
+}
+
+/// Waits for a child, returning its wait status and peak resident size.
+fn wait_with_rss(pid: i32) -> std::io::Result<(i32, i64)> {
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value to be written over.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4 on our own child, with valid out-pointers; std's Child
+    // is not waited on afterwards.
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((status, usage.ru_maxrss))
+}
+
+fn print_whole(whole: &[Vec<WholeRun>; 2]) {
+    println!("whole process, mqs-dump --pid PID --json --dll DLL > file (other ranks stopped):");
+    for (who, runs) in ["  Open MPI's", "  ours      "].iter().zip(whole) {
+        let walls: Vec<String> = runs.iter().map(|r| format!("{:.0}", r.wall_ms)).collect();
+        let rss = runs.iter().map(|r| r.peak_rss_kib).max().unwrap_or(0);
+        println!(
+            "{who} {} ms (median {:.0} ms), peak RSS {:.1} MiB, JSON {} bytes",
+            walls.join(", "),
+            median(runs.iter().map(|r| r.wall_ms).collect()),
+            rss as f64 / 1024.0,
+            runs.first().map_or(0, |r| r.json_bytes)
+        );
+    }
+    let ratios: Vec<String> = whole[0]
+        .iter()
+        .zip(&whole[1])
+        .map(|(t, o)| format!("{:.2}", ratio(o.wall_ms, t.wall_ms)))
+        .collect();
+    println!(
+        "  ours/theirs, whole process per round: {} (ours lists the unexpected messages too)",
+        ratios.join(", ")
+    );
+    println!("  gdb-driven host: none in this bench");
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }
 
 /// The callbacks of each DLL by kind, for the whole session of the first
@@ -300,16 +430,6 @@ fn print_callbacks(theirs: &Figures, ours: &Figures) {
     );
 }
 
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
 fn ratio(a: f64, b: f64) -> f64 {
     a / b.max(1e-9)
 }
@@ -337,6 +457,11 @@ struct Figures {
     /// less the unexpected-message queues.
     both: DumpStats,
     unexpected_stats: DumpStats,
+    /// Sends, receives, unexpected: setting up each iterator and taking
+    /// every operation into the model, summed over communicators.
+    per_class: [DumpStats; 3],
+    /// Writing the communicators as mqs-dump's JSON into a file.
+    render_ms: f64,
     sends: usize,
     receives: usize,
     unexpected: usize,
@@ -374,7 +499,13 @@ fn run_dll(
     let setup_fetches = session.fetches(process);
     let setup_syscalls = target.syscalls() - syscalls_before;
     let (comms, total, per_class) = session.dump_by_class(process);
-    let [_, _, unexpected_stats] = per_class;
+    let unexpected_stats = per_class[2].clone();
+    let render = Instant::now();
+    let path = std::env::temp_dir().join(format!("mqs-bench-render-{}.json", std::process::id()));
+    let file = std::io::BufWriter::with_capacity(1 << 16, std::fs::File::create(&path)?);
+    mqs_host::render::write_json(&comms, file)?;
+    let render_ms = render.elapsed().as_secs_f64() * 1e3;
+    let _ = std::fs::remove_file(&path);
     let both = DumpStats {
         fetches: total.fetches - unexpected_stats.fetches,
         fetched_bytes: total.fetched_bytes - unexpected_stats.fetched_bytes,
@@ -394,6 +525,8 @@ fn run_dll(
         total,
         both,
         unexpected_stats,
+        per_class,
+        render_ms,
         sends,
         receives,
         unexpected,

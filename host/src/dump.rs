@@ -44,6 +44,43 @@ pub struct DllInfo {
     pub path: String,
     pub version: String,
     pub compatibility: i32,
+    /// The MPI the DLL recognised in the process, as its version string
+    /// says after `detected: ` (mqs's DLL); absent if it does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mpi: Option<String>,
+    /// The DLL's backend that read it, after `backend: ` (mqs's DLL:
+    /// `openmpi`, `mpich-ch3`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
+}
+
+impl DllInfo {
+    /// The DLL's facts, with the MPI and backend its version string names.
+    pub fn new(path: String, version: String, compatibility: i32) -> Self {
+        let (mpi, backend) = recognised(&version);
+        DllInfo {
+            path,
+            version,
+            compatibility,
+            mpi,
+            backend,
+        }
+    }
+}
+
+/// `...; detected: WHAT; backend: NAME` (mqs's DLL writes no `;` inside
+/// either part) -> (WHAT, NAME).
+fn recognised(version: &str) -> (Option<String>, Option<String>) {
+    let Some((_, rest)) = version.split_once("; detected: ") else {
+        return (None, None);
+    };
+    let mut parts = rest.split("; ");
+    let mpi = parts.next().map(str::trim).filter(|s| !s.is_empty());
+    let backend = parts
+        .find_map(|p| p.strip_prefix("backend: "))
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
+    (mpi.map(String::from), backend.map(String::from))
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -352,3 +389,28 @@ pub struct Queue {
 
 /// One pending operation, exactly as the DLL reported it.
 pub type Operation = PendingOperation;
+
+#[cfg(test)]
+mod dll_info_tests {
+    use super::recognised;
+
+    #[test]
+    fn the_mpi_and_backend_come_from_our_version_string() {
+        let v = "mqs message-queue DLL 0.1.0 (MPI-1 interface, compatibility 2) for Open MPI 4.1 (ob1 PML) and MPICH 4.0 (ch3); detected: MPICH 4.0.2, device ch3:nemesis, device queues; backend: mpich-ch3";
+        assert_eq!(
+            recognised(v),
+            (
+                Some("MPICH 4.0.2, device ch3:nemesis, device queues".into()),
+                Some("mpich-ch3".into())
+            )
+        );
+        assert_eq!(
+            recognised("mqs message-queue DLL 0.1.0 (...); no MPI detected yet"),
+            (None, None)
+        );
+        assert_eq!(
+            recognised("MPICH message queue support for MPICH 4.0.2"),
+            (None, None)
+        );
+    }
+}

@@ -170,13 +170,12 @@ impl<'de> serde::Deserialize<'de> for OpStatus {
 /// Decodes a fixed-size C character array: up to the first NUL or the end of
 /// the array, whichever comes first, with invalid UTF-8 replaced.
 pub fn decode_c_chars(chars: &[c_char]) -> String {
-    // c_char is i8 or u8 depending on the platform; the bytes are what matter.
-    let bytes: Vec<u8> = chars
-        .iter()
-        .map(|&c| c as u8)
-        .take_while(|&b| b != 0)
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
+    // c_char is i8 or u8 depending on the platform; the bytes are what
+    // matter. One allocation for a valid line, none for an empty one: a
+    // dump decodes several lines per operation, of 100,000s.
+    let len = chars.iter().position(|&c| c == 0).unwrap_or(chars.len());
+    let bytes: Vec<u8> = chars[..len].iter().map(|&c| c as u8).collect();
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// Writes `text` into a fixed-size C character array, always NUL-terminated,
@@ -257,12 +256,18 @@ impl Default for PendingOperation {
 
 impl PendingOperation {
     pub fn from_raw(raw: &mqs_pending_operation) -> Self {
-        let extra_text = raw
+        // Exactly as many lines as there are: a dump holds 100,000s.
+        let lines = raw
             .extra_text
             .iter()
-            .map(|line| decode_c_chars(line))
-            .take_while(|line| !line.is_empty())
-            .collect();
+            .take_while(|line| line.first().is_some_and(|&c| c != 0))
+            .count();
+        let mut extra_text = Vec::with_capacity(lines);
+        extra_text.extend(
+            raw.extra_text[..lines]
+                .iter()
+                .map(|line| decode_c_chars(line)),
+        );
         Self {
             status: OpStatus::from_raw(raw.status),
             desired_local_rank: raw.desired_local_rank,

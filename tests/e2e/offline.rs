@@ -3,7 +3,8 @@
 //! kernel's core files of the same ranks (killed with SIGABRT while hung),
 //! and from a snapshot saved with `--save` and replayed with `--snapshot`,
 //! through Open MPI's DLL and through ours. Everything but the counters
-//! must be equal. Also: a core of a process that is not MPI, and a snapshot
+//! must be equal, and the cores' stacks stand where the live ones did.
+//! Also: a core of a process that is not MPI, and a snapshot
 //! that lacks a page the DLL needs.
 
 mod support;
@@ -57,6 +58,41 @@ fn comparable(dump: &Value) -> Value {
         p.remove("dll_output");
     }
     processes
+}
+
+/// Where each process stands, as far as it does not change while a rank
+/// spins in MPI's progress loop: its threads' ids, and its main thread's
+/// frames from the outermost one down to the MPI call (`MPI_Recv` for the
+/// `queues` fixture), each as function, file and line.
+fn standing(dump: &Value) -> Vec<(Vec<u64>, Vec<Value>)> {
+    let processes = dump["processes"].as_array().expect("processes");
+    processes
+        .iter()
+        .map(|p| {
+            let stacks = &p["stacks"];
+            assert_eq!(stacks["status"], "ok", "stacks not read: {stacks}");
+            let threads = stacks["list"].as_array().expect("threads");
+            let mut tids: Vec<u64> = threads.iter().map(|t| t["tid"].as_u64().unwrap()).collect();
+            tids.sort_unstable();
+            let frames = threads[0]["frames"].as_array().expect("frames");
+            let mut outer = Vec::new();
+            for f in frames.iter().rev() {
+                outer.push(serde_json::json!([f["function"], f["file"], f["line"]]));
+                if f["function"]
+                    .as_str()
+                    .is_some_and(|n| n.contains("MPI_Recv"))
+                {
+                    break;
+                }
+            }
+            let names: Vec<&str> = outer.iter().filter_map(|f| f[0].as_str()).collect();
+            assert!(
+                names.contains(&"main") && names.last().is_some_and(|n| n.contains("MPI_Recv")),
+                "the main thread's stack does not run from main into MPI_Recv: {names:?}"
+            );
+            (tids, outer)
+        })
+        .collect()
 }
 
 fn json_of(args: &[&str]) -> Value {
@@ -187,6 +223,16 @@ fn cores_and_snapshots_equal_the_live_dump() {
         ours.contains("\"desired_tag\":99"),
         "unexpected tag 99 missing"
     );
+    // The stacks, read live, to compare with the cores' (our DLL; the
+    // stacks do not depend on the DLL).
+    let live_stacks = standing(&json_of(&[
+        "--pid",
+        &mpirun,
+        "--dll",
+        s(&dlls[1]),
+        "--json",
+        "--stacks",
+    ]));
 
     let gcores = work.0.join("gcore");
     std::fs::create_dir_all(&gcores).unwrap();
@@ -220,6 +266,27 @@ fn cores_and_snapshots_equal_the_live_dump() {
             dll.display()
         );
     }
+    // Stacks from the cores: the same threads, and each main thread in the
+    // same place as when it was read live.
+    let gcore_stacks = json_of(&["--core", s(&gcores), "--json", "--stacks"]);
+    assert_eq!(
+        standing(&gcore_stacks),
+        live_stacks,
+        "gcore stacks differ from the live ones"
+    );
+    let kernel_stacks = json_of(&[
+        "--core",
+        s(&kernel[0]),
+        "--core",
+        s(&kernel[1]),
+        "--json",
+        "--stacks",
+    ]);
+    assert_eq!(
+        standing(&kernel_stacks),
+        live_stacks,
+        "kernel core stacks differ from the live ones"
+    );
 }
 
 #[test]

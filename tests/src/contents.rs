@@ -6,11 +6,12 @@
 //! The lists are what Open MPI 4.1 (ob1 over shared memory, as
 //! [`crate::Job`] runs it) holds: its communicator table (the MPI's own
 //! communicators included, in table order) and, for sends, only the
-//! requests it keeps (an eager send that left at once keeps none). Within a
-//! queue, operations are in the order our DLL reports them: posted receives
-//! in MPI matching order (posting order), then receives already matched or
-//! complete; sends in the order started; unexpected messages in arrival
-//! order.
+//! requests it keeps (an eager send that left at once keeps none); and, for
+//! the `queues` fixture, what MPICH 4.0 ch3 holds ([`mpich_queues`]). Within
+//! a queue, operations are in the order our DLL reports them: posted
+//! receives in MPI matching order (posting order), then receives already
+//! matched or complete; sends in the order started; unexpected messages in
+//! arrival order (where that order is timing, [`Queue::AnyOrder`]).
 
 use std::fmt::Write as _;
 
@@ -20,6 +21,11 @@ use serde_json::Value;
 /// The fixtures' datatype, and its size.
 pub const DATATYPE: &str = "MPI_INT";
 const INT_BYTES: i64 = 4;
+/// `queues.c`'s derived datatypes with more than 2 ranks, as named by
+/// `MPI_Type_set_name`, and their sizes: `MPI_Type_contiguous(2,
+/// MPI_DOUBLE)` and `MPI_Type_vector(4, 1, 2, MPI_INT)`.
+pub const PAIR: (&str, i64) = ("mqs-pair", 16);
+pub const VEC: (&str, i64) = ("mqs-vec", 16);
 
 /// How an unexpected message travels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,9 +57,18 @@ pub struct Op {
     pub global: i64,
     /// None for MPI_ANY_TAG.
     pub tag: Option<i64>,
-    /// Elements of [`DATATYPE`]; for unexpected messages, of the message.
+    /// Elements of `datatype`; for unexpected messages, of [`DATATYPE`].
     pub count: i64,
+    /// The datatype's name and size in bytes ([`DATATYPE`] unless
+    /// [`Op::of`] says otherwise).
+    pub datatype: (&'static str, i64),
     pub send: bool,
+    /// A send's mode as our DLL states it (`mode: standard`; Open MPI's
+    /// requests say, MPICH's do not).
+    pub mode: Option<&'static str>,
+    /// An eager send: its data left at once, so the MPI may already count
+    /// it as complete (either status is right).
+    pub eager: bool,
     /// Unexpected messages: how they travel (they have no datatype).
     pub unexpected: Option<Protocol>,
     /// For matched and complete operations.
@@ -64,7 +79,7 @@ pub struct Op {
 
 impl Op {
     pub fn length(&self) -> i64 {
-        self.count * INT_BYTES
+        self.count * self.datatype.1
     }
 
     /// A receive posted and not matched.
@@ -75,7 +90,10 @@ impl Op {
             global,
             tag,
             count,
+            datatype: (DATATYPE, INT_BYTES),
             send: false,
+            mode: None,
+            eager: false,
             unexpected: None,
             actual: None,
             partial: false,
@@ -86,6 +104,7 @@ impl Op {
     pub fn send(peer: i64, global: i64, tag: i64, count: i64) -> Op {
         Op {
             send: true,
+            mode: Some("standard"),
             ..Op::recv(peer, global, Some(tag), count)
         }
     }
@@ -96,6 +115,40 @@ impl Op {
             unexpected: Some(how),
             ..Op::recv(source, global, Some(tag), count)
         }
+    }
+
+    /// Of elements of `datatype` (name, size in bytes), not MPI_INT.
+    pub fn of(mut self, datatype: (&'static str, i64)) -> Op {
+        self.datatype = datatype;
+        let length = self.length();
+        if let Some(a) = self.actual.as_mut() {
+            a.length = length;
+        }
+        self
+    }
+
+    /// A send whose data left at once (eager): pending or complete.
+    pub fn eager(mut self) -> Op {
+        self.eager = true;
+        self
+    }
+
+    /// A send as MPICH keeps it: no mode stated, where it goes in its
+    /// actual fields.
+    fn mpich_send(mut self) -> Op {
+        self.mode = None;
+        self.actual = Some(self.own_actual());
+        self
+    }
+
+    /// An unexpected message as MPICH keeps it: who sent it, its tag and
+    /// size in its actual fields; an eager one complete.
+    fn mpich_arrived(mut self) -> Op {
+        if self.unexpected == Some(Protocol::Eager) {
+            self.status = OpStatus::Complete;
+        }
+        self.actual = Some(self.own_actual());
+        self
     }
 
     /// This receive, matched by a message of its own length from its peer
@@ -130,6 +183,9 @@ pub enum Queue {
     /// Exactly these operations, in this order; none: the queue must be
     /// read and empty (never "not available" or an error).
     Ops(Vec<Op>),
+    /// Exactly these operations (by tag, each distinct), in an order that
+    /// depends on timing (messages of several senders).
+    AnyOrder(Vec<Op>),
     /// The DLL cannot read it in this build of the MPI (and must say so).
     Unavailable,
 }
@@ -142,7 +198,7 @@ impl Queue {
     /// The operations this queue must hold (none if unavailable).
     pub fn ops(&self) -> &[Op] {
         match self {
-            Queue::Ops(ops) => ops,
+            Queue::Ops(ops) | Queue::AnyOrder(ops) => ops,
             Queue::Unavailable => &[],
         }
     }
@@ -357,6 +413,78 @@ pub fn progress() -> Vec<Process> {
     vec![rank0, rank1]
 }
 
+/// `queues.c` with `n` extra operations per side as MPICH 4.0 ch3 holds
+/// it, every rank of a job of `size` ranks (2 or more). Unlike Open MPI,
+/// MPICH keeps every send request (eager ones too, perhaps complete), an
+/// eager unexpected message is a complete request, and our DLL lists only
+/// the communicators the program made, newest first after the two
+/// predefined ones (MPICH's own are hidden).
+pub fn mpich_queues(size: i64, n: i64) -> Vec<Process> {
+    let world: Vec<i64> = (0..size).collect();
+    let reversed: Vec<i64> = (0..size).rev().collect();
+    let new = |name: &str, group: &[i64]| Comm::new(name, group, true);
+    let unexpected =
+        |source, tag, count, how| Op::unexpected(source, source, tag, count, how).mpich_arrived();
+    let send = |peer, tag, count| Op::send(peer, peer, tag, count).mpich_send();
+    (0..size)
+        .map(|rank| {
+            let (mut sends, mut receives, mut unexp) = (vec![], vec![], vec![]);
+            let (mut dup_sends, mut dup_receives, mut dup_unexp) = (vec![], vec![], vec![]);
+            let mut split_receives = vec![];
+            match rank {
+                0 => {
+                    receives.push(Op::recv(-1, -1, Some(8), 8));
+                    unexp.push(unexpected(1, 99, 16, Protocol::Eager));
+                    unexp.push(unexpected(1, 5, 100_000, Protocol::Rendezvous));
+                    dup_receives.push(Op::recv(1, 1, Some(7), 4));
+                    for i in 0..n {
+                        dup_receives.push(Op::recv(1, 1, Some(1_000_000 + i), 1));
+                        dup_unexp.push(unexpected(1, 3000 + i, 1, Protocol::Eager));
+                    }
+                    // World rank 1 is split rank size - 2.
+                    split_receives.push(Op::recv(size - 2, 1, None, 2));
+                }
+                1 => {
+                    sends.push(send(0, 99, 16).eager());
+                    sends.push(send(0, 5, 100_000));
+                    dup_receives.push(Op::recv(0, 0, Some(11), 8));
+                    for i in 0..n {
+                        dup_sends.push(send(0, 3000 + i, 1).eager());
+                    }
+                    for r in 2..size {
+                        dup_unexp.push(unexpected(r, 40 + r, 4, Protocol::Eager));
+                    }
+                }
+                r => {
+                    dup_sends.push(send(1, 40 + r, 1).of(VEC).eager());
+                    // World rank 0 is split rank size - 1.
+                    split_receives.push(Op::recv(size - 1, 0, Some(20 + r), 2).of(PAIR));
+                }
+            }
+            let mut dup = new("mqs-dup", &world).with(dup_sends, dup_receives, vec![]);
+            dup.unexpected = if rank == 1 {
+                Queue::AnyOrder(dup_unexp)
+            } else {
+                Queue::Ops(dup_unexp)
+            };
+            Process {
+                rank,
+                comms: vec![
+                    new("MPI_COMM_WORLD", &world).with(sends, receives, unexp),
+                    new("MPI_COMM_SELF", &[rank]),
+                    new("mqs-wait", &world).with(
+                        vec![],
+                        vec![Op::recv(-1, -1, Some(1000), 1)],
+                        vec![],
+                    ),
+                    new("mqs-split", &reversed).with(vec![], split_receives, vec![]),
+                    dup,
+                ],
+            }
+        })
+        .collect()
+}
+
 /// Checks our DLL's dump of one process (the JSON of its `communicators`
 /// section, docs/json.md) against what the fixture left: every
 /// communicator in order, its group, and every queue exactly, operation by
@@ -409,14 +537,15 @@ pub fn check_ours(expected: &Process, communicators: &Value) -> Result<(), Strin
 }
 
 fn check_queue(what: &str, queue: &Queue, got: &Value, fail: &mut dyn FnMut(String)) {
-    let ops = match queue {
+    let (ops, any_order) = match queue {
         Queue::Unavailable => {
             if got["status"] != "not_available" {
                 fail(format!("{what}: expected not available, got {got}"));
             }
             return;
         }
-        Queue::Ops(ops) => ops,
+        Queue::Ops(ops) => (ops, false),
+        Queue::AnyOrder(ops) => (ops, true),
     };
     if got["status"] != "ok" {
         fail(format!(
@@ -428,7 +557,12 @@ fn check_queue(what: &str, queue: &Queue, got: &Value, fail: &mut dyn FnMut(Stri
     if !got["truncated"].is_null() {
         fail(format!("{what}: truncated: {}", got["truncated"]));
     }
-    let list = got["operations"].as_array().cloned().unwrap_or_default();
+    let mut list = got["operations"].as_array().cloned().unwrap_or_default();
+    let mut ops = ops.clone();
+    if any_order {
+        list.sort_by_key(|o| o["desired_tag"].as_i64());
+        ops.sort_by_key(|o| o.tag);
+    }
     if list.len() != ops.len() {
         fail(format!(
             "{what}: {} operations, expected {}:\n    got {}\n    expected {ops:?}",
@@ -454,7 +588,12 @@ fn op_problems(op: &Op, got: &Value) -> Vec<String> {
             p.push(format!("{field} {} instead of {want}", got[field]));
         }
     };
-    same("status", Value::from(op.status.name()));
+    // An eager send may already count as complete.
+    let status = got["status"].as_str().unwrap_or_default();
+    let eager_ok = op.eager && status == OpStatus::Complete.name();
+    if !eager_ok {
+        same("status", Value::from(op.status.name()));
+    }
     same("desired_local_rank", Value::from(op.peer));
     same("desired_global_rank", Value::from(op.global));
     same("desired_tag", op.tag.map_or(Value::Null, Value::from));
@@ -488,17 +627,22 @@ fn op_problems(op: &Op, got: &Value) -> Vec<String> {
         }
         Some(_) => {}
         None => {
-            let count = format!("{} x {DATATYPE}", op.count);
+            let count = format!("{} x {}", op.count, op.datatype.0);
             if !has(&count) {
                 p.push(format!("extra_text lacks \"{count}\""));
             }
         }
     }
-    if op.send && !has("mode: standard") {
-        p.push("extra_text lacks \"mode: standard\"".into());
+    if let Some(mode) = op.mode.map(|m| format!("mode: {m}")) {
+        if !has(&mode) {
+            p.push(format!("extra_text lacks \"{mode}\""));
+        }
     }
     match op.status {
-        OpStatus::Complete if !has("complete, not yet waited for or freed") => {
+        // An unexpected message says how much of it arrived instead.
+        OpStatus::Complete
+            if op.unexpected.is_none() && !has("complete, not yet waited for or freed") =>
+        {
             p.push("extra_text does not say complete".into())
         }
         OpStatus::Matched if !op.send => {
@@ -577,6 +721,45 @@ mod tests {
         bad = good.clone();
         bad["actual_length"] = 0.into();
         assert_eq!(op_problems(&want, &bad).len(), 1);
+    }
+
+    #[test]
+    fn any_order_takes_a_permutation_and_eager_sends_either_status() {
+        let a = Op::unexpected(2, 2, 42, 4, Protocol::Eager).mpich_arrived();
+        let b = Op::unexpected(3, 3, 43, 4, Protocol::Eager).mpich_arrived();
+        let text = ["eager message, all 16 bytes arrived"];
+        let queue = |ops: Vec<Value>| serde_json::json!({"status": "ok", "operations": ops});
+        let mut problems = Vec::new();
+        let swapped = queue(vec![op_json(&b, &text), op_json(&a, &text)]);
+        check_queue(
+            "q",
+            &Queue::AnyOrder(vec![a.clone(), b.clone()]),
+            &swapped,
+            &mut |p| problems.push(p),
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        check_queue(
+            "q",
+            &Queue::Ops(vec![a.clone(), b.clone()]),
+            &swapped,
+            &mut |p| problems.push(p),
+        );
+        assert!(!problems.is_empty());
+        problems.clear();
+        let twice = queue(vec![op_json(&a, &text), op_json(&a, &text)]);
+        check_queue("q", &Queue::AnyOrder(vec![a, b]), &twice, &mut |p| {
+            problems.push(p)
+        });
+        assert!(!problems.is_empty());
+
+        let send = Op::send(0, 0, 99, 16).mpich_send();
+        let lines = ["16 x MPI_INT", "complete, not yet waited for or freed"];
+        let mut done = op_json(&send, &lines);
+        done["status"] = "complete".into();
+        assert!(!op_problems(&send, &done).is_empty());
+        assert!(op_problems(&send.clone().eager(), &done).is_empty());
+        done["status"] = "matched".into();
+        assert!(!op_problems(&send.eager(), &done).is_empty());
     }
 
     #[test]

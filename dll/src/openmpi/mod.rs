@@ -7,20 +7,19 @@ pub mod ob1;
 pub mod requests;
 pub mod unexpected;
 
-use std::collections::{HashSet, VecDeque};
-use std::ffi::CStr;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 use mqs_abi::{OpClass, PendingOperation, ReturnCode};
 
 use crate::abi;
 use crate::access::{ImageAccess, ProcessAccess, TypeSizes};
-use crate::callbacks::InfoKind;
 use crate::errors::DllError;
 use crate::layout::{Layout, Missing};
 use crate::messages;
 use crate::target::{ByteOrder, ReadError, Sizes, Target};
-use crate::walk::Stop;
+use crate::walk::{AddrHasher, AddrSet, Stop};
 
 use communicators::{Comm, Signature};
 use groups::{NameMap, ProcName, World};
@@ -40,67 +39,7 @@ pub const SYM_LOCAL_PROC: &str = "ompi_proc_local_proc";
 /// lazy debuggers load that file's types first.
 pub const FN_SETUP_DLLS: &str = "ompi_debugger_setup_dlls";
 
-/// Why an image or process cannot show queues: a code and a static printf
-/// format with one `%s` (or none, to fail silently).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Failure {
-    pub code: DllError,
-    pub message: Option<&'static CStr>,
-}
-
-impl Failure {
-    fn missing(m: Missing) -> Failure {
-        Failure {
-            code: m.error(),
-            message: Some(messages::missing_message(m)),
-        }
-    }
-}
-
-/// What the DLL keeps per image.
-#[derive(Debug)]
-pub struct ImageState {
-    /// The debugger's image table, kept since `mqs_setup_image`.
-    pub table: *const abi::mqs_image_callbacks,
-    /// Set by a successful `mqs_image_has_queues`.
-    pub layout: Option<Arc<Layout>>,
-    /// Set by a failed one.
-    pub failure: Option<Failure>,
-}
-
-impl InfoKind for ImageState {
-    const MAGIC: u64 = 0x6d71_735f_696d_6167; // "mqs_imag"
-    const MISSING: DllError = DllError::NoImageInfo;
-}
-
-impl ImageState {
-    pub fn new(table: *const abi::mqs_image_callbacks) -> Self {
-        ImageState {
-            table,
-            layout: None,
-            failure: None,
-        }
-    }
-
-    /// `mqs_image_has_queues`: checks the image once and remembers.
-    pub fn check<I: ImageAccess>(&mut self, image: &I) -> Result<Arc<Layout>, Failure> {
-        if let Some(layout) = &self.layout {
-            return Ok(Arc::clone(layout));
-        }
-        match check_image(image) {
-            Ok(layout) => {
-                let layout = Arc::new(layout);
-                self.layout = Some(Arc::clone(&layout));
-                self.failure = None;
-                Ok(layout)
-            }
-            Err(f) => {
-                self.failure = Some(f);
-                Err(f)
-            }
-        }
-    }
-}
+pub use crate::messages::Failure;
 
 /// Whether an image is an Open MPI program with the debug info we need.
 pub fn check_image<I: ImageAccess>(image: &I) -> Result<Layout, Failure> {
@@ -212,6 +151,36 @@ fn read_pml<P: ProcessAccess + ?Sized>(t: &Target<'_, P>, addr: u64) -> Option<P
     Some(PmlInfo { name, version })
 }
 
+/// One operation of a queue as read, made into a [`PendingOperation`] only
+/// when the debugger takes it: a queue of 100,000 is then never held twice,
+/// as read and as made.
+#[derive(Debug)]
+pub enum Pending {
+    Request { request: Request, order: Order },
+    Frag(unexpected::Frag),
+}
+
+/// The line that says how a request's queue is ordered.
+#[derive(Debug, Clone, Copy)]
+pub enum Order {
+    None,
+    /// The `number`th in ob1's matching order, from the ANY_SOURCE queue
+    /// (`wild`) or a peer's.
+    Posted {
+        number: usize,
+        wild: bool,
+    },
+    Text(&'static str),
+}
+
+/// The current queue's operations not yet taken, and a note for the last
+/// (why the list was cut).
+#[derive(Debug)]
+pub struct Operations {
+    items: VecDeque<Pending>,
+    last_note: Option<String>,
+}
+
 /// Per-call caches, valid while the process stays stopped: dropped when the
 /// communicator list is updated or its iterator set up again.
 #[derive(Debug, Default)]
@@ -240,7 +209,7 @@ pub struct ProcessState {
     pub world: World,
     /// Index of the current communicator in `comms`.
     pub current: Option<usize>,
-    pub ops: Option<VecDeque<PendingOperation>>,
+    pub ops: Option<Operations>,
     pub cache: Cache,
     /// MPI-2: the identity the debugger gave this process.
     pub identity: Option<i32>,
@@ -249,13 +218,11 @@ pub struct ProcessState {
     /// Lines for the debugger's dprints, drained by the exports.
     pub dprints: Vec<String>,
     said: HashSet<&'static str>,
+    /// What `check` found (MPI version, PML, debug info), for the version
+    /// string.
+    detected: Option<String>,
     #[cfg(feature = "mpi2")]
     pub new_processes: Option<VecDeque<mqs_abi::ProcessLocation>>,
-}
-
-impl InfoKind for ProcessState {
-    const MAGIC: u64 = 0x6d71_735f_7072_6f63; // "mqs_proc"
-    const MISSING: DllError = DllError::NoProcessInfo;
 }
 
 impl ProcessState {
@@ -284,9 +251,15 @@ impl ProcessState {
             show_internal: std::env::var_os("MQS_SHOW_INTERNAL").is_some_and(|v| v == "1"),
             dprints: Vec::new(),
             said: HashSet::new(),
+            detected: None,
             #[cfg(feature = "mpi2")]
             new_processes: None,
         }
+    }
+
+    /// What `check` found, for the version string.
+    pub fn detected(&self) -> Option<String> {
+        self.detected.clone()
     }
 
     /// A target for one call.
@@ -348,7 +321,8 @@ impl ProcessState {
             Ok(_) => "ob1 debug info: yes".to_string(),
             Err(m) => format!("ob1 debug info: no ({m})"),
         };
-        messages::set_detected(&format!("{version}, {pml}, {ob1}"));
+        self.detected = Some(format!("{version}, {pml}, {ob1}"));
+        messages::set_detected(&format!("{version}, {pml}, {ob1}"), "openmpi");
         if let Err(m) = &layout.ob1 {
             self.say_once(
                 "no-ob1",
@@ -467,27 +441,63 @@ impl ProcessState {
             None => None,
         };
         self.comms = comms;
-        let Some((mut ops, stop)) = built else {
+        let Some((ops, stop)) = built else {
             return Ok(ReturnCode::NoInformation);
         };
-        if let Some(stop) = stop {
-            match ops.last_mut() {
-                Some(last) => add_note(last, stop.note()),
-                None => return Err(stop_error(stop)),
-            }
+        if let (Some(stop), true) = (stop, ops.is_empty()) {
+            return Err(stop_error(stop));
         }
         // An empty queue is mqs_ok too, and mqs_next_operation ends it at
         // once: the interface allows mqs_end_of_list here, but debuggers
         // (padb) count anything but mqs_ok and mqs_no_information as a
         // failure, and the MPIs' own DLLs never answer it.
-        self.ops = Some(ops.into());
+        self.ops = Some(Operations {
+            items: ops.into(),
+            last_note: stop.map(|s| s.note()),
+        });
         Ok(ReturnCode::Ok)
     }
 
-    /// `mqs_next_operation`.
+    /// `mqs_next_operation`: the next operation, made now from what was
+    /// read at setup (nothing is read here).
     pub fn next_operation(&mut self) -> Result<Option<PendingOperation>, DllError> {
         let ops = self.ops.as_mut().ok_or(DllError::NoOperationIterator)?;
-        Ok(ops.pop_front())
+        let Some(item) = ops.items.pop_front() else {
+            return Ok(None);
+        };
+        let last_note = if ops.items.is_empty() {
+            ops.last_note.take()
+        } else {
+            None
+        };
+        let comm = self.current_comm()?;
+        let mut op = match item {
+            Pending::Request { request, order } => {
+                let dt = self
+                    .cache
+                    .datatypes
+                    .get(&request.datatype)
+                    .and_then(Option::as_ref);
+                let order = match order {
+                    Order::None => None,
+                    Order::Posted { number, wild } => {
+                        let queue = if wild {
+                            "ANY_SOURCE queue"
+                        } else {
+                            "peer queue"
+                        };
+                        Some(format!("posted #{number} in ob1 matching order ({queue})"))
+                    }
+                    Order::Text(text) => Some(text.to_string()),
+                };
+                requests::to_operation(&request, comm, dt, order)
+            }
+            Pending::Frag(frag) => unexpected::to_operation(&frag, comm, Some(comm.id)),
+        };
+        if let Some(note) = last_note {
+            add_note(&mut op, note);
+        }
+        Ok(Some(op))
     }
 
     fn keep_tag(&self, tag: i64) -> bool {
@@ -527,17 +537,32 @@ impl ProcessState {
         (reqs, scan.stop)
     }
 
-    /// A request as a pending operation, its datatype read (cached).
+    /// Lets go of the requests of `comm` in the receive scan that ob1's
+    /// queues show: in this stop they are never wanted from the scan again
+    /// (walked again, the queues show them again), and at 100,000 posted
+    /// receives they are 20 MB.
+    fn forget_shown(&mut self, comm: &Comm, shown: &AddrSet) {
+        if shown.is_empty() {
+            return;
+        }
+        let scan = self.cache.recvs.as_mut();
+        if let Some(list) = scan.and_then(|s| s.by_comm.get_mut(&comm.addr)) {
+            list.retain(|r| !shown.contains(&r.addr));
+            list.shrink_to_fit();
+        }
+    }
+
+    /// A request as a pending operation to be made when taken, its
+    /// datatype read now (once per datatype).
     fn operation<P: ProcessAccess + ?Sized>(
         &mut self,
         t: &Target<'_, P>,
         layout: &Layout,
-        req: &Request,
-        comm: &Comm,
-        order: Option<String>,
-    ) -> PendingOperation {
-        let dt = requests::datatype(t, layout, &mut self.cache.datatypes, req.datatype);
-        requests::to_operation(req, comm, dt.as_ref(), order)
+        request: Request,
+        order: Order,
+    ) -> Pending {
+        requests::read_datatype(t, layout, &mut self.cache.datatypes, request.datatype);
+        Pending::Request { request, order }
     }
 
     fn sends<P: ProcessAccess + ?Sized>(
@@ -546,7 +571,7 @@ impl ProcessState {
         layout: &Layout,
         syms: &Symbols,
         comm: &Comm,
-    ) -> Option<(Vec<PendingOperation>, Option<Stop>)> {
+    ) -> Option<(Vec<Pending>, Option<Stop>)> {
         let fl = syms.send_requests?;
         let (mut reqs, stop) = self.requests_of(t, layout, fl, true, comm, |r| {
             r.kind == requests::Kind::Send
@@ -555,8 +580,8 @@ impl ProcessState {
         // the order they were issued.
         reqs.sort_by_key(|r| (r.sequence.unwrap_or(u64::MAX), r.peer, r.addr));
         let ops = reqs
-            .iter()
-            .map(|r| self.operation(t, layout, r, comm, None))
+            .into_iter()
+            .map(|r| self.operation(t, layout, r, Order::None))
             .collect();
         Some((ops, stop))
     }
@@ -567,71 +592,87 @@ impl ProcessState {
         layout: &Layout,
         syms: &Symbols,
         comm: &Comm,
-    ) -> Option<(Vec<PendingOperation>, Option<Stop>)> {
+    ) -> Option<(Vec<Pending>, Option<Stop>)> {
         let ob1_comm = if self.ob1_selected() {
             ob1::read_comm(t, layout, comm, syms.ob1_comm_class)
         } else {
             Err(ob1::NotUsable::NotOb1)
         };
-        let mut ops = Vec::new();
         let mut stop = None;
-        let mut shown = HashSet::new();
-        let from_queues = match (&ob1_comm, &layout.ob1) {
+        let mut shown = AddrSet::default();
+        let posted = match (&ob1_comm, &layout.ob1) {
             (Ok(oc), Ok(ob1l)) => {
-                let (posted, s) = ob1::posted(t, layout, ob1l, oc);
+                // The receive scan, when made already in this stop, holds
+                // every live request of the queues, decoded.
+                let scanned: HashMap<u64, &Request, BuildHasherDefault<AddrHasher>> = self
+                    .cache
+                    .recvs
+                    .as_ref()
+                    .and_then(|s| s.by_comm.get(&comm.addr))
+                    .map(|list| list.iter().map(|r| (r.addr, r)).collect())
+                    .unwrap_or_default();
+                let known = |addr: u64| scanned.get(&addr).map(|&r| r.clone());
+                let (posted, s) = ob1::posted(t, layout, ob1l, oc, &known);
                 stop = s;
-                let mut k = 0;
-                for p in posted {
-                    shown.insert(p.request.addr);
-                    if !self.keep_tag(p.request.tag) {
-                        continue;
-                    }
-                    k += 1;
-                    let queue = if p.wild {
-                        "ANY_SOURCE queue"
-                    } else {
-                        "peer queue"
-                    };
-                    let order = format!("posted #{k} in ob1 matching order ({queue})");
-                    ops.push(self.operation(t, layout, &p.request, comm, Some(order)));
-                }
-                true
+                shown.extend(posted.iter().map(|p| p.request.addr));
+                Some(posted)
             }
-            _ => false,
+            _ => None,
         };
+        let from_queues = posted.is_some();
         if let Err(ob1::NotUsable::Read(e)) = ob1_comm {
             stop = Some(read_stop(e));
         }
         // The free list holds every receive, including those already matched
         // (and so gone from ob1's queues) and not yet completed or freed.
-        let Some(fl) = syms.recv_requests else {
-            return from_queues.then_some((ops, stop));
+        let (mut reqs, scan_stop) = match syms.recv_requests {
+            Some(fl) => {
+                let found = self.requests_of(t, layout, fl, false, comm, |r| {
+                    r.kind.is_receive() && !shown.contains(&r.addr)
+                });
+                self.forget_shown(comm, &shown);
+                found
+            }
+            None => (Vec::new(), None),
         };
-        let (mut reqs, scan_stop) = self.requests_of(t, layout, fl, false, comm, |r| {
-            r.kind.is_receive() && !shown.contains(&r.addr)
-        });
+        let mut ops = Vec::with_capacity(posted.as_ref().map_or(0, Vec::len) + reqs.len());
+        let mut k = 0;
+        for p in posted.into_iter().flatten() {
+            if !self.keep_tag(p.request.tag) {
+                continue;
+            }
+            k += 1;
+            let order = Order::Posted {
+                number: k,
+                wild: p.wild,
+            };
+            ops.push(self.operation(t, layout, p.request, order));
+        }
+        if syms.recv_requests.is_none() {
+            return from_queues.then_some((ops, stop));
+        }
         stop = stop.or(scan_stop);
         // ob1 numbers receives as they are posted; a PML that does not (all
         // equal) leaves allocation order.
         let distinct = reqs
             .iter()
             .filter_map(|r| r.sequence)
-            .collect::<HashSet<_>>()
+            .collect::<AddrSet>()
             .len();
         let sequenced =
             reqs.iter().all(|r| r.sequence.is_some()) && (reqs.len() <= 1 || distinct > 1);
         if sequenced {
             reqs.sort_by_key(|r| r.sequence.unwrap_or(u64::MAX));
         }
-        let order = if from_queues {
-            "not in ob1's posted queues (matched or probing)".to_string()
+        let order = Order::Text(if from_queues {
+            "not in ob1's posted queues (matched or probing)"
         } else if sequenced {
-            "order: by posting sequence (no ob1 queue info)".to_string()
+            "order: by posting sequence (no ob1 queue info)"
         } else {
-            "order: allocation order (free list), not matching".to_string()
-        };
+            "order: allocation order (free list), not matching"
+        });
         for r in reqs {
-            ops.push(self.operation(t, layout, &r, comm, Some(order.clone())));
+            ops.push(self.operation(t, layout, r, order));
         }
         Some((ops, stop))
     }
@@ -642,7 +683,7 @@ impl ProcessState {
         layout: &Layout,
         syms: &Symbols,
         comm: &Comm,
-    ) -> Option<(Vec<PendingOperation>, Option<Stop>)> {
+    ) -> Option<(Vec<Pending>, Option<Stop>)> {
         let ob1l = match &layout.ob1 {
             Ok(l) => l,
             Err(m) => {
@@ -671,9 +712,9 @@ impl ProcessState {
         };
         let (frags, stop) = unexpected::frags(t, layout, ob1l, &oc);
         let ops = frags
-            .iter()
+            .into_iter()
             .filter(|f| self.keep_tag(f.tag))
-            .map(|f| unexpected::to_operation(f, comm, Some(comm.id)))
+            .map(Pending::Frag)
             .collect();
         Some((ops, stop))
     }

@@ -134,12 +134,15 @@ pub struct Posted {
     pub wild: bool,
 }
 
-/// Posted receives of one communicator, in matching order.
+/// Posted receives of one communicator, in matching order. Requests
+/// `known` has (decoded from a scan of the request free list in this stop,
+/// with their list link) are taken from there instead of read again.
 pub fn posted<P: ProcessAccess + ?Sized>(
     t: &Target<'_, P>,
     layout: &Layout,
     ob1: &Ob1Layout,
     oc: &Ob1Comm,
+    known: &dyn Fn(u64) -> Option<Request>,
 ) -> (Vec<Posted>, Option<Stop>) {
     let mut stop = oc.stop;
     let mut found: Vec<Posted> = Vec::new();
@@ -148,13 +151,20 @@ pub fn posted<P: ProcessAccess + ?Sized>(
     let spans = requests::spans(layout, &t.sizes);
     let mut queue = |list: u64, wild: bool, stop: &mut Option<Stop>| {
         let mut read = Vec::new();
-        let w = walk::opal_list_read(
+        let w = walk::opal_list_read_known(
             t,
             &layout.list,
             list,
             walk::MAX_LIST_ITEMS,
             &spans,
-            |item, view| read.push((item, view.and_then(|v| requests::decode(&v, layout)))),
+            |item| known(item).and_then(|r| Some((r.link?, r))),
+            |item, read_now| {
+                let request = read_now.and_then(|it| match it {
+                    walk::Item::Read(view) => requests::decode(&view, layout),
+                    walk::Item::Known(request) => Ok(request),
+                });
+                read.push((item, request));
+            },
         );
         // The walk's own stop first, then the first request that could not
         // be read: as if the list were walked before its requests were read.

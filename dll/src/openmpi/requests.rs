@@ -57,6 +57,9 @@ impl Kind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
     pub addr: u64,
+    /// Its list item's `next` pointer as read (the list it is on: a free
+    /// list's, or one of ob1's queues).
+    pub link: Option<u64>,
     pub kind: Kind,
     pub ompi_type: i64,
     pub state: i64,
@@ -148,6 +151,7 @@ pub fn decode<P: ProcessAccess + ?Sized>(
     let is_send = kind == Kind::Send;
     Ok(Request {
         addr: view.addr,
+        link: view.ptr(layout.list.item_next).ok(),
         kind,
         ompi_type: view.i32(r.ompi_type)?,
         state: view.i32(r.state)?,
@@ -262,8 +266,19 @@ pub fn datatype<P: ProcessAccess + ?Sized>(
     cache: &mut DatatypeCache,
     addr: u64,
 ) -> Option<Datatype> {
-    if let Some(known) = cache.get(&addr) {
-        return known.clone();
+    read_datatype(t, layout, cache, addr).clone()
+}
+
+/// Reads a datatype's name and size into the cache, once; what the cache
+/// holds for it.
+pub fn read_datatype<'c, P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    layout: &Layout,
+    cache: &'c mut DatatypeCache,
+    addr: u64,
+) -> &'c Option<Datatype> {
+    if cache.contains_key(&addr) {
+        return &cache[&addr];
     }
     let d = &layout.datatype;
     let read = || -> Result<Datatype, ReadError> {
@@ -274,9 +289,7 @@ pub fn datatype<P: ProcessAccess + ?Sized>(
             size: v.size_t(d.size)?,
         })
     };
-    let found = read().ok();
-    cache.insert(addr, found.clone());
-    found
+    cache.entry(addr).or_insert(read().ok())
 }
 
 /// `mca_pml_base_send_mode_t` in words.

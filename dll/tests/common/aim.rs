@@ -8,9 +8,9 @@ use std::cell::{Cell, RefCell};
 use std::path::PathBuf;
 
 use mqs_host::process::{Environment, Liveness, MappedObject, SnapshotProcess, Target, Thread};
-use mqs_host::snapshot::SymbolLog;
 
-use super::session::{our_dll, run, Dumped, Input, Recorded};
+use super::fuzzing::{field, one, read_u64};
+use super::session::Recorded;
 
 /// A target that reads from `inner`, counts reads, writes down what was
 /// read (if `log`), and refuses every read past `budget`.
@@ -61,30 +61,6 @@ impl Target for Fuzzed<'_> {
     fn pointer_size(&self) -> u32 {
         self.inner.pointer_size
     }
-}
-
-pub fn read_u64(p: &SnapshotProcess, addr: u64) -> Option<u64> {
-    let mut b = [0u8; 8];
-    p.read(addr, &mut b).ok()?;
-    Some(u64::from_le_bytes(b))
-}
-
-pub fn field(log: &SymbolLog, ty: &str, name: &str) -> Option<u64> {
-    log.types.get(ty)?.as_ref()?.field_offset(name)
-}
-
-/// One session of our DLL over one process.
-pub fn one(process: &Recorded, target: Box<dyn Target + '_>, symbols: SymbolLog) -> Dumped {
-    let input = Input {
-        image: process.executable.clone(),
-        symbols: Box::new(symbols),
-        target,
-        identity: process.member.identity,
-    };
-    run(our_dll(), vec![input])
-        .expect("a session")
-        .pop()
-        .expect("one process")
 }
 
 /// What a clean session read in one recorded process.

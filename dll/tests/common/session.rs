@@ -22,6 +22,7 @@ use mqs_host::dump::{
 use mqs_host::job::Member;
 use mqs_host::process::{SnapshotProcess, Target};
 use mqs_host::snapshot::{Snapshot, SymbolLog};
+use mqs_tests::{Family, Mpi};
 use serde_json::Value;
 
 /// The interface level of this build: 3 with the `mpi2` feature, else 2.
@@ -125,15 +126,16 @@ impl Recording {
     }
 }
 
-/// What a recording is: a fixture run as an Open MPI job.
+/// What a recording is: a fixture run as a job of one of the test MPIs.
 #[derive(Debug)]
 pub struct Plan {
     pub name: &'static str,
     pub fixture: &'static str,
     pub ranks: u32,
     pub args: &'static [&'static str],
-    /// Open MPI's release build (no DWARF for ob1) instead of `-g`.
-    pub release: bool,
+    /// Open MPI 4.1.4 `-g` or release (no DWARF for ob1), or MPICH 4.0.2
+    /// ch3 (`-g`).
+    pub mpi: Mpi,
     /// Recorded for the MPI-2 build only.
     pub mpi2_only: bool,
 }
@@ -146,7 +148,7 @@ pub const RECORDINGS: &[Plan] = &[
         fixture: "queues",
         ranks: 2,
         args: &["3"],
-        release: false,
+        mpi: Mpi::OpenMpiG,
         mpi2_only: false,
     },
     Plan {
@@ -154,7 +156,7 @@ pub const RECORDINGS: &[Plan] = &[
         fixture: "queues",
         ranks: 2,
         args: &["3"],
-        release: true,
+        mpi: Mpi::OpenMpiRelease,
         mpi2_only: false,
     },
     Plan {
@@ -162,7 +164,7 @@ pub const RECORDINGS: &[Plan] = &[
         fixture: "intercomm",
         ranks: 4,
         args: &[],
-        release: false,
+        mpi: Mpi::OpenMpiG,
         mpi2_only: false,
     },
     Plan {
@@ -170,7 +172,7 @@ pub const RECORDINGS: &[Plan] = &[
         fixture: "progress",
         ranks: 2,
         args: &[],
-        release: false,
+        mpi: Mpi::OpenMpiG,
         mpi2_only: false,
     },
     Plan {
@@ -178,15 +180,34 @@ pub const RECORDINGS: &[Plan] = &[
         fixture: "spawn",
         ranks: 2,
         args: &[],
-        release: false,
+        mpi: Mpi::OpenMpiG,
         mpi2_only: true,
+    },
+    // MPICH 4.0.2 ch3 (dll/tests/mpich_fuzz.rs): the 2-rank job with two
+    // extra operations, and the 8-rank one with derived datatypes.
+    Plan {
+        name: "mpich-queues2",
+        fixture: "queues",
+        ranks: 2,
+        args: &["2"],
+        mpi: Mpi::Mpich,
+        mpi2_only: false,
+    },
+    Plan {
+        name: "mpich-queues8",
+        fixture: "queues",
+        ranks: 8,
+        args: &[],
+        mpi: Mpi::Mpich,
+        mpi2_only: false,
     },
 ];
 
-/// The recordings of this build.
-pub fn recordings() -> impl Iterator<Item = &'static Plan> {
+/// The recordings of this build, of one MPI family.
+pub fn recordings(family: Family) -> impl Iterator<Item = &'static Plan> {
     RECORDINGS
         .iter()
+        .filter(move |p| p.mpi.family() == family)
         .filter(|p| cfg!(feature = "mpi2") || !p.mpi2_only)
 }
 
@@ -389,4 +410,62 @@ pub fn replay(rec: &'static Recording) -> Vec<Dumped> {
     })
     .and_then(|r| r)
     .unwrap_or_else(|e| panic!("{}: {e}", rec.name))
+}
+
+/// Replays a recording and checks each process against what the dump that
+/// recorded it printed (communicators, new processes, spawn breakpoint),
+/// every read answered, and fewer than `max_fetches` fetches per process.
+/// Returns the most fetches one process needed.
+pub fn check_replay(name: &'static str, max_fetches: u64) -> u64 {
+    let rec = recording(name);
+    assert!(!rec.processes.is_empty(), "{name}: no processes");
+    let mut most = 0;
+    for (p, d) in rec.processes.iter().zip(replay(rec)) {
+        let identity = p.member.identity;
+        let what = format!("{name} process {identity}");
+        assert_eq!(d.added, Ok(()), "{what}");
+        assert!(d.unreadable.is_empty(), "{what}: {:?}", d.unreadable);
+        let live = rec.expected(identity);
+        assert_eq!(d.json(), live["communicators"], "{what}");
+        let new = d
+            .new_processes
+            .as_ref()
+            .map(|n| serde_json::to_value(n).unwrap_or_default());
+        assert_eq!(new.unwrap_or(Value::Null), live["new_processes"], "{what}");
+        assert_eq!(
+            d.spawn_breakpoint.clone().map_or(Value::Null, Value::from),
+            live["spawn_breakpoint"],
+            "{what}"
+        );
+        assert!(d.fetches < max_fetches, "{what}: {} fetches", d.fetches);
+        most = most.max(d.fetches);
+    }
+    most
+}
+
+/// Replays a recording and checks every process of `expected` (each must
+/// be recorded, and nothing else) against it with
+/// `mqs_tests::contents::check_ours`. Returns the operations checked.
+pub fn check_known(name: &'static str, expected: &[mqs_tests::contents::Process]) -> usize {
+    let rec = recording(name);
+    let got: Vec<(i32, Dumped)> = rec
+        .processes
+        .iter()
+        .map(|p| p.member.identity)
+        .zip(replay(rec))
+        .collect();
+    assert_eq!(got.len(), expected.len(), "{name}: processes");
+    let mut checked = 0;
+    for process in expected {
+        let d = got
+            .iter()
+            .find(|(id, _)| i64::from(*id) == process.rank)
+            .map(|(_, d)| d)
+            .unwrap_or_else(|| panic!("{name}: no rank {}", process.rank));
+        if let Err(e) = mqs_tests::contents::check_ours(process, &d.json()) {
+            panic!("{name} ({}):\n{e}", rec.about["fixture"]);
+        }
+        checked += process.operations();
+    }
+    checked
 }

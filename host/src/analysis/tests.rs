@@ -79,11 +79,7 @@ fn job(n: usize, comms: &[(&str, Vec<i64>)], ops: &[Vec<OpSpec>]) -> JobDump {
                 host: None,
                 spawned: None,
                 executable: "/bin/app".into(),
-                dll: DllInfo {
-                    path: "dll.so".into(),
-                    version: "test".into(),
-                    compatibility: 2,
-                },
+                dll: DllInfo::new("dll.so".into(), "test".into(), 2),
                 communicators: Section::Ok {
                     value: CommunicatorList { list },
                 },

@@ -6,13 +6,15 @@
 //! the target does not change: call [`PageCache::invalidate`] after resuming.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 
 use super::{MappedObject, Target, PAGE_SIZE};
 use crate::{Error, Result};
 
 const PAGE: usize = PAGE_SIZE as usize;
+/// Pages a limited cache reads past the last one a read wants.
+const READ_AHEAD: u64 = 15;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CacheStats {
@@ -58,6 +60,8 @@ type PageMap = HashMap<u64, Page, std::hash::BuildHasherDefault<PageHasher>>;
 struct State {
     /// By page number (address / PAGE_SIZE).
     pages: PageMap,
+    /// With a limit: page numbers in the order they came in, oldest first.
+    arrived: VecDeque<u64>,
     reads: u64,
     bytes: u64,
 }
@@ -68,15 +72,30 @@ pub struct PageCache<T: Target> {
     inner: T,
     /// The target's syscall count when the cache was created.
     syscalls_before: u64,
+    /// Most pages held (oldest let go first), if limited.
+    limit: Option<usize>,
     state: RefCell<State>,
 }
 
 impl<T: Target> PageCache<T> {
+    /// A cache that keeps every page read, as a snapshot needs.
     pub fn new(inner: T) -> Self {
         Self {
             syscalls_before: inner.syscalls(),
             inner,
+            limit: None,
             state: RefCell::default(),
+        }
+    }
+
+    /// A cache that holds about `max_bytes` of pages, letting the oldest go
+    /// first (more while one read needs more): DLLs walk queues in address
+    /// order and rarely come back, and a dump of 100,000s of operations
+    /// reads over 100 MB. [`PageCache::pages`] then has only what is held.
+    pub fn with_limit(inner: T, max_bytes: usize) -> Self {
+        Self {
+            limit: Some((max_bytes / PAGE).max(1)),
+            ..Self::new(inner)
         }
     }
 
@@ -97,7 +116,9 @@ impl<T: Target> PageCache<T> {
     /// Forgets every page (the target ran, or is about to be stopped again);
     /// the counters keep counting.
     pub fn invalidate(&self) {
-        self.state.borrow_mut().pages.clear();
+        let mut state = self.state.borrow_mut();
+        state.pages.clear();
+        state.arrived.clear();
     }
 
     /// Every readable page held, by address: what was read since the
@@ -128,6 +149,22 @@ impl<T: Target> PageCache<T> {
     /// each run of missing pages with one call to the target.
     fn fill(&self, first: u64, last: u64) -> Result<()> {
         let mut state = self.state.borrow_mut();
+        if let Some(limit) = self.limit {
+            // Room first, so that nothing this read needs is let go.
+            let wanted = usize::try_from(last - first + 1).unwrap_or(usize::MAX);
+            let mut turns = state.arrived.len();
+            while state.pages.len().saturating_add(wanted) > limit && turns > 0 {
+                turns -= 1;
+                let Some(old) = state.arrived.pop_front() else {
+                    break;
+                };
+                if (first..=last).contains(&old) {
+                    state.arrived.push_back(old);
+                } else {
+                    state.pages.remove(&old);
+                }
+            }
+        }
         let mut page = first;
         while page <= last {
             if state.pages.contains_key(&page) {
@@ -138,21 +175,34 @@ impl<T: Target> PageCache<T> {
             while end <= last && !state.pages.contains_key(&end) {
                 end += 1;
             }
-            self.fetch(&mut state, page, end)?;
+            // A limited cache reads ahead of the last page wanted, as far
+            // as the pages are missing and readable: walks go up through
+            // memory, and one call for 16 pages costs little more than one
+            // for a page.
+            let mut ahead = end;
+            if self.limit.is_some() && end > last {
+                while ahead < end + READ_AHEAD && !state.pages.contains_key(&ahead) {
+                    ahead += 1;
+                }
+            }
+            self.fetch(&mut state, page, end, ahead)?;
             page = end;
         }
         Ok(())
     }
 
-    /// Fetches pages `page..end`, all missing.
-    fn fetch(&self, state: &mut State, mut page: u64, end: u64) -> Result<()> {
+    /// Fetches pages `page..end`, all missing, and what is readable of
+    /// `end..ahead` (missing too) in the same call.
+    fn fetch(&self, state: &mut State, mut page: u64, end: u64, ahead: u64) -> Result<()> {
+        let mut upto = ahead.max(end);
         while page < end {
-            let mut buf = vec![0; (end - page) as usize * PAGE];
+            let mut buf = vec![0; (upto - page) as usize * PAGE];
             let n = self.inner.read_prefix(page * PAGE_SIZE, &mut buf)?;
             for chunk in buf[..n / PAGE * PAGE].chunks_exact(PAGE) {
-                state.pages.insert(page, Page::Data(chunk.into()));
+                self.insert(state, page, Page::Data(chunk.into()));
                 page += 1;
             }
+            upto = end;
             if page < end {
                 // Ask the target why this page failed: only "unreadable" is
                 // remembered; "the process is gone" is the caller's error.
@@ -162,11 +212,18 @@ impl<T: Target> PageCache<T> {
                     Err(Error::Read { .. }) => Page::Unreadable,
                     Err(other) => return Err(other),
                 };
-                state.pages.insert(page, known);
+                self.insert(state, page, known);
                 page += 1;
             }
         }
         Ok(())
+    }
+
+    fn insert(&self, state: &mut State, page: u64, known: Page) {
+        if self.limit.is_some() {
+            state.arrived.push_back(page);
+        }
+        state.pages.insert(page, known);
     }
 
     /// Copies cached bytes into `buf` until the first unreadable page.
@@ -441,6 +498,45 @@ mod tests {
         ));
         cache.get_ref().gone.set(false);
         cache.read(0x10_000, &mut buf).unwrap();
+    }
+
+    #[test]
+    fn a_limited_cache_lets_the_oldest_pages_go() {
+        // Downwards, so that nothing is read ahead: one call a page.
+        let cache = PageCache::with_limit(Fake::default(), 4 * PAGE);
+        let mut buf = [0; 8];
+        for page in (0x18..0x20u64).rev() {
+            cache.read(page * PAGE_SIZE, &mut buf).unwrap();
+            assert_eq!(buf.to_vec(), expected(page * PAGE_SIZE, 8));
+        }
+        assert_eq!(cache.stats().pages_cached, 4);
+        assert_eq!(cache.stats().syscalls, 8);
+        // The newest are held, the oldest read again.
+        cache.read(0x18_000, &mut buf).unwrap();
+        assert_eq!(cache.stats().syscalls, 8);
+        cache.read(0x1f_000, &mut buf).unwrap();
+        assert_eq!(cache.stats().syscalls, 9);
+        // Reading ahead: one call for the page wanted and those after it,
+        // up to the first unreadable one (0x14), which is not probed.
+        let cache = PageCache::with_limit(Fake::default(), 64 * PAGE);
+        cache.read(0x10_000, &mut buf).unwrap();
+        assert_eq!(cache.stats().syscalls, 1);
+        assert_eq!(cache.stats().pages_cached, 4);
+        for page in 0x10..0x14u64 {
+            cache.read(page * PAGE_SIZE + 8, &mut buf).unwrap();
+            assert_eq!(buf.to_vec(), expected(page * PAGE_SIZE + 8, 8));
+        }
+        assert_eq!(cache.stats().syscalls, 1);
+        assert!(cache.read(0x14_000, &mut buf).is_err());
+        // A read larger than the limit still gets all of its pages.
+        let cache = PageCache::with_limit(Fake::default(), 4 * PAGE);
+        let mut big = vec![0; 6 * PAGE];
+        cache.read(0x18_000, &mut big).unwrap();
+        assert_eq!(big, expected(0x18_000, 6 * PAGE));
+        cache.invalidate();
+        assert_eq!(cache.stats().pages_cached, 0);
+        cache.read(0x18_000, &mut big).unwrap();
+        assert_eq!(big, expected(0x18_000, 6 * PAGE));
     }
 
     #[test]

@@ -91,6 +91,7 @@ pub fn job_view(dump: &JobDump, options: &ViewOptions) -> String {
     let analysis = Analysis::new(&job);
     let mut out = String::new();
     summary(&job, options, &mut out);
+    recognised(dump, &mut out);
 
     for (index, comm) in job.comms.iter().enumerate() {
         if !options.comm_ok(comm) {
@@ -172,6 +173,31 @@ pub fn job_view(dump: &JobDump, options: &ViewOptions) -> String {
         );
     }
     out
+}
+
+/// The MPI the DLL recognised, and its backend, when the DLL says (mqs's
+/// DLL does): one line, or one per kind if the ranks differ.
+fn recognised(dump: &JobDump, out: &mut String) {
+    let mut kinds: Vec<(&str, &str, Vec<i32>)> = Vec::new();
+    for p in &dump.processes {
+        let Some(mpi) = p.dll.mpi.as_deref() else {
+            continue;
+        };
+        let backend = p.dll.backend.as_deref().unwrap_or("?");
+        match kinds.iter_mut().find(|k| k.0 == mpi && k.1 == backend) {
+            Some(k) => k.2.push(p.global_rank),
+            None => kinds.push((mpi, backend, vec![p.global_rank])),
+        }
+    }
+    for (mpi, backend, ranks) in &kinds {
+        let on = if kinds.len() > 1 {
+            let ranks: Vec<String> = ranks.iter().map(i32::to_string).collect();
+            format!(" on ranks {}", ranks.join(","))
+        } else {
+            String::new()
+        };
+        let _ = writeln!(out, "MPI: {mpi} (the DLL's {backend} backend){on}");
+    }
 }
 
 fn summary(job: &Job<'_>, options: &ViewOptions, out: &mut String) {

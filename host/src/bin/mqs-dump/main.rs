@@ -136,6 +136,52 @@ pub fn emit(text: &str) {
     let _ = out.flush();
 }
 
+/// Writes output produced piece by piece (a large dump's JSON or listing)
+/// to stdout through one buffer, with the final newline [`emit`] gives.
+pub fn emit_with(
+    write: impl FnOnce(
+        &mut std::io::BufWriter<LastByte<std::io::StdoutLock<'static>>>,
+    ) -> std::io::Result<()>,
+) {
+    use std::io::Write;
+    let stdout = LastByte {
+        inner: std::io::stdout().lock(),
+        last: None,
+    };
+    // The buffer comes first: serializers write a few bytes at a time.
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout);
+    // As emit: a closed stdout (a pipe whose reader left) is not an error
+    // worth reporting over the dump's own outcome.
+    if write(&mut out).is_ok() && out.flush().is_ok() {
+        let stdout = out.get_mut();
+        if stdout.last.is_some_and(|b| b != b'\n') {
+            let _ = stdout.inner.write_all(b"\n");
+        }
+    }
+    let _ = out.flush();
+}
+
+/// Remembers the last byte written through it.
+#[derive(Debug)]
+pub struct LastByte<W: std::io::Write> {
+    inner: W,
+    last: Option<u8>,
+}
+
+impl<W: std::io::Write> std::io::Write for LastByte<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        if n > 0 {
+            self.last = Some(buf[n - 1]);
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 /// A progress bar on terminals only.
 pub fn progress_bar(template: &str) -> Option<indicatif::ProgressBar> {
     use std::io::IsTerminal;

@@ -1,0 +1,545 @@
+//! MPICH's communicators: the list `MPIR_All_communicators` keeps
+//! (`MPIR_Comm_list`: a sequence number bumped on every change, and the
+//! head of the communicators linked through `comm_next`), which of them
+//! MPICH made for itself, and the global ranks of their members.
+
+use std::collections::{HashMap, HashSet};
+
+use mqs_abi::Communicator;
+
+use crate::access::ProcessAccess;
+use crate::mpich::layout::{CommDevice, Layout, RankMapLayout};
+use crate::openmpi::groups::{identity_of, NameMap, ProcName};
+use crate::target::{ReadError, Target, View};
+use crate::walk::Stop;
+
+/// Most communicators followed on the list.
+pub const MAX_COMMS: usize = 1 << 17;
+/// Most members a group may have.
+pub const MAX_GROUP: u64 = 1 << 20;
+
+/// Builtin handles: `MPI_COMM_WORLD`, `MPI_COMM_SELF` and MPICH's own
+/// `MPIR_ICOMM_WORLD` (its internal copy of the world).
+pub const HANDLE_COMM_WORLD: u32 = 0x4400_0000;
+pub const HANDLE_COMM_SELF: u32 = 0x4400_0001;
+pub const HANDLE_ICOMM_WORLD: u32 = 0x4400_0002;
+
+/// `MPIR_COMM_HIERARCHY_KIND__NODE_ROOTS` and `__NODE`.
+const HIERARCHY_NODE_ROOTS: i64 = 2;
+const HIERARCHY_NODE: i64 = 3;
+/// `MPIR_COMM_KIND__INTERCOMM`.
+const COMM_KIND_INTER: i64 = 1;
+/// Context id fields (`mpir_contextid.h`): bit 0 pt2pt/collective, bits
+/// 1-2 the subcommunicator type (intra-node, inter-node), bit 3 the local
+/// communicator of an intercommunicator.
+const CTX_SUBCOMM_SHIFT: u64 = 1;
+const CTX_SUBCOMM_MASK: u64 = 0x3;
+const CTX_LOCALCOMM_BIT: u64 = 1 << 3;
+
+/// One communicator as the DLL shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Comm {
+    pub addr: u64,
+    pub handle: u32,
+    /// Send and receive context ids, at their full width.
+    pub context_id: u64,
+    pub recvcontext_id: u64,
+    pub name: String,
+    pub local_rank: i64,
+    pub size: i64,
+    pub inter: bool,
+    /// Why MPICH made it for itself, if it did.
+    pub internal: Option<&'static str>,
+    /// Global ranks of the local group's members.
+    pub local_ranks: Vec<i64>,
+    /// Global ranks of the group peers are named in.
+    pub remote_ranks: Vec<i64>,
+}
+
+impl Comm {
+    /// The global rank of a peer named by its rank in this communicator.
+    pub fn peer_global(&self, rank: i64) -> i64 {
+        usize::try_from(rank)
+            .ok()
+            .and_then(|r| self.remote_ranks.get(r).copied())
+            .unwrap_or(-1)
+    }
+
+    /// The receive context id is the unique id: MPICH allocates it per
+    /// process, and it is what incoming messages are matched on.
+    pub fn to_abi(&self) -> Communicator {
+        Communicator {
+            unique_id: self.recvcontext_id,
+            local_rank: self.local_rank,
+            size: self.size,
+            name: self.name.clone(),
+        }
+    }
+}
+
+/// The head of the list and its sequence number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListHead {
+    pub sequence: i64,
+    pub head: u64,
+}
+
+pub fn read_head<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    layout: &Layout,
+    addr: u64,
+) -> Result<ListHead, ReadError> {
+    let l = &layout.comm_list;
+    let len = l.sequence.max(l.head) + u64::from(t.sizes.pointer);
+    let v = t.view(t.check_ptr(addr, t.ptr_align(), len)?, len)?;
+    Ok(ListHead {
+        sequence: v.int(l.sequence)?,
+        head: v.ptr(l.head)?,
+    })
+}
+
+/// How global ranks are found: the process's world, and MPI-2 identities.
+#[derive(Debug, Clone, Copy)]
+pub struct Translator<'x> {
+    /// Size of MPI_COMM_WORLD: process numbers (lpids) below it are world
+    /// ranks; others belong to other jobs.
+    pub world_size: Option<u64>,
+    pub names: Option<&'x NameMap>,
+}
+
+/// MPICH's processes of other jobs are told apart from the world by this
+/// job id in MPI-2 names (MPICH has no job ids of its own).
+pub const OWN_JOB: u32 = 0;
+
+impl Translator<'_> {
+    pub fn global(&self, lpid: Option<u64>) -> i64 {
+        let Some(lpid) = lpid else {
+            return -1;
+        };
+        if self.world_size.is_some_and(|n| lpid >= n) {
+            return -1;
+        }
+        let Ok(rank) = u32::try_from(lpid) else {
+            return -1;
+        };
+        match self.names.filter(|n| !n.is_empty()) {
+            Some(names) => identity_of(
+                names,
+                ProcName {
+                    jobid: OWN_JOB,
+                    vpid: rank,
+                },
+            )
+            .unwrap_or(-1),
+            None => i64::from(rank),
+        }
+    }
+}
+
+/// The raw fields of one communicator.
+struct Raw {
+    handle: u32,
+    context_id: u64,
+    recvcontext_id: u64,
+    remote_size: i64,
+    local_size: Option<i64>,
+    rank: i64,
+    local_group: u64,
+    remote_group: u64,
+    inter: bool,
+    hierarchy: Option<i64>,
+    name: String,
+}
+
+fn decode<P: ProcessAccess + ?Sized>(
+    v: &View<'_, '_, P>,
+    layout: &Layout,
+) -> Result<Raw, ReadError> {
+    let c = &layout.comm;
+    let comm_kind = c.comm_kind.map(|o| v.int(o)).transpose()?;
+    Ok(Raw {
+        handle: v.u32(c.handle)? as u32,
+        context_id: v.uint(c.context_id, c.ctx_size)?,
+        recvcontext_id: v.uint(c.recvcontext_id, c.ctx_size)?,
+        remote_size: v.int(c.remote_size)?,
+        local_size: c.local_size.map(|o| v.int(o)).transpose()?,
+        rank: v.int(c.rank)?,
+        local_group: v.ptr(c.local_group)?,
+        remote_group: v.ptr(c.remote_group)?,
+        inter: comm_kind == Some(COMM_KIND_INTER),
+        hierarchy: c.hierarchy_kind.and_then(|o| v.int(o).ok()),
+        name: v.chars(c.name, c.name_len)?,
+    })
+}
+
+/// Why MPICH made a communicator for itself, if it did.
+fn internal_reason(raw: &Raw) -> Option<&'static str> {
+    if raw.handle == HANDLE_ICOMM_WORLD {
+        return Some("MPICH's internal copy of MPI_COMM_WORLD");
+    }
+    match raw.hierarchy {
+        Some(HIERARCHY_NODE) => return Some("node subcommunicator (collectives)"),
+        Some(HIERARCHY_NODE_ROOTS) => return Some("node-roots subcommunicator (collectives)"),
+        _ => {}
+    }
+    match (raw.recvcontext_id >> CTX_SUBCOMM_SHIFT) & CTX_SUBCOMM_MASK {
+        1 => return Some("node subcommunicator (collectives)"),
+        2 => return Some("node-roots subcommunicator (collectives)"),
+        _ => {}
+    }
+    if raw.recvcontext_id & CTX_LOCALCOMM_BIT != 0 && !raw.inter {
+        return Some("local communicator of an intercommunicator");
+    }
+    None
+}
+
+/// The process numbers (lpids) of a group's members, from the group
+/// MPICH built.
+fn group_lpids<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    layout: &Layout,
+    group: u64,
+) -> Result<Option<Vec<Option<u64>>>, ReadError> {
+    let Some(g) = layout.group else {
+        return Ok(None);
+    };
+    if group == 0 {
+        return Ok(None);
+    }
+    let v = t.view(t.check_ptr(group, t.ptr_align(), g.size)?, g.size)?;
+    let count = u64::try_from(v.int(g.count)?)
+        .ok()
+        .filter(|&n| n <= MAX_GROUP)
+        .ok_or(ReadError::OutOfRange)?;
+    if count == 0 {
+        return Ok(Some(Vec::new()));
+    }
+    let table = v.ptr(g.lrank_to_lpid)?;
+    let stride = g.pmap_size.max(1);
+    let raw = t.view(t.check_ptr(table, 4, count * stride)?, count * stride)?;
+    // The lpid is the first member, 8 bytes wide since MPICH 4.0 (an int
+    // before): the entry's size tells.
+    let width = if stride >= 16 { 8 } else { 4 };
+    (0..count)
+        .map(|i| raw.uint(i * stride + g.pmap_lpid, width).map(Some))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+/// ch3: the lpids of a virtual connection table's connections.
+fn vcrt_lpids<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    vcrt: u64,
+    size_off: u64,
+    table_off: u64,
+    lpid_off: u64,
+    vc_cache: &mut HashMap<u64, Option<u64>>,
+) -> Result<Vec<Option<u64>>, ReadError> {
+    let head = table_off;
+    let v = t.view(t.check_ptr(vcrt, t.ptr_align(), head)?, head)?;
+    let count = u64::try_from(v.int(size_off)?)
+        .ok()
+        .filter(|&n| n <= MAX_GROUP)
+        .ok_or(ReadError::OutOfRange)?;
+    let psize = u64::from(t.sizes.pointer);
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    let table = t.view(vcrt + table_off, count * psize)?;
+    let mut out = Vec::with_capacity(count as usize);
+    for i in 0..count {
+        let vc = table.ptr(i * psize)?;
+        let lpid = *vc_cache.entry(vc).or_insert_with(|| {
+            t.check_ptr(vc, 4, lpid_off + 4)
+                .and_then(|a| t.read_int(a + lpid_off))
+                .ok()
+                .and_then(|l| u64::try_from(l).ok())
+        });
+        out.push(lpid);
+    }
+    Ok(out)
+}
+
+/// `MPIDI_RANK_MAP_*` modes.
+mod mode {
+    pub const DIRECT: i64 = 0;
+    pub const DIRECT_INTRA: i64 = 1;
+    pub const OFFSET: i64 = 2;
+    pub const OFFSET_INTRA: i64 = 3;
+    pub const STRIDE: i64 = 4;
+    pub const STRIDE_INTRA: i64 = 5;
+    pub const STRIDE_BLOCK: i64 = 6;
+    pub const STRIDE_BLOCK_INTRA: i64 = 7;
+    pub const LUT: i64 = 8;
+    pub const LUT_INTRA: i64 = 9;
+    pub const MLUT: i64 = 10;
+}
+
+/// ch4: the process numbers of `count` ranks through a rank map: world
+/// ranks for address-vector table 0, None for other tables (other jobs).
+fn rank_map_lpids<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    m: &RankMapLayout,
+    v: &View<'_, '_, P>,
+    at: u64,
+    count: u64,
+) -> Result<Vec<Option<u64>>, ReadError> {
+    let mode = v.int(at + m.mode)?;
+    let avtid = v.int(at + m.avtid)?;
+    let int = u64::from(t.sizes.int);
+    let reg = at + m.reg;
+    let irreg = at + m.irreg;
+    let psize = u64::from(t.sizes.pointer);
+    let own = |avtid: i64, idx: i64| (avtid == 0).then(|| u64::try_from(idx).ok()).flatten();
+    let count_i = i64::try_from(count).map_err(|_| ReadError::OutOfRange)?;
+    Ok(match mode {
+        mode::DIRECT | mode::DIRECT_INTRA => {
+            let av = if mode == mode::DIRECT { avtid } else { 0 };
+            (0..count_i).map(|r| own(av, r)).collect()
+        }
+        mode::OFFSET | mode::OFFSET_INTRA => {
+            let av = if mode == mode::OFFSET { avtid } else { 0 };
+            let offset = v.int(reg)?;
+            (0..count_i).map(|r| own(av, r + offset)).collect()
+        }
+        mode::STRIDE | mode::STRIDE_INTRA | mode::STRIDE_BLOCK | mode::STRIDE_BLOCK_INTRA => {
+            let av = if matches!(mode, mode::STRIDE | mode::STRIDE_BLOCK) {
+                avtid
+            } else {
+                0
+            };
+            let offset = v.int(reg)?;
+            let stride = v.int(reg + int)?;
+            let block = v.int(reg + 2 * int)?;
+            let blocked = matches!(mode, mode::STRIDE_BLOCK | mode::STRIDE_BLOCK_INTRA);
+            (0..count_i)
+                .map(|r| {
+                    let idx = if blocked && block > 0 {
+                        (r / block)
+                            .checked_mul(stride - block)
+                            .and_then(|x| x.checked_add(r + offset))
+                    } else {
+                        r.checked_mul(stride).and_then(|x| x.checked_add(offset))
+                    };
+                    idx.and_then(|i| own(av, i))
+                })
+                .collect()
+        }
+        mode::LUT | mode::LUT_INTRA => {
+            let av = if mode == mode::LUT { avtid } else { 0 };
+            // `irreg.lut` is `{ table object *t; int *lpid; }`.
+            let table = v.ptr(irreg + psize)?;
+            let raw = t.view(t.check_ptr(table, 4, count * 4)?, count * 4)?;
+            (0..count)
+                .map(|i| raw.i32(i * 4).map(|idx| own(av, idx)))
+                .collect::<Result<_, _>>()?
+        }
+        mode::MLUT => {
+            // `irreg.mlut` is `{ table object *t; {int avtid; int lpid} *gpid; }`.
+            let table = v.ptr(irreg + psize)?;
+            let raw = t.view(t.check_ptr(table, 4, count * 8)?, count * 8)?;
+            (0..count)
+                .map(|i| Ok(own(raw.i32(i * 8)?, raw.i32(i * 8 + 4)?)))
+                .collect::<Result<_, ReadError>>()?
+        }
+        _ => vec![None; count as usize],
+    })
+}
+
+/// The lpids of a communicator's local group and of the group its peers
+/// are in, from MPICH's groups when it built them, else from the device.
+fn member_lpids<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    layout: &Layout,
+    v: &View<'_, '_, P>,
+    raw: &Raw,
+    vc_cache: &mut HashMap<u64, Option<u64>>,
+) -> (Vec<Option<u64>>, Vec<Option<u64>>) {
+    // Sizes bounded as groups are: corrupt memory must not make us allocate
+    // without bound.
+    let bounded = |n: i64| n.clamp(0, MAX_GROUP as i64) as u64;
+    let local_n = bounded(raw.local_size.unwrap_or(raw.remote_size));
+    let remote_n = bounded(raw.remote_size);
+    let local_n = if raw.inter { local_n } else { remote_n };
+    let device = |which_local: bool, vc_cache: &mut HashMap<u64, Option<u64>>| {
+        let n = if which_local { local_n } else { remote_n };
+        match layout.comm.device {
+            CommDevice::Ch3 {
+                vcrt,
+                local_vcrt,
+                vcrt_size,
+                vcrt_table,
+                vc_lpid,
+                ..
+            } => {
+                let at = if which_local && raw.inter {
+                    local_vcrt
+                } else {
+                    vcrt
+                };
+                v.ptr(at)
+                    .ok()
+                    .filter(|&p| p != 0)
+                    .and_then(|p| vcrt_lpids(t, p, vcrt_size, vcrt_table, vc_lpid, vc_cache).ok())
+            }
+            CommDevice::Ch4 {
+                map,
+                local_map,
+                rank_map,
+            } => {
+                let at = if which_local && raw.inter {
+                    local_map
+                } else {
+                    map
+                };
+                rank_map_lpids(t, &rank_map, v, at, n).ok()
+            }
+            CommDevice::None => None,
+        }
+    };
+    let from_group = |g: u64| group_lpids(t, layout, g).ok().flatten();
+    let world_identity =
+        || (raw.handle == HANDLE_COMM_WORLD).then(|| (0..remote_n).map(Some).collect::<Vec<_>>());
+    let remote = from_group(if raw.inter {
+        raw.remote_group
+    } else {
+        raw.local_group
+    })
+    .or_else(|| device(false, vc_cache))
+    .or_else(world_identity)
+    .unwrap_or_else(|| vec![None; remote_n as usize]);
+    let local = if raw.inter {
+        from_group(raw.local_group)
+            .or_else(|| device(true, vc_cache))
+            .unwrap_or_else(|| vec![None; local_n as usize])
+    } else {
+        remote.clone()
+    };
+    (local, remote)
+}
+
+/// The communicators, and what could not be read.
+#[derive(Debug, Clone, Default)]
+pub struct Built {
+    pub comms: Vec<Comm>,
+    pub skipped: usize,
+    pub stop: Option<Stop>,
+    /// The size of MPI_COMM_WORLD and this process's rank in it.
+    pub world: Option<(u64, i64)>,
+}
+
+/// Walks the list from `head`: every communicator read whole (one fetch
+/// each), cycle-checked and capped, then their members translated.
+pub fn build<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    layout: &Layout,
+    head: u64,
+    names: Option<&NameMap>,
+) -> Result<Built, ReadError> {
+    let size = layout.comm.size;
+    let mut seen = HashSet::new();
+    let mut raws: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut built = Built::default();
+    let mut cur = head;
+    while cur != 0 {
+        if let Err(e) = t.check_ptr(cur, t.ptr_align(), size) {
+            built.stop = Some(match e {
+                ReadError::Budget => return Err(e),
+                _ => Stop::BadPointer(cur),
+            });
+            break;
+        }
+        if !seen.insert(cur) {
+            built.stop = Some(Stop::Cycle(cur));
+            break;
+        }
+        if raws.len() >= MAX_COMMS {
+            built.stop = Some(Stop::Limit(MAX_COMMS));
+            break;
+        }
+        let bytes = match t.read_bytes(cur, size as usize) {
+            Ok(b) => b,
+            Err(ReadError::Budget) => return Err(ReadError::Budget),
+            // A communicator freed while we looked: the list ends here.
+            Err(ReadError::Unreadable(a)) => {
+                built.stop = Some(Stop::Unreadable(a));
+                break;
+            }
+            Err(_) => {
+                built.stop = Some(Stop::BadPointer(cur));
+                break;
+            }
+        };
+        let next = t
+            .view_from(cur, bytes.clone())
+            .ptr(layout.comm.next)
+            .unwrap_or(0);
+        raws.push((cur, bytes));
+        cur = next;
+    }
+    let decoded: Vec<(u64, Vec<u8>, Option<Raw>)> = raws
+        .into_iter()
+        .map(|(addr, bytes)| {
+            let raw = decode(&t.view_from(addr, bytes.clone()), layout).ok();
+            (addr, bytes, raw)
+        })
+        .collect();
+    // MPI_COMM_WORLD first: its size says which process numbers are world
+    // ranks.
+    let world = decoded
+        .iter()
+        .filter_map(|(_, _, r)| r.as_ref())
+        .find(|r| r.handle == HANDLE_COMM_WORLD)
+        .map(|r| (r.remote_size.max(0) as u64, r.rank));
+    built.world = world;
+    let tr = Translator {
+        world_size: world.map(|w| w.0),
+        names,
+    };
+    let mut vc_cache = HashMap::new();
+    for (addr, bytes, raw) in decoded {
+        let Some(raw) = raw else {
+            built.skipped += 1;
+            continue;
+        };
+        let v = t.view_from(addr, bytes);
+        let (local, remote) = member_lpids(t, layout, &v, &raw, &mut vc_cache);
+        let local_ranks: Vec<i64> = local.into_iter().map(|l| tr.global(l)).collect();
+        let remote_ranks: Vec<i64> = remote.into_iter().map(|l| tr.global(l)).collect();
+        let internal = internal_reason(&raw);
+        let name = if raw.name.is_empty() {
+            match internal {
+                Some(why) => format!("({why}, context {})", raw.recvcontext_id),
+                None => format!("(unnamed, context {})", raw.recvcontext_id),
+            }
+        } else {
+            raw.name.clone()
+        };
+        let size = if raw.inter {
+            raw.local_size.unwrap_or(local_ranks.len() as i64)
+        } else {
+            raw.remote_size
+        }
+        .clamp(0, MAX_GROUP as i64);
+        // mqs_get_comm_group writes exactly `size` ranks, whatever the group
+        // MPICH built says (they differ only in corrupt memory).
+        let mut local_ranks = local_ranks;
+        local_ranks.resize(size as usize, -1);
+        built.comms.push(Comm {
+            addr,
+            handle: raw.handle,
+            context_id: raw.context_id,
+            recvcontext_id: raw.recvcontext_id,
+            name,
+            local_rank: raw.rank,
+            size,
+            inter: raw.inter,
+            internal,
+            local_ranks,
+            remote_ranks,
+        });
+    }
+    // As MPICH's own DLL lists them: by receive context id.
+    built.comms.sort_by_key(|c| (c.recvcontext_id, c.addr));
+    Ok(built)
+}

@@ -1,0 +1,594 @@
+//! Every MPICH type and field offset the DLL uses, resolved once per image
+//! from the debugger's type information (MPICH's `--enable-debuginfo`
+//! compiles the files that reference them with `-g`).
+//!
+//! The device-independent part (communicators, groups, requests, statuses,
+//! datatypes, the debugger's send queue) is required. Which queues hold
+//! the receives depends on the MPICH version and device:
+//! - 4.0.x: the device's own lists behind `MPID_Recvq_posted_head_ptr` and
+//!   `MPID_Recvq_unexpected_head_ptr`, of requests whose matching fields
+//!   are device-specific: ch3's `dev.match.parts` (and `user_buf`,
+//!   `user_count`, `datatype`), ch4's active-message part `dev.ch4.am`
+//!   (`MPIDIG_req_t`: `buffer`, `count`, `datatype`, and in its `u.recv`
+//!   union member `source`, `context_id`, `tag`);
+//! - 4.1 and later: device-independent lists of `MPIR_Debugq` entries
+//!   (`req`; `tag`, `rank`, `context_id`; `buf`; `count`; `next`, `prev`)
+//!   behind `MPIR_Sendq_head`, `MPIR_Recvq_head` and `MPIR_Unexpq_head`.
+//!
+//! Anonymous structs and unions inside these types cannot be asked for by
+//! name: their members' offsets follow from C's rules, as noted where used.
+
+use crate::access::ImageAccess;
+use crate::layout::{ty, Missing};
+
+/// `MPIR_Comm_list`: the list of every communicator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommListLayout {
+    pub sequence: u64,
+    pub head: u64,
+}
+
+/// How a device maps a communicator's ranks to processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommDevice {
+    /// ch3: `dev.vcrt` (remote group) and `dev.local_vcrt` (local group of
+    /// an intercommunicator), tables of virtual connections whose `lpid` is
+    /// the process's number (its MPI_COMM_WORLD rank for the first world).
+    Ch3 {
+        vcrt: u64,
+        local_vcrt: u64,
+        vcrt_size: u64,
+        vcrt_table: u64,
+        vc_lpid: u64,
+        vc_size: u64,
+    },
+    /// ch4: `dev.ch4.map` and `dev.ch4.local_map` (`MPIDI_rank_map_t`).
+    Ch4 {
+        map: u64,
+        local_map: u64,
+        rank_map: RankMapLayout,
+    },
+    /// Neither: only the groups MPICH built (lazily) translate ranks.
+    None,
+}
+
+/// ch4's `MPIDI_rank_map_t`: a mode, the address-vector table and either a
+/// regular mapping (`reg`: an offset, or `{offset, stride, blocksize}`) or
+/// a lookup table (`irreg`: `{table object, int *lpid}` or `{table object,
+/// {int avtid; int lpid} *gpid}`). The unions' members follow C's rules:
+/// ints one after the other; the lookup tables' pointer after the table
+/// object's pointer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RankMapLayout {
+    pub size: u64,
+    pub mode: u64,
+    pub avtid: u64,
+    pub count: u64,
+    pub reg: u64,
+    pub irreg: u64,
+}
+
+/// `MPIR_Comm`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommLayout {
+    pub size: u64,
+    pub handle: u64,
+    pub context_id: u64,
+    pub recvcontext_id: u64,
+    /// `sizeof(MPIR_Context_id_t)`: 2, or 4 with extended context bits.
+    pub ctx_size: u8,
+    pub remote_size: u64,
+    pub local_size: Option<u64>,
+    pub rank: u64,
+    pub local_group: u64,
+    pub remote_group: u64,
+    pub comm_kind: Option<u64>,
+    pub hierarchy_kind: Option<u64>,
+    pub name: u64,
+    pub name_len: u64,
+    pub next: u64,
+    pub device: CommDevice,
+}
+
+/// `MPIR_Group` and its `MPII_Group_pmap_t` entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupLayout {
+    pub size: u64,
+    pub count: u64,
+    pub lrank_to_lpid: u64,
+    pub pmap_size: u64,
+    pub pmap_lpid: u64,
+}
+
+/// Where a request's matching fields are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestDevice {
+    /// ch3's `MPIDI_Request` (offsets from the request's start).
+    Ch3 {
+        tag: u64,
+        rank: u64,
+        rank_size: u8,
+        ctx: u64,
+        user_buf: u64,
+        user_count: u64,
+        datatype: u64,
+        recv_data_sz: Option<u64>,
+        state: Option<u64>,
+    },
+    /// ch4's active-message request `MPIDIG_req_t` (offsets from the
+    /// request's start).
+    Ch4 {
+        buffer: u64,
+        count: u64,
+        datatype: u64,
+        source: u64,
+        ctx: u64,
+        tag: u64,
+        /// `req`: the `MPIDIG_req_ext_t` with the message's `status` flags.
+        ext: Option<u64>,
+        ext_status: Option<u64>,
+    },
+    /// Not known: only what `MPIR_Debugq` entries record.
+    None,
+}
+
+/// `MPIR_Request` and its `MPI_Status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestLayout {
+    /// Bytes read per request: up to the last field decoded.
+    pub read: u64,
+    pub kind: u64,
+    pub cc: u64,
+    pub comm: Option<u64>,
+    pub next: u64,
+    pub st_source: u64,
+    pub st_tag: u64,
+    pub st_count_lo: Option<u64>,
+    pub st_count_hi: Option<u64>,
+    pub device: RequestDevice,
+}
+
+/// The debugger's queue entries: `MPIR_Sendq` (4.0) or `MPIR_Debugq`
+/// (4.1 and later, which adds `buf` and `count`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryLayout {
+    pub size: u64,
+    pub req: u64,
+    pub tag: u64,
+    pub rank: u64,
+    pub ctx: u64,
+    pub next: u64,
+    pub buf: Option<u64>,
+    pub count: Option<u64>,
+}
+
+/// Where the receives are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Queues {
+    /// The device's lists of requests, linked through `MPIR_Request.next`.
+    Device,
+    /// `MPIR_Recvq_head` / `MPIR_Unexpq_head` lists of `MPIR_Debugq`.
+    Debugq,
+}
+
+/// `MPIR_Datatype`: size and name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DatatypeLayout {
+    pub size: u64,
+    pub size_field: u64,
+    pub name: u64,
+    pub name_len: u64,
+}
+
+/// `MPIR_Object_alloc_t`: the blocks of indirect objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AllocLayout {
+    pub indirect: u64,
+    pub indirect_size: u64,
+    pub obj_size: u64,
+    pub read: u64,
+}
+
+/// Which device MPICH was built with, as its types tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Device {
+    Ch3,
+    Ch4,
+    Unknown,
+}
+
+impl Device {
+    pub fn name(self) -> &'static str {
+        match self {
+            Device::Ch3 => "ch3",
+            Device::Ch4 => "ch4",
+            Device::Unknown => "device unknown",
+        }
+    }
+}
+
+/// ch4's record of how it matches: where the OFI netmod keeps whether it
+/// matches tagged messages itself, and how many VCIs there are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Ch4Layout {
+    /// Offset of `settings.enable_tagged` in `MPIDI_OFI_global`.
+    pub ofi_enable_tagged: Option<u64>,
+    /// Offset of `n_vcis` in `MPIDI_global`.
+    pub n_vcis: Option<u64>,
+}
+
+/// Everything, for one image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    pub device: Device,
+    pub comm_list: CommListLayout,
+    pub comm: CommLayout,
+    pub group: Option<GroupLayout>,
+    pub request: RequestLayout,
+    /// The send queue (absent: MPICH keeps none).
+    pub sends: Option<EntryLayout>,
+    pub queues: Queues,
+    /// `MPIR_Debugq` for the 4.1+ receive queues (the same as `sends`).
+    pub debugq: Option<EntryLayout>,
+    pub datatype: Option<DatatypeLayout>,
+    pub alloc: Option<AllocLayout>,
+    /// `sizeof(MPI_Aint)`.
+    pub aint_size: u8,
+    pub ch4: Ch4Layout,
+}
+
+fn size_u8(n: Option<u64>, default: u8) -> u8 {
+    n.and_then(|n| u8::try_from(n).ok())
+        .filter(|n| matches!(n, 1 | 2 | 4 | 8))
+        .unwrap_or(default)
+}
+
+impl Layout {
+    /// Resolves the layout, or says which type or field is missing.
+    pub fn resolve<I: ImageAccess>(image: &I) -> Result<Layout, Missing> {
+        let list = ty(image, "MPIR_Comm_list")?;
+        let comm_list = CommListLayout {
+            sequence: list.field("sequence_number")?,
+            head: list.field("head")?,
+        };
+        let ctx_size = size_u8(
+            ty(image, "MPIR_Context_id_t")
+                .ok()
+                .and_then(|t| t.size().ok()),
+            2,
+        );
+        let aint_size = size_u8(ty(image, "MPI_Aint").ok().and_then(|t| t.size().ok()), 8);
+        let (device, request_device) = resolve_request_device(image, ctx_size)?;
+        let comm = resolve_comm(image, ctx_size, device)?;
+        let group = ty(image, "MPIR_Group").ok().and_then(|g| {
+            let pmap = ty(image, "MPII_Group_pmap_t").ok()?;
+            Some(GroupLayout {
+                size: g.size().ok()?,
+                count: g.opt("size")?,
+                lrank_to_lpid: g.opt("lrank_to_lpid")?,
+                pmap_size: pmap.size().ok()?,
+                pmap_lpid: pmap.opt("lpid")?,
+            })
+        });
+        let request = resolve_request(image, request_device)?;
+        let debugq = resolve_entry(image, "MPIR_Debugq");
+        let sendq = resolve_entry(image, "MPIR_Sendq");
+        let queues = if debugq.is_some() && request_device == RequestDevice::None {
+            Queues::Debugq
+        } else if request_device != RequestDevice::None {
+            Queues::Device
+        } else {
+            return Err(Missing::Type("MPIDI_Request"));
+        };
+        let sends = debugq.or(sendq);
+        let datatype = ty(image, "MPIR_Datatype").ok().and_then(|d| {
+            let name = d.opt("name")?;
+            let size = d.size().ok()?;
+            Some(DatatypeLayout {
+                size,
+                size_field: d.opt("size")?,
+                name,
+                // MPI_MAX_OBJECT_NAME, bounded by the struct.
+                name_len: d
+                    .opt("alignsize")
+                    .and_then(|a| a.checked_sub(name))
+                    .unwrap_or(64)
+                    .clamp(1, 128),
+            })
+        });
+        let alloc = ty(image, "MPIR_Object_alloc_t").ok().and_then(|a| {
+            let indirect = a.opt("indirect")?;
+            let indirect_size = a.opt("indirect_size")?;
+            let obj_size = a.opt("size")?;
+            Some(AllocLayout {
+                indirect,
+                indirect_size,
+                obj_size,
+                read: indirect.max(indirect_size).max(obj_size) + 8,
+            })
+        });
+        let ch4 = if device == Device::Ch4 {
+            resolve_ch4(image)
+        } else {
+            Ch4Layout::default()
+        };
+        Ok(Layout {
+            device,
+            comm_list,
+            comm,
+            group,
+            request,
+            sends,
+            queues,
+            debugq,
+            datatype,
+            alloc,
+            aint_size,
+            ch4,
+        })
+    }
+}
+
+fn resolve_entry<I: ImageAccess>(image: &I, name: &'static str) -> Option<EntryLayout> {
+    let e = ty(image, name).ok()?;
+    let req = e.opt("req").or_else(|| e.opt("sreq"))?;
+    Some(EntryLayout {
+        size: e.size().ok()?,
+        req,
+        tag: e.opt("tag")?,
+        rank: e.opt("rank")?,
+        ctx: e.opt("context_id")?,
+        next: e.opt("next")?,
+        buf: e.opt("buf"),
+        count: e.opt("count"),
+    })
+}
+
+/// The request's device part: ch3's `MPIDI_Request`, ch4's `MPIDI_Devreq_t`
+/// with its active-message `MPIDIG_req_t`, or neither (4.1+ entries only).
+fn resolve_request_device<I: ImageAccess>(
+    image: &I,
+    ctx_size: u8,
+) -> Result<(Device, RequestDevice), Missing> {
+    let req = ty(image, "MPIR_Request")?;
+    let Some(dev) = req.opt("dev") else {
+        return Ok((Device::Unknown, RequestDevice::None));
+    };
+    if let Ok(d) = ty(image, "MPIDI_Request") {
+        let matched = dev + d.field("match")?;
+        let parts = ty(image, "MPIDI_Message_match_parts_t")?;
+        let rank_size = size_u8(
+            ty(image, "MPIDI_Rank_t").ok().and_then(|t| t.size().ok()),
+            2,
+        );
+        // `match` is a union whose `parts` member starts it.
+        return Ok((
+            Device::Ch3,
+            RequestDevice::Ch3 {
+                tag: matched + parts.field("tag")?,
+                rank: matched + parts.field("rank")?,
+                rank_size,
+                ctx: matched + parts.field("context_id")?,
+                user_buf: dev + d.field("user_buf")?,
+                user_count: dev + d.field("user_count")?,
+                datatype: dev + d.field("datatype")?,
+                recv_data_sz: d.opt("recv_data_sz").map(|o| dev + o),
+                state: d.opt("state").map(|o| dev + o),
+            },
+        ));
+    }
+    if let (Ok(d), Ok(am)) = (ty(image, "MPIDI_Devreq_t"), ty(image, "MPIDIG_req_t")) {
+        // dev.ch4 is a union: its `am` member starts it.
+        let base = dev + d.field("ch4")?;
+        let u = base + am.field("u")?;
+        // `u.recv` is `{ int source; MPIR_Context_id_t context_id; int tag; }`.
+        let int = 4u64;
+        let ctx = u + int;
+        let tag = u + (int + u64::from(ctx_size)).next_multiple_of(int);
+        let ext = am.opt("req").map(|o| base + o);
+        let ext_status = ty(image, "MPIDIG_req_ext_t")
+            .ok()
+            .and_then(|e| e.opt("status"));
+        return Ok((
+            Device::Ch4,
+            RequestDevice::Ch4 {
+                buffer: base + am.field("buffer")?,
+                count: base + am.field("count")?,
+                datatype: base + am.field("datatype")?,
+                source: u,
+                ctx,
+                tag,
+                ext,
+                ext_status,
+            },
+        ));
+    }
+    Ok((Device::Unknown, RequestDevice::None))
+}
+
+fn resolve_request<I: ImageAccess>(
+    image: &I,
+    device: RequestDevice,
+) -> Result<RequestLayout, Missing> {
+    let req = ty(image, "MPIR_Request")?;
+    let status_ty = ty(image, "MPI_Status")?;
+    let status = req.field("status")?;
+    let st_source = status + status_ty.field("MPI_SOURCE")?;
+    let st_tag = status + status_ty.field("MPI_TAG")?;
+    let st_count_lo = status_ty.opt("count_lo").map(|o| status + o);
+    let st_count_hi = status_ty.opt("count_hi_and_cancelled").map(|o| status + o);
+    let kind = req.field("kind")?;
+    let cc = req.field("cc")?;
+    let next = req.field("next")?;
+    let comm = req.opt("comm");
+    let device_end = match device {
+        RequestDevice::Ch3 {
+            tag,
+            rank,
+            ctx,
+            user_buf,
+            user_count,
+            datatype,
+            recv_data_sz,
+            state,
+            ..
+        } => [
+            tag + 4,
+            rank + 4,
+            ctx + 4,
+            user_buf + 8,
+            user_count + 8,
+            datatype + 4,
+            recv_data_sz.map_or(0, |o| o + 8),
+            state.map_or(0, |o| o + 4),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0),
+        RequestDevice::Ch4 {
+            buffer,
+            count,
+            datatype,
+            tag,
+            ext,
+            ..
+        } => [
+            buffer + 8,
+            count + 8,
+            datatype + 4,
+            tag + 4,
+            ext.map_or(0, |o| o + 8),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0),
+        RequestDevice::None => 0,
+    };
+    let read = [
+        device_end,
+        kind + 4,
+        cc + 4,
+        next + 8,
+        st_source + 4,
+        st_tag + 4,
+        st_count_hi.map_or(0, |o| o + 4),
+        comm.map_or(0, |o| o + 8),
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0);
+    Ok(RequestLayout {
+        read,
+        kind,
+        cc,
+        comm,
+        next,
+        st_source,
+        st_tag,
+        st_count_lo,
+        st_count_hi,
+        device,
+    })
+}
+
+fn resolve_comm<I: ImageAccess>(
+    image: &I,
+    ctx_size: u8,
+    device: Device,
+) -> Result<CommLayout, Missing> {
+    let c = ty(image, "MPIR_Comm")?;
+    let name = c.field("name")?;
+    let size = c.size()?;
+    // The name is `char name[MPI_MAX_OBJECT_NAME]`, followed by the error
+    // handler pointer.
+    let name_len = c
+        .opt("errhandler")
+        .and_then(|e| e.checked_sub(name))
+        .filter(|&n| n > 0)
+        .unwrap_or(64)
+        .min(256);
+    let dev = c.opt("dev");
+    let comm_device = match (device, dev) {
+        (Device::Ch3, Some(dev)) => resolve_ch3_comm(image, dev).unwrap_or(CommDevice::None),
+        (Device::Ch4, Some(dev)) => resolve_ch4_comm(image, dev).unwrap_or(CommDevice::None),
+        _ => CommDevice::None,
+    };
+    Ok(CommLayout {
+        size,
+        handle: c.field("handle")?,
+        context_id: c.field("context_id")?,
+        recvcontext_id: c.field("recvcontext_id")?,
+        ctx_size,
+        remote_size: c.field("remote_size")?,
+        local_size: c.opt("local_size"),
+        rank: c.field("rank")?,
+        local_group: c.field("local_group")?,
+        remote_group: c.field("remote_group")?,
+        comm_kind: c.opt("comm_kind"),
+        hierarchy_kind: c.opt("hierarchy_kind"),
+        name,
+        name_len,
+        next: c.field("comm_next")?,
+        device: comm_device,
+    })
+}
+
+fn resolve_ch3_comm<I: ImageAccess>(image: &I, dev: u64) -> Option<CommDevice> {
+    let d = ty(image, "MPIDI_CH3I_comm_t").ok()?;
+    let vcrt = ty(image, "MPIDI_VCRT_t")
+        .or_else(|_| ty(image, "struct MPIDI_VCRT"))
+        .ok()?;
+    let vc = ty(image, "MPIDI_VC_t").ok()?;
+    Some(CommDevice::Ch3 {
+        vcrt: dev + d.opt("vcrt")?,
+        local_vcrt: dev + d.opt("local_vcrt")?,
+        vcrt_size: vcrt.opt("size")?,
+        vcrt_table: vcrt.opt("vcr_table")?,
+        vc_lpid: vc.opt("lpid")?,
+        vc_size: vc.size().ok()?,
+    })
+}
+
+fn resolve_ch4_comm<I: ImageAccess>(image: &I, dev: u64) -> Option<CommDevice> {
+    let d = ty(image, "MPIDI_Devcomm_t").ok()?;
+    let ch4 = dev + d.opt("ch4")?;
+    // `dev.ch4` is an anonymous struct: its members cannot be asked for by
+    // name. The map follows the netmod and shared-memory unions: found
+    // through the type of the map itself, whose size is known, placed
+    // before `csel_comm`... which is also anonymous. So the maps are
+    // located from the end of `MPIDI_Devcomm_t`: `{ ...; map; local_map;
+    // void *csel_comm; }`.
+    let total = d.size().ok()?;
+    let m = ty(image, "MPIDI_rank_map_t").ok()?;
+    let map_size = m.size().ok()?;
+    let local_map = total.checked_sub(8)?.checked_sub(map_size)?;
+    let map = local_map.checked_sub(map_size)?;
+    Some(CommDevice::Ch4 {
+        map: dev + map,
+        local_map: dev + local_map,
+        rank_map: RankMapLayout {
+            size: map_size,
+            mode: m.opt("mode")?,
+            avtid: m.opt("avtid")?,
+            count: m.opt("size")?,
+            reg: m.opt("reg")?,
+            irreg: m.opt("irreg")?,
+        },
+    })
+    .filter(|_| ch4 <= dev + map)
+}
+
+fn resolve_ch4<I: ImageAccess>(image: &I) -> Ch4Layout {
+    let ofi_enable_tagged = ty(image, "MPIDI_OFI_global_t").ok().and_then(|g| {
+        let settings = g.opt("settings")?;
+        let caps = ty(image, "MPIDI_OFI_capabilities_t").ok()?;
+        Some(settings + caps.opt("enable_tagged")?)
+    });
+    let n_vcis = ty(image, "MPIDI_CH4_Global_t")
+        .ok()
+        .and_then(|g| g.opt("n_vcis"));
+    Ch4Layout {
+        ofi_enable_tagged,
+        n_vcis,
+    }
+}

@@ -1,0 +1,629 @@
+//! The MPICH backend (4.0 ch3 and ch4, 4.1+ debugger queues): image
+//! checks, per-process state, the communicator list and the three queues.
+//!
+//! Better than MPICH's own `libtvmpich.so`: lengths in bytes (the
+//! datatype's size from its object, derived types included) and the
+//! datatype's name; the actual length and source of unexpected messages;
+//! global ranks through the communicator's group (or the device's rank
+//! map); context ids at their full width; the communicators MPICH makes
+//! for itself (node subcommunicators, its copy of the world) hidden unless
+//! `MQS_SHOW_INTERNAL=1`; sends in the order they were started; and a list
+//! kept whole when a communicator disappears while it is read.
+
+pub mod communicators;
+pub mod datatypes;
+pub mod layout;
+pub mod requests;
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
+
+use mqs_abi::{OpClass, PendingOperation, ReturnCode};
+
+use crate::abi;
+use crate::access::{ImageAccess, ProcessAccess, TypeSizes};
+use crate::errors::DllError;
+use crate::messages;
+use crate::messages::Failure;
+use crate::openmpi::groups::{NameMap, ProcName};
+use crate::target::{ByteOrder, ReadError, Sizes, Target};
+use crate::walk::Stop;
+
+use communicators::{Comm, OWN_JOB};
+use layout::{Device, Layout, Queues, RequestDevice};
+use requests::{Class, Found, OpContext, Scan};
+
+/// The communicator list (`MPIR_Comm_list`): its presence is what makes an
+/// image MPICH with debugger support.
+pub const SYM_ALL_COMMUNICATORS: &str = "MPIR_All_communicators";
+/// 4.0: pointers to the device's queue heads.
+pub const SYM_POSTED: &str = "MPID_Recvq_posted_head_ptr";
+pub const SYM_UNEXPECTED: &str = "MPID_Recvq_unexpected_head_ptr";
+/// The debugger's send queue (4.0 `MPIR_Sendq`, 4.1+ `MPIR_Debugq`).
+pub const SYM_SENDQ: &str = "MPIR_Sendq_head";
+/// 4.1+: the debugger's receive queues.
+pub const SYM_RECVQ: &str = "MPIR_Recvq_head";
+pub const SYM_UNEXPQ: &str = "MPIR_Unexpq_head";
+/// Datatype objects.
+pub const SYM_DT_BUILTIN: &str = "MPIR_Datatype_builtin";
+pub const SYM_DT_DIRECT: &str = "MPIR_Datatype_direct";
+pub const SYM_DT_MEM: &str = "MPIR_Datatype_mem";
+/// What MPICH says of itself.
+pub const SYM_VERSION: &str = "MPII_Version_string";
+pub const SYM_DEVICE: &str = "MPII_Version_device";
+/// ch4: how it matches.
+pub const SYM_OFI_GLOBAL: &str = "MPIDI_OFI_global";
+pub const SYM_CH4_GLOBAL: &str = "MPIDI_global";
+pub const SYM_CVAR_TAGGED: &str = "MPIR_CVAR_CH4_OFI_ENABLE_TAGGED";
+pub const SYM_CVAR_VCIS: &str = "MPIR_CVAR_CH4_NUM_VCIS";
+/// In the file whose types the DLL reads (`dbginit.c`): asking for it makes
+/// lazy debuggers load them.
+pub const FN_WAIT_FOR_DEBUGGER: &str = "MPII_Wait_for_debugger";
+
+/// Whether an image is MPICH with the debug info we need.
+pub fn check_image<I: ImageAccess>(image: &I) -> Result<Layout, Failure> {
+    let _ = image.find_function(FN_WAIT_FOR_DEBUGGER);
+    Layout::resolve(image).map_err(|m| Failure {
+        code: m.error(),
+        message: Some(messages::mpich_missing_message(m)),
+    })
+}
+
+/// The basic sizes of a process (the debugger's) and its byte order.
+pub fn process_sizes<P: ProcessAccess + ?Sized>(
+    p: &P,
+    debugger: Option<TypeSizes>,
+) -> Result<(Sizes, ByteOrder), DllError> {
+    let sizes = match debugger {
+        Some(ts) => Sizes::from_debugger(ts)?,
+        None => Sizes::LP64,
+    };
+    Ok((sizes, ByteOrder::probe(p)))
+}
+
+/// Addresses of the symbols, per process.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Symbols {
+    pub all_comms: u64,
+    pub posted: Option<u64>,
+    pub unexpected: Option<u64>,
+    pub sendq: Option<u64>,
+    pub recvq: Option<u64>,
+    pub unexpq: Option<u64>,
+    pub dt_builtin: Option<u64>,
+    pub dt_direct: Option<u64>,
+    pub dt_mem: Option<u64>,
+}
+
+fn resolve_symbols<I: ImageAccess>(image: &I, layout: &Layout) -> Result<Symbols, Failure> {
+    let all_comms = image
+        .find_symbol(SYM_ALL_COMMUNICATORS)
+        .ok_or(layout_missing_symbol(SYM_ALL_COMMUNICATORS))?;
+    let (posted, unexpected, recvq, unexpq) = match layout.queues {
+        Queues::Device => (
+            Some(
+                image
+                    .find_symbol(SYM_POSTED)
+                    .ok_or(layout_missing_symbol(SYM_POSTED))?,
+            ),
+            image.find_symbol(SYM_UNEXPECTED),
+            None,
+            None,
+        ),
+        Queues::Debugq => (
+            None,
+            None,
+            Some(
+                image
+                    .find_symbol(SYM_RECVQ)
+                    .ok_or(layout_missing_symbol(SYM_RECVQ))?,
+            ),
+            image.find_symbol(SYM_UNEXPQ),
+        ),
+    };
+    let datatypes = layout.datatype.is_some();
+    Ok(Symbols {
+        all_comms,
+        posted,
+        unexpected,
+        sendq: layout.sends.and_then(|_| image.find_symbol(SYM_SENDQ)),
+        recvq,
+        unexpq,
+        dt_builtin: datatypes
+            .then(|| image.find_symbol(SYM_DT_BUILTIN))
+            .flatten(),
+        dt_direct: datatypes
+            .then(|| image.find_symbol(SYM_DT_DIRECT))
+            .flatten(),
+        dt_mem: (datatypes && layout.alloc.is_some())
+            .then(|| image.find_symbol(SYM_DT_MEM))
+            .flatten(),
+    })
+}
+
+fn layout_missing_symbol(s: &'static str) -> Failure {
+    Failure {
+        code: DllError::MissingSymbol,
+        message: Some(messages::mpich_missing_message(
+            crate::layout::Missing::Symbol(s),
+        )),
+    }
+}
+
+/// What identifies a state of the communicator list: rebuild when it moves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Signature {
+    sequence: i64,
+    head: u64,
+    names: Option<Vec<(ProcName, i64)>>,
+}
+
+/// Per-stop caches: dropped when the list is updated or its iterator set
+/// up again.
+#[derive(Debug, Default)]
+struct Cache {
+    sends: Option<Scan>,
+    posted: Option<Scan>,
+    unexpected: Option<Scan>,
+    datatypes: datatypes::Cache,
+}
+
+/// What the DLL keeps per MPICH process.
+#[derive(Debug)]
+pub struct ProcessState {
+    /// The debugger's process table, kept since `mqs_setup_process`.
+    pub table: *const abi::mqs_process_callbacks,
+    layout: Arc<Layout>,
+    sizes: Sizes,
+    order: ByteOrder,
+    symbols: Option<Symbols>,
+    /// "MPICH 4.0.2, device ch3:nemesis", read at check.
+    detected: Option<String>,
+    /// ch4: why the receive queues can be incomplete (None: complete).
+    incomplete: Option<String>,
+    signature: Option<Signature>,
+    comms: Vec<Comm>,
+    current: Option<usize>,
+    ops: Option<VecDeque<PendingOperation>>,
+    cache: Cache,
+    /// MPI_COMM_WORLD's size and this process's rank in it.
+    world: Option<(u64, i64)>,
+    /// MPI-2: the identity the debugger gave this process.
+    identity: Option<i32>,
+    /// Show MPICH's own communicators and collective traffic
+    /// (MQS_SHOW_INTERNAL=1).
+    show_internal: bool,
+    /// Lines for the debugger's dprints, drained by the exports.
+    pub dprints: Vec<String>,
+    said: HashSet<&'static str>,
+    /// MPI-2: MPICH records no processes of other jobs where we read.
+    pub new_processes: Option<VecDeque<mqs_abi::ProcessLocation>>,
+}
+
+impl ProcessState {
+    pub fn new(
+        table: *const abi::mqs_process_callbacks,
+        layout: Arc<Layout>,
+        sizes: Sizes,
+        order: ByteOrder,
+    ) -> Self {
+        ProcessState {
+            table,
+            layout,
+            sizes,
+            order,
+            symbols: None,
+            detected: None,
+            incomplete: None,
+            signature: None,
+            comms: Vec::new(),
+            current: None,
+            ops: None,
+            cache: Cache::default(),
+            world: None,
+            identity: None,
+            show_internal: std::env::var_os("MQS_SHOW_INTERNAL").is_some_and(|v| v == "1"),
+            dprints: Vec::new(),
+            said: HashSet::new(),
+            new_processes: None,
+        }
+    }
+
+    fn target<'a, P: ProcessAccess + ?Sized>(&self, p: &'a P) -> Target<'a, P> {
+        Target::new(p, self.sizes, self.order)
+    }
+
+    fn say_once(&mut self, key: &'static str, line: String) {
+        if self.said.insert(key) {
+            self.dprints.push(line);
+        }
+    }
+
+    pub fn is_checked(&self) -> bool {
+        self.symbols.is_some()
+    }
+
+    pub fn has_list(&self) -> bool {
+        self.signature.is_some()
+    }
+
+    /// What was detected, for the version string.
+    pub fn detected(&self) -> Option<String> {
+        self.detected.clone()
+    }
+
+    /// The backend's name, for the version string.
+    pub fn backend_name(&self) -> &'static str {
+        match (self.layout.queues, self.layout.device) {
+            (Queues::Debugq, _) => "mpich-debugq",
+            (_, Device::Ch3) => "mpich-ch3",
+            (_, Device::Ch4) => "mpich-ch4",
+            (_, Device::Unknown) => "mpich",
+        }
+    }
+
+    /// `mqs_process_has_queues`: finds the symbols, checks that the
+    /// communicator list can be read, and what MPICH this is.
+    pub fn check<I: ImageAccess, P: ProcessAccess + ?Sized>(
+        &mut self,
+        image: &I,
+        p: &P,
+    ) -> Result<(), Failure> {
+        let syms = resolve_symbols(image, &self.layout)?;
+        let t = self.target(p);
+        communicators::read_head(&t, &self.layout, syms.all_comms).map_err(|e| Failure {
+            code: e.into(),
+            message: Some(messages::MPICH_LIST_UNREADABLE),
+        })?;
+        let read_string = |sym: &str| {
+            image
+                .find_symbol(sym)
+                .and_then(|a| t.read_cstring(a, 64).ok())
+                .filter(|s| !s.is_empty())
+        };
+        let version = read_string(SYM_VERSION);
+        let device = read_string(SYM_DEVICE);
+        let queues = match self.layout.queues {
+            Queues::Device => "device queues",
+            Queues::Debugq => "debugger queues (MPIR_Debugq)",
+        };
+        self.detected = Some(format!(
+            "MPICH {}, device {}, {queues}",
+            version.as_deref().unwrap_or("(version not recorded)"),
+            device
+                .as_deref()
+                .unwrap_or_else(|| self.layout.device.name())
+        ));
+        self.incomplete = self.ch4_incompleteness(image, &t);
+        self.symbols = Some(syms);
+        if let Some(why) = self.incomplete.clone() {
+            self.say_once("ch4-incomplete", format!("mqs DLL: {why}"));
+        }
+        if let Some(d) = &self.detected {
+            messages::set_detected(d, self.backend_name());
+        }
+        Ok(())
+    }
+
+    /// ch4 in 4.0 remembers only the receives of its active-message path,
+    /// and only on VCI 0: says why the queues can be incomplete, or None
+    /// when the process runs every message through that path on one VCI.
+    fn ch4_incompleteness<I: ImageAccess, P: ProcessAccess + ?Sized>(
+        &self,
+        image: &I,
+        t: &Target<'_, P>,
+    ) -> Option<String> {
+        if self.layout.device != Device::Ch4 || self.layout.queues != Queues::Device {
+            return None;
+        }
+        let ch4 = &self.layout.ch4;
+        // The OFI netmod's own record of what it matches, else the
+        // control variable (-1: the provider's default, which matches).
+        let tagged = ch4
+            .ofi_enable_tagged
+            .zip(image.find_symbol(SYM_OFI_GLOBAL))
+            .and_then(|(off, g)| t.read_int(g + off).ok())
+            .or_else(|| {
+                image
+                    .find_symbol(SYM_CVAR_TAGGED)
+                    .and_then(|a| t.read_int(a).ok())
+                    .filter(|&v| v >= 0)
+            });
+        let vcis = ch4
+            .n_vcis
+            .zip(image.find_symbol(SYM_CH4_GLOBAL))
+            .and_then(|(off, g)| t.read_int(g + off).ok())
+            .or_else(|| {
+                image
+                    .find_symbol(SYM_CVAR_VCIS)
+                    .and_then(|a| t.read_int(a).ok())
+            })
+            .unwrap_or(1);
+        match tagged {
+            Some(0) if vcis <= 1 => None,
+            Some(0) => Some(format!(
+                "queues can be incomplete: MPICH 4.0's ch4 shows only VCI 0's receives, and this process uses {vcis} VCIs (MPIR_CVAR_CH4_NUM_VCIS=1 keeps them all on VCI 0)"
+            )),
+            _ => Some(
+                "queues can be incomplete: MPICH 4.0's ch4 remembers only receives of its active-message path, not those the OFI netmod matches itself (MPIR_CVAR_CH4_OFI_ENABLE_TAGGED=0 in the job's environment sends every message through that path)"
+                    .to_string(),
+            ),
+        }
+    }
+
+    /// `mqs_update_communicator_list`: rebuilds the list when its sequence
+    /// number or head moved; drops per-stop caches either way.
+    pub fn update_communicators<P: ProcessAccess + ?Sized>(
+        &mut self,
+        p: &P,
+        names: Option<&NameMap>,
+    ) -> Result<(), DllError> {
+        let syms = self.symbols.ok_or(DllError::ImageHasNoQueues)?;
+        self.cache = Cache::default();
+        self.ops = None;
+        let t = self.target(p);
+        let head = communicators::read_head(&t, &self.layout, syms.all_comms)?;
+        let names_now = names.map(|n| {
+            let mut v: Vec<(ProcName, i64)> = n.iter().map(|(k, v)| (*k, *v)).collect();
+            v.sort_unstable();
+            v
+        });
+        let signature = Signature {
+            sequence: head.sequence,
+            head: head.head,
+            names: names_now,
+        };
+        if self.signature.as_ref() == Some(&signature) {
+            return Ok(());
+        }
+        let built = communicators::build(&t, &self.layout, head.head, names)?;
+        if built.skipped > 0 {
+            self.dprints.push(format!(
+                "mqs DLL: {} communicator(s) could not be read and are not shown",
+                built.skipped
+            ));
+        }
+        if let Some(stop) = built.stop {
+            // A communicator freed (or corrupt) while the list was read: the
+            // ones before it are shown.
+            self.dprints.push(format!(
+                "mqs DLL: the communicator list ends early ({})",
+                stop.note()
+            ));
+        }
+        let hidden = built.comms.iter().filter(|c| c.internal.is_some()).count();
+        if hidden > 0 && !self.show_internal {
+            self.say_once(
+                "internal-comms",
+                format!(
+                    "mqs DLL: {hidden} communicator(s) MPICH made for itself are not shown (MQS_SHOW_INTERNAL=1 in the debugger's environment shows them)"
+                ),
+            );
+        }
+        self.comms = built
+            .comms
+            .into_iter()
+            .filter(|c| self.show_internal || c.internal.is_none())
+            .collect();
+        self.world = built.world;
+        self.signature = Some(signature);
+        self.current = None;
+        Ok(())
+    }
+
+    pub fn setup_communicators(&mut self) -> ReturnCode {
+        self.cache = Cache::default();
+        self.ops = None;
+        if self.comms.is_empty() {
+            self.current = None;
+            ReturnCode::EndOfList
+        } else {
+            self.current = Some(0);
+            ReturnCode::Ok
+        }
+    }
+
+    pub fn current_comm(&self) -> Result<&Comm, DllError> {
+        self.current
+            .and_then(|i| self.comms.get(i))
+            .ok_or(DllError::NoCurrentCommunicator)
+    }
+
+    pub fn next_communicator(&mut self) -> Result<ReturnCode, DllError> {
+        let cur = self.current.ok_or(DllError::NoCurrentCommunicator)?;
+        self.ops = None;
+        if cur + 1 < self.comms.len() {
+            self.current = Some(cur + 1);
+            Ok(ReturnCode::Ok)
+        } else {
+            self.current = None;
+            Ok(ReturnCode::EndOfList)
+        }
+    }
+
+    pub fn comm_group(&self) -> Result<Vec<i32>, DllError> {
+        let comm = self.current_comm()?;
+        Ok(comm
+            .local_ranks
+            .iter()
+            .map(|&r| i32::try_from(r).unwrap_or(-1))
+            .collect())
+    }
+
+    pub fn next_operation(&mut self) -> Result<Option<PendingOperation>, DllError> {
+        let ops = self.ops.as_mut().ok_or(DllError::NoOperationIterator)?;
+        Ok(ops.pop_front())
+    }
+
+    /// MPI-2: keeps the identity; this process's name is its world rank.
+    pub fn set_identity(&mut self, identity: i32) -> Option<ProcName> {
+        self.identity = Some(identity);
+        self.signature = None;
+        let rank = self.world.map(|w| w.1)?;
+        Some(ProcName {
+            jobid: OWN_JOB,
+            vpid: u32::try_from(rank).ok()?,
+        })
+    }
+
+    /// The scan of one queue, made once per stop.
+    fn scan<P: ProcessAccess + ?Sized>(
+        &mut self,
+        t: &Target<'_, P>,
+        class: Class,
+    ) -> Option<&Scan> {
+        let syms = self.symbols?;
+        let layout = Arc::clone(&self.layout);
+        let slot = match class {
+            Class::Send => &mut self.cache.sends,
+            Class::Posted => &mut self.cache.posted,
+            Class::Unexpected => &mut self.cache.unexpected,
+        };
+        if slot.is_none() {
+            let scan = match (class, layout.queues) {
+                (Class::Send, _) => {
+                    let e = layout.sends?;
+                    requests::walk_entries(t, &layout, &e, syms.sendq?)
+                }
+                (Class::Posted, Queues::Device) => {
+                    let head_at = t.read_ptr(syms.posted?).ok()?;
+                    requests::walk_requests(t, &layout, head_at)
+                }
+                (Class::Unexpected, Queues::Device) => {
+                    let head_at = t.read_ptr(syms.unexpected?).ok()?;
+                    let mut scan = requests::walk_requests(t, &layout, head_at);
+                    if matches!(layout.request.device, RequestDevice::Ch4 { .. }) {
+                        for f in scan.by_ctx.values_mut().flatten() {
+                            if let Ok(r) = f.request.as_mut() {
+                                r.msg_type = requests::ch4_is_rts(t, &layout, r).map(|rts| {
+                                    if rts {
+                                        requests::MSG_RNDV
+                                    } else {
+                                        requests::MSG_EAGER
+                                    }
+                                });
+                            }
+                        }
+                    }
+                    scan
+                }
+                (Class::Posted, Queues::Debugq) => {
+                    let e = layout.debugq?;
+                    requests::walk_entries(t, &layout, &e, syms.recvq?)
+                }
+                (Class::Unexpected, Queues::Debugq) => {
+                    let e = layout.debugq?;
+                    requests::walk_entries(t, &layout, &e, syms.unexpq?)
+                }
+            };
+            *slot = Some(scan);
+        }
+        slot.as_ref()
+    }
+
+    /// `mqs_setup_operation_iterator`.
+    pub fn setup_operations<P: ProcessAccess + ?Sized>(
+        &mut self,
+        p: &P,
+        op: OpClass,
+    ) -> Result<ReturnCode, DllError> {
+        self.ops = None;
+        let comm = self.current_comm()?.clone();
+        let class = match op {
+            OpClass::PendingSends => Class::Send,
+            OpClass::PendingReceives => Class::Posted,
+            OpClass::UnexpectedMessages => Class::Unexpected,
+        };
+        let t = self.target(p);
+        // Sends go out on the peer's context; receives match ours.
+        let ctx = match class {
+            Class::Send => comm.context_id,
+            _ => comm.recvcontext_id,
+        };
+        let show_internal = self.show_internal;
+        let Some(scan) = self.scan(&t, class) else {
+            messages::set_no_information_reason(match class {
+                Class::Send => "MPICH keeps no send queue here (MPIR_Sendq_head missing)",
+                _ => "MPICH's queue heads cannot be read in this process",
+            });
+            return Ok(ReturnCode::NoInformation);
+        };
+        let stop = scan.stop;
+        let mut found: Vec<(Found, bool)> = scan
+            .by_ctx
+            .get(&ctx)
+            .map(|v| v.iter().map(|f| (f.clone(), false)).collect())
+            .unwrap_or_default();
+        if show_internal {
+            // The communicator's collective context (its id + 1).
+            if let Some(v) = scan.by_ctx.get(&(ctx + 1)) {
+                found.extend(v.iter().map(|f| (f.clone(), true)));
+            }
+        }
+        let layout = Arc::clone(&self.layout);
+        let syms = self.symbols.ok_or(DllError::ImageHasNoQueues)?;
+        let incomplete = self.incomplete.clone();
+        let ch4_native_sends = class == Class::Send && incomplete.is_some();
+        let note = match class {
+            Class::Send => None,
+            _ => incomplete
+                .as_ref()
+                .map(|_| "queue can be incomplete: ch4 active-message path only"),
+        };
+        let mut ops = Vec::with_capacity(found.len());
+        for (k, (f, internal)) in found.iter().enumerate() {
+            let mut f = f.clone();
+            if ch4_native_sends {
+                // Natively sent: the request's active-message part holds
+                // nothing of it; only the send queue entry is sure.
+                if let Ok(r) = f.request.as_mut() {
+                    r.buffer = None;
+                    r.count = None;
+                    r.datatype = None;
+                }
+            }
+            let dt = f
+                .request
+                .as_ref()
+                .ok()
+                .and_then(|r| r.datatype)
+                .and_then(|h| {
+                    datatypes::datatype(&t, &layout, &syms, &mut self.cache.datatypes, h)
+                });
+            let cx = OpContext {
+                comm: &comm,
+                datatype: dt.as_ref(),
+                internal: *internal,
+                order: (class == Class::Posted).then_some(k + 1),
+                note: if ch4_native_sends {
+                    Some("ch4 native send: buffer and length not recorded")
+                } else {
+                    note
+                },
+            };
+            ops.push(requests::to_operation(&f, class, &cx));
+        }
+        if let Some(stop) = stop {
+            match ops.last_mut() {
+                Some(last) => crate::openmpi::add_note(last, stop.note()),
+                None => return Err(stop_error(stop)),
+            }
+        }
+        self.ops = Some(ops.into());
+        Ok(ReturnCode::Ok)
+    }
+}
+
+fn stop_error(stop: Stop) -> DllError {
+    match stop {
+        Stop::Budget | Stop::Limit(_) => DllError::LimitReached,
+        Stop::Unreadable(_) => DllError::ReadFailed,
+        Stop::Cycle(_) | Stop::BadPointer(_) | Stop::Corrupt => DllError::Corrupt,
+    }
+}
+
+impl From<ReadError> for Failure {
+    fn from(e: ReadError) -> Failure {
+        Failure::plain(e.into())
+    }
+}
