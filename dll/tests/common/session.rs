@@ -402,7 +402,7 @@ pub fn run(dll: &'static Dll, inputs: Vec<Input<'_>>) -> Result<Vec<Dumped>, Str
 /// Every process of a recording through our DLL, in one session.
 pub fn replay(rec: &'static Recording) -> Vec<Dumped> {
     // Under a time limit: a walk that never ends fails the test.
-    mqs_tests::within(mqs_tests::DUMP_LIMIT, &rec.name, move || {
+    mqs_tests::within(mqs_tests::DUMP_LIMIT, rec.name, move || {
         run(
             our_dll(),
             rec.processes.iter().map(Recorded::input).collect(),
