@@ -400,11 +400,15 @@ pub fn run(dll: &'static Dll, inputs: Vec<Input<'_>>) -> Result<Vec<Dumped>, Str
 }
 
 /// Every process of a recording through our DLL, in one session.
-pub fn replay(rec: &Recording) -> Vec<Dumped> {
-    run(
-        our_dll(),
-        rec.processes.iter().map(Recorded::input).collect(),
-    )
+pub fn replay(rec: &'static Recording) -> Vec<Dumped> {
+    // Under a time limit: a walk that never ends fails the test.
+    mqs_tests::within(mqs_tests::DUMP_LIMIT, rec.name, move || {
+        run(
+            our_dll(),
+            rec.processes.iter().map(Recorded::input).collect(),
+        )
+    })
+    .and_then(|r| r)
     .unwrap_or_else(|e| panic!("{}: {e}", rec.name))
 }
 
