@@ -5,63 +5,9 @@
 //! (`fuzz.rs` in process, `strict_host.rs` through the C host).
 
 use std::cell::{Cell, RefCell};
-use std::path::PathBuf;
 
-use mqs_host::process::{Environment, Liveness, MappedObject, SnapshotProcess, Target, Thread};
-
-use super::fuzzing::{field, one, read_u64};
+use super::fuzzing::{field, one, read_u64, Fuzzed};
 use super::session::Recorded;
-
-/// A target that reads from `inner`, counts reads, writes down what was
-/// read (if `log`), and refuses every read past `budget`.
-pub struct Fuzzed<'a> {
-    pub inner: &'a SnapshotProcess,
-    pub budget: u64,
-    pub reads: &'a Cell<u64>,
-    pub refused: &'a Cell<u64>,
-    pub log: Option<&'a RefCell<Vec<(u64, usize)>>>,
-}
-
-impl Target for Fuzzed<'_> {
-    fn pid(&self) -> i32 {
-        self.inner.pid
-    }
-    fn read(&self, addr: u64, buf: &mut [u8]) -> mqs_host::Result<()> {
-        self.reads.set(self.reads.get() + 1);
-        if self.reads.get() > self.budget {
-            self.refused.set(self.refused.get() + 1);
-            return Err(mqs_host::Error::Read {
-                pid: self.inner.pid,
-                addr,
-                len: buf.len(),
-                detail: "the fuzz budget is spent".into(),
-            });
-        }
-        let r = self.inner.read(addr, buf);
-        if let (Some(log), Ok(())) = (self.log, &r) {
-            log.borrow_mut().push((addr, buf.len()));
-        }
-        r
-    }
-    fn mapped_objects(&self) -> mqs_host::Result<Vec<MappedObject>> {
-        self.inner.mapped_objects()
-    }
-    fn executable(&self) -> mqs_host::Result<PathBuf> {
-        self.inner.executable()
-    }
-    fn environment(&self) -> mqs_host::Result<Environment> {
-        self.inner.environment()
-    }
-    fn threads(&self) -> mqs_host::Result<Vec<Thread>> {
-        self.inner.threads()
-    }
-    fn liveness(&self) -> Liveness {
-        Liveness::Offline
-    }
-    fn pointer_size(&self) -> u32 {
-        self.inner.pointer_size
-    }
-}
 
 /// What a clean session read in one recorded process.
 #[derive(Debug, Clone)]
