@@ -174,6 +174,19 @@ pub struct Frame {
     /// Source file and line, where DWARF has them.
     pub file: Option<String>,
     pub line: Option<u32>,
+    /// The communicator the function's `comm` argument names, where DWARF
+    /// places it in this frame (debug builds of the MPI).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub comm: Option<FrameComm>,
+}
+
+/// A communicator named by a frame's argument: its id as the MPI's DLLs
+/// give it (`unique_id` of the communicator in this process), and the
+/// address of the MPI's object for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrameComm {
+    pub unique_id: u64,
+    pub address: u64,
 }
 
 /// Where a spawned process sits in the job the MPI made for it.

@@ -7,7 +7,8 @@
 //! Fixtures: `split_ring` (an 8-cycle through a reversed communicator plus
 //! an ANY_SOURCE receive), `chain` (0 -> 1 -> 2 -> 3, rank 3 polling until
 //! SIGUSR1), `barrier_mismatch` (ranks 0-2 in MPI_Barrier, rank 3 in
-//! MPI_Recv from 0). Their receives are posted after READY, so each test
+//! MPI_Recv from 0; with `split`, ranks 0-1 in MPI_Barrier on "trio" and
+//! rank 2 in MPI_Barrier on MPI_COMM_WORLD). Their receives are posted after READY, so each test
 //! waits (bounded) until the dump shows the state the contract promises.
 
 mod support;
@@ -257,6 +258,96 @@ fn check_barrier_mismatch(mpi: Mpi) {
     );
     assert!(
         text.contains("waits for rank 3 (MPI_Barrier, which rank 3 has not entered)"),
+        "{text}"
+    );
+    drop(job);
+}
+
+#[test]
+fn collectives_on_two_communicators_openmpi_g() {
+    check_split_barrier(Mpi::OpenMpiG);
+}
+
+#[test]
+fn collectives_on_two_communicators_mpich() {
+    check_split_barrier(Mpi::Mpich);
+}
+
+/// Ranks 0-1 in MPI_Barrier on "trio", rank 2 in MPI_Barrier on the
+/// world: the communicator of each barrier comes from the frames' `comm`
+/// arguments (debug builds), so the two collectives are told apart and
+/// each names the other's ranks as missing.
+fn check_split_barrier(mpi: Mpi) {
+    let job = Job::launch(mpi, "barrier_mismatch", 4, &["split"]).unwrap_or_else(|e| panic!("{e}"));
+    let pid = job.launcher_pid().to_string();
+    let out = until(&["--pid", &pid, "--deadlock"], |out| {
+        let text = stdout(out);
+        text.contains("ranks 0-1 are in MPI_Barrier") && text.contains("recv tag 30")
+    });
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(12), "{text}\n{}", stderr(&out));
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("collective:"))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "collective: ranks 0-1 are in MPI_Barrier (\"trio\"); missing: rank 2 (in a \
+             different collective, MPI_Barrier on MPI_COMM_WORLD)",
+            "collective: rank 2 is in MPI_Barrier (MPI_COMM_WORLD); missing: rank 0 (in a \
+             different collective, MPI_Barrier on \"trio\"), rank 1 (in a different collective, \
+             MPI_Barrier on \"trio\"), rank 3 (in MPI_Recv, waiting for rank 0 (recv tag 30 on \
+             MPI_COMM_WORLD))",
+        ],
+        "{text}"
+    );
+    // The frame's argument is the id the DLL lists for "trio" in that rank.
+    let rank0 = dump_json(job.rank_pid(0).unwrap(), &["--stacks"]);
+    let process = &rank0["processes"][0];
+    let trio = process["communicators"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "trio")
+        .expect("rank 0 lists \"trio\"");
+    let pid0 = process["pid"].as_i64().unwrap();
+    let main = process["stacks"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tid"].as_i64() == Some(pid0))
+        .expect("the main thread");
+    let outermost_comm = main["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find_map(|f| f.get("comm"))
+        .unwrap_or_else(|| panic!("no frame of rank 0 names its communicator: {main}"));
+    let named = [&outermost_comm["unique_id"], &outermost_comm["address"]];
+    assert!(
+        named.contains(&&trio["unique_id"]),
+        "rank 0's barrier names {outermost_comm}, \"trio\" is {trio}"
+    );
+    drop(job);
+}
+
+#[test]
+fn collectives_without_argument_debug_info_assume_the_world_openmpi_release() {
+    let job = Job::launch(Mpi::OpenMpiRelease, "barrier_mismatch", 4, &["split"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let pid = job.launcher_pid().to_string();
+    let out = until(&["--pid", &pid, "--deadlock"], |out| {
+        let text = stdout(out);
+        text.contains("ranks 0-2 are in MPI_Barrier") && text.contains("recv tag 30")
+    });
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "collective: ranks 0-2 are in MPI_Barrier (communicator unknown (no debug info for \
+             the call's arguments), MPI_COMM_WORLD assumed)"
+        ),
         "{text}"
     );
     drop(job);

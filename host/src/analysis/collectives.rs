@@ -94,45 +94,54 @@ pub fn whereabouts(rank: &Rank<'_>) -> String {
 pub struct Collective {
     pub name: String,
     pub ranks: RankSet,
-    /// The communicator (index into `Job::comms`) when known.
+    /// The communicator (index into `Job::comms`), read from the frames'
+    /// `comm` arguments.
     pub comm: Option<usize>,
     /// The communicator taken for it when its own is unknown (the
-    /// stacks carry no argument values): MPI_COMM_WORLD.
+    /// MPI has no debug info for the call's arguments): MPI_COMM_WORLD.
     pub assumed: Option<usize>,
     /// Members of that communicator not in this collective.
     pub missing: RankSet,
 }
 
-/// Groups the ranks by the collective they are in; for each, the members
-/// of its communicator (MPI_COMM_WORLD, assumed, when unknown) that are
-/// elsewhere.
+/// Groups the ranks by the collective they are in and its communicator
+/// (from the frames' arguments where debug info has them); for each, the
+/// members of that communicator (MPI_COMM_WORLD, assumed, when unknown)
+/// that are elsewhere.
 pub fn collectives(job: &Job<'_>) -> Vec<Collective> {
-    let mut groups: Vec<(String, RankSet)> = Vec::new();
+    let mut groups: Vec<(String, Option<usize>, RankSet)> = Vec::new();
     for rank in &job.ranks {
         let Some(name) = collective_of(rank) else {
             continue;
         };
-        match groups.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, set)) => {
+        // Our DLLs and Open MPI's give the id the MPI keeps; MPICH's own
+        // DLL gives the object's address.
+        let comm = rank.comm_arg.and_then(|c| {
+            job.comm_of(rank.rank, c.unique_id)
+                .or_else(|| job.comm_of(rank.rank, c.address))
+        });
+        match groups.iter_mut().find(|(n, c, _)| *n == name && *c == comm) {
+            Some((_, _, set)) => {
                 set.insert(rank.rank);
             }
-            None => groups.push((name, std::iter::once(rank.rank).collect())),
+            None => groups.push((name, comm, std::iter::once(rank.rank).collect())),
         }
     }
     let world = job.comms.iter().position(|c| c.name == "MPI_COMM_WORLD");
     groups
         .into_iter()
-        .map(|(name, ranks)| {
-            let expected = match world {
-                Some(w) => job.comms[w].global_members(),
+        .map(|(name, comm, ranks)| {
+            let assumed = if comm.is_some() { None } else { world };
+            let expected = match comm.or(assumed) {
+                Some(c) => job.comms[c].global_members(),
                 None => job.all_ranks(),
             };
             let missing = expected.iter().filter(|r| !ranks.contains(*r)).collect();
             Collective {
                 name,
                 ranks,
-                comm: None,
-                assumed: world,
+                comm,
+                assumed,
                 missing,
             }
         })

@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use mqs_abi::{OpClass, OpStatus};
 
 use super::ranks::RankSet;
-use crate::dump::{CommunicatorDump, JobDump, Operation, ProcessDump, Section, ThreadStack};
+use crate::dump::{
+    CommunicatorDump, FrameComm, JobDump, Operation, ProcessDump, Section, ThreadStack,
+};
 use crate::stacks;
 
 /// What DLLs report for -1 read as a 32-bit unsigned (Open MPI's own
@@ -27,6 +29,9 @@ pub struct Rank<'a> {
     pub entry: Option<String>,
     /// Whether the main thread is inside MPI; None without stacks.
     pub inside_mpi: Option<bool>,
+    /// The communicator of the MPI call the main thread is in, from the
+    /// outermost frame whose `comm` argument was read (debug builds).
+    pub comm_arg: Option<FrameComm>,
 }
 
 /// A communicator as the job knows it: the same name and group on every
@@ -114,6 +119,8 @@ pub struct Job<'a> {
     pub ops: Vec<Op<'a>>,
     /// Sections the DLL could not list: (what, reason) -> ranks.
     pub not_available: BTreeMap<(String, String), RankSet>,
+    /// (rank, the DLL's `unique_id` there) -> index into `comms`.
+    by_id: BTreeMap<(i64, u64), usize>,
 }
 
 /// The key communicators are matched by: name and group where the DLL
@@ -176,6 +183,7 @@ impl<'a> Job<'a> {
         let mut keys: Vec<CommKey> = Vec::new();
         let mut comms: Vec<JobComm> = Vec::new();
         let mut not_available: BTreeMap<(String, String), RankSet> = BTreeMap::new();
+        let mut by_id = BTreeMap::new();
         let mut local_ops = Vec::new();
         for r in &ranks {
             let list = match &r.process.communicators {
@@ -217,6 +225,7 @@ impl<'a> Job<'a> {
                         comms.len() - 1
                     }
                 };
+                by_id.entry((r.rank, c.unique_id)).or_insert(index);
                 let comm = &mut comms[index];
                 comm.members.insert(r.rank);
                 if let Some(group) = &c.group {
@@ -298,7 +307,13 @@ impl<'a> Job<'a> {
             comms,
             ops,
             not_available,
+            by_id,
         }
+    }
+
+    /// The job's communicator that `rank` lists with id `unique_id`.
+    pub fn comm_of(&self, rank: i64, unique_id: u64) -> Option<usize> {
+        self.by_id.get(&(rank, unique_id)).copied()
     }
 
     pub fn rank(&self, rank: i64) -> Option<&Rank<'a>> {
@@ -383,6 +398,9 @@ fn rank_of(rank: i64, process: &ProcessDump) -> Rank<'_> {
     let inside_mpi = main
         .filter(|m| !m.frames.is_empty())
         .map(|m| m.call_path().any(stacks::is_mpi_function));
+    // Frames are innermost first: the outermost call's argument is the
+    // user's communicator (inner ones may be the MPI's own).
+    let comm_arg = main.and_then(|m| m.frames.iter().rev().find_map(|f| f.comm));
     Rank {
         rank,
         process,
@@ -390,5 +408,6 @@ fn rank_of(rank: i64, process: &ProcessDump) -> Rank<'_> {
         others,
         entry,
         inside_mpi,
+        comm_arg,
     }
 }

@@ -205,9 +205,9 @@ fn recorded_barrier_mismatch_names_the_missing_rank_and_the_cycle() {
     assert!(a.has_deadlock(), "{words}");
     assert!(
         words.contains(
-            "collective: ranks 0-2 are in MPI_Barrier (communicator unknown (no argument values \
-             in the stacks), MPI_COMM_WORLD assumed); missing: rank 3 (in MPI_Recv, waiting for \
-             rank 0 (recv tag 30 on MPI_COMM_WORLD))"
+            "collective: ranks 0-2 are in MPI_Barrier (communicator unknown (no debug info for \
+             the call's arguments), MPI_COMM_WORLD assumed); missing: rank 3 (in MPI_Recv, \
+             waiting for rank 0 (recv tag 30 on MPI_COMM_WORLD))"
         ),
         "{words}"
     );
@@ -222,6 +222,54 @@ fn recorded_barrier_mismatch_names_the_missing_rank_and_the_cycle() {
         words.contains("ranks 1-2 deadlocked through the cycle"),
         "{words}"
     );
+}
+
+/// Ranks 0-1 in a barrier on "trio" (id 1), rank 2 in one on the world
+/// (id 0), as the frames' `comm` arguments say: two collectives, each
+/// missing the other's ranks.
+#[test]
+fn collectives_are_told_apart_by_the_communicator_of_their_frames() {
+    let mut ops = vec![vec![]; 4];
+    ops[3].push((0, false, 0, 30));
+    let mut dump = job(4, &[world(4), ("trio", vec![0, 1, 2, 3])], &ops);
+    for (rank, mut main) in recorded_stacks() {
+        if rank < 3 {
+            let id = if rank < 2 { 1 } else { 0 };
+            let barrier = main
+                .frames
+                .iter_mut()
+                .find(|f| f.function.as_deref() == Some("MPI_Barrier"))
+                .expect("the recorded stack is in MPI_Barrier");
+            barrier.comm = Some(crate::dump::FrameComm {
+                unique_id: id,
+                address: 0x5000 + id,
+            });
+        }
+        let p = &mut dump.processes[rank as usize];
+        main.tid = p.pid;
+        p.stacks = Some(Section::Ok {
+            value: ThreadList { list: vec![main] },
+        });
+    }
+    let j = Job::new(&dump);
+    let words = Analysis::new(&j).words();
+    assert!(
+        words.contains(
+            "collective: ranks 0-1 are in MPI_Barrier (\"trio\"); missing: rank 2 (in a \
+             different collective, MPI_Barrier on MPI_COMM_WORLD), rank 3 (in MPI_Recv, waiting \
+             for rank 0 (recv tag 30 on MPI_COMM_WORLD))"
+        ),
+        "{words}"
+    );
+    assert!(
+        words.contains(
+            "collective: rank 2 is in MPI_Barrier (MPI_COMM_WORLD); missing: rank 0 (in a \
+             different collective, MPI_Barrier on \"trio\"), rank 1 (in a different collective, \
+             MPI_Barrier on \"trio\"), rank 3"
+        ),
+        "{words}"
+    );
+    assert!(!words.contains("assumed"), "{words}");
 }
 
 #[test]

@@ -389,7 +389,7 @@ impl<'j, 'a> Analysis<'j, 'a> {
             let comm = match (c.comm, c.assumed) {
                 (Some(i), _) => self.job.comms[i].label(),
                 (None, Some(i)) => format!(
-                    "communicator unknown (no argument values in the stacks), {} assumed",
+                    "communicator unknown (no debug info for the call's arguments), {} assumed",
                     self.job.comms[i].label()
                 ),
                 (None, None) => "communicator unknown".into(),
@@ -408,8 +408,14 @@ impl<'j, 'a> Analysis<'j, 'a> {
                     let place = match self.job.rank(m) {
                         Some(r) => {
                             let mut place = whereabouts(r);
-                            if let Some(other) = collectives::collective_of(r) {
-                                place = format!("in a different collective, {other}");
+                            if let Some(other) =
+                                self.collectives.iter().find(|o| o.ranks.contains(m))
+                            {
+                                let on = match other.comm {
+                                    Some(i) => format!(" on {}", self.job.comms[i].label()),
+                                    None => String::new(),
+                                };
+                                place = format!("in a different collective, {}{on}", other.name);
                             }
                             let mine: Vec<String> = self
                                 .waits_of(m)

@@ -4,6 +4,7 @@
 //! afterwards ([`symbolize`], from the symbol tables and DWARF lines), so
 //! the process is stopped no longer than the walk over its stack memory.
 
+mod arguments;
 mod symbolize;
 mod unwind;
 

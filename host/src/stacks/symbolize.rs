@@ -7,7 +7,7 @@ use std::sync::Arc;
 use framehop::FrameAddress;
 
 use super::unwind::RawStacks;
-use crate::dump::{Frame, ThreadList, ThreadStack};
+use crate::dump::{Frame, FrameComm, ThreadList, ThreadStack};
 use crate::symbols::{LineTables, ObjectSymbols, SymbolIndex};
 
 /// The named stacks of one process. `lines` is shared by the processes of
@@ -28,7 +28,11 @@ pub fn symbolize<'a>(
             frames: thread
                 .frames
                 .iter()
-                .flat_map(|&frame| frames_at(frame, index, objects, lines))
+                .enumerate()
+                .flat_map(|(i, &frame)| {
+                    let comm = thread.comms.get(i).copied().flatten();
+                    frames_at(frame, comm, index, objects, lines)
+                })
                 .collect(),
             truncated: thread.truncated.clone(),
         })
@@ -40,6 +44,7 @@ pub fn symbolize<'a>(
 /// function that holds them.
 fn frames_at<'a>(
     frame: FrameAddress,
+    comm: Option<FrameComm>,
     index: &SymbolIndex,
     objects: &'a [Arc<ObjectSymbols>],
     lines: &mut LineTables<'a>,
@@ -56,6 +61,7 @@ fn frames_at<'a>(
             object: None,
             file: None,
             line: None,
+            comm,
         }];
     };
     let svma = lookup.wrapping_sub(bias);
@@ -79,6 +85,7 @@ fn frames_at<'a>(
             object: path.clone(),
             file: s.file,
             line: s.line,
+            comm: None,
         })
         .collect();
     out.push(Frame {
@@ -89,6 +96,7 @@ fn frames_at<'a>(
         object: path,
         file: outer.file,
         line: outer.line,
+        comm,
     });
     out
 }

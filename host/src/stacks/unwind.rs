@@ -8,6 +8,8 @@ use std::time::Instant;
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{FrameAddress, Module, ModuleSectionInfo, Unwinder};
 
+use super::arguments::{communicators, Cfi};
+use crate::dump::FrameComm;
 use crate::process::Target;
 use crate::symbols::{SectionBytes, SymbolIndex, UnwindSections};
 
@@ -21,6 +23,8 @@ pub struct RawStack {
     pub tid: i32,
     pub name: Option<String>,
     pub frames: Vec<FrameAddress>,
+    /// Per frame: the communicator its `comm` argument names, where known.
+    pub comms: Vec<Option<FrameComm>>,
     pub truncated: Option<String>,
 }
 
@@ -105,6 +109,7 @@ pub fn unwind(target: &dyn Target, index: &SymbolIndex) -> crate::Result<RawStac
     let threads = target.threads()?;
     let unwinder = unwinder_for(index);
     let mut cache = CacheX86_64::<_>::new();
+    let mut cfi = Cfi::default();
     let mut out = Vec::new();
     for thread in threads {
         let Some(regs) = thread.registers else {
@@ -112,6 +117,7 @@ pub fn unwind(target: &dyn Target, index: &SymbolIndex) -> crate::Result<RawStac
                 tid: thread.tid,
                 name: thread.name,
                 frames: Vec::new(),
+                comms: Vec::new(),
                 truncated: Some("no registers: the thread was not stopped".into()),
             });
             continue;
@@ -140,10 +146,14 @@ pub fn unwind(target: &dyn Target, index: &SymbolIndex) -> crate::Result<RawStac
                 Err(e) => break Some(e.to_string()),
             }
         };
+        // Arguments are read now, while the memory they point to is the
+        // stopped process's.
+        let comms = communicators(target, index, &mut cfi, &regs, &frames);
         out.push(RawStack {
             tid: thread.tid,
             name: thread.name,
             frames,
+            comms,
             truncated,
         });
     }

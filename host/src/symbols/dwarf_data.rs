@@ -60,7 +60,7 @@ impl DwarfFile {
     }
 }
 
-/// Type and line lookups never read location, macro or name index
+/// Type, line and argument lookups never read macro or name index
 /// sections; leaving them empty spares their decompression.
 fn wanted(id: SectionId) -> bool {
     matches!(
@@ -76,6 +76,9 @@ fn wanted(id: SectionId) -> bool {
             | SectionId::DebugStr
             | SectionId::DebugStrOffsets
             | SectionId::DebugTypes
+            // Where arguments are (stacks' frame arguments).
+            | SectionId::DebugLoc
+            | SectionId::DebugLocLists
     )
 }
 
@@ -144,6 +147,9 @@ fn section_named(elf: &ElfFile, obj: &object::File<'_>, name: &str) -> Result<Se
 pub(crate) struct DwarfData {
     main: DwarfFile,
     sup: Option<DwarfFile>,
+    /// Each unit's code ranges, sorted, built on the first lookup of a
+    /// function by address (`params`).
+    pub(super) code_units: std::sync::OnceLock<Vec<(u64, u64, usize)>>,
 }
 
 impl DwarfData {
@@ -151,6 +157,7 @@ impl DwarfData {
         Ok(Self {
             main: DwarfFile::load(elf)?,
             sup: sup.map(DwarfFile::load).transpose()?,
+            code_units: std::sync::OnceLock::new(),
         })
     }
 

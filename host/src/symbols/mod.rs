@@ -22,6 +22,7 @@ mod index;
 mod lines;
 mod mapped;
 mod object;
+mod params;
 mod symtab;
 mod type_index;
 pub mod typepack;
@@ -31,6 +32,7 @@ use std::path::Path;
 
 pub use cache::SymbolCache;
 pub use dwarf_data::SectionBytes;
+pub(crate) use dwarf_data::Slice as DwarfSlice;
 pub use index::SymbolIndex;
 pub use lines::{LineTables, SourceFrame};
 pub use object::{ObjectSymbols, Symbol, TypeIndexStats, TypeSource, UnwindSections};

@@ -482,6 +482,18 @@ impl ObjectSymbols {
             .map(|(f, offset)| (&*f.name, offset))
     }
 
+    /// The first parameter named one of `names` of the function whose code
+    /// holds `svma`, where DWARF says it is at that address (see
+    /// [`super::params`]), with the `members` of the struct it points to.
+    pub(crate) fn parameter_at(
+        &self,
+        svma: u64,
+        names: &[&str],
+        members: &[&str],
+    ) -> Option<super::params::Parameter<'_>> {
+        super::params::parameter_at(self.dwarf_data()?, svma, names, members)
+    }
+
     /// The sections an unwinder needs: `.eh_frame` and its header, and
     /// `.debug_frame` (from the debug file when the object has none).
     pub fn unwind_sections(&self) -> UnwindSections {

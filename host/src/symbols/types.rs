@@ -552,7 +552,7 @@ fn string(
 /// A member's byte offset: a constant `DW_AT_data_member_location`, or the
 /// simple expressions producers use for it (`DW_OP_plus_uconst N`,
 /// `DW_OP_constu N; DW_OP_plus`). Union members carry no location: 0.
-fn member_offset(
+pub(super) fn member_offset(
     entry: &gimli::DebuggingInformationEntry<Slice<'_>>,
     encoding: gimli::Encoding,
 ) -> Option<u64> {
