@@ -555,8 +555,13 @@ fn number_groups(groups: Vec<(Option<String>, Vec<Member>)>) -> Vec<Member> {
 
 /// Dumps the job of a starter that runs (one launched and traced by
 /// `mqs-dump launch`): its tables are read without stopping it, then its
-/// processes are stopped and dumped.
-pub fn dump_running_starter(starter: i32, options: &Options) -> Result<JobDump> {
+/// processes are stopped and dumped; those `elsewhere` takes (ranks on
+/// other hosts, for collectors there) are read there.
+pub fn dump_running_starter(
+    starter: i32,
+    options: &Options,
+    elsewhere: &mut dyn Elsewhere,
+) -> Result<JobDump> {
     let cache = symbol_cache(options);
     let target = LiveProcess::attach(starter, Mode::NoStop)?;
     let symbols = index_symbols_with(&target, &cache)?;
@@ -568,13 +573,7 @@ pub fn dump_running_starter(starter: i32, options: &Options) -> Result<JobDump> 
         pid: starter,
         symbols,
     };
-    dump_found(
-        job,
-        &cache,
-        options,
-        &mut |_, _| {},
-        (&starter, &mut Nowhere),
-    )
+    dump_found(job, &cache, options, &mut |_, _| {}, (&starter, elsewhere))
 }
 
 fn dump_found(

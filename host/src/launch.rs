@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::collect::{self, CollectOptions};
 use crate::dump::JobDump;
 use crate::inspect;
 use crate::mpi2dd;
@@ -60,6 +61,8 @@ pub struct LaunchOptions {
     pub keep_going: bool,
     /// Append dumps here instead of writing them to stderr.
     pub output: Option<PathBuf>,
+    /// How ranks on other hosts (all, with `all_hosts`) are read.
+    pub collect: CollectOptions,
     /// How to dump.
     pub dump: inspect::Options,
 }
@@ -441,7 +444,14 @@ impl Front<'_> {
             }
             options.no_stop = true;
         }
-        let dumped = inspect::dump_running_starter(starter, &options);
+        // Ranks on other hosts are read by collectors the starter starts
+        // there, which it cannot do while the tracer holds it stopped.
+        let dumped = if traced {
+            inspect::dump_running_starter(starter, &options, &mut inspect::Nowhere)
+        } else {
+            let mut front = collect::Front::new(&options, self.options.collect.clone());
+            inspect::dump_running_starter(starter, &options, &mut front)
+        };
         if traced {
             self.send(&Command2::Thaw);
         }

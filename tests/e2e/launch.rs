@@ -7,16 +7,19 @@
 //! - a job one rank aborts, with --dump-on-abort: the abort is reported and
 //!   the queues of the other ranks are shown before the job is torn down,
 //!   and mqs-dump exits with the job's status;
+//! - ranks on other hosts (two nodes of this machine, each in its own PID
+//!   namespace): read by collectors the traced starter starts there;
 //! - mqs-dump killed with SIGKILL mid-run: the job still runs to completion,
 //!   untraced, with no breakpoint byte left in its starter.
 
 mod support;
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mqs_tests::{launcher_command, Mpi, JOB_ENV};
+use mqs_tests::{launcher_command, Mpi, Nodes, JOB_ENV};
 use serde_json::Value;
 use support::*;
 
@@ -30,6 +33,18 @@ struct Launched {
 
 impl Launched {
     fn start(mpi: Mpi, fixture: &str, ranks: u32, args: &[&str], options: &[&str]) -> Launched {
+        Launched::start_env(mpi, fixture, ranks, args, options, &[])
+    }
+
+    /// [`Launched::start`] with more environment for the job.
+    fn start_env(
+        mpi: Mpi,
+        fixture: &str,
+        ranks: u32,
+        args: &[&str],
+        options: &[&str],
+        env: &[(OsString, OsString)],
+    ) -> Launched {
         static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let tag = format!("launch-{}-{n}", std::process::id());
@@ -51,6 +66,7 @@ impl Launched {
             }
         }
         let child = cmd
+            .envs(env.iter().cloned())
             .env(JOB_ENV, &tag)
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(dir.join("stdout")).unwrap())
@@ -203,6 +219,59 @@ fn ring_is_dumped_after_3_seconds(mpi: Mpi) {
     for p in dump["processes"].as_array().unwrap() {
         assert_running_untraced(p["pid"].as_u64().unwrap() as u32);
     }
+}
+
+/// A ring on two nodes of this machine (their own PID and UTS namespaces,
+/// as `tests/e2e/collect.rs` makes them): the starter's table lists
+/// node-local pids that only a collector inside each node can read. In
+/// launch mode mqs-dump has the traced mpirun start the collectors (its
+/// tool-daemon launch, through its attach FIFO) and merges their dumps:
+/// every rank's exact queue, each on its own host.
+#[test]
+fn open_mpi_ranks_on_other_hosts_are_read_by_collectors() {
+    let nodes = Nodes::start(&["nodea", "nodeb"]).expect("nodes");
+    let env = nodes.openmpi_env(2).expect("node settings");
+    let run = Launched::start_env(
+        Mpi::OpenMpiG,
+        "ring",
+        4,
+        &[],
+        &["--dump-after", "3", "--json"],
+        &env,
+    );
+    run.await_lines("READY", 4, Duration::from_secs(120));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while run.dumps().is_empty() {
+        assert!(Instant::now() < deadline, "no dump: {}", run.file("stderr"));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let dump = &run.dumps()[0];
+    assert_eq!(dump["failures"], serde_json::json!([]), "{dump}");
+    let expected: Vec<RankReceives> = (0..4).map(|r| (r, vec![((r + 3) % 4, 42, 4)])).collect();
+    assert_eq!(receives(dump), expected, "{}", run.file("stderr"));
+    let mut hosts: Vec<(i64, String)> = dump["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["global_rank"].as_i64().unwrap(),
+                p["host"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    hosts.sort();
+    let on = |r: i64, h: &str| (r, h.to_string());
+    assert_eq!(
+        hosts,
+        [
+            on(0, "nodea"),
+            on(1, "nodea"),
+            on(2, "nodeb"),
+            on(3, "nodeb")
+        ]
+    );
+    drop(run);
 }
 
 #[test]

@@ -124,27 +124,34 @@ pub struct DumpArgs {
     /// job view, the stacks of all ranks merged into one call tree.
     #[arg(long)]
     pub stacks: bool,
-    /// With --pid of a starter: read every rank through a collector started
-    /// on its host, this one's too (ranks on other hosts always are), e.g.
-    /// to compare with a direct attach.
-    #[arg(long, requires = "pid", conflicts_with = "save")]
+    #[command(flatten)]
+    pub collecting: CollectArgs,
+
+    /// Show the DLL's debugging output and the dump's counters.
+    #[arg(long, short)]
+    pub verbose: bool,
+}
+
+/// How ranks on other hosts are read: by collectors started there (the
+/// options `mqs-dump --pid` and `mqs-dump launch` share).
+#[derive(Debug, Args)]
+pub struct CollectArgs {
+    /// Read every rank through a collector started on its host, this
+    /// one's too (ranks on other hosts always are), e.g. to compare with a
+    /// direct attach. With --pid: of a starter.
+    #[arg(long)]
     pub collect: bool,
 
     /// The collector program as the job's hosts see it (default: this
     /// mqs-dump, which must then be at the same path there).
-    #[arg(long, value_name = "PATH", requires = "pid")]
+    #[arg(long, value_name = "PATH")]
     pub collector: Option<String>,
 
     /// Start collectors with this command instead of through the job's
     /// starter, the collector's command appended: 'ssh {host}' runs once per
     /// host, 'srun --nodelist={hosts} --ntasks-per-node=1' once for all
     /// hosts (comma separated). Words are split at blanks, without quoting.
-    #[arg(
-        long,
-        value_name = "TEMPLATE",
-        requires = "pid",
-        conflicts_with = "save"
-    )]
+    #[arg(long, value_name = "TEMPLATE")]
     pub launcher: Option<String>,
 
     /// Seconds collectors get to call back, and each later step.
@@ -155,10 +162,29 @@ pub struct DumpArgs {
     /// machine, loopback last).
     #[arg(long, value_name = "ADDR")]
     pub callback: Option<IpAddr>,
+}
 
-    /// Show the DLL's debugging output and the dump's counters.
-    #[arg(long, short)]
-    pub verbose: bool,
+impl CollectArgs {
+    /// Whether any option that only collectors use was given.
+    fn given(&self) -> bool {
+        self.collect || self.collector.is_some() || self.launcher.is_some()
+    }
+
+    pub fn options(&self) -> Result<CollectOptions, Error> {
+        let secs = self.collector_timeout;
+        if !(secs.is_finite() && secs > 0.0 && secs <= 86400.0) {
+            return Err(Error::Usage(format!(
+                "--collector-timeout {secs}: give a number of seconds above 0"
+            )));
+        }
+        Ok(CollectOptions {
+            all_hosts: self.collect,
+            collector: self.collector.clone(),
+            launcher: self.launcher.as_deref().map(Template::parse).transpose()?,
+            timeout: Duration::from_secs_f64(secs),
+            callback: self.callback,
+        })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -205,12 +231,24 @@ pub fn dump_once(args: &DumpArgs, options: &Options) -> Result<JobDump, Error> {
             bar.set_position(done as u64);
         }
     };
-    let result = if let [pid] = args.pid[..] {
-        collect_options(args)
-            .and_then(|collect| collect::dump(pid, options, &collect, &mut progress))
-    } else if !args.pid.is_empty() {
-        collect_options(args).and_then(|_| inspect::dump_pids(&args.pid, options, &mut progress))
-    } else if let Some(snapshot) = &args.snapshot {
+    let result = collect_options(args).and_then(|collect| {
+        if let [pid] = args.pid[..] {
+            collect::dump(pid, options, &collect, &mut progress)
+        } else if !args.pid.is_empty() {
+            inspect::dump_pids(&args.pid, options, &mut progress)
+        } else {
+            other_sources(args, options)
+        }
+    });
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    result
+}
+
+/// A dump of what is not a live process: a snapshot or core files.
+fn other_sources(args: &DumpArgs, options: &Options) -> Result<JobDump, Error> {
+    if let Some(snapshot) = &args.snapshot {
         inspect::dump_snapshot(snapshot, options)
     } else {
         let core = CoreOptions {
@@ -218,11 +256,7 @@ pub fn dump_once(args: &DumpArgs, options: &Options) -> Result<JobDump, Error> {
             sysroot: args.sysroot.clone(),
         };
         core_files(&args.core).and_then(|cores| inspect::dump_cores(&cores, &core, options))
-    };
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
     }
-    result
 }
 
 pub fn run(args: &DumpArgs) -> ExitCode {
@@ -341,24 +375,26 @@ pub fn run(args: &DumpArgs) -> ExitCode {
 }
 
 fn collect_options(args: &DumpArgs) -> Result<CollectOptions, Error> {
-    if args.pid.len() > 1 && (args.collect || args.launcher.is_some() || args.collector.is_some()) {
+    let c = &args.collecting;
+    if c.given() && args.pid.is_empty() {
+        return Err(Error::Usage(
+            "--collect, --launcher and --collector read a live job: give --pid of its starter"
+                .into(),
+        ));
+    }
+    if args.pid.len() > 1 && c.given() {
         return Err(Error::Usage(
             "--collect, --launcher and --collector take a single --pid (a job's starter)".into(),
         ));
     }
-    let secs = args.collector_timeout;
-    if !(secs.is_finite() && secs > 0.0 && secs <= 86400.0) {
-        return Err(Error::Usage(format!(
-            "--collector-timeout {secs}: give a number of seconds above 0"
-        )));
+    if args.save.is_some() && (c.collect || c.launcher.is_some()) {
+        return Err(Error::Usage(
+            "--save keeps the memory read, which collectors never send: drop --collect and \
+             --launcher to save a snapshot of the ranks on this host"
+                .into(),
+        ));
     }
-    Ok(CollectOptions {
-        all_hosts: args.collect,
-        collector: args.collector.clone(),
-        launcher: args.launcher.as_deref().map(Template::parse).transpose()?,
-        timeout: Duration::from_secs_f64(secs),
-        callback: args.callback,
-    })
+    c.options()
 }
 
 /// The core files named: files as given, directories by their `core*`

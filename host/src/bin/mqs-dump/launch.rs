@@ -69,6 +69,11 @@ pub struct LaunchArgs {
     #[command(flatten)]
     pub types: crate::typepack::TypeSourceArgs,
 
+    /// Ranks on other hosts are read by collectors there, started through
+    /// the starter (its MPIR tool-daemon launch) or --launcher.
+    #[command(flatten)]
+    pub collecting: crate::dump::CollectArgs,
+
     /// The job's command: the starter (mpirun, mpiexec) and its arguments.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
@@ -83,6 +88,10 @@ pub fn run(args: &LaunchArgs) -> ExitCode {
         }
         other => other.map(Duration::from_secs_f64),
     };
+    let collect = match args.collecting.options() {
+        Ok(c) => c,
+        Err(e) => return crate::fail(&e),
+    };
     let options = LaunchOptions {
         dump_after,
         dump_on_signal: args.dump_on_signal,
@@ -91,6 +100,7 @@ pub fn run(args: &LaunchArgs) -> ExitCode {
         watch: args.watch.map(|s| Duration::from_secs_f64(s.max(0.1))),
         keep_going: args.keep_going,
         output: args.output.clone(),
+        collect,
         dump: Options {
             dll: args.dll.clone(),
             trust_dll: args.trust_dll,
