@@ -7,7 +7,8 @@
 //! The same stopped process is dumped through our DLL too, for the DLL
 //! issue's comparison: time and fetch callbacks of each, in total and split
 //! into what both DLLs list (communicators, pending sends, posted receives)
-//! and what only ours lists (unexpected messages). Each round dumps through
+//! and the unexpected messages (which, of Open MPI's, only ours lists;
+//! MPICH's DLL lists them too, with its defects). Each round dumps through
 //! both DLLs (which goes first alternates), each with a cold page cache,
 //! while every rank of the job is stopped. Each DLL starts each round with
 //! a symbol index of its own, made for it (cold: its DWARF lookups pay for
@@ -23,11 +24,13 @@
 //!
 //! `cargo build --release -p mqs-dll && cargo build --release -p mqs-host
 //! --bin mqs-dump && cargo bench -p mqs-host --bench dump [-- N] [--rounds
-//! R] [--pid PID]`: N pending receives and unexpected messages (default
-//! 100000), R rounds (default 3); `--pid` dumps rank 0 of a `queues` job
-//! already running instead of launching one (setting up N = 100000 takes
-//! minutes: ob1 matches each of the N incoming messages against the N
-//! posted receives). Needs the Open MPI 4.1.4 -g build (scripts/setup-mpis).
+//! R] [--pid PID] [--mpi NAME]`: N pending receives and unexpected
+//! messages (default 100000), R rounds (default 3); `--pid` dumps rank 0 of
+//! a `queues` job already running instead of launching one (setting up N =
+//! 100000 takes minutes: ob1 matches each of the N incoming messages
+//! against the N posted receives); `--mpi` names the test MPI build
+//! (default `openmpi-4.1.4-g`; `mpich-4.0.2-g` compares with MPICH's
+//! `libtvmpich.so`). Needs that build (scripts/setup-mpis).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -36,7 +39,7 @@ use mqs_host::dll::{Dll, Session};
 use mqs_host::dump::{CommunicatorList, DumpStats, Queue, Section};
 use mqs_host::inspect::index_symbols;
 use mqs_host::process::{LiveProcess, Mode, PageCache, Target};
-use mqs_tests::{Job, LaunchOptions, Mpi};
+use mqs_tests::{Family, Job, LaunchOptions, Mpi};
 
 fn main() {
     if let Err(e) = run() {
@@ -49,6 +52,7 @@ struct Args {
     n: usize,
     rounds: usize,
     pid: Option<i32>,
+    mpi: Mpi,
 }
 
 fn parse_args() -> Result<Args, Box<dyn std::error::Error>> {
@@ -56,12 +60,23 @@ fn parse_args() -> Result<Args, Box<dyn std::error::Error>> {
         n: 100_000,
         rounds: 3,
         pid: None,
+        mpi: Mpi::OpenMpiG,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--rounds" => args.rounds = it.next().ok_or("--rounds needs R")?.parse()?,
             "--pid" => args.pid = Some(it.next().ok_or("--pid needs PID")?.parse()?),
+            "--mpi" => {
+                let name = it.next().ok_or("--mpi needs a build's name")?;
+                args.mpi = Mpi::all()
+                    .into_iter()
+                    .find(|m| m.name() == name)
+                    .ok_or_else(|| {
+                        let known: Vec<&str> = Mpi::all().iter().map(|m| m.name()).collect();
+                        format!("--mpi {name}: not a test MPI ({})", known.join(", "))
+                    })?;
+            }
             // cargo bench passes --bench.
             other if other.starts_with('-') => {}
             other => args.n = other.parse()?,
@@ -73,7 +88,13 @@ fn parse_args() -> Result<Args, Box<dyn std::error::Error>> {
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = parse_args()?;
-    let mpi = Mpi::OpenMpiG;
+    let mpi = args.mpi;
+    // Whose own DLL ours is compared with, as the labels name it.
+    let (who, installed) = match mpi.family() {
+        Family::OpenMpi => ("Open MPI's", "lib/openmpi/libompi_dbg_msgq.so"),
+        Family::Mpich => ("MPICH's", "lib/libtvmpich.so"),
+    };
+    let label = |indent: &str| [format!("{indent}{who:<10}"), format!("{indent}ours      ")];
     let mut job = None;
     let pid = match args.pid {
         Some(pid) => {
@@ -127,9 +148,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         )
         .into());
     }
-    // Open MPI's DLL where the build installs it (the process names it
+    // The MPI's DLL where its build installs it (the process names it
     // too, but finding that takes the symbol index, which is large).
-    let installed = mpi.prefix()?.join("lib/openmpi/libompi_dbg_msgq.so");
+    let installed = mpi.prefix()?.join(installed);
     let whole = whole_runs(pid, [&installed, &ours], args.rounds);
     let live = LiveProcess::attach(pid, Mode::Stop)?;
     // The cache mqs-dump reads through when it does not save the dump.
@@ -140,7 +161,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let index_ms = cold.elapsed().as_secs_f64() * 1e3;
     let named = mqs_host::dll::locate::named_by_target(&*symbols, &target)?;
     let theirs: PathBuf = mqs_host::dll::locate::first_existing(&named)?;
-    // Only to find Open MPI's DLL; each DLL gets its own index below.
+    // Only to find the MPI's DLL; each DLL gets its own index below.
     drop(symbols);
     println!("symbol index (ELF, maps): {index_ms:.1} ms");
     // Same stopped process for all; each dump starts with a cold page cache.
@@ -184,7 +205,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         "cold start, each DLL with a symbol index of its own (median of {} rounds; per round):",
         rounds.len()
     );
-    for (i, who) in ["Open MPI's", "ours      "].iter().enumerate() {
+    for (i, who) in label("").iter().enumerate() {
         let pick = |f: &dyn Fn(&Figures) -> f64| {
             let v: Vec<f64> = rounds.iter().map(|p| f(&p[i])).collect();
             let list = v
@@ -203,7 +224,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     for (i, pair) in rounds.iter().enumerate() {
         println!("round {}:", i + 1);
-        for (who, f) in ["  Open MPI's", "  ours      "].iter().zip(pair) {
+        for (who, f) in label("  ").iter().zip(pair) {
             let [sends, receives, unexpected] = &f.per_class;
             println!(
                 "{who} phases: DLL setup {:.1} ms, sends {:.1} ms, receives {:.1} ms, \
@@ -215,7 +236,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 f.render_ms
             );
         }
-        for (who, f) in ["  Open MPI's", "  ours      "].iter().zip(pair) {
+        for (who, f) in label("  ").iter().zip(pair) {
             let total = &f.total;
             println!(
                 "{who} dump {:7.1} ms, {:8} fetches, {:10} bytes, {:6} syscalls ({:.4} per fetch)",
@@ -253,12 +274,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     };
     println!("over {} rounds:", rounds.len());
     println!(
-        "  both list:  Open MPI's {} ms, ours {} ms",
+        "  both list:  {who} {} ms, ours {} ms",
         range(&|p| p[0].both.elapsed_ms, 1),
         range(&|p| p[1].both.elapsed_ms, 1)
     );
     println!(
-        "  whole dump: Open MPI's {} ms, ours {} ms",
+        "  whole dump: {who} {} ms, ours {} ms",
         range(&|p| p[0].total.elapsed_ms, 1),
         range(&|p| p[1].total.elapsed_ms, 1)
     );
@@ -277,15 +298,24 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         "  ours/theirs on what both list, all rounds summed: {:.2}x the time",
         ratio(sum(1), sum(0))
     );
-    print_callbacks(&rounds[0][0], &rounds[0][1]);
+    print_callbacks(who, &rounds[0][0], &rounds[0][1]);
+    // The DLL issue's goal per MPI: at most 4 fetches per operation listed.
+    for (who, f) in label("").iter().zip(&rounds[0]) {
+        let listed = f.sends + f.receives + f.unexpected;
+        println!(
+            "{who} fetches per listed operation, round 1: {:.2} ({} fetches, {listed} operations; goal for ours: at most 4)",
+            f.total.fetches as f64 / listed.max(1) as f64,
+            f.total.fetches
+        );
+    }
     let t = &rounds[0][0];
     println!(
-        "host goals (Open MPI's DLL, round 1): dump {:.2} s (< 1 s), {:.4} syscalls per fetch (< 0.1)",
+        "host goals ({who} DLL, round 1): dump {:.2} s (< 1 s), {:.4} syscalls per fetch (< 0.1)",
         t.total.elapsed_ms / 1e3,
         t.total.syscalls as f64 / t.total.fetches.max(1) as f64
     );
     println!("page cache: {cache:?}");
-    print_whole(&whole);
+    print_whole(&label("  "), &whole);
     println!("load average: {}", load_average());
     Ok(())
 }
@@ -355,9 +385,9 @@ fn wait_with_rss(pid: i32) -> std::io::Result<(i32, i64)> {
     Ok((status, usage.ru_maxrss))
 }
 
-fn print_whole(whole: &[Vec<WholeRun>; 2]) {
+fn print_whole(labels: &[String; 2], whole: &[Vec<WholeRun>; 2]) {
     println!("whole process, mqs-dump --pid PID --json --dll DLL > file (other ranks stopped):");
-    for (who, runs) in ["  Open MPI's", "  ours      "].iter().zip(whole) {
+    for (who, runs) in labels.iter().zip(whole) {
         let walls: Vec<String> = runs.iter().map(|r| format!("{:.0}", r.wall_ms)).collect();
         let rss = runs.iter().map(|r| r.peak_rss_kib).max().unwrap_or(0);
         println!(
@@ -374,8 +404,13 @@ fn print_whole(whole: &[Vec<WholeRun>; 2]) {
         .map(|(t, o)| format!("{:.2}", ratio(o.wall_ms, t.wall_ms)))
         .collect();
     println!(
-        "  ours/theirs, whole process per round: {} (ours lists the unexpected messages too)",
-        ratios.join(", ")
+        "  ours/theirs, whole process per round: {}{}",
+        ratios.join(", "),
+        if labels[0].contains("Open MPI") {
+            " (ours lists the unexpected messages too)"
+        } else {
+            ""
+        }
     );
     println!("  gdb-driven host: none in this bench");
 }
@@ -394,11 +429,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// the unexpected-message queues, which only ours reads). Each is a round
 /// trip in a debugger that answers through gdb (padb): the goal is fewer
 /// of every kind than Open MPI's DLL.
-fn print_callbacks(theirs: &Figures, ours: &Figures) {
+fn print_callbacks(who: &str, theirs: &Figures, ours: &Figures) {
     println!("callbacks by kind, round 1 (setup and dump; each a gdb round trip in padb):");
     println!(
         "  {:<16} {:>12} {:>12} {:>14} {:>14}",
-        "kind", "Open MPI's", "ours", "ours, what", "ours below"
+        "kind", who, "ours", "ours, what", "ours below"
     );
     println!(
         "  {:<16} {:>12} {:>12} {:>14} {:>14}",
