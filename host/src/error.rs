@@ -274,6 +274,9 @@ pub mod exit_code {
     /// Ranks on other hosts could not be read: no collector started there
     /// or called back in time.
     pub const COLLECT: i32 = 14;
+    /// A call into the message-queue DLL passed mqs-dump's limit
+    /// (`--dll-timeout`): the DLL is stuck.
+    pub const DLL_HUNG: i32 = 15;
 }
 
 impl Error {

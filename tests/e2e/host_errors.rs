@@ -24,6 +24,7 @@ const DLL_NOT_LOADABLE: i32 = 8;
 const DLL_INCOMPATIBLE: i32 = 9;
 const DLL_UNTRUSTED: i32 = 10;
 const PROCESS_GONE: i32 = 11;
+const DLL_HUNG: i32 = 15;
 
 /// The dump through `test_dll.c` succeeded and shows its one communicator.
 fn assert_test_dll_dumped(out: &std::process::Output) {
@@ -326,6 +327,45 @@ fn process_exits_during_the_dump() {
     );
     assert_error(&out, PROCESS_GONE, &[&format!("process {pid} exited")]);
     assert!(target.exited(), "the test DLL killed it");
+}
+
+/// A DLL that never returns (here: one that waits for a file nobody
+/// makes): past --dll-timeout mqs-dump names the call, ends, and the
+/// target runs on, untraced.
+#[test]
+fn a_stuck_dll_ends_mqs_dump_and_the_target_runs_on() {
+    let target = Spawned::start(&fake_mpi(), &[]);
+    let pid = target.pid().to_string();
+    let blocking = support_program("test_dll", &["-DBLOCK_IN_DLL"], true);
+    let dir = scratch("stuck-dll");
+    let started = std::time::Instant::now();
+    let out = run_env(
+        &[
+            "--pid",
+            &pid,
+            "--dll",
+            blocking.to_str().unwrap(),
+            "--dll-timeout",
+            "2",
+        ],
+        &[("MQS_TEST_BLOCK_DIR", dir.to_str().unwrap())],
+    );
+    assert_error(
+        &out,
+        DLL_HUNG,
+        &[
+            "did not return from mqs_update_communicator_list within 2 s",
+            "--dll-timeout",
+        ],
+    );
+    // It waited for the limit, not for the DLL's own 120 s.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(dir.join("inside").exists(), "the DLL was entered");
+    assert_running_untraced(target.pid());
 }
 
 #[test]

@@ -9,6 +9,7 @@ mod handles;
 pub mod library;
 pub mod locate;
 pub mod session;
+pub mod watchdog;
 
 pub use callbacks::{codes as host_codes, is_verbose, set_verbose};
 pub use library::Dll;

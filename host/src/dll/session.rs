@@ -12,6 +12,7 @@ use mqs_abi::{Communicator, OpClass, PendingOperation, ProcessLocation, ReturnCo
 use super::callbacks;
 use super::handles::{ImageHandle, JobHandle, ProcessHandle};
 use super::library::{static_str, Dll};
+use super::watchdog;
 use super::ImageSymbols;
 use crate::dump::{CallbackCounts, CommunicatorDump, CommunicatorList, DumpStats, Queue, Section};
 use crate::process::Target;
@@ -56,7 +57,9 @@ impl<'t> Session<'t> {
             let table: *const c_void = (&raw const callbacks::mpi2::JOB).cast();
             // SAFETY: a registered job handle and a static table of the
             // MPI-2 layout this DLL declared.
-            let rc = unsafe { (mpi2.mqs_setup_job)(job.as_ptr().cast_mut().cast(), table.cast()) };
+            let rc = watchdog::guarded("mqs_setup_job", || unsafe {
+                (mpi2.mqs_setup_job)(job.as_ptr().cast_mut().cast(), table.cast())
+            });
             session.job = Some(job);
             session.check("mqs_setup_job", rc)?;
         }
@@ -91,12 +94,15 @@ impl<'t> Session<'t> {
             (&raw const callbacks::mpi1::IMAGE).cast()
         };
         // SAFETY: a registered image handle and a static table.
-        let rc = unsafe { (self.dll.entry.common.mqs_setup_image)(handle.cast(), table.cast()) };
+        let rc = watchdog::guarded("mqs_setup_image", || unsafe {
+            (self.dll.entry.common.mqs_setup_image)(handle.cast(), table.cast())
+        });
         self.check("mqs_setup_image", rc)?;
         let mut message: *mut c_char = std::ptr::null_mut();
         // SAFETY: as above; the DLL may store a static string in `message`.
-        let rc =
-            unsafe { (self.dll.entry.common.mqs_image_has_queues)(handle.cast(), &mut message) };
+        let rc = watchdog::guarded("mqs_image_has_queues", || unsafe {
+            (self.dll.entry.common.mqs_image_has_queues)(handle.cast(), &mut message)
+        });
         if rc != 0 {
             return Err(self.no_queues(id, rc, message));
         }
@@ -163,17 +169,22 @@ impl<'t> Session<'t> {
             (&raw const callbacks::mpi1::PROCESS).cast()
         };
         // SAFETY: a registered process handle and a static table.
-        let rc = unsafe { (self.dll.entry.common.mqs_setup_process)(handle.cast(), table.cast()) };
+        let rc = watchdog::guarded("mqs_setup_process", || unsafe {
+            (self.dll.entry.common.mqs_setup_process)(handle.cast(), table.cast())
+        });
         self.check("mqs_setup_process", rc)?;
         if let Some(mpi2) = self.dll.entry.mpi2.filter(|_| self.dll.is_mpi2()) {
             // SAFETY: registered handle.
-            let rc = unsafe { (mpi2.mqs_set_process_identity)(handle.cast(), identity) };
+            let rc = watchdog::guarded("mqs_set_process_identity", || unsafe {
+                (mpi2.mqs_set_process_identity)(handle.cast(), identity)
+            });
             self.check("mqs_set_process_identity", rc)?;
         }
         let mut message: *mut c_char = std::ptr::null_mut();
         // SAFETY: registered handle; the DLL may store a static string.
-        let rc =
-            unsafe { (self.dll.entry.common.mqs_process_has_queues)(handle.cast(), &mut message) };
+        let rc = watchdog::guarded("mqs_process_has_queues", || unsafe {
+            (self.dll.entry.common.mqs_process_has_queues)(handle.cast(), &mut message)
+        });
         if rc != 0 {
             return Err(self.no_queues(image, rc, message));
         }
@@ -236,12 +247,16 @@ impl<'t> Session<'t> {
         // up with mqs_setup_process, and zeroed host-owned out-structures of
         // the interface's layout.
         // SAFETY: see above.
-        let rc = unsafe { (entry.mqs_update_communicator_list)(handle.cast()) };
+        let rc = watchdog::guarded("mqs_update_communicator_list", || unsafe {
+            (entry.mqs_update_communicator_list)(handle.cast())
+        });
         if rc != 0 {
             return self.section_error("mqs_update_communicator_list", rc);
         }
         // SAFETY: see above.
-        let rc = unsafe { (entry.mqs_setup_communicator_iterator)(handle.cast()) };
+        let rc = watchdog::guarded("mqs_setup_communicator_iterator", || unsafe {
+            (entry.mqs_setup_communicator_iterator)(handle.cast())
+        });
         match ReturnCode::from_raw(rc) {
             ReturnCode::Ok => {}
             ReturnCode::EndOfList => {
@@ -265,7 +280,9 @@ impl<'t> Session<'t> {
             }
             let mut out = mqs_communicator::default();
             // SAFETY: see above.
-            let rc = unsafe { (entry.mqs_get_communicator)(handle.cast(), (&raw mut out).cast()) };
+            let rc = watchdog::guarded("mqs_get_communicator", || unsafe {
+                (entry.mqs_get_communicator)(handle.cast(), (&raw mut out).cast())
+            });
             if rc != 0 {
                 if list.is_empty() {
                     return self.section_error("mqs_get_communicator", rc);
@@ -282,7 +299,9 @@ impl<'t> Session<'t> {
             list.push(comm);
             // SAFETY: see above. Never called again after end of list: both
             // shipped DLLs dereference NULL if it is.
-            let rc = unsafe { (entry.mqs_next_communicator)(handle.cast()) };
+            let rc = watchdog::guarded("mqs_next_communicator", || unsafe {
+                (entry.mqs_next_communicator)(handle.cast())
+            });
             if rc != 0 {
                 break;
             }
@@ -299,14 +318,18 @@ impl<'t> Session<'t> {
         }
         let mut ranks: Vec<c_int> = vec![-1; usize::try_from(size).ok()?];
         // SAFETY: the array has `size` ints, the size the DLL reported.
-        let rc = unsafe { get(handle.cast(), ranks.as_mut_ptr().cast()) };
+        let rc = watchdog::guarded("mqs_get_comm_group", || unsafe {
+            get(handle.cast(), ranks.as_mut_ptr().cast())
+        });
         (rc == 0).then(|| ranks.into_iter().map(i64::from).collect())
     }
 
     fn walk_queue(&self, handle: *mut c_void, class: OpClass) -> Section<Queue> {
         let entry = &self.dll.entry.common;
         // SAFETY: registered, set-up process handle.
-        let rc = unsafe { (entry.mqs_setup_operation_iterator)(handle.cast(), class.to_raw()) };
+        let rc = watchdog::guarded("mqs_setup_operation_iterator", || unsafe {
+            (entry.mqs_setup_operation_iterator)(handle.cast(), class.to_raw())
+        });
         match ReturnCode::from_raw(rc) {
             ReturnCode::Ok => {}
             ReturnCode::EndOfList => {
@@ -333,7 +356,9 @@ impl<'t> Session<'t> {
             }
             let mut out = mqs_pending_operation::default();
             // SAFETY: registered handle; zeroed host-owned operation.
-            let rc = unsafe { (entry.mqs_next_operation)(handle.cast(), (&raw mut out).cast()) };
+            let rc = watchdog::guarded("mqs_next_operation", || unsafe {
+                (entry.mqs_next_operation)(handle.cast(), (&raw mut out).cast())
+            });
             match ReturnCode::from_raw(rc) {
                 ReturnCode::Ok => operations.push(PendingOperation::from_raw(&out)),
                 ReturnCode::EndOfList => break,
@@ -387,7 +412,9 @@ impl<'t> Session<'t> {
         );
         let handle = self.processes[id.0].as_ptr().cast_mut();
         // SAFETY: registered, set-up process handle.
-        let rc = unsafe { setup(handle.cast()) };
+        let rc = watchdog::guarded("mqs_setup_new_process_iterator", || unsafe {
+            setup(handle.cast())
+        });
         match ReturnCode::from_raw(rc) {
             ReturnCode::Ok => {}
             ReturnCode::EndOfList => return Some(Section::Ok { value: vec![] }),
@@ -404,7 +431,9 @@ impl<'t> Session<'t> {
         while list.len() < MAX_COMMUNICATORS {
             let mut out = mqs_process_location::default();
             // SAFETY: registered handle; a zeroed host-owned location.
-            let rc = unsafe { next(handle.cast(), (&raw mut out).cast()) };
+            let rc = watchdog::guarded("mqs_next_new_process", || unsafe {
+                next(handle.cast(), (&raw mut out).cast())
+            });
             if rc != 0 {
                 break;
             }
@@ -425,7 +454,9 @@ impl<'t> Session<'t> {
         let handle = self.processes[id.0].as_ptr().cast_mut();
         let mut buf = [0 as c_char; 256];
         // SAFETY: registered handle; the buffer's true length is passed.
-        let rc = unsafe { get(handle.cast(), buf.as_mut_ptr(), buf.len() as c_int) };
+        let rc = watchdog::guarded("mqs_spawn_breakpoint_name", || unsafe {
+            get(handle.cast(), buf.as_mut_ptr(), buf.len() as c_int)
+        });
         (rc == 0)
             .then(|| mqs_abi::decode_c_chars(&buf))
             .filter(|name| !name.is_empty())
@@ -498,21 +529,27 @@ impl Drop for Session<'_> {
             let info = process.info.replace(std::ptr::null_mut());
             if !info.is_null() {
                 // SAFETY: the DLL's own process info, given back once.
-                unsafe { (entry.mqs_destroy_process_info)(info.cast()) };
+                watchdog::guarded("mqs_destroy_process_info", || unsafe {
+                    (entry.mqs_destroy_process_info)(info.cast())
+                });
             }
         }
         if let (Some(job), Some(mpi2)) = (self.job.take(), self.dll.entry.mpi2) {
             let info = job.info.replace(std::ptr::null_mut());
             if !info.is_null() {
                 // SAFETY: the DLL's own job info, given back once.
-                unsafe { (mpi2.mqs_destroy_job_info)(info.cast()) };
+                watchdog::guarded("mqs_destroy_job_info", || unsafe {
+                    (mpi2.mqs_destroy_job_info)(info.cast())
+                });
             }
         }
         for image in self.images.drain(..) {
             let info = image.info.replace(std::ptr::null_mut());
             if !info.is_null() {
                 // SAFETY: the DLL's own image info, given back once.
-                unsafe { (entry.mqs_destroy_image_info)(info.cast()) };
+                watchdog::guarded("mqs_destroy_image_info", || unsafe {
+                    (entry.mqs_destroy_image_info)(info.cast())
+                });
             }
         }
     }

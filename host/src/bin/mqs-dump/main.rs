@@ -12,6 +12,7 @@ mod typepack;
 mod watch;
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use mqs_host::{exit_code, Error};
@@ -33,6 +34,18 @@ struct Cli {
 
     #[command(flatten)]
     dump: dump::DumpArgs,
+
+    /// Seconds one call into the message-queue DLL may take: past that the
+    /// DLL is taken for stuck, and mqs-dump says so and ends, which lets the
+    /// job's processes go (exit 15). 0: no limit.
+    #[arg(
+        long,
+        global = true,
+        value_name = "SECS",
+        default_value_t = 120.0,
+        value_parser = dump::parse_secs
+    )]
+    dll_timeout: f64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -64,7 +77,8 @@ pub const EXIT_CODES: &str = "Exit codes: 0 ok, 1 other error, 2 usage, 3 no suc
 7 DLL missing, 8 DLL not loadable, 9 DLL incompatible, 10 DLL untrusted, \
 11 process exited during the dump, 12 deadlock found (--deadlock, watch), \
 13 unreadable core or snapshot file, 14 ranks on other hosts not reached (no collector \
-called back); for `cvars`, see `mqs-dump cvars --help`";
+called back), 15 the DLL is stuck (a call took longer than --dll-timeout); for `cvars`, see \
+`mqs-dump cvars --help`";
 
 fn main() -> ExitCode {
     // The subprocess `cvars` loads MPI libraries in: not a command.
@@ -84,6 +98,15 @@ fn main() -> ExitCode {
             });
         }
     };
+    // Commands that call into a DLL let a stuck one end them (and so let
+    // the job go) rather than hold the job stopped.
+    if matches!(
+        cli.command,
+        None | Some(Command::Launch(_) | Command::Watch(_) | Command::Collector(_))
+    ) && cli.dll_timeout > 0.0
+    {
+        mqs_host::dll::watchdog::set_call_limit(Some(Duration::from_secs_f64(cli.dll_timeout)));
+    }
     match cli.command {
         None => {
             mqs_host::process::install_signal_cleanup();
