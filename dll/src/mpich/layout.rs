@@ -270,16 +270,21 @@ impl Layout {
                 pmap_lpid: pmap.opt("lpid")?,
             })
         });
-        let request = resolve_request(image, request_device)?;
         let debugq = resolve_entry(image, "MPIR_Debugq");
         let sendq = resolve_entry(image, "MPIR_Sendq");
-        let queues = if debugq.is_some() && request_device == RequestDevice::None {
-            Queues::Debugq
+        // `MPIR_Debugq` exists from 4.1 on (4.0 has `MPIR_Sendq`), whatever
+        // the device: its lists are then the queues. Their entries hold
+        // the matching fields; a request's device part may belong to
+        // another path than the one the DLL knows (ch4's native
+        // requests), so it is not read.
+        let (queues, request_device) = if debugq.is_some() {
+            (Queues::Debugq, RequestDevice::None)
         } else if request_device != RequestDevice::None {
-            Queues::Device
+            (Queues::Device, request_device)
         } else {
             return Err(Missing::Type("MPIDI_Request"));
         };
+        let request = resolve_request(image, request_device)?;
         let sends = debugq.or(sendq);
         let datatype = ty(image, "MPIR_Datatype").ok().and_then(|d| {
             let name = d.opt("name")?;

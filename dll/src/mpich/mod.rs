@@ -15,6 +15,9 @@ pub mod datatypes;
 pub mod layout;
 pub mod requests;
 
+#[cfg(test)]
+mod debugq_tests;
+
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
