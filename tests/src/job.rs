@@ -102,6 +102,11 @@ pub fn launcher_command(
                 .arg(nprocs.to_string())
                 .arg("-launcher")
                 .arg("fork");
+            if mpi == Mpi::MpichCh4 {
+                // libfabric's TCP provider: on any machine, no probing of
+                // other networks.
+                cmd.env("FI_PROVIDER", "tcp");
+            }
         }
     }
     cmd.arg(exe).args(args);

@@ -19,6 +19,9 @@ pub enum Mpi {
     OpenMpiRelease,
     /// MPICH 4.0.2, ch3:nemesis, `--enable-debuginfo`.
     Mpich,
+    /// MPICH 4.0.2, ch4:ofi without shared-memory modules,
+    /// `--enable-debuginfo`: every message goes through libfabric.
+    MpichCh4,
     /// Debian 12's own Open MPI (`openmpi-bin`/`libopenmpi3`/`libopenmpi-dev`
     /// 4.1.4-3+b1, installed under /usr by `setup-mpis`): stripped, its DWARF
     /// only in a -dbgsym package.
@@ -46,14 +49,21 @@ impl Mpi {
             Mpi::OpenMpiG => "openmpi-4.1.4-g",
             Mpi::OpenMpiRelease => "openmpi-4.1.4-release",
             Mpi::Mpich => "mpich-4.0.2-g",
+            Mpi::MpichCh4 => "mpich-4.0.2-ch4",
             Mpi::DebianOpenMpi => "debian-openmpi-4.1.4-3+b1",
             Mpi::DebianMpich => "debian-mpich-4.0.2-3+b1",
         }
     }
 
-    /// The MPIs `setup-mpis` builds into the cache.
+    /// The MPIs `setup-mpis` builds into the cache that every fixture
+    /// test runs under.
     pub const fn all() -> [Mpi; 3] {
         [Mpi::OpenMpiG, Mpi::OpenMpiRelease, Mpi::Mpich]
+    }
+
+    /// The cached MPIs only the DLL's own tests of them run under.
+    pub const fn more() -> [Mpi; 1] {
+        [Mpi::MpichCh4]
     }
 
     /// Debian's own binary MPIs, as users have them.
@@ -64,7 +74,7 @@ impl Mpi {
     pub const fn family(self) -> Family {
         match self {
             Mpi::OpenMpiG | Mpi::OpenMpiRelease | Mpi::DebianOpenMpi => Family::OpenMpi,
-            Mpi::Mpich | Mpi::DebianMpich => Family::Mpich,
+            Mpi::Mpich | Mpi::MpichCh4 | Mpi::DebianMpich => Family::Mpich,
         }
     }
 
@@ -108,6 +118,7 @@ impl Mpi {
             Mpi::OpenMpiG => "MQS_OPENMPI_G_PREFIX",
             Mpi::OpenMpiRelease => "MQS_OPENMPI_RELEASE_PREFIX",
             Mpi::Mpich => "MQS_MPICH_PREFIX",
+            Mpi::MpichCh4 => "MQS_MPICH_CH4_PREFIX",
             // Installed by Debian's packages under /usr: no override.
             Mpi::DebianOpenMpi | Mpi::DebianMpich => "",
         }
@@ -333,10 +344,19 @@ mod tests {
 
     #[test]
     fn names_are_the_cache_names() {
-        let names: Vec<_> = Mpi::all().iter().map(|m| m.name()).collect();
+        let names: Vec<_> = Mpi::all()
+            .iter()
+            .chain(&Mpi::more())
+            .map(|m| m.name())
+            .collect();
         assert_eq!(
             names,
-            ["openmpi-4.1.4-g", "openmpi-4.1.4-release", "mpich-4.0.2-g"]
+            [
+                "openmpi-4.1.4-g",
+                "openmpi-4.1.4-release",
+                "mpich-4.0.2-g",
+                "mpich-4.0.2-ch4"
+            ]
         );
     }
 
@@ -344,7 +364,7 @@ mod tests {
     fn missing_mpi_says_how_to_build_it() {
         let dir = scratch("missing");
         let env = env_of(&[("MQS_CACHE", dir.to_str().unwrap())]);
-        for mpi in Mpi::all() {
+        for mpi in Mpi::all().into_iter().chain(Mpi::more()) {
             let err = mpi.prefix_with(&env).unwrap_err();
             let msg = err.to_string();
             assert!(msg.contains("scripts/setup-mpis"), "{msg}");

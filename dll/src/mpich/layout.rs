@@ -207,12 +207,12 @@ impl Device {
     }
 }
 
-/// ch4's record of how it matches: where the OFI netmod keeps whether it
-/// matches tagged messages itself, and how many VCIs there are.
+/// ch4's record of how it runs: how many VCIs there are. (Whether the
+/// OFI netmod matches messages itself is a one-bit field of its settings,
+/// `MPIDI_OFI_capabilities_t.enable_tagged`, whose bit position the
+/// debugger's interface cannot tell: its control variable says it.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Ch4Layout {
-    /// Offset of `settings.enable_tagged` in `MPIDI_OFI_global`.
-    pub ofi_enable_tagged: Option<u64>,
     /// Offset of `n_vcis` in `MPIDI_global`.
     pub n_vcis: Option<u64>,
 }
@@ -270,16 +270,21 @@ impl Layout {
                 pmap_lpid: pmap.opt("lpid")?,
             })
         });
-        let request = resolve_request(image, request_device)?;
         let debugq = resolve_entry(image, "MPIR_Debugq");
         let sendq = resolve_entry(image, "MPIR_Sendq");
-        let queues = if debugq.is_some() && request_device == RequestDevice::None {
-            Queues::Debugq
+        // `MPIR_Debugq` exists from 4.1 on (4.0 has `MPIR_Sendq`), whatever
+        // the device: its lists are then the queues. Their entries hold
+        // the matching fields; a request's device part may belong to
+        // another path than the one the DLL knows (ch4's native
+        // requests), so it is not read.
+        let (queues, request_device) = if debugq.is_some() {
+            (Queues::Debugq, RequestDevice::None)
         } else if request_device != RequestDevice::None {
-            Queues::Device
+            (Queues::Device, request_device)
         } else {
             return Err(Missing::Type("MPIDI_Request"));
         };
+        let request = resolve_request(image, request_device)?;
         let sends = debugq.or(sendq);
         let datatype = ty(image, "MPIR_Datatype").ok().and_then(|d| {
             let name = d.opt("name")?;
@@ -579,16 +584,8 @@ fn resolve_ch4_comm<I: ImageAccess>(image: &I, dev: u64) -> Option<CommDevice> {
 }
 
 fn resolve_ch4<I: ImageAccess>(image: &I) -> Ch4Layout {
-    let ofi_enable_tagged = ty(image, "MPIDI_OFI_global_t").ok().and_then(|g| {
-        let settings = g.opt("settings")?;
-        let caps = ty(image, "MPIDI_OFI_capabilities_t").ok()?;
-        Some(settings + caps.opt("enable_tagged")?)
-    });
     let n_vcis = ty(image, "MPIDI_CH4_Global_t")
         .ok()
         .and_then(|g| g.opt("n_vcis"));
-    Ch4Layout {
-        ofi_enable_tagged,
-        n_vcis,
-    }
+    Ch4Layout { n_vcis }
 }

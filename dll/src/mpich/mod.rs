@@ -15,6 +15,9 @@ pub mod datatypes;
 pub mod layout;
 pub mod requests;
 
+#[cfg(test)]
+mod debugq_tests;
+
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
@@ -52,7 +55,6 @@ pub const SYM_DT_MEM: &str = "MPIR_Datatype_mem";
 pub const SYM_VERSION: &str = "MPII_Version_string";
 pub const SYM_DEVICE: &str = "MPII_Version_device";
 /// ch4: how it matches.
-pub const SYM_OFI_GLOBAL: &str = "MPIDI_OFI_global";
 pub const SYM_CH4_GLOBAL: &str = "MPIDI_global";
 pub const SYM_CVAR_TAGGED: &str = "MPIR_CVAR_CH4_OFI_ENABLE_TAGGED";
 pub const SYM_CVAR_VCIS: &str = "MPIR_CVAR_CH4_NUM_VCIS";
@@ -317,18 +319,11 @@ impl ProcessState {
             return None;
         }
         let ch4 = &self.layout.ch4;
-        // The OFI netmod's own record of what it matches, else the
-        // control variable (-1: the provider's default, which matches).
-        let tagged = ch4
-            .ofi_enable_tagged
-            .zip(image.find_symbol(SYM_OFI_GLOBAL))
-            .and_then(|(off, g)| t.read_int(g + off).ok())
-            .or_else(|| {
-                image
-                    .find_symbol(SYM_CVAR_TAGGED)
-                    .and_then(|a| t.read_int(a).ok())
-                    .filter(|&v| v >= 0)
-            });
+        // Set by the user: 0 sends every message through the active-message
+        // path; -1 (the default) leaves it to the provider, which matches.
+        let tagged = image
+            .find_symbol(SYM_CVAR_TAGGED)
+            .and_then(|a| t.read_int(a).ok());
         let vcis = ch4
             .n_vcis
             .zip(image.find_symbol(SYM_CH4_GLOBAL))
@@ -602,6 +597,17 @@ impl ProcessState {
                 },
             };
             ops.push(requests::to_operation(&f, class, &cx));
+        }
+        if let (true, None, Some(why), false) = (
+            ops.is_empty(),
+            stop,
+            incomplete.as_deref(),
+            class == Class::Send,
+        ) {
+            // Empty only on the path ch4 records: the operations it does
+            // not record may be there. "Cannot tell", never "empty".
+            messages::set_no_information_reason(&format!("{why}; none on that path here"));
+            return Ok(ReturnCode::NoInformation);
         }
         if let Some(stop) = stop {
             match ops.last_mut() {

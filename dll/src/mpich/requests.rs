@@ -400,7 +400,7 @@ pub fn to_operation(found: &Found, class: Class, cx: &OpContext<'_>) -> PendingO
     match class {
         Class::Send => {
             if let Some(n) = count {
-                lines.push(count_line(n, cx.datatype, datatype.unwrap_or(0)));
+                lines.push(count_of(n, cx.datatype, datatype));
             }
             op.actual_local_rank = op.desired_local_rank;
             op.actual_global_rank = op.desired_global_rank;
@@ -414,7 +414,7 @@ pub fn to_operation(found: &Found, class: Class, cx: &OpContext<'_>) -> PendingO
         }
         Class::Posted => {
             if let Some(n) = count {
-                lines.push(count_line(n, cx.datatype, datatype.unwrap_or(0)));
+                lines.push(count_of(n, cx.datatype, datatype));
             }
             if let Some(r) = req.filter(|_| complete) {
                 op.actual_local_rank = r.st_source;
@@ -461,6 +461,15 @@ pub fn to_operation(found: &Found, class: Class, cx: &OpContext<'_>) -> PendingO
     lines.truncate(5);
     op.extra_text = lines;
     op
+}
+
+/// "N x TYPE", or, where MPICH records no datatype (4.1+ debugger
+/// queue entries), the bare count.
+fn count_of(n: u64, dt: Option<&Datatype>, handle: Option<u32>) -> String {
+    match handle {
+        Some(h) => count_line(n, dt, h),
+        None => format!("{n} elements (datatype not recorded)"),
+    }
 }
 
 /// ch4: whether an unexpected active message is a rendezvous one (its
