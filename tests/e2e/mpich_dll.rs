@@ -412,12 +412,13 @@ fn cross_check(theirs: &ProcessDump, ours: &ProcessDump, rank: i64) {
                     assert!(o.desired_global_rank >= 0, "{what}: ours translated");
                 }
                 if class == 2 {
-                    // Theirs reads the length from the request's status:
-                    // 0 until the message's data has all arrived, its byte
-                    // count after (seen once on 8 ranks under load).
+                    // Theirs reads the length from the request's status,
+                    // which MPICH fills as the data lands: 0 before, the
+                    // bytes so far while a message arrives in pieces, its
+                    // whole size after (each seen on 8 ranks under load).
                     assert!(
-                        t.desired_length == 0 || t.desired_length == o.desired_length,
-                        "{what}: their length {} is neither 0 nor ours {}",
+                        (0..=o.desired_length).contains(&t.desired_length),
+                        "{what}: their length {} is not between 0 and ours {}",
                         t.desired_length,
                         o.desired_length
                     );
