@@ -1,8 +1,9 @@
-//! End to end: the fixtures run as real Open MPI 4.1.4 jobs (hung in their
-//! documented states), dumped by the mqs host through *this* DLL (the
-//! cdylib cargo built next to this test), checked against the fixtures'
-//! header comments as `mqs_tests::contents` writes them down. Both Open MPI builds: `-g` everywhere, and "release"
-//! (no debug info for ob1, so no unexpected queue and free-list receives).
+//! End to end: the fixtures run as real Open MPI 4.1.4 and 5.0.7 jobs (hung
+//! in their documented states), dumped by the mqs host through *this* DLL
+//! (the cdylib cargo built next to this test), checked against the
+//! fixtures' header comments as `mqs_tests::contents` writes them down.
+//! Both builds of each: `-g` everywhere, and "release" (no debug info for
+//! ob1, so no unexpected queue and free-list receives).
 
 mod common;
 
@@ -41,22 +42,36 @@ fn strip(procs: &[Value]) -> Vec<Value> {
         .collect()
 }
 
+/// Dumps the job through its launcher (MPIR), or rank by rank where the
+/// launcher has no MPIR (Open MPI 5's prterun).
 fn dump_once(job: &Job) -> Result<Vec<Value>, String> {
+    let pids: Vec<u32> = if job.mpi().is_open_mpi_5() {
+        job.rank_pids().into_iter().map(|(_, pid)| pid).collect()
+    } else {
+        vec![job.launcher_pid()]
+    };
+    let mut procs = Vec::new();
+    for pid in pids {
+        procs.extend(dump_pid(job, pid)?);
+    }
+    procs.sort_by_key(|p| p["global_rank"].as_i64());
+    assert_eq!(procs.len(), job.size() as usize, "{procs:?}");
+    Ok(procs)
+}
+
+fn dump_pid(job: &Job, pid: u32) -> Result<Vec<Value>, String> {
     let options = Options {
         dll: Some(common::session::our_dll_path()),
         ..Options::default()
     };
-    let pid = i32::try_from(job.launcher_pid()).unwrap_or(-1);
-    let what = format!("dump of {}", job.fixture());
+    let pid = i32::try_from(pid).unwrap_or(-1);
+    let what = format!("dump of {} (pid {pid})", job.fixture());
     let d = mqs_tests::within(mqs_tests::DUMP_LIMIT, &what, move || {
         dump(pid, &options, &mut |_, _| {}).map_err(|e| e.to_string())
     })?
     .map_err(|e| format!("{what}: {e}"))?;
     let json = serde_json::to_value(&d).map_err(|e| e.to_string())?;
-    let mut procs: Vec<Value> = json["processes"].as_array().cloned().unwrap_or_default();
-    procs.sort_by_key(|p| p["global_rank"].as_i64());
-    assert_eq!(procs.len(), job.size() as usize, "{json}");
-    Ok(procs)
+    Ok(json["processes"].as_array().cloned().unwrap_or_default())
 }
 
 fn launch(mpi: Mpi, fixture: &str, n: u32, args: &[&str]) -> Result<Job, String> {
@@ -93,7 +108,8 @@ fn check(job: &Job, procs: &[Value], expected: &[contents::Process]) -> Result<(
 fn check_queues(mpi: Mpi) -> Result<(), String> {
     let job = launch(mpi, "queues", 2, &["2"])?;
     let procs = dump_job(&job)?;
-    check(&job, &procs, &contents::queues(2, mpi == Mpi::OpenMpiG))
+    let with_ob1_types = matches!(mpi, Mpi::OpenMpiG | Mpi::OpenMpi5G);
+    check(&job, &procs, &contents::queues(2, with_ob1_types))
 }
 
 #[test]
@@ -104,6 +120,16 @@ fn queues_on_open_mpi_with_debug_info() -> Result<(), String> {
 #[test]
 fn queues_on_open_mpi_release_build() -> Result<(), String> {
     check_queues(Mpi::OpenMpiRelease)
+}
+
+#[test]
+fn queues_on_open_mpi_5_with_debug_info() -> Result<(), String> {
+    check_queues(Mpi::OpenMpi5G)
+}
+
+#[test]
+fn queues_on_open_mpi_5_release_build() -> Result<(), String> {
+    check_queues(Mpi::OpenMpi5Release)
 }
 
 #[test]

@@ -19,6 +19,10 @@ pub enum Mpi {
     OpenMpiRelease,
     /// MPICH 4.0.2, ch3:nemesis, `--enable-debuginfo`.
     Mpich,
+    /// Open MPI 5.0.7 built with `-g` everywhere.
+    OpenMpi5G,
+    /// Open MPI 5.0.7 with default flags: DWARF only in `ompi/debuggers`.
+    OpenMpi5Release,
     /// Debian 12's own Open MPI (`openmpi-bin`/`libopenmpi3`/`libopenmpi-dev`
     /// 4.1.4-3+b1, installed under /usr by `setup-mpis`): stripped, its DWARF
     /// only in a -dbgsym package.
@@ -46,14 +50,22 @@ impl Mpi {
             Mpi::OpenMpiG => "openmpi-4.1.4-g",
             Mpi::OpenMpiRelease => "openmpi-4.1.4-release",
             Mpi::Mpich => "mpich-4.0.2-g",
+            Mpi::OpenMpi5G => "openmpi-5.0.7-g",
+            Mpi::OpenMpi5Release => "openmpi-5.0.7-release",
             Mpi::DebianOpenMpi => "debian-openmpi-4.1.4-3+b1",
             Mpi::DebianMpich => "debian-mpich-4.0.2-3+b1",
         }
     }
 
     /// The MPIs `setup-mpis` builds into the cache.
-    pub const fn all() -> [Mpi; 3] {
-        [Mpi::OpenMpiG, Mpi::OpenMpiRelease, Mpi::Mpich]
+    pub const fn all() -> [Mpi; 5] {
+        [
+            Mpi::OpenMpiG,
+            Mpi::OpenMpiRelease,
+            Mpi::Mpich,
+            Mpi::OpenMpi5G,
+            Mpi::OpenMpi5Release,
+        ]
     }
 
     /// Debian's own binary MPIs, as users have them.
@@ -63,9 +75,19 @@ impl Mpi {
 
     pub const fn family(self) -> Family {
         match self {
-            Mpi::OpenMpiG | Mpi::OpenMpiRelease | Mpi::DebianOpenMpi => Family::OpenMpi,
+            Mpi::OpenMpiG
+            | Mpi::OpenMpiRelease
+            | Mpi::OpenMpi5G
+            | Mpi::OpenMpi5Release
+            | Mpi::DebianOpenMpi => Family::OpenMpi,
             Mpi::Mpich | Mpi::DebianMpich => Family::Mpich,
         }
+    }
+
+    /// Open MPI 5: PRRTE's launcher (`prterun`, no MPIR), the `sm` BTL,
+    /// `c_index` and 128-bit context ids.
+    pub const fn is_open_mpi_5(self) -> bool {
+        matches!(self, Mpi::OpenMpi5G | Mpi::OpenMpi5Release)
     }
 
     /// Whether this is a distribution's binary package under /usr.
@@ -108,6 +130,8 @@ impl Mpi {
             Mpi::OpenMpiG => "MQS_OPENMPI_G_PREFIX",
             Mpi::OpenMpiRelease => "MQS_OPENMPI_RELEASE_PREFIX",
             Mpi::Mpich => "MQS_MPICH_PREFIX",
+            Mpi::OpenMpi5G => "MQS_OPENMPI5_G_PREFIX",
+            Mpi::OpenMpi5Release => "MQS_OPENMPI5_RELEASE_PREFIX",
             // Installed by Debian's packages under /usr: no override.
             Mpi::DebianOpenMpi | Mpi::DebianMpich => "",
         }
@@ -336,7 +360,13 @@ mod tests {
         let names: Vec<_> = Mpi::all().iter().map(|m| m.name()).collect();
         assert_eq!(
             names,
-            ["openmpi-4.1.4-g", "openmpi-4.1.4-release", "mpich-4.0.2-g"]
+            [
+                "openmpi-4.1.4-g",
+                "openmpi-4.1.4-release",
+                "mpich-4.0.2-g",
+                "openmpi-5.0.7-g",
+                "openmpi-5.0.7-release"
+            ]
         );
     }
 
