@@ -7,7 +7,7 @@
 
 mod common;
 
-use mqs_host::inspect::{dump, Options};
+use mqs_host::inspect::{dump, dump_pids, Options};
 use mqs_tests::{contents, Job, Mpi};
 use serde_json::Value;
 
@@ -42,36 +42,36 @@ fn strip(procs: &[Value]) -> Vec<Value> {
         .collect()
 }
 
-/// Dumps the job through its launcher (MPIR), or rank by rank where the
-/// launcher has no MPIR (Open MPI 5's prterun).
+/// Dumps the job through its launcher (MPIR), or, where the launcher has
+/// no MPIR (Open MPI 5's prterun), its ranks all at once as
+/// `mqs-dump --pid R0 --pid R1 ...` does.
 fn dump_once(job: &Job) -> Result<Vec<Value>, String> {
-    let pids: Vec<u32> = if job.mpi().is_open_mpi_5() {
-        job.rank_pids().into_iter().map(|(_, pid)| pid).collect()
-    } else {
-        vec![job.launcher_pid()]
-    };
-    let mut procs = Vec::new();
-    for pid in pids {
-        procs.extend(dump_pid(job, pid)?);
-    }
-    procs.sort_by_key(|p| p["global_rank"].as_i64());
-    assert_eq!(procs.len(), job.size() as usize, "{procs:?}");
-    Ok(procs)
-}
-
-fn dump_pid(job: &Job, pid: u32) -> Result<Vec<Value>, String> {
     let options = Options {
         dll: Some(common::session::our_dll_path()),
         ..Options::default()
     };
-    let pid = i32::try_from(pid).unwrap_or(-1);
-    let what = format!("dump of {} (pid {pid})", job.fixture());
+    let pids: Vec<i32> = if job.mpi().is_open_mpi_5() {
+        job.rank_pids()
+            .into_iter()
+            .map(|(_, pid)| i32::try_from(pid).unwrap_or(-1))
+            .collect()
+    } else {
+        vec![i32::try_from(job.launcher_pid()).unwrap_or(-1)]
+    };
+    let what = format!("dump of {}", job.fixture());
     let d = mqs_tests::within(mqs_tests::DUMP_LIMIT, &what, move || {
-        dump(pid, &options, &mut |_, _| {}).map_err(|e| e.to_string())
+        match pids.as_slice() {
+            [starter] => dump(*starter, &options, &mut |_, _| {}),
+            ranks => dump_pids(ranks, &options, &mut |_, _| {}),
+        }
+        .map_err(|e| e.to_string())
     })?
     .map_err(|e| format!("{what}: {e}"))?;
     let json = serde_json::to_value(&d).map_err(|e| e.to_string())?;
-    Ok(json["processes"].as_array().cloned().unwrap_or_default())
+    let mut procs: Vec<Value> = json["processes"].as_array().cloned().unwrap_or_default();
+    procs.sort_by_key(|p| p["global_rank"].as_i64());
+    assert_eq!(procs.len(), job.size() as usize, "{json}");
+    Ok(procs)
 }
 
 fn launch(mpi: Mpi, fixture: &str, n: u32, args: &[&str]) -> Result<Job, String> {
@@ -139,11 +139,22 @@ fn ring_shows_who_waits_for_whom() -> Result<(), String> {
     check(&job, &procs, &contents::ring(3))
 }
 
+fn check_intercomm(mpi: Mpi, expected: &[contents::Process]) -> Result<(), String> {
+    let job = launch(mpi, "intercomm", 4, &[])?;
+    let procs = dump_job(&job)?;
+    check(&job, &procs, expected)
+}
+
 #[test]
 fn intercommunicator_peers_are_in_the_remote_group() -> Result<(), String> {
-    let job = launch(Mpi::OpenMpiG, "intercomm", 4, &[])?;
-    let procs = dump_job(&job)?;
-    check(&job, &procs, &contents::intercomm())
+    check_intercomm(Mpi::OpenMpiG, &contents::intercomm())
+}
+
+/// Open MPI 5 moved the groups within `ompi_communicator_t`: the remote
+/// group is read through its type too.
+#[test]
+fn intercommunicator_peers_on_open_mpi_5() -> Result<(), String> {
+    check_intercomm(Mpi::OpenMpi5G, &contents::intercomm_open_mpi_5())
 }
 
 /// A matched rendezvous receive whose data has not all arrived, and a
