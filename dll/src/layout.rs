@@ -211,6 +211,19 @@ pub enum NameStorage {
     Pointer,
 }
 
+/// What a communicator's context id is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContextId {
+    /// `uint32_t c_contextid` (Open MPI 4.x): the index into the
+    /// communicator table, the same in every process of the communicator.
+    U32,
+    /// `ompi_comm_extended_cid_t c_contextid` (Open MPI 5.x): 128 bits,
+    /// `cid_base` and `cid_sub` at these offsets within it. The table
+    /// index is then `c_index`, local to the process (ob1's headers carry
+    /// it).
+    Extended { base: u64, sub: u64 },
+}
+
 /// `ompi_communicator_t`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CommLayout {
@@ -218,6 +231,9 @@ pub struct CommLayout {
     pub name: u64,
     pub name_storage: NameStorage,
     pub contextid: u64,
+    pub contextid_kind: ContextId,
+    /// `c_index` (Open MPI 5.x): the unique id where the type has it.
+    pub index: Option<u64>,
     pub my_rank: u64,
     pub flags: u64,
     pub local_group: u64,
@@ -495,11 +511,26 @@ fn resolve_comm<I: ImageAccess>(image: &I) -> Result<CommLayout, Missing> {
         Some(gap) if gap >= 16 => NameStorage::Inline(gap.min(256)),
         _ => NameStorage::Pointer,
     };
+    // 5.x has c_index and a 128-bit extended context id; 4.x neither, so
+    // its extended-id type is asked for only when c_index exists.
+    let index = c.opt("c_index");
+    let contextid_kind = match index {
+        None => ContextId::U32,
+        Some(_) => {
+            let x = ty(image, "ompi_comm_extended_cid_t")?;
+            ContextId::Extended {
+                base: x.field("cid_base")?,
+                sub: x.field("cid_sub")?,
+            }
+        }
+    };
     Ok(CommLayout {
         size: c.size()?,
         name,
         name_storage,
         contextid,
+        contextid_kind,
+        index,
         my_rank: c.field("c_my_rank")?,
         flags: c.field("c_flags")?,
         local_group: c.field("c_local_group")?,

@@ -145,13 +145,13 @@ const VERSION_NONE: &CStr = {
         concat!(
             "mqs message-queue DLL ",
             env!("CARGO_PKG_VERSION"),
-            " (MPI-2 interface, compatibility 3) for Open MPI 4.1 (ob1 PML) and MPICH 4.0 (ch3); no MPI detected yet\0"
+            " (MPI-2 interface, compatibility 3) for Open MPI 4.1 and 5.0 (ob1 PML) and MPICH 4.0 (ch3); no MPI detected yet\0"
         )
     } else {
         concat!(
             "mqs message-queue DLL ",
             env!("CARGO_PKG_VERSION"),
-            " (MPI-1 interface, compatibility 2) for Open MPI 4.1 (ob1 PML) and MPICH 4.0 (ch3); no MPI detected yet\0"
+            " (MPI-1 interface, compatibility 2) for Open MPI 4.1 and 5.0 (ob1 PML) and MPICH 4.0 (ch3); no MPI detected yet\0"
         )
     };
     match CStr::from_bytes_with_nul(TEXT.as_bytes()) {
@@ -171,7 +171,7 @@ pub fn set_detected(what: &str, backend: &str) {
         "MPI-1 interface, compatibility 2"
     };
     let text = format!(
-        "mqs message-queue DLL {} ({level}) for Open MPI 4.1 (ob1 PML) and MPICH 4.0 (ch3); detected: {}; backend: {backend}",
+        "mqs message-queue DLL {} ({level}) for Open MPI 4.1 and 5.0 (ob1 PML) and MPICH 4.0 (ch3); detected: {}; backend: {backend}",
         env!("CARGO_PKG_VERSION"),
         what.replace(';', ",")
     );

@@ -1,12 +1,13 @@
-//! End to end: the fixtures run as real Open MPI 4.1.4 jobs (hung in their
-//! documented states), dumped by the mqs host through *this* DLL (the
-//! cdylib cargo built next to this test), checked against the fixtures'
-//! header comments as `mqs_tests::contents` writes them down. Both Open MPI builds: `-g` everywhere, and "release"
-//! (no debug info for ob1, so no unexpected queue and free-list receives).
+//! End to end: the fixtures run as real Open MPI 4.1.4 and 5.0.7 jobs (hung
+//! in their documented states), dumped by the mqs host through *this* DLL
+//! (the cdylib cargo built next to this test), checked against the
+//! fixtures' header comments as `mqs_tests::contents` writes them down.
+//! Both builds of each: `-g` everywhere, and "release" (no debug info for
+//! ob1, so no unexpected queue and free-list receives).
 
 mod common;
 
-use mqs_host::inspect::{dump, Options};
+use mqs_host::inspect::{dump, dump_pids, Options};
 use mqs_tests::{contents, Job, Mpi};
 use serde_json::Value;
 
@@ -41,15 +42,29 @@ fn strip(procs: &[Value]) -> Vec<Value> {
         .collect()
 }
 
+/// Dumps the job through its launcher (MPIR), or, where the launcher has
+/// no MPIR (Open MPI 5's prterun), its ranks all at once as
+/// `mqs-dump --pid R0 --pid R1 ...` does.
 fn dump_once(job: &Job) -> Result<Vec<Value>, String> {
     let options = Options {
         dll: Some(common::session::our_dll_path()),
         ..Options::default()
     };
-    let pid = i32::try_from(job.launcher_pid()).unwrap_or(-1);
+    let pids: Vec<i32> = if job.mpi().is_open_mpi_5() {
+        job.rank_pids()
+            .into_iter()
+            .map(|(_, pid)| i32::try_from(pid).unwrap_or(-1))
+            .collect()
+    } else {
+        vec![i32::try_from(job.launcher_pid()).unwrap_or(-1)]
+    };
     let what = format!("dump of {}", job.fixture());
     let d = mqs_tests::within(mqs_tests::DUMP_LIMIT, &what, move || {
-        dump(pid, &options, &mut |_, _| {}).map_err(|e| e.to_string())
+        match pids.as_slice() {
+            [starter] => dump(*starter, &options, &mut |_, _| {}),
+            ranks => dump_pids(ranks, &options, &mut |_, _| {}),
+        }
+        .map_err(|e| e.to_string())
     })?
     .map_err(|e| format!("{what}: {e}"))?;
     let json = serde_json::to_value(&d).map_err(|e| e.to_string())?;
@@ -93,7 +108,8 @@ fn check(job: &Job, procs: &[Value], expected: &[contents::Process]) -> Result<(
 fn check_queues(mpi: Mpi) -> Result<(), String> {
     let job = launch(mpi, "queues", 2, &["2"])?;
     let procs = dump_job(&job)?;
-    check(&job, &procs, &contents::queues(2, mpi == Mpi::OpenMpiG))
+    let with_ob1_types = matches!(mpi, Mpi::OpenMpiG | Mpi::OpenMpi5G);
+    check(&job, &procs, &contents::queues(2, with_ob1_types))
 }
 
 #[test]
@@ -107,17 +123,38 @@ fn queues_on_open_mpi_release_build() -> Result<(), String> {
 }
 
 #[test]
+fn queues_on_open_mpi_5_with_debug_info() -> Result<(), String> {
+    check_queues(Mpi::OpenMpi5G)
+}
+
+#[test]
+fn queues_on_open_mpi_5_release_build() -> Result<(), String> {
+    check_queues(Mpi::OpenMpi5Release)
+}
+
+#[test]
 fn ring_shows_who_waits_for_whom() -> Result<(), String> {
     let job = launch(Mpi::OpenMpiG, "ring", 3, &[])?;
     let procs = dump_job(&job)?;
     check(&job, &procs, &contents::ring(3))
 }
 
+fn check_intercomm(mpi: Mpi, expected: &[contents::Process]) -> Result<(), String> {
+    let job = launch(mpi, "intercomm", 4, &[])?;
+    let procs = dump_job(&job)?;
+    check(&job, &procs, expected)
+}
+
 #[test]
 fn intercommunicator_peers_are_in_the_remote_group() -> Result<(), String> {
-    let job = launch(Mpi::OpenMpiG, "intercomm", 4, &[])?;
-    let procs = dump_job(&job)?;
-    check(&job, &procs, &contents::intercomm())
+    check_intercomm(Mpi::OpenMpiG, &contents::intercomm())
+}
+
+/// Open MPI 5 moved the groups within `ompi_communicator_t`: the remote
+/// group is read through its type too.
+#[test]
+fn intercommunicator_peers_on_open_mpi_5() -> Result<(), String> {
+    check_intercomm(Mpi::OpenMpi5G, &contents::intercomm_open_mpi_5())
 }
 
 /// A matched rendezvous receive whose data has not all arrived, and a

@@ -1,5 +1,5 @@
 //! Our DLL against Open MPI's own, both loaded by our host on the same
-//! stopped process of live Open MPI 4.1.4 jobs.
+//! stopped process of live Open MPI 4.1.4 and 5.0.7 jobs.
 //!
 //! Ours must hold exactly what the fixture left (`mqs_tests::contents`:
 //! every operation, in order, unexpected messages included), and the two
@@ -508,12 +508,11 @@ fn progress_fixture_agrees_on_matched_and_complete_receives() {
 /// Without ob1's debug info neither DLL lists unexpected messages; ours
 /// says why (contents' `Unavailable` queues), and takes its receives from
 /// the free lists sorted by posting sequence.
-#[test]
-fn release_build_agrees_and_says_why_unexpected_is_unavailable() {
-    let job = Job::launch(Mpi::OpenMpiRelease, "queues", 2, &[]).expect("launch");
+fn release_build_agrees(mpi: Mpi) {
+    let job = Job::launch(mpi, "queues", 2, &[]).expect("launch");
     let expected = contents::queues(0, false);
     check_job(
-        Mpi::OpenMpiRelease,
+        mpi,
         &job,
         &expected,
         &[
@@ -525,7 +524,7 @@ fn release_build_agrees_and_says_why_unexpected_is_unavailable() {
         ],
     );
     let pid = job.rank_pid(0).unwrap();
-    let (ours, _) = compare_once(Mpi::OpenMpiRelease, pid, &expected[0]).expect("settled");
+    let (ours, _) = compare_once(mpi, pid, &expected[0]).expect("settled");
     for comm in communicators(&ours) {
         match &comm.unexpected {
             Section::NotAvailable { reason } => {
@@ -538,4 +537,28 @@ fn release_build_agrees_and_says_why_unexpected_is_unavailable() {
         }
     }
     job.shutdown().unwrap();
+}
+
+#[test]
+fn release_build_agrees_and_says_why_unexpected_is_unavailable() {
+    release_build_agrees(Mpi::OpenMpiRelease);
+}
+
+/// Open MPI 5.0.7: the same defects in its own DLL; both take the unique
+/// id from `c_index`.
+#[test]
+fn open_mpi_5_queues_fixture_agrees_and_shows_unexpected_messages() {
+    let job = Job::launch(Mpi::OpenMpi5G, "queues", 2, &["3"]).expect("launch");
+    check_job(
+        Mpi::OpenMpi5G,
+        &job,
+        &contents::queues(3, true),
+        &with(&[AnySourceUnsigned, FreeListOrder]),
+    );
+    job.shutdown().unwrap();
+}
+
+#[test]
+fn open_mpi_5_release_build_agrees_and_says_why_unexpected_is_unavailable() {
+    release_build_agrees(Mpi::OpenMpi5Release);
 }

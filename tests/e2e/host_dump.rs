@@ -315,7 +315,7 @@ fn check_process(process: &Value, expected: &[Comm], internal: Option<&str>) {
 
 fn expected_for(mpi: Mpi, rank: u32) -> (Vec<Comm>, Option<&'static str>, &'static str) {
     match mpi {
-        Mpi::OpenMpiG | Mpi::OpenMpiRelease => (
+        Mpi::OpenMpiG | Mpi::OpenMpiRelease | Mpi::OpenMpi5G | Mpi::OpenMpi5Release => (
             open_mpi_expected(rank),
             None,
             "lib/openmpi/libompi_dbg_msgq.so",
@@ -427,6 +427,13 @@ fn open_mpi_g_ranks() {
 #[test]
 fn open_mpi_release_ranks() {
     ranks_by_pid(Mpi::OpenMpiRelease);
+}
+
+/// Open MPI 5.0.7: the DLL its libmpi names, and the same values (its
+/// defects included) as 4.1.4's.
+#[test]
+fn open_mpi_5_g_ranks() {
+    ranks_by_pid(Mpi::OpenMpi5G);
 }
 
 #[test]

@@ -317,8 +317,19 @@ pub fn queues(n: i64, unexpected_readable: bool) -> Vec<Process> {
     vec![rank0, rank1]
 }
 
-/// `intercomm.c`, its 4 ranks.
+/// `intercomm.c`, its 4 ranks, as Open MPI 4.1 names its hidden
+/// communicator.
 pub fn intercomm() -> Vec<Process> {
+    intercomm_with_hidden("MPI COMMUNICATOR 4 DUP FROM 3")
+}
+
+/// `intercomm.c` under Open MPI 5, which shortens the hidden
+/// communicator's name.
+pub fn intercomm_open_mpi_5() -> Vec<Process> {
+    intercomm_with_hidden("MPI COMM 4 DUP FROM 3")
+}
+
+fn intercomm_with_hidden(hidden: &'static str) -> Vec<Process> {
     (0..4)
         .map(|rank: i64| {
             let even = rank % 2 == 0;
@@ -327,7 +338,6 @@ pub fn intercomm() -> Vec<Process> {
             let half = if even { "mqs-even" } else { "mqs-odd" };
             // Open MPI's hidden intracommunicator over the local group of
             // mqs-inter, between the split and the intercommunicator.
-            let hidden = "MPI COMMUNICATOR 4 DUP FROM 3";
             let (sends, receives, unexpected) = match rank {
                 0 => (
                     vec![],

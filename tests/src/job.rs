@@ -74,6 +74,25 @@ pub fn launcher_command(
 ) -> Result<Command> {
     let mut cmd = Command::new(mpi.launcher()?);
     match mpi.family() {
+        Family::OpenMpi if mpi.is_open_mpi_5() => {
+            // prterun (PRRTE): its own root switches and options; the BTL
+            // once called vader is sm.
+            cmd.arg("-np")
+                .arg(nprocs.to_string())
+                .args(["--oversubscribe", "--bind-to", "none"])
+                .envs([
+                    // mpirun runs prterun with Open MPI's personality,
+                    // which reads OMPI_*; plain prterun reads PRTE_*.
+                    ("OMPI_ALLOW_RUN_AS_ROOT", "1"),
+                    ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+                    ("PRTE_ALLOW_RUN_AS_ROOT", "1"),
+                    ("PRTE_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+                    ("OMPI_MCA_btl", "self,sm"),
+                    ("OMPI_MCA_pml", "ob1"),
+                    ("OMPI_MCA_mpi_yield_when_idle", "1"),
+                    ("OMPI_MCA_btl_base_warn_component_unused", "0"),
+                ]);
+        }
         Family::OpenMpi => {
             cmd.arg("-np")
                 .arg(nprocs.to_string())

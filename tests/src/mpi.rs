@@ -22,6 +22,10 @@ pub enum Mpi {
     /// MPICH 4.0.2, ch4:ofi without shared-memory modules,
     /// `--enable-debuginfo`: every message goes through libfabric.
     MpichCh4,
+    /// Open MPI 5.0.7 built with `-g` everywhere.
+    OpenMpi5G,
+    /// Open MPI 5.0.7 with default flags: DWARF only in `ompi/debuggers`.
+    OpenMpi5Release,
     /// Debian 12's own Open MPI (`openmpi-bin`/`libopenmpi3`/`libopenmpi-dev`
     /// 4.1.4-3+b1, installed under /usr by `setup-mpis`): stripped, its DWARF
     /// only in a -dbgsym package.
@@ -50,6 +54,8 @@ impl Mpi {
             Mpi::OpenMpiRelease => "openmpi-4.1.4-release",
             Mpi::Mpich => "mpich-4.0.2-g",
             Mpi::MpichCh4 => "mpich-4.0.2-ch4",
+            Mpi::OpenMpi5G => "openmpi-5.0.7-g",
+            Mpi::OpenMpi5Release => "openmpi-5.0.7-release",
             Mpi::DebianOpenMpi => "debian-openmpi-4.1.4-3+b1",
             Mpi::DebianMpich => "debian-mpich-4.0.2-3+b1",
         }
@@ -61,9 +67,9 @@ impl Mpi {
         [Mpi::OpenMpiG, Mpi::OpenMpiRelease, Mpi::Mpich]
     }
 
-    /// The cached MPIs only the DLL's own tests of them run under.
-    pub const fn more() -> [Mpi; 1] {
-        [Mpi::MpichCh4]
+    /// The cached MPIs only the tests written for them run under.
+    pub const fn more() -> [Mpi; 3] {
+        [Mpi::MpichCh4, Mpi::OpenMpi5G, Mpi::OpenMpi5Release]
     }
 
     /// Debian's own binary MPIs, as users have them.
@@ -73,9 +79,19 @@ impl Mpi {
 
     pub const fn family(self) -> Family {
         match self {
-            Mpi::OpenMpiG | Mpi::OpenMpiRelease | Mpi::DebianOpenMpi => Family::OpenMpi,
+            Mpi::OpenMpiG
+            | Mpi::OpenMpiRelease
+            | Mpi::OpenMpi5G
+            | Mpi::OpenMpi5Release
+            | Mpi::DebianOpenMpi => Family::OpenMpi,
             Mpi::Mpich | Mpi::MpichCh4 | Mpi::DebianMpich => Family::Mpich,
         }
+    }
+
+    /// Open MPI 5: PRRTE's launcher (`prterun`, no MPIR), the `sm` BTL,
+    /// `c_index` and 128-bit context ids.
+    pub const fn is_open_mpi_5(self) -> bool {
+        matches!(self, Mpi::OpenMpi5G | Mpi::OpenMpi5Release)
     }
 
     /// Whether this is a distribution's binary package under /usr.
@@ -119,6 +135,8 @@ impl Mpi {
             Mpi::OpenMpiRelease => "MQS_OPENMPI_RELEASE_PREFIX",
             Mpi::Mpich => "MQS_MPICH_PREFIX",
             Mpi::MpichCh4 => "MQS_MPICH_CH4_PREFIX",
+            Mpi::OpenMpi5G => "MQS_OPENMPI5_G_PREFIX",
+            Mpi::OpenMpi5Release => "MQS_OPENMPI5_RELEASE_PREFIX",
             // Installed by Debian's packages under /usr: no override.
             Mpi::DebianOpenMpi | Mpi::DebianMpich => "",
         }
@@ -355,7 +373,9 @@ mod tests {
                 "openmpi-4.1.4-g",
                 "openmpi-4.1.4-release",
                 "mpich-4.0.2-g",
-                "mpich-4.0.2-ch4"
+                "mpich-4.0.2-ch4",
+                "openmpi-5.0.7-g",
+                "openmpi-5.0.7-release"
             ]
         );
     }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use mqs_abi::Communicator;
 
 use crate::access::ProcessAccess;
-use crate::layout::{Layout, NameStorage};
+use crate::layout::{ContextId, Layout, NameStorage};
 use crate::openmpi::groups::{self, NameMap, Translator, World};
 use crate::target::{ReadError, Target};
 
@@ -21,7 +21,9 @@ const COMM_ISFREED: u64 = 0x10;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Comm {
     pub addr: u64,
-    /// `c_contextid`: the unique id.
+    /// The unique id: `c_index` where the type has it (Open MPI 5),
+    /// else `c_contextid`; either way the communicator's slot in the table
+    /// and the context ob1's headers carry.
     pub id: u64,
     pub name: String,
     pub local_rank: i64,
@@ -131,6 +133,9 @@ pub fn read_table<P: ProcessAccess + ?Sized>(
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct RawComm {
     id: u64,
+    /// Open MPI 5's extended context id (`cid_base`, `cid_sub`), the same
+    /// in every process of the communicator: shown in an unnamed one's name.
+    extended_id: Option<(u64, u64)>,
     name: String,
     my_rank: i64,
     flags: u64,
@@ -153,8 +158,17 @@ fn read_comm<P: ProcessAccess + ?Sized>(
             p => t.read_cstring(p, 256).unwrap_or_default(),
         },
     };
+    let (id, extended_id) = match (c.index, c.contextid_kind) {
+        (Some(index), ContextId::Extended { base, sub }) => (
+            v.u32(index)?,
+            Some((v.u64(c.contextid + base)?, v.u64(c.contextid + sub)?)),
+        ),
+        (Some(index), ContextId::U32) => (v.u32(index)?, None),
+        (None, _) => (v.u32(c.contextid)?, None),
+    };
     Ok(RawComm {
-        id: v.u32(c.contextid)?,
+        id,
+        extended_id,
         name,
         my_rank: v.int(c.my_rank)?,
         flags: v.u32(c.flags)?,
@@ -164,7 +178,7 @@ fn read_comm<P: ProcessAccess + ?Sized>(
     })
 }
 
-/// Open MPI's communicator table is indexed by context id, and
+/// Open MPI's communicator table is indexed by context id (5.x: `c_index`), and
 /// `ompi_comm_init` gives MPI_COMM_WORLD, MPI_COMM_SELF and MPI_COMM_NULL
 /// the ids 0, 1 and 2, for good: MPI_COMM_NULL is known without a read.
 pub const SLOT_COMM_NULL: usize = 2;
@@ -241,7 +255,10 @@ pub fn build<P: ProcessAccess + ?Sized>(
             local.clone()
         };
         let mut name = if raw.name.is_empty() {
-            format!("(unnamed, id {})", raw.id)
+            match raw.extended_id {
+                Some((base, sub)) => format!("(unnamed, id {}, cid {base:#x}:{sub:#x})", raw.id),
+                None => format!("(unnamed, id {})", raw.id),
+            }
         } else {
             raw.name
         };
