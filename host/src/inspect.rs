@@ -484,12 +484,27 @@ pub fn dump_with(
 /// keep their MPI_COMM_WORLD ranks; each further job is numbered after the
 /// ones before.
 pub fn dump_pids(pids: &[i32], options: &Options, progress: Progress<'_>) -> Result<JobDump> {
+    dump_pids_with(pids, options, progress, &mut || None)
+}
+
+/// [`dump_pids`], with the ranks on other hosts of each starter named read
+/// there by the reader `elsewhere` makes for that starter (None: out of
+/// reach).
+pub fn dump_pids_with(
+    pids: &[i32],
+    options: &Options,
+    progress: Progress<'_>,
+    elsewhere: &mut dyn FnMut() -> Option<Box<dyn Elsewhere>>,
+) -> Result<JobDump> {
     let cache = symbol_cache(options);
     // Each named process as (its job's name, its members); looked at
     // without stopping: they are stopped together below.
     let mut groups: Vec<(Option<String>, Vec<Member>)> = Vec::new();
     let mut launcher = None;
     let mut failures = Vec::new();
+    // Each starter named, its reader elsewhere, and its members (host, pid).
+    type Named = (Starter, Box<dyn Elsewhere>, Vec<(String, i32)>);
+    let mut starters: Vec<Named> = Vec::new();
     for &pid in pids {
         let target = LiveProcess::attach(pid, Mode::NoStop)?;
         let symbols = index_symbols_with(&target, &cache)?;
@@ -502,6 +517,14 @@ pub fn dump_pids(pids: &[i32], options: &Options, progress: Progress<'_>) -> Res
                         detail: why,
                     };
                     failures.push((failure(&member, &e), e));
+                }
+                if let Some(reader) = elsewhere() {
+                    let owns = job
+                        .members
+                        .iter()
+                        .map(|m| (m.host.clone(), m.pid))
+                        .collect();
+                    starters.push((Starter { pid, symbols }, reader, owns));
                 }
                 groups.push((None, job.members));
             }
@@ -523,7 +546,15 @@ pub fn dump_pids(pids: &[i32], options: &Options, progress: Progress<'_>) -> Res
         pid: pids[0],
         executable: String::new(),
     });
-    dump_members(launcher, members, failures, &cache, options, progress, None)
+    let away = starters
+        .iter_mut()
+        .map(|(starter, reader, owns)| Away {
+            starter,
+            reader: reader.as_mut(),
+            owns: Some(owns.as_slice()),
+        })
+        .collect();
+    dump_members(launcher, members, failures, &cache, options, progress, away)
 }
 
 /// One numbering for several jobs: the first keeps its identities, each
@@ -581,7 +612,7 @@ fn dump_found(
     cache: &Arc<SymbolCache>,
     options: &Options,
     progress: Progress<'_>,
-    elsewhere: (&Starter, &mut dyn Elsewhere),
+    (starter, reader): (&Starter, &mut dyn Elsewhere),
 ) -> Result<JobDump> {
     let unreachable = job
         .unreachable
@@ -601,7 +632,11 @@ fn dump_found(
         cache,
         options,
         progress,
-        Some(elsewhere),
+        vec![Away {
+            starter,
+            reader,
+            owns: None,
+        }],
     )
 }
 
@@ -630,8 +665,17 @@ pub fn dump_share(
     .job)
 }
 
-/// Hands the members `elsewhere` takes to it, stops every local member,
-/// waits for the others, dumps, releases, merges.
+/// A starter whose ranks on other hosts are read there, by `reader`;
+/// `owns`: its members by (host, pid) where several starters share a dump
+/// (None: every member is its).
+struct Away<'a> {
+    starter: &'a Starter,
+    reader: &'a mut dyn Elsewhere,
+    owns: Option<&'a [(String, i32)]>,
+}
+
+/// Hands the members a reader elsewhere takes to it, stops every local
+/// member, waits for the others, dumps, releases, merges.
 fn dump_members(
     launcher: Launcher,
     members: Vec<Member>,
@@ -639,23 +683,32 @@ fn dump_members(
     cache: &Arc<SymbolCache>,
     options: &Options,
     progress: Progress<'_>,
-    elsewhere: Option<(&Starter, &mut dyn Elsewhere)>,
+    mut away: Vec<Away<'_>>,
 ) -> Result<JobDump> {
     let (members, unusable) = crate::job::screen(members);
-    let mut away = Vec::new();
+    // Which reader elsewhere takes a member, if any.
+    let pick = |away: &[Away<'_>], member: &Member| {
+        away.iter().position(|a| {
+            a.owns.is_none_or(|owns| {
+                owns.iter()
+                    .any(|(h, p)| *h == member.host && *p == member.pid)
+            }) && a.reader.takes(member)
+        })
+    };
+    let mut taken: Vec<Vec<Member>> = away.iter().map(|_| Vec::new()).collect();
     let mut here = Vec::new();
     for member in members {
-        match &elsewhere {
-            Some((_, e)) if e.takes(&member) => away.push(member),
-            _ => here.push(member),
+        match pick(&away, &member) {
+            Some(i) => taken[i].push(member),
+            None => here.push(member),
         }
     }
     for (member, why) in unusable {
-        if why == crate::job::Unusable::Remote
-            && elsewhere.as_ref().is_some_and(|(_, e)| e.takes(&member))
-        {
-            away.push(member);
-            continue;
+        if why == crate::job::Unusable::Remote {
+            if let Some(i) = pick(&away, &member) {
+                taken[i].push(member);
+                continue;
+            }
         }
         let e = match why {
             crate::job::Unusable::Remote => Error::Remote {
@@ -670,31 +723,35 @@ fn dump_members(
         };
         failures.push((failure(&member, &e), e));
     }
-    let mut elsewhere = elsewhere.filter(|_| !away.is_empty());
-    if let Some((starter, e)) = &mut elsewhere {
-        away.sort_by_key(|m| m.identity);
-        e.start(starter, away);
-    }
-    let mut barrier = || {
-        if let Some((_, e)) = &mut elsewhere {
-            e.stopped();
+    // Only the readers given members take part.
+    let mut active: Vec<&mut Away<'_>> = Vec::new();
+    for (a, mut members) in away.iter_mut().zip(taken) {
+        if members.is_empty() {
+            continue;
         }
-        Ok(())
+        members.sort_by_key(|m| m.identity);
+        a.reader.start(a.starter, members);
+        active.push(a);
+    }
+    let outcome = {
+        let mut barrier = || {
+            for a in active.iter_mut() {
+                a.reader.stopped();
+            }
+            Ok(())
+        };
+        dump_here(
+            Some(launcher),
+            here,
+            failures,
+            cache,
+            options,
+            progress,
+            &mut barrier,
+        )
     };
-    let outcome = dump_here(
-        Some(launcher),
-        here,
-        failures,
-        cache,
-        options,
-        progress,
-        &mut barrier,
-    );
     // Whatever happened here, what is read elsewhere is waited for.
-    let read_elsewhere = match &mut elsewhere {
-        Some((_, e)) => e.finish(),
-        None => Vec::new(),
-    };
+    let read_elsewhere: Vec<_> = active.iter_mut().flat_map(|a| a.reader.finish()).collect();
     let mut outcome = outcome?;
     for result in read_elsewhere {
         match result {

@@ -485,6 +485,49 @@ fn collect_on_one_node_equals_a_direct_attach() {
     job.shutdown().expect("teardown");
 }
 
+/// Two jobs on the nodes, both starters named (`--pid A --pid B`): each
+/// one's ranks on other hosts are read by collectors it starts, all four
+/// stopped together and numbered as one job (the second's ranks after the
+/// first's), each rank as a dump of its own job alone reads it.
+#[test]
+fn two_starters_named_together_each_start_their_collectors() {
+    let nodes = Nodes::start(&NODES).expect("nodes");
+    let first = job_on(&nodes, "queues", 2, 1, &[]);
+    let second = job_on(&nodes, "queues", 2, 1, &[]);
+    let (a, b) = (
+        first.launcher_pid().to_string(),
+        second.launcher_pid().to_string(),
+    );
+    let (out, took) = timed(&["--pid", &a, "--pid", &b, "--json"]);
+    let both = succeeded(out, "mqs-dump --pid A --pid B");
+    eprintln!("two starters through their collectors: {took:?}");
+    assert_eq!(both["failures"], serde_json::json!([]), "{both}");
+    let hosts: Vec<String> = hosts_of(&both).into_values().collect();
+    assert_eq!(hosts, ["nodea", "nodeb", "nodea", "nodeb"], "{both}");
+    // The same processes as each job dumped alone, less the numbering.
+    let unnumbered = |p: &Value| {
+        let mut p = comparable(p);
+        p.as_object_mut().unwrap().remove("global_rank");
+        p
+    };
+    let together = by_rank(&both);
+    for (offset, pid) in [(0, &a), (2, &b)] {
+        let alone = succeeded(timed(&["--pid", pid, "--json"]).0, "one job alone");
+        assert_queues_state(&alone);
+        for (rank, process) in by_rank(&alone) {
+            assert_eq!(
+                unnumbered(&together[&(rank + offset)]),
+                unnumbered(&process),
+                "rank {rank} of the job of starter {pid}"
+            );
+        }
+    }
+    assert_left_alone(&first, 2);
+    assert_left_alone(&second, 2);
+    first.shutdown().expect("teardown");
+    second.shutdown().expect("teardown");
+}
+
 fn nix_hostname() -> String {
     let out = Command::new("hostname").output().expect("hostname");
     String::from_utf8_lossy(&out.stdout).trim().to_string()

@@ -285,16 +285,31 @@ fn mpich_ring_is_dumped_after_3_seconds() {
 }
 
 fn a_finishing_job_runs_through(mpi: Mpi) {
-    let stop = std::env::temp_dir().join(format!("mqs-launch-stop-{}", std::process::id()));
+    // One stop file per test: the tests of both MPIs run at once.
+    let stop = std::env::temp_dir().join(format!(
+        "mqs-launch-stop-{}-{}",
+        std::process::id(),
+        mpi.name()
+    ));
     let _ = std::fs::remove_file(&stop);
+    // The job ends when the stop file appears, made once the dump is
+    // written (a fixed run time lost the race on a loaded machine: the
+    // job ended before its dump).
     let mut run = Launched::start(
         mpi,
         "finish",
         3,
-        &[stop.to_str().unwrap(), "6"],
+        &[stop.to_str().unwrap(), "170"],
         &["--dump-after", "1", "--json"],
     );
+    let deadline = Instant::now() + Duration::from_secs(150);
+    while run.dumps().is_empty() {
+        assert!(Instant::now() < deadline, "no dump: {}", run.file("stderr"));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::fs::write(&stop, "stop").expect("the stop file");
     let code = run.wait(Duration::from_secs(180));
+    let _ = std::fs::remove_file(&stop);
     assert_eq!(code, 0, "stderr:\n{}", run.file("stderr"));
     let out = run.file("stdout");
     for rank in 0..3 {

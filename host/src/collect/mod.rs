@@ -96,6 +96,21 @@ pub fn dump(
     inspect::dump_with(pid, options, progress, &mut front)
 }
 
+/// [`inspect::dump_pids`] (several processes named, stopped together),
+/// with each named starter's ranks on other hosts (all of them, with
+/// [`CollectOptions::all_hosts`]) read by collectors, a front end per
+/// starter.
+pub fn dump_pids(
+    pids: &[i32],
+    options: &Options,
+    collect: &CollectOptions,
+    progress: Progress<'_>,
+) -> Result<JobDump> {
+    inspect::dump_pids_with(pids, options, progress, &mut || {
+        Some(Box::new(Front::new(options, collect.clone())) as Box<dyn Elsewhere>)
+    })
+}
+
 /// The name a host is matched by: its short name, in lower case; this
 /// machine's own name for any name of this machine.
 pub fn host_key(host: &str) -> String {

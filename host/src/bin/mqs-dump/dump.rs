@@ -235,7 +235,7 @@ pub fn dump_once(args: &DumpArgs, options: &Options) -> Result<JobDump, Error> {
         if let [pid] = args.pid[..] {
             collect::dump(pid, options, &collect, &mut progress)
         } else if !args.pid.is_empty() {
-            inspect::dump_pids(&args.pid, options, &mut progress)
+            collect::dump_pids(&args.pid, options, &collect, &mut progress)
         } else {
             other_sources(args, options)
         }
@@ -380,11 +380,6 @@ fn collect_options(args: &DumpArgs) -> Result<CollectOptions, Error> {
         return Err(Error::Usage(
             "--collect, --launcher and --collector read a live job: give --pid of its starter"
                 .into(),
-        ));
-    }
-    if args.pid.len() > 1 && c.given() {
-        return Err(Error::Usage(
-            "--collect, --launcher and --collector take a single --pid (a job's starter)".into(),
         ));
     }
     if args.save.is_some() && (c.collect || c.launcher.is_some()) {
