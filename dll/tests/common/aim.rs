@@ -4,9 +4,7 @@
 //! writes its reads down. Both fuzzers aim their mutations there
 //! (`fuzz.rs` in process, `strict_host.rs` through the C host).
 
-use std::cell::{Cell, RefCell};
-
-use super::fuzzing::{field, one, read_u64, Fuzzed};
+use super::fuzzing::{clean_regions, field, pointers_in, read_u64};
 use super::session::Recorded;
 
 /// What a clean session read in one recorded process.
@@ -42,60 +40,26 @@ impl Aim {
 
 /// Runs a clean session over `process` and finds where it read.
 pub fn aim(name: &str, process: &Recorded) -> Aim {
-    let (reads, refused) = (Cell::new(0), Cell::new(0));
-    let log = RefCell::new(Vec::new());
-    let target = Fuzzed {
-        inner: &process.target,
-        budget: u64::MAX,
-        reads: &reads,
-        refused: &refused,
-        log: Some(&log),
-    };
-    let d = one(process, Box::new(target), process.symbols.clone());
-    assert!(
-        d.added.is_ok(),
-        "{name}: a clean session fails: {:?}",
-        d.added
-    );
-    let mut ranges = log.into_inner();
-    ranges.sort_unstable();
-    let mut regions: Vec<(u64, usize)> = Vec::new();
-    for (addr, len) in ranges {
-        match regions.last_mut() {
-            Some((start, n)) if addr <= *start + *n as u64 => {
-                *n = (*n).max((addr + len as u64 - *start) as usize);
-            }
-            _ => regions.push((addr, len)),
-        }
-    }
-    let inside = |v: u64| regions.iter().any(|&(a, n)| v >= a && v < a + n as u64);
+    let (regions, clean_fetches) = clean_regions(name, process);
+    let pointers = pointers_in(process, &regions);
     let log = &process.symbols;
     let next = field(log, "opal_list_item_t", "opal_list_next").unwrap_or(16);
     let prev = field(log, "opal_list_item_t", "opal_list_prev").unwrap_or(24);
-    let mut pointers = Vec::new();
-    let mut links = Vec::new();
-    for &(start, n) in &regions {
-        let mut a = start.div_ceil(8) * 8;
-        while a + 8 <= start + n as u64 {
-            if let Some(v) = read_u64(&process.target, a) {
-                if v % 8 == 0 && inside(v) {
-                    pointers.push(a);
-                    // `a` is an item's next link if the next item's prev
-                    // leads back to that item.
-                    let item = a.wrapping_sub(next);
-                    if read_u64(&process.target, v.wrapping_add(prev)) == Some(item) {
-                        links.push((a, item));
-                    }
-                }
-            }
-            a += 8;
-        }
-    }
+    // A pointer at `a` is an item's next link if the next item's prev
+    // leads back to that item.
+    let links = pointers
+        .iter()
+        .filter_map(|&a| {
+            let v = read_u64(&process.target, a)?;
+            let item = a.wrapping_sub(next);
+            (read_u64(&process.target, v.wrapping_add(prev)) == Some(item)).then_some((a, item))
+        })
+        .collect();
     Aim {
         regions,
         links,
         prev,
         pointers,
-        clean_fetches: reads.get(),
+        clean_fetches,
     }
 }

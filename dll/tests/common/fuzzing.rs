@@ -142,6 +142,22 @@ pub fn symbol(log: &SymbolLog, name: &str) -> Option<u64> {
 /// links `find_links` finds in it (given the process and the merged
 /// regions read).
 pub fn base(name: &'static str, process: &'static Recorded, find_links: &FindLinks) -> Base {
+    let (regions, clean_fetches) = clean_regions(name, process);
+    let pointers = pointers_in(process, &regions);
+    let links = find_links(process, &regions);
+    Base {
+        name,
+        process,
+        regions,
+        links,
+        pointers,
+        clean_fetches,
+    }
+}
+
+/// What a clean session of `process` (it must succeed) read: the byte
+/// ranges, merged (start, length), and how many fetches it made.
+pub fn clean_regions(name: &str, process: &Recorded) -> (Vec<(u64, usize)>, u64) {
     let (reads, refused) = (Cell::new(0), Cell::new(0));
     let log = RefCell::new(Vec::new());
     let target = Fuzzed {
@@ -168,9 +184,15 @@ pub fn base(name: &'static str, process: &'static Recorded, find_links: &FindLin
             _ => regions.push((addr, len)),
         }
     }
+    (regions, reads.get())
+}
+
+/// Addresses of the aligned words in `regions` whose value is an aligned
+/// address inside `regions`: the pointers a session followed or may.
+pub fn pointers_in(process: &Recorded, regions: &[(u64, usize)]) -> Vec<u64> {
     let inside = |v: u64| regions.iter().any(|&(a, n)| v >= a && v < a + n as u64);
     let mut pointers = Vec::new();
-    for &(start, n) in &regions {
+    for &(start, n) in regions {
         let mut a = start.div_ceil(8) * 8;
         while a + 8 <= start + n as u64 {
             if read_u64(&process.target, a).is_some_and(|v| v % 8 == 0 && inside(v)) {
@@ -179,15 +201,7 @@ pub fn base(name: &'static str, process: &'static Recorded, find_links: &FindLin
             a += 8;
         }
     }
-    let links = find_links(process, &regions);
-    Base {
-        name,
-        process,
-        regions,
-        links,
-        pointers,
-        clean_fetches: reads.get(),
-    }
+    pointers
 }
 
 /// One session of our DLL over one process.
