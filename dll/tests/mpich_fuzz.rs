@@ -78,16 +78,7 @@ fn mpich_links(p: &Recorded, _regions: &[(u64, usize)]) -> Vec<ListLink> {
 
 fn bases() -> &'static [Base] {
     static B: OnceLock<Vec<Base>> = OnceLock::new();
-    B.get_or_init(|| {
-        recordings(Family::Mpich)
-            .flat_map(|plan| {
-                recording(plan.name)
-                    .processes
-                    .iter()
-                    .map(|p| fuzzing::base(plan.name, p, &mpich_links))
-            })
-            .collect()
-    })
+    B.get_or_init(|| fuzzing::bases(Family::Mpich, &mpich_links))
 }
 
 /// The fixture's contents for each MPICH recording.

@@ -4,7 +4,7 @@
 //! writes its reads down. Both fuzzers aim their mutations there
 //! (`fuzz.rs` in process, `strict_host.rs` through the C host).
 
-use super::fuzzing::{clean_regions, field, pointers_in, read_u64};
+use super::fuzzing::{clean_regions, field, opal_links, pointers_in};
 use super::session::Recorded;
 
 /// What a clean session read in one recorded process.
@@ -42,18 +42,10 @@ impl Aim {
 pub fn aim(name: &str, process: &Recorded) -> Aim {
     let (regions, clean_fetches) = clean_regions(name, process);
     let pointers = pointers_in(process, &regions);
-    let log = &process.symbols;
-    let next = field(log, "opal_list_item_t", "opal_list_next").unwrap_or(16);
-    let prev = field(log, "opal_list_item_t", "opal_list_prev").unwrap_or(24);
-    // A pointer at `a` is an item's next link if the next item's prev
-    // leads back to that item.
-    let links = pointers
-        .iter()
-        .filter_map(|&a| {
-            let v = read_u64(&process.target, a)?;
-            let item = a.wrapping_sub(next);
-            (read_u64(&process.target, v.wrapping_add(prev)) == Some(item)).then_some((a, item))
-        })
+    let prev = field(&process.symbols, "opal_list_item_t", "opal_list_prev").unwrap_or(24);
+    let links = opal_links(process, &regions)
+        .into_iter()
+        .map(|l| (l.at, l.item))
         .collect();
     Aim {
         regions,

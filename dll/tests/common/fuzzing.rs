@@ -26,11 +26,12 @@ use mqs_host::process::{
     Environment, Liveness, MappedObject, SnapshotProcess, Target, Thread, PAGE_SIZE,
 };
 use mqs_host::snapshot::SymbolLog;
+use mqs_tests::Family;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
-use super::session::{our_dll, run, Dumped, Input, Recorded};
+use super::session::{our_dll, recording, recordings, run, Dumped, Input, Recorded};
 
 /// Cases per run (MQS_FUZZ_CASES overrides).
 const CASES_DEFAULT: u64 = 5000;
@@ -153,6 +154,46 @@ pub fn base(name: &'static str, process: &'static Recorded, find_links: &FindLin
         pointers,
         clean_fetches,
     }
+}
+
+/// [`base`] of every process of every recording of `family`.
+pub fn bases(family: Family, find_links: &FindLinks) -> Vec<Base> {
+    recordings(family)
+        .flat_map(|plan| {
+            recording(plan.name)
+                .processes
+                .iter()
+                .map(|p| base(plan.name, p, find_links))
+        })
+        .collect()
+}
+
+/// The `next` links of Open MPI's list items: a word of a region read
+/// whose value is another item whose `prev` leads back.
+pub fn opal_links(process: &Recorded, regions: &[(u64, usize)]) -> Vec<ListLink> {
+    let log = &process.symbols;
+    let next = field(log, "opal_list_item_t", "opal_list_next").unwrap_or(16);
+    let prev = field(log, "opal_list_item_t", "opal_list_prev").unwrap_or(24);
+    let inside = |v: u64| regions.iter().any(|&(a, n)| v >= a && v < a + n as u64);
+    let mut links = Vec::new();
+    for &(start, n) in regions {
+        let mut a = start.div_ceil(8) * 8;
+        while a + 8 <= start + n as u64 {
+            if let Some(v) = read_u64(&process.target, a).filter(|&v| v % 8 == 0 && inside(v)) {
+                let item = a.wrapping_sub(next);
+                if read_u64(&process.target, v.wrapping_add(prev)) == Some(item) {
+                    let before = read_u64(&process.target, item.wrapping_add(prev));
+                    links.push(ListLink {
+                        at: a,
+                        item,
+                        before: before.unwrap_or(item),
+                    });
+                }
+            }
+            a += 8;
+        }
+    }
+    links
 }
 
 /// What a clean session of `process` (it must succeed) read: the byte
