@@ -18,21 +18,17 @@ use crate::sync::lock;
 
 /// The limit in ms; 0: none.
 static LIMIT_MS: AtomicU64 = AtomicU64::new(0);
-/// When the call in progress must end, in ms since `epoch()`; 0: no call.
-static DEADLINE_MS: AtomicU64 = AtomicU64::new(0);
+/// Calls begun and ended: odd while a call is in progress. The watchdog
+/// times how long one odd value lasts, so a call costs two atomic adds
+/// and no clock reading (the hot path makes one call per operation).
+static CALLS: AtomicU64 = AtomicU64::new(0);
 /// The entry point the DLL is in.
 static CALL: Mutex<&'static str> = Mutex::new("");
 /// The watchdog thread, and the stderr it reports on.
 static WATCHER: OnceLock<Option<OwnedFd>> = OnceLock::new();
 
-fn epoch() -> Instant {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    *EPOCH.get_or_init(Instant::now)
-}
-
-fn now_ms() -> u64 {
-    u64::try_from(epoch().elapsed().as_millis()).unwrap_or(u64::MAX)
-}
+/// How often the watchdog looks.
+const TICK: Duration = Duration::from_millis(100);
 
 /// Sets the limit for every later call into a DLL in this process (None:
 /// no limit). The first limit set starts the watchdog thread.
@@ -60,18 +56,32 @@ pub fn set_call_limit(limit: Option<Duration>) {
 }
 
 fn watch(err: Option<i32>) {
+    // The call in progress when last looked, and since when.
+    let mut seen: Option<(u64, Instant)> = None;
     loop {
-        std::thread::sleep(Duration::from_millis(100));
-        let deadline = DEADLINE_MS.load(Ordering::SeqCst);
-        if deadline == 0 || now_ms() <= deadline {
+        std::thread::sleep(TICK);
+        let calls = CALLS.load(Ordering::SeqCst);
+        if calls.is_multiple_of(2) {
+            seen = None;
+            continue;
+        }
+        let since = match seen {
+            Some((c, since)) if c == calls => since,
+            _ => {
+                seen = Some((calls, Instant::now()));
+                continue;
+            }
+        };
+        let limit = Duration::from_millis(LIMIT_MS.load(Ordering::SeqCst));
+        if since.elapsed() < limit {
             continue;
         }
         let call = *lock(&CALL);
-        let secs = LIMIT_MS.load(Ordering::SeqCst) as f64 / 1e3;
         let text = format!(
-            "mqs-dump: error: the message-queue DLL did not return from {call} within {secs} s \
+            "mqs-dump: error: the message-queue DLL did not return from {call} within {} s \
              (--dll-timeout): it is stuck; mqs-dump ends, which lets the job's processes go. \
-             Report it to the DLL's maker, or give --dll another DLL\n"
+             Report it to the DLL's maker, or give --dll another DLL\n",
+            limit.as_secs_f64()
         );
         if let Some(fd) = err {
             // SAFETY: write(2) of our own buffer to our own descriptor.
@@ -85,17 +95,16 @@ fn watch(err: Option<i32>) {
 
 /// Runs `f`, a call into the DLL entry point `call`, under the limit.
 pub(crate) fn guarded<R>(call: &'static str, f: impl FnOnce() -> R) -> R {
-    let limit = LIMIT_MS.load(Ordering::Relaxed);
-    if limit == 0 {
+    if LIMIT_MS.load(Ordering::Relaxed) == 0 {
         return f();
     }
     *lock(&CALL) = call;
-    DEADLINE_MS.store(now_ms().saturating_add(limit), Ordering::SeqCst);
-    // Cleared however `f` ends.
+    CALLS.fetch_add(1, Ordering::SeqCst);
+    // Ended however `f` ends.
     struct Done;
     impl Drop for Done {
         fn drop(&mut self) {
-            DEADLINE_MS.store(0, Ordering::SeqCst);
+            CALLS.fetch_add(1, Ordering::SeqCst);
         }
     }
     let _done = Done;

@@ -288,15 +288,12 @@ fn communicator(
     index: &SymbolIndex,
     frame: FrameAddress,
     state: &FrameState,
+    members: &[&str],
 ) -> Option<FrameComm> {
     let lookup = frame.address_for_lookup();
     let (object, bias) = index.object_at(lookup)?;
     let svma = lookup.wrapping_sub(bias);
-    let members: Vec<&str> = COMM_TYPES
-        .iter()
-        .flat_map(|(_, m)| m.iter().copied())
-        .collect();
-    let param = object.parameter_at(svma, &COMM_ARGUMENTS, &members)?;
+    let param = object.parameter_at(svma, &COMM_ARGUMENTS, members)?;
     let pointee = param.pointee.as_ref()?;
     let (_, fields) = COMM_TYPES.iter().find(|(name, _)| *name == pointee.name)?;
     let (_, offset, size) = fields
@@ -338,13 +335,18 @@ pub(super) fn communicators(
         return vec![None; frames.len()];
     }
     let states = frame_states(target, index, cfi, registers, frames);
+    // The id members of every communicator type, asked of the pointee.
+    let members: Vec<&str> = COMM_TYPES
+        .iter()
+        .flat_map(|(_, m)| m.iter().copied())
+        .collect();
     frames
         .iter()
         .zip(&mpi)
         .enumerate()
         .map(|(i, (frame, is_mpi))| {
             let state = states.get(i).filter(|_| *is_mpi)?;
-            communicator(target, index, *frame, state)
+            communicator(target, index, *frame, state, &members)
         })
         .collect()
 }
