@@ -353,6 +353,10 @@ pub fn ops(queue: &Section<Queue>) -> &[Operation] {
 /// Hands every input to one session of `dll` (so that an MPI-2 DLL knows
 /// every identity), then dumps each: the calling sequence mqs-dump uses.
 pub fn run(dll: &'static Dll, inputs: Vec<Input<'_>>) -> Result<Vec<Dumped>, String> {
+    // One session at a time, as mqs-dump runs them: the DLL keeps global
+    // state (the reason of its last mqs_no_information), and a test binary
+    // runs its tests on several threads.
+    let _one_session_at_a_time = mqs_host::dll::exclusive();
     let mut session = Session::new(dll).map_err(|e| e.to_string())?;
     let mut added = Vec::new();
     for input in inputs {
