@@ -7,7 +7,9 @@
 //! (docs/mpis.md): Open MPI's reads -1 as a 32-bit unsigned (ANY_SOURCE is
 //! 4294967295, MPI_COMM_NULL's rank 4294967294) and has no unexpected queue;
 //! MPICH's gives lengths in elements (not bytes), length 0 for unexpected
-//! messages, no global ranks, and lists internal communicators unnamed.
+//! messages (the count a fresh request object holds; a recycled one keeps
+//! its previous use's), no global ranks, and lists internal communicators
+//! unnamed.
 
 mod support;
 

@@ -20,7 +20,7 @@ use support::*;
 /// Where libtvmpich.so and ours differ on purpose: theirs is wrong, ours right.
 const KNOWN: &[&str] = &[
     "lengths in elements, not bytes (desired and actual; ours: count x the datatype's size)",
-    "unexpected messages: length 0, actual length -1, system_buffer false (ours: the size the sender announced, in MPICH's buffer)",
+    "unexpected messages: length left over from the request object's previous use (0 when fresh), actual length -1, system_buffer false (ours: the size the sender announced, in MPICH's buffer)",
     "global ranks always -1 (ours: translated through the communicator's group)",
     "no mqs_get_comm_group (group null)",
     "pending receives: actual rank and tag copied from the request's match fields (ANY_SOURCE as -2); ours -1 until matched",
@@ -436,16 +436,13 @@ fn cross_check(theirs: &ProcessDump, ours: &ProcessDump, rank: i64) {
                     assert!(o.desired_global_rank >= 0, "{what}: ours translated");
                 }
                 if class == 2 {
-                    // Theirs reads the length from the request's status,
-                    // which MPICH fills as the data lands: 0 before, the
-                    // bytes so far while a message arrives in pieces, its
-                    // whole size after (each seen on 8 ranks under load).
-                    assert!(
-                        (0..=o.desired_length).contains(&t.desired_length),
-                        "{what}: their length {} is not between 0 and ours {}",
-                        t.desired_length,
-                        o.desired_length
-                    );
+                    // Theirs reports the request's `dev.user_count` as the
+                    // length. MPICH sets it only when a receive is posted
+                    // and does not clear it when a request object is
+                    // reused, so an unexpected message shows 0 in a fresh
+                    // object and the count of the object's previous use in
+                    // a recycled one (32 seen for a 16-byte message on 8
+                    // ranks): nothing to compare.
                     assert_eq!(
                         (t.actual_length, t.system_buffer),
                         (-1, false),
