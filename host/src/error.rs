@@ -54,6 +54,11 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A PMIx launcher (Open MPI 5's prterun) that did not give its job's
+    /// process table.
+    #[error("pid {pid} is not an MPI process and did not answer as a PMIx launcher: {detail}")]
+    Pmix { pid: i32, detail: String },
+
     /// The process has no `MPIR_dll_name` (and no --dll was given).
     #[error("pid {pid} is not an MPI process: {detail}")]
     NotMpi { pid: i32, detail: String },
@@ -277,6 +282,8 @@ pub mod exit_code {
     /// A call into the message-queue DLL passed mqs-dump's limit
     /// (`--dll-timeout`): the DLL is stuck.
     pub const DLL_HUNG: i32 = 15;
+    /// A PMIx launcher could not be asked for its job.
+    pub const PMIX: i32 = 16;
 }
 
 impl Error {
@@ -302,6 +309,7 @@ impl Error {
             Self::Usage(_) => USAGE,
             Self::BadInput { .. } => BAD_INPUT,
             Self::Collect(_) => COLLECT,
+            Self::Pmix { .. } => PMIX,
             // Codes outside the table are not believed.
             Self::OnHost { code, .. } if (1..=COLLECT).contains(code) => *code,
             Self::OnHost { .. } => OTHER,

@@ -26,7 +26,7 @@ use crate::stacks::{self, RawStacks};
 use crate::symbols::{
     LineTables, ObjectSymbols, SymbolCache, SymbolIndex, SymbolSources, TypeSource,
 };
-use crate::{mpi2dd, mpir};
+use crate::{mpi2dd, mpir, pmix};
 use crate::{Error, Result};
 
 /// How to dump.
@@ -302,9 +302,10 @@ pub struct FoundJob {
 }
 
 /// The job `target` leads to, if it is a starter, a directory or a
-/// metadirectory (None for an ordinary rank, or a starter whose job has not
-/// started yet). Only reads: the caller decides whether the process is
-/// stopped meanwhile.
+/// metadirectory, or a PMIx launcher (None for an ordinary rank, or a
+/// starter whose job has not started yet). Only reads: the caller decides
+/// whether the process is stopped meanwhile, except that a PMIx launcher
+/// must run to answer.
 pub fn find_job(
     target: &dyn Target,
     symbols: &SymbolIndex,
@@ -348,6 +349,17 @@ pub fn find_job(
                 unreachable,
             }));
         }
+    }
+    if let Some(library) = pmix::launcher_library(target, symbols) {
+        let table = pmix::proc_table(target.pid(), &library, pmix::TIMEOUT)?;
+        if table.is_empty() {
+            return Ok(None);
+        }
+        return Ok(Some(FoundJob {
+            launcher: launcher(),
+            members: crate::job::members(target, &table),
+            unreachable: Vec::new(),
+        }));
     }
     if !mpir::is_starter(symbols) {
         return Ok(None);
@@ -436,6 +448,20 @@ pub fn dump_with(
     elsewhere: &mut dyn Elsewhere,
 ) -> Result<JobDump> {
     let cache = symbol_cache(options);
+    // A PMIx launcher answers only while it runs: ask it before anything
+    // is stopped.
+    {
+        let probe = LiveProcess::attach(pid, Mode::NoStop)?;
+        let symbols = index_symbols_with(&probe, &cache)?;
+        if pmix::launcher_library(&probe, &*symbols).is_some() {
+            let job = find_job(&probe, &symbols, options)?.ok_or_else(|| Error::NotMpi {
+                pid,
+                detail: "it is a PMIx launcher that runs no job (yet)".into(),
+            })?;
+            let starter = Starter { pid, symbols };
+            return dump_found(job, &cache, options, progress, (&starter, elsewhere));
+        }
+    }
     let mut target = attach(pid, options)?;
     let symbols = match index_symbols_with(&target, &cache) {
         Ok(symbols) => symbols,

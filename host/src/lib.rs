@@ -48,6 +48,7 @@ pub mod job;
 pub mod launch;
 pub mod mpi2dd;
 pub mod mpir;
+pub mod pmix;
 pub mod process;
 pub mod render;
 pub mod snapshot;

@@ -13,6 +13,7 @@
 
 mod support;
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use mqs_tests::{Job, Mpi};
@@ -400,7 +401,8 @@ fn ranks_by_pid(mpi: Mpi) {
     job.shutdown().expect("shutdown");
 }
 
-/// Dumps the whole job through the starter (mpirun/mpiexec) and MPIR.
+/// Dumps the whole job through the starter (mpirun/mpiexec): its MPIR
+/// process table, or for Open MPI 5 its PMIx one.
 fn whole_job(mpi: Mpi) {
     let job = Job::launch(mpi, "queues", 2, &[]).expect("launch queues");
     let launcher = job.launcher_pid();
@@ -451,6 +453,78 @@ fn open_mpi_g_whole_job_through_mpirun() {
 #[test]
 fn mpich_whole_job_through_mpiexec() {
     whole_job(Mpi::Mpich);
+}
+
+/// Open MPI 5's launcher has no MPIR: the job comes from its PMIx server
+/// (the tool interface's process table), with the MPI's own DLL.
+#[test]
+fn open_mpi_5_whole_jobs_through_prterun() {
+    whole_job(Mpi::OpenMpi5G);
+    whole_job(Mpi::OpenMpi5Release);
+}
+
+/// A PMIx launcher that does not answer (stopped here) is given up on
+/// after the time limit, and answers again once it runs; a process that
+/// only maps libpmix is refused with exit code 16 and the fix.
+#[test]
+fn a_pmix_launcher_that_does_not_answer_or_is_none_is_a_clear_error() {
+    use mqs_host::pmix;
+    let mpi = Mpi::OpenMpi5G;
+    let lib = mpi.prefix().expect("prefix").join("lib/libpmix.so");
+    let job = Job::launch(mpi, "queues", 2, &[]).expect("launch queues");
+    let launcher = job.launcher_pid();
+    let signal = |sig| {
+        // SAFETY: a signal to the launcher this test started.
+        assert_eq!(unsafe { libc::kill(launcher as i32, sig) }, 0);
+    };
+    signal(libc::SIGSTOP);
+    let stopped = pmix::proc_table(launcher as i32, &lib, Duration::from_secs(2));
+    signal(libc::SIGCONT);
+    let err = stopped.expect_err("a stopped launcher cannot answer");
+    assert!(
+        err.to_string().contains("did not answer within 2 s"),
+        "{err}"
+    );
+    assert_eq!(err.exit_code(), 16);
+    let table = pmix::proc_table(launcher as i32, &lib, pmix::TIMEOUT).expect("process table");
+    let pids: Vec<(u32, u32)> = table
+        .iter()
+        .map(|p| (p.rank as u32, p.pid as u32))
+        .collect();
+    assert_eq!(pids, job.rank_pids());
+    assert!(
+        table
+            .iter()
+            .all(|p| Path::new(&p.executable) == job.executable()),
+        "{table:?}"
+    );
+    assert_running_untraced(launcher);
+    job.shutdown().expect("shutdown");
+
+    // Not a launcher, though it maps the library.
+    let mut child = std::process::Command::new("sleep")
+        .arg("60")
+        .env("LD_PRELOAD", &lib)
+        .spawn()
+        .expect("sleep");
+    let maps = format!("/proc/{}/maps", child.id());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(&maps).is_ok_and(|m| m.contains("libpmix")) {
+        assert!(Instant::now() < deadline, "libpmix never mapped");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = run(&["--pid", &child.id().to_string()]);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_error(
+        &out,
+        16,
+        &[
+            "did not answer as a PMIx launcher",
+            "PMIx_tool_init",
+            "give the pid of",
+        ],
+    );
 }
 
 #[test]

@@ -77,7 +77,8 @@ pub const EXIT_CODES: &str = "Exit codes: 0 ok, 1 other error, 2 usage, 3 no suc
 7 DLL missing, 8 DLL not loadable, 9 DLL incompatible, 10 DLL untrusted, \
 11 process exited during the dump, 12 deadlock found (--deadlock, watch), \
 13 unreadable core or snapshot file, 14 ranks on other hosts not reached (no collector \
-called back), 15 the DLL is stuck (a call took longer than --dll-timeout); for `cvars`, see \
+called back), 15 the DLL is stuck (a call took longer than --dll-timeout), 16 a PMIx launcher \
+(prterun) did not tell its job; for `cvars`, see \
 `mqs-dump cvars --help`";
 
 fn main() -> ExitCode {
