@@ -78,3 +78,60 @@ fn release_build_says_receives_are_in_posting_order() {
         );
     }
 }
+
+/// A PML other than ob1 (the recorded component's name patched to it):
+/// each communicator's sends and receives are "cannot tell" with the PML
+/// named where none is seen, and marked incomplete where some are (the
+/// base free lists); never an empty queue that would mean "none".
+#[test]
+fn another_pml_is_named_per_queue_instead_of_empty_queues() {
+    use mqs_host::dump::Section;
+    let p = &recording("queues").processes[0];
+    let at = common::fuzzing::symbol(&p.symbols, "mca_pml_base_selected_component")
+        .expect("the selected PML's component");
+    // mca_base_component_t: the component's name is 84 bytes in.
+    let was = common::fuzzing::read_u64(&p.target, at + 84).expect("its name");
+    assert_eq!(&was.to_le_bytes()[..4], b"ob1\0");
+    for (pml, why) in [("ucx", "inside UCX"), ("cm", "matches in its MTL")] {
+        let mut target = p.target.clone();
+        let mut name = [0u8; 8];
+        name[..pml.len()].copy_from_slice(pml.as_bytes());
+        target.insert(at + 84, &name);
+        let input = common::session::Input {
+            image: p.executable.clone(),
+            symbols: Box::new(p.symbols.clone()),
+            target: Box::new(&target),
+            identity: p.member.identity,
+        };
+        let d = common::session::run(common::session::our_dll(), vec![input])
+            .expect("a session")
+            .pop()
+            .expect("one process");
+        let (mut unknown, mut partial) = (0, 0);
+        for c in d.comms() {
+            for (what, section) in [("sends", &c.sends), ("receives", &c.receives)] {
+                let what = format!("{pml}: {} {what}", c.name);
+                match section {
+                    Section::NotAvailable { reason } => {
+                        assert!(reason.contains(why), "{what}: {reason}");
+                        unknown += 1;
+                    }
+                    Section::Ok { value } => {
+                        let last = value.operations.last().expect("never an empty queue");
+                        let said = last.extra_text.join(" | ");
+                        let note = format!("queue can be incomplete: PML {pml}");
+                        assert!(said.contains(&note), "{what}: {said}");
+                        partial += 1;
+                    }
+                    Section::Error { message } => panic!("{what}: {message}"),
+                }
+            }
+            match &c.unexpected {
+                Section::NotAvailable { reason } => assert!(reason.contains("not ob1"), "{reason}"),
+                other => panic!("{pml}: {} unexpected: {other:?}", c.name),
+            }
+        }
+        // Rank 0 of queues has receives on the free lists and empty sends.
+        assert!(unknown > 0 && partial > 0, "{pml}: {unknown} {partial}");
+    }
+}

@@ -341,6 +341,25 @@ impl ProcessState {
         Ok(())
     }
 
+    /// Why pending sends and receives can be missing, for a PML other
+    /// than ob1: this DLL lists requests from ob1's queues and Open MPI's
+    /// base free lists, where other PMLs do not (all) keep theirs.
+    fn pml_blind_spot(&self) -> Option<String> {
+        let pml = self.pml.as_ref().filter(|p| p.name != "ob1")?;
+        Some(match pml.name.as_str() {
+            "ucx" => "the selected PML is ucx, which keeps its requests inside UCX, \
+                      out of any debugger's sight (run with --mca pml ob1 to see them)"
+                .to_owned(),
+            "cm" => "the selected PML is cm, which matches in its MTL and keeps its own \
+                     request lists: only requests on Open MPI's base free lists are shown"
+                .to_owned(),
+            other => format!(
+                "the selected PML is {other}, not ob1: only requests on Open MPI's base \
+                 free lists are shown"
+            ),
+        })
+    }
+
     fn ob1_selected(&self) -> bool {
         self.pml.as_ref().is_none_or(|p| p.name == "ob1")
     }
@@ -447,13 +466,28 @@ impl ProcessState {
         if let (Some(stop), true) = (stop, ops.is_empty()) {
             return Err(stop_error(stop));
         }
+        let mut last_note = stop.map(|s| s.note());
+        if class != OpClass::UnexpectedMessages {
+            if let Some(why) = self.pml_blind_spot() {
+                // Requests this DLL cannot see may be there: "cannot tell",
+                // never "empty"; what it does see is said to be partial.
+                if ops.is_empty() {
+                    crate::messages::set_no_information_reason(&why);
+                    return Ok(ReturnCode::NoInformation);
+                }
+                // A line of extra_text holds 63 characters: the PML's name
+                // only (the reason goes with an empty queue).
+                let name = self.pml.as_ref().map_or("", |p| p.name.as_str());
+                last_note.get_or_insert_with(|| format!("queue can be incomplete: PML {name}"));
+            }
+        }
         // An empty queue is mqs_ok too, and mqs_next_operation ends it at
         // once: the interface allows mqs_end_of_list here, but debuggers
         // (padb) count anything but mqs_ok and mqs_no_information as a
         // failure, and the MPIs' own DLLs never answer it.
         self.ops = Some(Operations {
             items: ops.into(),
-            last_note: stop.map(|s| s.note()),
+            last_note,
         });
         Ok(ReturnCode::Ok)
     }
