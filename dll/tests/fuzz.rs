@@ -27,7 +27,12 @@ fn corrupted_processes_never_crash_hang_or_read_without_bound() {
 /// naming it, or (for optional ones) a dump that still works.
 #[test]
 fn each_missing_type_fails_cleanly_with_its_name() {
-    let process = &recording("queues").processes[0];
+    for recorded in ["queues", "ompi5-queues"] {
+        missing_types_fail_cleanly(&recording(recorded).processes[0]);
+    }
+}
+
+fn missing_types_fail_cleanly(process: &common::session::Recorded) {
     for name in process.symbols.types.keys() {
         let mut log = process.symbols.clone();
         log.types.remove(name);

@@ -1,6 +1,7 @@
-//! The MPICH backend, in the real host's session, on MPICH 4.0.2 ch3 jobs
+//! The MPICH backend, in the real host's session, on MPICH 4.0.2 jobs
 //! of tests/fixtures/queues.c recorded live (`mpich-queues2`: 2 ranks with
-//! 2 extra operations; `mpich-queues8`: 8 ranks, derived datatypes;
+//! 2 extra operations; `mpich-queues8`: 8 ranks, derived datatypes; both
+//! ch3; `mpich-ch4-queues3`: ch4:ofi, 3 ranks, active messages only;
 //! `scripts/record-snapshots`): each replays to its recorded dump and to
 //! the fixture's known contents (`mqs_tests::contents::mpich_queues`);
 //! corrupted at random (`common/fuzzing.rs`, with mutations aimed at the
@@ -86,6 +87,7 @@ fn known(name: &str) -> Vec<contents::Process> {
     match name {
         "mpich-queues2" => contents::mpich_queues(2, 2),
         "mpich-queues8" => contents::mpich_queues(8, 0),
+        "mpich-ch4-queues3" => contents::mpich_ch4_queues(3, 2),
         other => panic!("{other}: no known contents"),
     }
 }
@@ -98,7 +100,10 @@ fn mpich_replays_equal_the_dumps_that_recorded_them() {
         eprintln!("{}: at most {most} fetches per process", plan.name);
         names.push(plan.name);
     }
-    assert_eq!(names, ["mpich-queues2", "mpich-queues8"]);
+    assert_eq!(
+        names,
+        ["mpich-queues2", "mpich-queues8", "mpich-ch4-queues3"]
+    );
 }
 
 #[test]
@@ -108,9 +113,13 @@ fn mpich_replays_hold_what_the_fixture_left() {
         checked += check_known(plan.name, &known(plan.name));
     }
     // 2 ranks, N = 2: rank 0 has 10, rank 1 has 6; 8 ranks: rank 0 has 6,
-    // rank 1 has 10, ranks 2-7 have 3 each. A guard against lists that lost
-    // their operations.
-    assert_eq!(checked, 10 + 6 + 6 + 10 + 6 * 3, "operations checked");
+    // rank 1 has 10, ranks 2-7 have 3 each; ch4, 3 ranks, N = 2: 10, 7
+    // and 3. A guard against lists that lost their operations.
+    assert_eq!(
+        checked,
+        10 + 6 + 6 + 10 + 6 * 3 + 10 + 7 + 3,
+        "operations checked"
+    );
 }
 
 #[test]
@@ -203,7 +212,12 @@ fn a_communicator_freed_mid_walk_ends_the_list_cleanly() {
 
 #[test]
 fn each_missing_mpich_type_fails_cleanly_with_its_name() {
-    let p = recording("mpich-queues2").rank(0);
+    for name in ["mpich-queues2", "mpich-ch4-queues3"] {
+        missing_types_fail_cleanly(recording(name).rank(0));
+    }
+}
+
+fn missing_types_fail_cleanly(p: &Recorded) {
     let mut failed = 0;
     for name in p.symbols.types.keys() {
         let mut log = p.symbols.clone();

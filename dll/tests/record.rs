@@ -35,14 +35,21 @@ fn dump_json(pid: i32, options: &Options) -> Value {
 
 fn record(plan: &Plan, data: &Path) {
     let mpi = plan.mpi;
-    let mut options = LaunchOptions::default();
+    let mut options = LaunchOptions {
+        env: plan
+            .env
+            .iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect(),
+        ..LaunchOptions::default()
+    };
     if plan.fixture == "spawn" {
         // Open MPI 4.1's shared-memory transport does not reach another
         // job's processes: spawned jobs talk over TCP on loopback.
-        options.env = vec![
+        options.env.extend([
             ("OMPI_MCA_btl".into(), "self,vader,tcp".into()),
             ("OMPI_MCA_btl_tcp_if_include".into(), "lo".into()),
-        ];
+        ]);
     }
     let mut job = Job::launch_with(mpi, plan.fixture, plan.ranks, plan.args, &options)
         .unwrap_or_else(|e| panic!("{}: {e}", plan.name));

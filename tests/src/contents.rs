@@ -423,6 +423,23 @@ pub fn progress() -> Vec<Process> {
     vec![rank0, rank1]
 }
 
+/// [`mpich_queues`] as MPICH's ch4 leaves it: its active-message path
+/// keeps an eager unexpected message pending (ch3 completes it).
+pub fn mpich_ch4_queues(size: i64, n: i64) -> Vec<Process> {
+    let mut procs = mpich_queues(size, n);
+    for c in procs.iter_mut().flat_map(|p| p.comms.iter_mut()) {
+        if let Queue::Ops(ops) | Queue::AnyOrder(ops) = &mut c.unexpected {
+            for op in ops
+                .iter_mut()
+                .filter(|o| o.unexpected == Some(Protocol::Eager))
+            {
+                op.status = OpStatus::Pending;
+            }
+        }
+    }
+    procs
+}
+
 /// `queues.c` with `n` extra operations per side as MPICH 4.0 ch3 holds
 /// it, every rank of a job of `size` ranks (2 or more). Unlike Open MPI,
 /// MPICH keeps every send request (eager ones too, perhaps complete), an

@@ -133,11 +133,13 @@ pub struct Plan {
     pub fixture: &'static str,
     pub ranks: u32,
     pub args: &'static [&'static str],
-    /// Open MPI 4.1.4 `-g` or release (no DWARF for ob1), or MPICH 4.0.2
-    /// ch3 (`-g`).
+    /// Open MPI 4.1.4 `-g` or release (no DWARF for ob1), Open MPI 5.0.7
+    /// `-g`, or MPICH 4.0.2 ch3 or ch4 (`-g`).
     pub mpi: Mpi,
     /// Recorded for the MPI-2 build only.
     pub mpi2_only: bool,
+    /// The job's environment, besides what the launch sets.
+    pub env: &'static [(&'static str, &'static str)],
 }
 
 /// The recordings `dll/tests/data` holds, for each build of the DLL:
@@ -150,6 +152,7 @@ pub const RECORDINGS: &[Plan] = &[
         args: &["3"],
         mpi: Mpi::OpenMpiG,
         mpi2_only: false,
+        env: &[],
     },
     Plan {
         name: "queues-release",
@@ -158,6 +161,7 @@ pub const RECORDINGS: &[Plan] = &[
         args: &["3"],
         mpi: Mpi::OpenMpiRelease,
         mpi2_only: false,
+        env: &[],
     },
     Plan {
         name: "intercomm",
@@ -166,6 +170,7 @@ pub const RECORDINGS: &[Plan] = &[
         args: &[],
         mpi: Mpi::OpenMpiG,
         mpi2_only: false,
+        env: &[],
     },
     Plan {
         name: "progress",
@@ -174,6 +179,7 @@ pub const RECORDINGS: &[Plan] = &[
         args: &[],
         mpi: Mpi::OpenMpiG,
         mpi2_only: false,
+        env: &[],
     },
     Plan {
         name: "spawn",
@@ -182,6 +188,7 @@ pub const RECORDINGS: &[Plan] = &[
         args: &[],
         mpi: Mpi::OpenMpiG,
         mpi2_only: true,
+        env: &[],
     },
     // MPICH 4.0.2 ch3 (dll/tests/mpich_fuzz.rs): the 2-rank job with two
     // extra operations, and the 8-rank one with derived datatypes.
@@ -192,6 +199,7 @@ pub const RECORDINGS: &[Plan] = &[
         args: &["2"],
         mpi: Mpi::Mpich,
         mpi2_only: false,
+        env: &[],
     },
     Plan {
         name: "mpich-queues8",
@@ -200,6 +208,30 @@ pub const RECORDINGS: &[Plan] = &[
         args: &[],
         mpi: Mpi::Mpich,
         mpi2_only: false,
+        env: &[],
+    },
+    // Open MPI 5.0.7 (-g): the same fixture as "queues", found through
+    // prterun's PMIx server.
+    Plan {
+        name: "ompi5-queues",
+        fixture: "queues",
+        ranks: 2,
+        args: &["3"],
+        mpi: Mpi::OpenMpi5G,
+        mpi2_only: false,
+        env: &[],
+    },
+    // MPICH 4.0.2 ch4:ofi with every message on its active-message path
+    // (the only one whose receives it records): 3 ranks, rank 2's derived
+    // datatypes, two extra operations.
+    Plan {
+        name: "mpich-ch4-queues3",
+        fixture: "queues",
+        ranks: 3,
+        args: &["2"],
+        mpi: Mpi::MpichCh4,
+        mpi2_only: false,
+        env: &[("MPIR_CVAR_CH4_OFI_ENABLE_TAGGED", "0")],
     },
 ];
 
