@@ -402,39 +402,53 @@ pub fn free_list<P: ProcessAccess + ?Sized>(
             stop = stop.or(Some(Stop::Corrupt));
             break;
         };
-        let Some(len) = (count as u64).checked_mul(stride) else {
+        if (count as u64).checked_mul(stride).is_none() {
             stop = stop.or(Some(Stop::Corrupt));
             break;
-        };
-        let region = match t.view(start, len) {
-            Ok(r) => r,
-            Err(e) => {
-                stop = stop.or(Some(Stop::from_read(e, start)));
-                // A slab we cannot read whole: try the next.
-                if e == ReadError::Budget {
-                    break;
-                }
-                visited += count;
-                continue;
-            }
-        };
-        for k in 0..count as u64 {
-            let off = k * stride;
-            let Ok(bytes) = region.bytes(off, spans.end().min(stride)) else {
+        }
+        // A slab is read a window at a time: at 100,000 requests one slab
+        // is 16 MB, which need not be held whole.
+        let per_window = (SLAB_WINDOW / stride).max(1);
+        let mut done = 0u64;
+        while done < count as u64 {
+            let n = per_window.min(count as u64 - done);
+            let Some(at) = start.checked_add(done * stride) else {
+                stop = stop.or(Some(Stop::Corrupt));
                 break;
             };
-            let elem = t.view_within(start + off, bytes, spans);
-            if let Some(class_off) = obj_class {
-                if elem.ptr(class_off).ok() != Some(class) {
-                    continue;
+            let region = match t.view(at, n * stride) {
+                Ok(r) => r,
+                Err(e) => {
+                    stop = stop.or(Some(Stop::from_read(e, at)));
+                    if e == ReadError::Budget {
+                        return stop;
+                    }
+                    // Unreadable: the rest of this slab, then the next.
+                    break;
                 }
+            };
+            for k in 0..n {
+                let off = k * stride;
+                let Ok(bytes) = region.bytes(off, spans.end().min(stride)) else {
+                    break;
+                };
+                let elem = t.view_within(at + off, bytes, spans);
+                if let Some(class_off) = obj_class {
+                    if elem.ptr(class_off).ok() != Some(class) {
+                        continue;
+                    }
+                }
+                visit(at + off, &elem);
             }
-            visit(start + off, &elem);
+            done += n;
         }
         visited += count;
     }
     stop
 }
+
+/// Most bytes of a free-list slab read at once.
+const SLAB_WINDOW: u64 = 1 << 20;
 
 #[cfg(test)]
 mod tests {
@@ -647,6 +661,27 @@ mod tests {
         assert_eq!(seen, elems);
         // One fetch for the header, one per slab link, one per slab.
         assert!(t.fetches() <= 1 + 4 + 3, "{} fetches", t.fetches());
+    }
+
+    #[test]
+    fn a_large_slab_is_read_a_window_at_a_time() {
+        let mut p = FakeProcess::new();
+        // 20,000 elements of 128 bytes: 2.4 MiB, three windows.
+        let elems = build_free_list(&mut p, &[20_000], 20_000);
+        let mut seen = Vec::new();
+        let t = target(&p);
+        let stop = free_list(&t, SPEC, 0x10000, &Spans::whole(16), 100_000, |a, _| {
+            seen.push(a)
+        });
+        assert_eq!(stop, None);
+        assert_eq!(seen, elems);
+        // The header, the slab's link and its end, and one per window.
+        let windows = (20_000 * 128u64).div_ceil(SLAB_WINDOW);
+        let fetches = t.fetches();
+        assert!(
+            (1 + windows..=3 + windows).contains(&fetches),
+            "{fetches} fetches"
+        );
     }
 
     #[test]

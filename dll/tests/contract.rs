@@ -260,7 +260,7 @@ fn without_ob1_debug_info_receives_come_from_the_free_lists() {
     );
     for op in recvs.ops() {
         assert_eq!(
-            op.extra_text.last().map(String::as_str),
+            op.extra_text.last(),
             Some("order: by posting sequence (no ob1 queue info)")
         );
     }

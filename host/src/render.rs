@@ -489,7 +489,7 @@ mod tests {
             actual_global_rank: 0,
             actual_tag: 0,
             actual_length: 0,
-            extra_text: vec!["request 0x2000".into()],
+            extra_text: ["request 0x2000"].into(),
         };
         JobDump {
             schema_version: SCHEMA_VERSION,

@@ -16,9 +16,11 @@
 
 mod entry_points;
 pub mod ffi;
+mod lines;
 pub mod model;
 
 pub use entry_points::{EntryPoint, Need, ENTRY_POINTS};
+pub use lines::Lines;
 
 pub use model::{
     decode_c_chars, encode_c_chars, Communicator, OpClass, OpStatus, PendingOperation,

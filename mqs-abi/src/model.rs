@@ -9,6 +9,7 @@ use std::fmt;
 
 use crate::ffi::mpi1::{mqs_communicator, mqs_pending_operation};
 use crate::ffi::mpi2::mqs_process_location;
+use crate::Lines;
 
 /// What an ABI function returned: one of the three shared codes, or a code
 /// private to the side that returned it (>= `mqs_first_user_code`), which
@@ -245,7 +246,7 @@ pub struct PendingOperation {
     pub actual_tag: i64,
     pub actual_length: i64,
     /// The lines of `extra_text` up to the first empty one.
-    pub extra_text: Vec<String>,
+    pub extra_text: Lines,
 }
 
 impl Default for PendingOperation {
@@ -262,12 +263,17 @@ impl PendingOperation {
             .iter()
             .take_while(|line| line.first().is_some_and(|&c| c != 0))
             .count();
-        let mut extra_text = Vec::with_capacity(lines);
-        extra_text.extend(
-            raw.extra_text[..lines]
-                .iter()
-                .map(|line| decode_c_chars(line)),
-        );
+        // One allocation for all the lines (c_char is i8 or u8 depending
+        // on the platform; the bytes are what matter).
+        let mut text = String::with_capacity(lines * 32);
+        let mut bytes = Vec::with_capacity(64);
+        for line in &raw.extra_text[..lines] {
+            bytes.clear();
+            bytes.extend(line.iter().take_while(|&&c| c != 0).map(|&c| c as u8));
+            text.push_str(&String::from_utf8_lossy(&bytes));
+            text.push('\0');
+        }
+        let extra_text = Lines::from_nul_terminated(text);
         Self {
             status: OpStatus::from_raw(raw.status),
             desired_local_rank: raw.desired_local_rank,
@@ -301,9 +307,10 @@ impl PendingOperation {
         raw.actual_global_rank = self.actual_global_rank;
         raw.actual_tag = self.actual_tag;
         raw.actual_length = self.actual_length;
-        for (i, slot) in raw.extra_text.iter_mut().enumerate() {
-            match self.extra_text.get(i) {
-                Some(line) if line.is_empty() => {
+        let mut lines = self.extra_text.iter();
+        for slot in raw.extra_text.iter_mut() {
+            match lines.next() {
+                Some("") => {
                     encode_c_chars(" ", slot);
                 }
                 Some(line) => {
@@ -449,7 +456,7 @@ mod tests {
             actual_global_rank: 3,
             actual_tag: 7,
             actual_length: 32,
-            extra_text: vec!["first".into(), "second".into()],
+            extra_text: ["first", "second"].into(),
         };
         let mut raw = mqs_pending_operation::default();
         op.write_raw(&mut raw);
@@ -462,7 +469,7 @@ mod tests {
         // Lines after the first empty one are not shown.
         raw.extra_text[1].fill(0);
         encode_c_chars("hidden", &mut raw.extra_text[2]);
-        assert_eq!(PendingOperation::from_raw(&raw).extra_text, vec!["first"]);
+        assert_eq!(PendingOperation::from_raw(&raw).extra_text, ["first"]);
     }
 
     #[test]

@@ -109,7 +109,7 @@ fn operations<'a>(queue: &'a Section<Queue>, what: &str) -> &'a [Operation] {
 /// The request address a first `extra_text` line names: ours
 /// "send request 0x…"/"receive request 0x…", theirs "Send: 0x…"/"Receive: 0x…".
 fn request(op: &Operation, theirs: bool) -> (bool, u64) {
-    let line = op.extra_text.first().map(String::as_str).unwrap_or("");
+    let line = op.extra_text.first().unwrap_or("");
     let (send, hex) = if theirs {
         match line.split_once(": 0x") {
             Some(("Send", hex)) => (true, hex),
@@ -249,12 +249,13 @@ fn compare_operation(
         )
     };
     assert_eq!(fields(&t), fields(o), "{what}: theirs (corrected), ours");
-    compare_text(what, &t.extra_text, o, seen);
+    let theirs: Vec<&str> = t.extra_text.iter().collect();
+    compare_text(what, &theirs, o, seen);
 }
 
 /// extra_text: theirs is [request, "Data: …" or "Data transfer completed",
 /// the datatype's name cut]; ours [request, count, then our extras].
-fn compare_text(what: &str, theirs: &[String], o: &Operation, seen: &mut BTreeSet<Difference>) {
+fn compare_text(what: &str, theirs: &[&str], o: &Operation, seen: &mut BTreeSet<Difference>) {
     assert_eq!(theirs.len(), 3, "{what}: theirs' extra_text {theirs:?}");
     let count_of = |line: &str| {
         line.split_once(" x ")
@@ -287,7 +288,7 @@ fn compare_text(what: &str, theirs: &[String], o: &Operation, seen: &mut BTreeSe
         );
     }
     assert!(
-        name.starts_with(theirs[2].as_str()) && !theirs[2].is_empty(),
+        name.starts_with(theirs[2]) && !theirs[2].is_empty(),
         "{what}: theirs' datatype {:?}, ours {name}",
         theirs[2]
     );

@@ -385,7 +385,7 @@ pub fn to_operation(found: &Found, class: Class, cx: &OpContext<'_>) -> PendingO
         actual_global_rank: -1,
         actual_tag: -1,
         actual_length: -1,
-        extra_text: Vec::new(),
+        extra_text: mqs_abi::Lines::new(),
     };
     let mut lines = Vec::new();
     let what = match class {
@@ -459,7 +459,7 @@ pub fn to_operation(found: &Found, class: Class, cx: &OpContext<'_>) -> PendingO
         lines.push(note.to_string());
     }
     lines.truncate(5);
-    op.extra_text = lines;
+    op.extra_text = lines.into();
     op
 }
 

@@ -801,5 +801,5 @@ pub fn add_note(op: &mut PendingOperation, note: String) {
     if op.extra_text.len() >= 5 {
         op.extra_text.truncate(4);
     }
-    op.extra_text.push(note);
+    op.extra_text.push(&note);
 }

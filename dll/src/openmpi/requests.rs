@@ -343,7 +343,7 @@ pub fn to_operation(
         actual_global_rank: -1,
         actual_tag: -1,
         actual_length: -1,
-        extra_text: Vec::new(),
+        extra_text: mqs_abi::Lines::new(),
     };
     let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
     let mut lines = Vec::new();
@@ -419,6 +419,6 @@ pub fn to_operation(
     if let Some(order) = order {
         lines.push(order);
     }
-    op.extra_text = lines;
+    op.extra_text = lines.into();
     op
 }

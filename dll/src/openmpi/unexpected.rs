@@ -275,6 +275,6 @@ pub fn to_operation(frag: &Frag, comm: &Comm, expected_ctx: Option<u64>) -> Pend
         actual_global_rank: global,
         actual_tag: frag.tag,
         actual_length: length,
-        extra_text: lines,
+        extra_text: lines.into(),
     }
 }

@@ -265,7 +265,7 @@ impl Listing {
                             actual_global_rank: n(9)?,
                             actual_tag: n(10)?,
                             actual_length: n(11)?,
-                            extra_text: Vec::new(),
+                            extra_text: Default::default(),
                         },
                     };
                     let queue = l
@@ -282,7 +282,7 @@ impl Listing {
                         .and_then(|c| c.queues.last_mut())
                         .and_then(|q| q.2.last_mut())
                         .ok_or("text outside an op")?;
-                    op.op.extra_text.push(rest.to_string());
+                    op.op.extra_text.push(rest);
                 }
                 "counts" => {
                     for item in w {

@@ -31,7 +31,7 @@ fn op(peer: i64, tag: i64, buffer: u64) -> PendingOperation {
         actual_global_rank: 0,
         actual_tag: 0,
         actual_length: 0,
-        extra_text: vec![],
+        extra_text: Default::default(),
     }
 }
 
