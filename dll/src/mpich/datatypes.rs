@@ -9,11 +9,14 @@
 //! scheme (`mpir_objects.h`), unchanged since MPICH2.
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+use std::sync::Arc;
 
 use crate::access::ProcessAccess;
 use crate::mpich::layout::Layout;
 use crate::mpich::Symbols;
 use crate::target::{ReadError, Target};
+use crate::walk::AddrHasher;
 
 const KIND_BUILTIN: u32 = 1;
 const KIND_DIRECT: u32 = 2;
@@ -26,12 +29,14 @@ pub const DATATYPE_NULL: u32 = 0x0c00_0000;
 /// A datatype's name (empty if none) and size in bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Datatype {
-    pub name: String,
+    /// Shared: every operation of a queue of 100,000 takes its datatype
+    /// from the cache.
+    pub name: Arc<str>,
     pub size: u64,
 }
 
 /// Datatypes read so far this stop, by handle.
-pub type Cache = HashMap<u32, Option<Datatype>>;
+pub type Cache = HashMap<u32, Option<Datatype>, BuildHasherDefault<AddrHasher>>;
 
 /// Where the object of a datatype handle is, if the handle is valid.
 fn object<P: ProcessAccess + ?Sized>(
@@ -91,13 +96,13 @@ pub fn datatype<P: ProcessAccess + ?Sized>(
         let builtin_size = (handle >> 30 == KIND_BUILTIN).then(|| u64::from((handle >> 8) & 0xff));
         let Some(dt) = layout.datatype else {
             return Ok(builtin_size.map(|size| Datatype {
-                name: String::new(),
+                name: Arc::from(""),
                 size,
             }));
         };
         let Some(addr) = object(t, layout, syms, handle)? else {
             return Ok(builtin_size.map(|size| Datatype {
-                name: String::new(),
+                name: Arc::from(""),
                 size,
             }));
         };
@@ -108,7 +113,7 @@ pub fn datatype<P: ProcessAccess + ?Sized>(
             None => v.uint(dt.size_field, layout.aint_size)?,
         };
         Ok(Some(Datatype {
-            name: v.chars(dt.name, dt.name_len)?,
+            name: v.chars(dt.name, dt.name_len)?.into(),
             size,
         }))
     };
@@ -117,7 +122,7 @@ pub fn datatype<P: ProcessAccess + ?Sized>(
         // What the handle says of a builtin is right even if its object is
         // unreadable.
         Err(_) => (handle >> 30 == KIND_BUILTIN).then(|| Datatype {
-            name: String::new(),
+            name: Arc::from(""),
             size: u64::from((handle >> 8) & 0xff),
         }),
     };

@@ -175,6 +175,30 @@ impl<T: Target> PageCache<T> {
             while end <= last && !state.pages.contains_key(&end) {
                 end += 1;
             }
+            // The page above the missing run is cached: a walk going down
+            // through memory (lists whose items were allocated downwards,
+            // as MPICH's ch4 requests are). Read the missing pages below
+            // it along, in the same call.
+            if self.limit.is_some() && state.pages.contains_key(&end) {
+                let mut behind = page;
+                while behind > 0
+                    && page - behind < READ_AHEAD
+                    && !state.pages.contains_key(&(behind - 1))
+                {
+                    behind -= 1;
+                }
+                if behind < page && self.fetch_behind(&mut state, behind, end)? {
+                    page = end;
+                    continue;
+                }
+                // What that call did not bring is read the usual way.
+                while page < end && state.pages.contains_key(&page) {
+                    page += 1;
+                }
+                if page == end {
+                    continue;
+                }
+            }
             // A limited cache reads ahead of the last page wanted, as far
             // as the pages are missing and readable: walks go up through
             // memory, and one call for 16 pages costs little more than one
@@ -217,6 +241,25 @@ impl<T: Target> PageCache<T> {
             }
         }
         Ok(())
+    }
+
+    /// Reads pages `from..end`, all missing, in one call, keeping what it
+    /// returns: whether all of them came (else the caller reads the rest
+    /// as usual, which tells unreadable pages apart).
+    fn fetch_behind(&self, state: &mut State, from: u64, end: u64) -> Result<bool> {
+        let mut buf = vec![0; (end - from) as usize * PAGE];
+        let n = match self.inner.read_prefix(from * PAGE_SIZE, &mut buf) {
+            Ok(n) => n,
+            // Below a mapping's start, say: the usual way finds out.
+            Err(Error::Read { .. }) => 0,
+            Err(other) => return Err(other),
+        };
+        let mut page = from;
+        for chunk in buf[..n / PAGE * PAGE].chunks_exact(PAGE) {
+            self.insert(state, page, Page::Data(chunk.into()));
+            page += 1;
+        }
+        Ok(page == end)
     }
 
     fn insert(&self, state: &mut State, page: u64, known: Page) {
@@ -354,7 +397,7 @@ mod tests {
     use super::*;
     use std::cell::Cell;
 
-    /// A fake address space: pages 0x10..0x20 readable except 0x14, each byte
+    /// A fake address space: pages 0x10..0x40 readable except 0x14, each byte
     /// the low byte of its address; counts calls like a syscall.
     #[derive(Debug, Default)]
     struct Fake {
@@ -365,7 +408,7 @@ mod tests {
     impl Fake {
         fn readable(addr: u64) -> bool {
             let page = addr / PAGE_SIZE;
-            (0x10..0x20).contains(&page) && page != 0x14
+            (0x10..0x40).contains(&page) && page != 0x14
         }
     }
 
@@ -502,20 +545,23 @@ mod tests {
 
     #[test]
     fn a_limited_cache_lets_the_oldest_pages_go() {
-        // Downwards, so that nothing is read ahead: one call a page.
+        // Downwards every other page, so that each call brings the page
+        // wanted and the one above it (read ahead up to the cached one).
         let cache = PageCache::with_limit(Fake::default(), 4 * PAGE);
         let mut buf = [0; 8];
-        for page in (0x18..0x20u64).rev() {
+        // (0x40 is unreadable: the first brings one page.) Room is made for
+        // the page wanted; the one read ahead may pass the limit by one.
+        for page in (0x36..0x40u64).rev().step_by(2) {
             cache.read(page * PAGE_SIZE, &mut buf).unwrap();
             assert_eq!(buf.to_vec(), expected(page * PAGE_SIZE, 8));
         }
-        assert_eq!(cache.stats().pages_cached, 4);
-        assert_eq!(cache.stats().syscalls, 8);
+        assert_eq!(cache.stats().pages_cached, 5);
+        assert_eq!(cache.stats().syscalls, 5);
         // The newest are held, the oldest read again.
-        cache.read(0x18_000, &mut buf).unwrap();
-        assert_eq!(cache.stats().syscalls, 8);
-        cache.read(0x1f_000, &mut buf).unwrap();
-        assert_eq!(cache.stats().syscalls, 9);
+        cache.read(0x37_000, &mut buf).unwrap();
+        assert_eq!(cache.stats().syscalls, 5);
+        cache.read(0x3f_000, &mut buf).unwrap();
+        assert_eq!(cache.stats().syscalls, 6);
         // Reading ahead: one call for the page wanted and those after it,
         // up to the first unreadable one (0x14), which is not probed.
         let cache = PageCache::with_limit(Fake::default(), 64 * PAGE);
@@ -537,6 +583,31 @@ mod tests {
         assert_eq!(cache.stats().pages_cached, 0);
         cache.read(0x18_000, &mut big).unwrap();
         assert_eq!(big, expected(0x18_000, 6 * PAGE));
+    }
+
+    #[test]
+    fn a_walk_down_through_memory_reads_behind() {
+        let cache = PageCache::with_limit(Fake::default(), 64 * PAGE);
+        let mut buf = [0; 8];
+        cache.read(0x3f_000, &mut buf).unwrap();
+        assert_eq!(cache.stats().syscalls, 1);
+        // The page above is cached: this page and the 15 below it at once.
+        cache.read(0x3e_010, &mut buf).unwrap();
+        assert_eq!(buf.to_vec(), expected(0x3e_010, 8));
+        assert_eq!(cache.stats().syscalls, 2);
+        for page in (0x2f..0x3eu64).rev() {
+            cache.read(page * PAGE_SIZE + 16, &mut buf).unwrap();
+            assert_eq!(buf.to_vec(), expected(page * PAGE_SIZE + 16, 8));
+        }
+        assert_eq!(cache.stats().syscalls, 2);
+        // Below it an unreadable page: that call brings nothing, and the
+        // page wanted is read the usual way.
+        cache.read(0x16_000, &mut buf).unwrap();
+        let calls = cache.stats().syscalls;
+        cache.read(0x15_ff8, &mut buf).unwrap();
+        assert_eq!(buf.to_vec(), expected(0x15_ff8, 8));
+        assert_eq!(cache.stats().syscalls, calls + 2);
+        assert!(cache.read(0x14_000, &mut buf).is_err());
     }
 
     #[test]
