@@ -32,6 +32,7 @@ pub mod access;
 pub mod api;
 pub mod backend;
 pub mod callbacks;
+pub mod cursor;
 pub mod errors;
 pub mod exports;
 #[cfg(feature = "mpi2")]

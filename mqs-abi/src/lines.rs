@@ -81,6 +81,41 @@ impl Lines {
     }
 }
 
+/// Lines written one after the other into one buffer, then made [`Lines`]
+/// at once: no allocation per line.
+#[derive(Debug, Default)]
+pub struct LinesBuf(String);
+
+impl LinesBuf {
+    pub fn with_capacity(bytes: usize) -> Self {
+        LinesBuf(String::with_capacity(bytes))
+    }
+
+    pub fn push(&mut self, line: &str) {
+        append(&mut self.0, line);
+    }
+
+    /// Appends the line `format_args!` makes.
+    pub fn push_fmt(&mut self, args: fmt::Arguments<'_>) {
+        let start = self.0.len();
+        // Writing into a String cannot fail.
+        let _ = fmt::Write::write_fmt(&mut self.0, args);
+        if self.0[start..].contains('\0') {
+            let line: String = self.0[start..]
+                .chars()
+                .map(|c| if c == '\0' { ' ' } else { c })
+                .collect();
+            self.0.truncate(start);
+            self.0.push_str(&line);
+        }
+        self.0.push('\0');
+    }
+
+    pub fn finish(self) -> Lines {
+        Lines(self.0.into_boxed_str())
+    }
+}
+
 /// Appends `line` and its end to `all`.
 fn append(all: &mut String, line: &str) {
     if line.contains('\0') {
@@ -199,6 +234,11 @@ mod tests {
     fn a_nul_inside_a_line_does_not_split_it() {
         let l: Lines = ["a\0b"].into();
         assert_eq!(l, ["a b"]);
+        let mut b = LinesBuf::with_capacity(8);
+        b.push_fmt(format_args!("x{}y", '\0'));
+        b.push("request 0x10");
+        b.push_fmt(format_args!("{} x {}", 4, "MPI_INT"));
+        assert_eq!(b.finish(), ["x y", "request 0x10", "4 x MPI_INT"]);
     }
 
     #[test]

@@ -25,6 +25,7 @@ use mqs_abi::{OpClass, PendingOperation, ReturnCode};
 
 use crate::abi;
 use crate::access::{ImageAccess, ProcessAccess, TypeSizes};
+use crate::cursor::Cursor;
 use crate::errors::DllError;
 use crate::messages;
 use crate::messages::Failure;
@@ -185,7 +186,7 @@ pub struct ProcessState {
     incomplete: Option<String>,
     signature: Option<Signature>,
     comms: Vec<Comm>,
-    current: Option<usize>,
+    current: Cursor,
     ops: Option<VecDeque<PendingOperation>>,
     cache: Cache,
     /// MPI_COMM_WORLD's size and this process's rank in it.
@@ -219,7 +220,7 @@ impl ProcessState {
             incomplete: None,
             signature: None,
             comms: Vec::new(),
-            current: None,
+            current: Cursor::default(),
             ops: None,
             cache: Cache::default(),
             world: None,
@@ -402,38 +403,24 @@ impl ProcessState {
             .collect();
         self.world = built.world;
         self.signature = Some(signature);
-        self.current = None;
+        self.current.reset();
         Ok(())
     }
 
     pub fn setup_communicators(&mut self) -> ReturnCode {
         self.cache = Cache::default();
         self.ops = None;
-        if self.comms.is_empty() {
-            self.current = None;
-            ReturnCode::EndOfList
-        } else {
-            self.current = Some(0);
-            ReturnCode::Ok
-        }
+        self.current.start(self.comms.len())
     }
 
     pub fn current_comm(&self) -> Result<&Comm, DllError> {
-        self.current
-            .and_then(|i| self.comms.get(i))
-            .ok_or(DllError::NoCurrentCommunicator)
+        self.current.get(&self.comms)
     }
 
     pub fn next_communicator(&mut self) -> Result<ReturnCode, DllError> {
-        let cur = self.current.ok_or(DllError::NoCurrentCommunicator)?;
+        let rc = self.current.advance(self.comms.len())?;
         self.ops = None;
-        if cur + 1 < self.comms.len() {
-            self.current = Some(cur + 1);
-            Ok(ReturnCode::Ok)
-        } else {
-            self.current = None;
-            Ok(ReturnCode::EndOfList)
-        }
+        Ok(rc)
     }
 
     pub fn comm_group(&self) -> Result<Vec<i32>, DllError> {

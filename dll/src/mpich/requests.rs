@@ -12,7 +12,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use mqs_abi::{OpStatus, PendingOperation};
+use mqs_abi::{LinesBuf, OpStatus, PendingOperation};
 
 use crate::access::ProcessAccess;
 use crate::mpich::communicators::Comm;
@@ -387,44 +387,49 @@ pub fn to_operation(found: &Found, class: Class, cx: &OpContext<'_>) -> PendingO
         actual_length: -1,
         extra_text: mqs_abi::Lines::new(),
     };
-    let mut lines = Vec::new();
+    // One buffer for all the lines: an operation of 100,000 is made
+    // with one allocation for its text.
+    let mut lines = LinesBuf::with_capacity(160);
     let what = match class {
         Class::Send => "send",
         Class::Posted => "receive",
         Class::Unexpected => "unexpected message",
     };
     match req {
-        Some(r) => lines.push(format!("{what} request {:#x}", r.addr)),
-        None => lines.push(format!("{what} request {:#x} (unreadable)", found.req_addr)),
+        Some(r) => lines.push_fmt(format_args!("{what} request {:#x}", r.addr)),
+        None => lines.push_fmt(format_args!(
+            "{what} request {:#x} (unreadable)",
+            found.req_addr
+        )),
     }
     match class {
         Class::Send => {
             if let Some(n) = count {
-                lines.push(count_of(n, cx.datatype, datatype));
+                count_of(&mut lines, n, cx.datatype, datatype);
             }
             op.actual_local_rank = op.desired_local_rank;
             op.actual_global_rank = op.desired_global_rank;
             op.actual_tag = found.tag;
             op.actual_length = op.desired_length;
             lines.push(if complete {
-                "complete, not yet waited for or freed".to_string()
+                "complete, not yet waited for or freed"
             } else {
-                "waiting for the receiver".to_string()
+                "waiting for the receiver"
             });
         }
         Class::Posted => {
             if let Some(n) = count {
-                lines.push(count_of(n, cx.datatype, datatype));
+                count_of(&mut lines, n, cx.datatype, datatype);
             }
             if let Some(r) = req.filter(|_| complete) {
                 op.actual_local_rank = r.st_source;
                 op.actual_global_rank = comm.peer_global(r.st_source);
                 op.actual_tag = r.st_tag;
                 op.actual_length = r.st_count.map(clamp).unwrap_or(-1);
-                lines.push("complete, not yet waited for or freed".to_string());
+                lines.push("complete, not yet waited for or freed");
             }
             if let Some(k) = cx.order {
-                lines.push(format!("posted #{k} in MPICH matching order"));
+                lines.push_fmt(format_args!("posted #{k} in MPICH matching order"));
             }
         }
         Class::Unexpected => {
@@ -438,37 +443,44 @@ pub fn to_operation(found: &Found, class: Class, cx: &OpContext<'_>) -> PendingO
             op.actual_tag = found.tag;
             op.actual_length = op.desired_length;
             let kind = req.and_then(|r| r.msg_type);
-            lines.push(match (kind, size) {
-                (Some(MSG_EAGER), Some(n)) => format!("eager message, all {n} bytes arrived"),
-                (Some(MSG_RNDV), Some(n)) => {
-                    format!("rendezvous message: {n} bytes announced, sent once matched")
+            match (kind, size) {
+                (Some(MSG_EAGER), Some(n)) => {
+                    lines.push_fmt(format_args!("eager message, all {n} bytes arrived"))
                 }
-                (Some(MSG_SELF), _) => "message from this process to itself".to_string(),
-                (None, Some(n)) if complete => format!("all {n} bytes arrived"),
-                _ => "message still arriving".to_string(),
-            });
+                (Some(MSG_RNDV), Some(n)) => lines.push_fmt(format_args!(
+                    "rendezvous message: {n} bytes announced, sent once matched"
+                )),
+                (Some(MSG_SELF), _) => lines.push("message from this process to itself"),
+                (None, Some(n)) if complete => {
+                    lines.push_fmt(format_args!("all {n} bytes arrived"))
+                }
+                _ => lines.push("message still arriving"),
+            }
         }
     }
     if req.is_some_and(|r| r.st_cancelled) {
-        lines.push("cancelled".to_string());
+        lines.push("cancelled");
     }
     if cx.internal {
-        lines.push("collective traffic (MPICH-internal context)".to_string());
+        lines.push("collective traffic (MPICH-internal context)");
     }
     if let Some(note) = cx.note {
-        lines.push(note.to_string());
+        lines.push(note);
     }
-    lines.truncate(5);
-    op.extra_text = lines.into();
+    op.extra_text = lines.finish();
+    op.extra_text.truncate(5);
     op
 }
 
 /// "N x TYPE", or, where MPICH records no datatype (4.1+ debugger
 /// queue entries), the bare count.
-fn count_of(n: u64, dt: Option<&Datatype>, handle: Option<u32>) -> String {
-    match handle {
-        Some(h) => count_line(n, dt, h),
-        None => format!("{n} elements (datatype not recorded)"),
+fn count_of(lines: &mut LinesBuf, n: u64, dt: Option<&Datatype>, handle: Option<u32>) {
+    match (handle, dt) {
+        (Some(_), Some(d)) if !d.name.is_empty() => {
+            lines.push_fmt(format_args!("{n} x {}", d.name))
+        }
+        (Some(h), dt) => lines.push(&count_line(n, dt, h)),
+        (None, _) => lines.push_fmt(format_args!("{n} elements (datatype not recorded)")),
     }
 }
 

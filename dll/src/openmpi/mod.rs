@@ -15,6 +15,7 @@ use mqs_abi::{OpClass, PendingOperation, ReturnCode};
 
 use crate::abi;
 use crate::access::{ImageAccess, ProcessAccess, TypeSizes};
+use crate::cursor::Cursor;
 use crate::errors::DllError;
 use crate::layout::{Layout, Missing};
 use crate::messages;
@@ -208,7 +209,7 @@ pub struct ProcessState {
     pub comms: Vec<Comm>,
     pub world: World,
     /// Index of the current communicator in `comms`.
-    pub current: Option<usize>,
+    pub current: Cursor,
     pub ops: Option<Operations>,
     pub cache: Cache,
     /// MPI-2: the identity the debugger gave this process.
@@ -244,7 +245,7 @@ impl ProcessState {
             names_built: None,
             comms: Vec::new(),
             world: World::default(),
-            current: None,
+            current: Cursor::default(),
             ops: None,
             cache: Cache::default(),
             identity: None,
@@ -399,7 +400,7 @@ impl ProcessState {
         self.world = built.world;
         self.signature = Some(table.signature);
         self.names_built = names_now;
-        self.current = None;
+        self.current.reset();
         Ok(())
     }
 
@@ -407,34 +408,20 @@ impl ProcessState {
     pub fn setup_communicators(&mut self) -> ReturnCode {
         self.cache = Cache::default();
         self.ops = None;
-        if self.comms.is_empty() {
-            self.current = None;
-            ReturnCode::EndOfList
-        } else {
-            self.current = Some(0);
-            ReturnCode::Ok
-        }
+        self.current.start(self.comms.len())
     }
 
     /// The current communicator.
     pub fn current_comm(&self) -> Result<&Comm, DllError> {
-        self.current
-            .and_then(|i| self.comms.get(i))
-            .ok_or(DllError::NoCurrentCommunicator)
+        self.current.get(&self.comms)
     }
 
     /// `mqs_next_communicator`. Past the end the iterator stays ended, so a
     /// debugger that calls again gets an error, not a crash.
     pub fn next_communicator(&mut self) -> Result<ReturnCode, DllError> {
-        let cur = self.current.ok_or(DllError::NoCurrentCommunicator)?;
+        let rc = self.current.advance(self.comms.len())?;
         self.ops = None;
-        if cur + 1 < self.comms.len() {
-            self.current = Some(cur + 1);
-            Ok(ReturnCode::Ok)
-        } else {
-            self.current = None;
-            Ok(ReturnCode::EndOfList)
-        }
+        Ok(rc)
     }
 
     /// `mqs_setup_operation_iterator`.
@@ -451,7 +438,7 @@ impl ProcessState {
         // The list is lent out while the queues are read (they need &mut
         // self for the caches), and always put back.
         let comms = std::mem::take(&mut self.comms);
-        let built = match self.current.and_then(|i| comms.get(i)) {
+        let built = match self.current.get(&comms).ok() {
             Some(comm) => match class {
                 OpClass::PendingSends => self.sends(&t, &layout, &syms, comm),
                 OpClass::PendingReceives => self.receives(&t, &layout, &syms, comm),
