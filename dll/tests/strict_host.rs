@@ -510,11 +510,14 @@ fn corrupted_processes_in_the_strict_host_under_valgrind() {
 /// with the aimed mutations and with the unaimed ones the strict fuzz made
 /// before (over whole recorded pages), with the suite's 1 to 23 mutations
 /// per session and with one: the aimed change what the DLL lists at least
-/// as often, and reach at least as many kinds of stop. Without valgrind
-/// (what is listed is the same under it).
+/// as often, and reach at least as many kinds of stop over both runs (a
+/// kind seen in a handful of sessions of one run comes and goes from run
+/// to run: the sessions are not exactly the same each time). Without
+/// valgrind (what is listed is the same under it).
 #[test]
 fn aimed_mutations_reach_the_dll_at_least_as_often_as_unaimed_ones() {
     let cases = env_number("MQS_STRICT_FUZZ_COMPARE_CASES").unwrap_or(400);
+    let (mut aimed_stops, mut unaimed_stops) = (BTreeSet::new(), BTreeSet::new());
     for mutations in [1..24, 1..2] {
         let run = |aimed| {
             fuzz(&Plan {
@@ -541,12 +544,15 @@ fn aimed_mutations_reach_the_dll_at_least_as_often_as_unaimed_ones() {
             aimed.share_differing(),
             unaimed.share_differing()
         );
-        assert!(
-            aimed.stops.len() >= unaimed.stops.len(),
-            "{per}: stops: aimed {:?}, unaimed {:?}",
-            aimed.stops,
-            unaimed.stops
-        );
+        aimed_stops.extend(aimed.stops.iter().cloned());
+        unaimed_stops.extend(unaimed.stops.iter().cloned());
+    }
+    assert!(
+        aimed_stops.len() >= unaimed_stops.len(),
+        "stops: aimed {aimed_stops:?}, unaimed {unaimed_stops:?}"
+    );
+    for stop in STOPS_REACHED {
+        assert!(aimed_stops.contains(stop), "aimed never reached {stop:?}");
     }
 }
 
