@@ -7,8 +7,7 @@ pub mod ob1;
 pub mod requests;
 pub mod unexpected;
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::hash::BuildHasherDefault;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
 use mqs_abi::{OpClass, PendingOperation, ReturnCode};
@@ -20,7 +19,7 @@ use crate::errors::DllError;
 use crate::layout::{Layout, Missing};
 use crate::messages;
 use crate::target::{ByteOrder, ReadError, Sizes, Target};
-use crate::walk::{AddrHasher, AddrSet, Stop};
+use crate::walk::{AddrSet, Stop};
 
 use communicators::{Comm, Signature};
 use groups::{NameMap, ProcName, World};
@@ -157,7 +156,11 @@ fn read_pml<P: ProcessAccess + ?Sized>(t: &Target<'_, P>, addr: u64) -> Option<P
 /// as read and as made.
 #[derive(Debug)]
 pub enum Pending {
-    Request { request: Request, order: Order },
+    /// The request at this index of the queue's [`Operations::requests`].
+    Request {
+        index: u32,
+        order: Order,
+    },
     Frag(unexpected::Frag),
 }
 
@@ -178,9 +181,15 @@ pub enum Order {
 /// (why the list was cut).
 #[derive(Debug)]
 pub struct Operations {
+    /// The requests the items name, each decoded once.
+    requests: Vec<Request>,
     items: VecDeque<Pending>,
     last_note: Option<String>,
 }
+
+/// A queue as read at setup: its requests and its items in order, and why
+/// it was cut.
+type Built = (Vec<Request>, Vec<Pending>, Option<Stop>);
 
 /// Per-call caches, valid while the process stays stopped: dropped when the
 /// communicator list is updated or its iterator set up again.
@@ -447,7 +456,7 @@ impl ProcessState {
             None => None,
         };
         self.comms = comms;
-        let Some((ops, stop)) = built else {
+        let Some((requests, ops, stop)) = built else {
             return Ok(ReturnCode::NoInformation);
         };
         if let (Some(stop), true) = (stop, ops.is_empty()) {
@@ -473,6 +482,7 @@ impl ProcessState {
         // (padb) count anything but mqs_ok and mqs_no_information as a
         // failure, and the MPIs' own DLLs never answer it.
         self.ops = Some(Operations {
+            requests,
             items: ops.into(),
             last_note,
         });
@@ -491,9 +501,14 @@ impl ProcessState {
         } else {
             None
         };
-        let comm = self.current_comm()?;
+        let ops = self.ops.as_ref().ok_or(DllError::NoOperationIterator)?;
+        let comm = self.current.get(&self.comms)?;
         let mut op = match item {
-            Pending::Request { request, order } => {
+            Pending::Request { index, order } => {
+                let request = ops
+                    .requests
+                    .get(index as usize)
+                    .ok_or(DllError::NoOperationIterator)?;
                 let dt = self
                     .cache
                     .datatypes
@@ -511,7 +526,7 @@ impl ProcessState {
                     }
                     Order::Text(text) => Some(text.to_string()),
                 };
-                requests::to_operation(&request, comm, dt, order)
+                requests::to_operation(request, comm, dt, order)
             }
             Pending::Frag(frag) => unexpected::to_operation(&frag, comm, Some(comm.id)),
         };
@@ -525,65 +540,47 @@ impl ProcessState {
         self.show_internal || !requests::is_internal_tag(tag)
     }
 
-    /// The live requests of `comm` in one of the request free lists (the
-    /// scan is made once per stop and shared by every communicator), kept
-    /// if `keep` says so, with the scan's stop.
-    fn requests_of<P: ProcessAccess + ?Sized>(
+    /// Takes the live requests of `comm` out of one of the request free
+    /// lists' scans (made once per stop and shared by every communicator),
+    /// with the scan's stop. Taken, they are held once, by the queue they
+    /// are shown in; a communicator asked for again in the same stop gets a
+    /// new scan.
+    fn take_requests<P: ProcessAccess + ?Sized>(
         &mut self,
         t: &Target<'_, P>,
         layout: &Layout,
         fl: u64,
         sends: bool,
         comm: &Comm,
-        keep: impl Fn(&Request) -> bool,
     ) -> (Vec<Request>, Option<Stop>) {
         let slot = if sends {
             &mut self.cache.sends
         } else {
             &mut self.cache.recvs
         };
+        if slot.as_ref().is_some_and(|s| s.taken.contains(&comm.addr)) {
+            *slot = None;
+        }
         let scan = slot.get_or_insert_with(|| requests::scan_free_list(t, layout, fl));
-        let reqs = scan
-            .by_comm
-            .get(&comm.addr)
-            .map(|list| {
-                list.iter()
-                    .filter(|r| {
-                        keep(r) && (self.show_internal || !requests::is_internal_tag(r.tag))
-                    })
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default();
-        (reqs, scan.stop)
+        scan.taken.insert(comm.addr);
+        let list = scan.by_comm.remove(&comm.addr).unwrap_or_default();
+        (list, scan.stop)
     }
 
-    /// Lets go of the requests of `comm` in the receive scan that ob1's
-    /// queues show: in this stop they are never wanted from the scan again
-    /// (walked again, the queues show them again), and at 100,000 posted
-    /// receives they are 20 MB.
-    fn forget_shown(&mut self, comm: &Comm, shown: &AddrSet) {
-        if shown.is_empty() {
-            return;
-        }
-        let scan = self.cache.recvs.as_mut();
-        if let Some(list) = scan.and_then(|s| s.by_comm.get_mut(&comm.addr)) {
-            list.retain(|r| !shown.contains(&r.addr));
-            list.shrink_to_fit();
-        }
-    }
-
-    /// A request as a pending operation to be made when taken, its
-    /// datatype read now (once per datatype).
-    fn operation<P: ProcessAccess + ?Sized>(
+    /// The request at `index` of `requests` as an item to be made into an
+    /// operation when taken, its datatype read now (once per datatype).
+    fn item<P: ProcessAccess + ?Sized>(
         &mut self,
         t: &Target<'_, P>,
         layout: &Layout,
-        request: Request,
+        requests: &[Request],
+        index: u32,
         order: Order,
     ) -> Pending {
-        requests::read_datatype(t, layout, &mut self.cache.datatypes, request.datatype);
-        Pending::Request { request, order }
+        if let Some(r) = requests.get(index as usize) {
+            requests::read_datatype(t, layout, &mut self.cache.datatypes, r.datatype);
+        }
+        Pending::Request { index, order }
     }
 
     fn sends<P: ProcessAccess + ?Sized>(
@@ -592,19 +589,17 @@ impl ProcessState {
         layout: &Layout,
         syms: &Symbols,
         comm: &Comm,
-    ) -> Option<(Vec<Pending>, Option<Stop>)> {
+    ) -> Option<Built> {
         let fl = syms.send_requests?;
-        let (mut reqs, stop) = self.requests_of(t, layout, fl, true, comm, |r| {
-            r.kind == requests::Kind::Send
-        });
+        let (mut reqs, stop) = self.take_requests(t, layout, fl, true, comm);
+        reqs.retain(|r| r.kind == requests::Kind::Send && self.keep_tag(r.tag));
         // ob1 numbers sends per peer as they start: the closest thing to
         // the order they were issued.
         reqs.sort_by_key(|r| (r.sequence.unwrap_or(u64::MAX), r.peer, r.addr));
-        let ops = reqs
-            .into_iter()
-            .map(|r| self.operation(t, layout, r, Order::None))
+        let ops = (0..reqs.len() as u32)
+            .map(|i| self.item(t, layout, &reqs, i, Order::None))
             .collect();
-        Some((ops, stop))
+        Some((reqs, ops, stop))
     }
 
     fn receives<P: ProcessAccess + ?Sized>(
@@ -613,29 +608,31 @@ impl ProcessState {
         layout: &Layout,
         syms: &Symbols,
         comm: &Comm,
-    ) -> Option<(Vec<Pending>, Option<Stop>)> {
+    ) -> Option<Built> {
         let ob1_comm = if self.ob1_selected() {
             ob1::read_comm(t, layout, comm, syms.ob1_comm_class)
         } else {
             Err(ob1::NotUsable::NotOb1)
         };
+        // The free list holds every receive, including those already
+        // matched (and so gone from ob1's queues) and not yet completed or
+        // freed. Scanned first, its requests are what the walk of the
+        // queues finds, decoded already.
+        let (mut reqs, scan_stop) = match syms.recv_requests {
+            Some(fl) => self.take_requests(t, layout, fl, false, comm),
+            None => (Vec::new(), None),
+        };
+        let scanned = reqs.len();
         let mut stop = None;
-        let mut shown = AddrSet::default();
         let posted = match (&ob1_comm, &layout.ob1) {
             (Ok(oc), Ok(ob1l)) => {
-                // The receive scan, when made already in this stop, holds
-                // every live request of the queues, decoded.
-                let scanned: HashMap<u64, &Request, BuildHasherDefault<AddrHasher>> = self
-                    .cache
-                    .recvs
-                    .as_ref()
-                    .and_then(|s| s.by_comm.get(&comm.addr))
-                    .map(|list| list.iter().map(|r| (r.addr, r)).collect())
-                    .unwrap_or_default();
-                let known = |addr: u64| scanned.get(&addr).map(|&r| r.clone());
-                let (posted, s) = ob1::posted(t, layout, ob1l, oc, &known);
+                let known: ob1::Known = reqs
+                    .iter()
+                    .zip(0u32..)
+                    .filter_map(|(r, i)| Some((r.addr, (r.link?, i))))
+                    .collect();
+                let (posted, s) = ob1::posted(t, layout, ob1l, oc, &known, &mut reqs);
                 stop = s;
-                shown.extend(posted.iter().map(|p| p.request.addr));
                 Some(posted)
             }
             _ => None,
@@ -644,22 +641,18 @@ impl ProcessState {
         if let Err(ob1::NotUsable::Read(e)) = ob1_comm {
             stop = Some(read_stop(e));
         }
-        // The free list holds every receive, including those already matched
-        // (and so gone from ob1's queues) and not yet completed or freed.
-        let (mut reqs, scan_stop) = match syms.recv_requests {
-            Some(fl) => {
-                let found = self.requests_of(t, layout, fl, false, comm, |r| {
-                    r.kind.is_receive() && !shown.contains(&r.addr)
-                });
-                self.forget_shown(comm, &shown);
-                found
-            }
-            None => (Vec::new(), None),
-        };
-        let mut ops = Vec::with_capacity(posted.as_ref().map_or(0, Vec::len) + reqs.len());
+        let mut shown = vec![false; reqs.len()];
+        // A scanned request the walk read again (its link was unreadable
+        // in the scan) is shown once, as posted.
+        let read_again: AddrSet = reqs[scanned.min(reqs.len())..]
+            .iter()
+            .map(|r| r.addr)
+            .collect();
+        let mut ops = Vec::with_capacity(reqs.len());
         let mut k = 0;
         for p in posted.into_iter().flatten() {
-            if !self.keep_tag(p.request.tag) {
+            shown[p.index as usize] = true;
+            if !self.keep_tag(reqs[p.index as usize].tag) {
                 continue;
             }
             k += 1;
@@ -667,23 +660,30 @@ impl ProcessState {
                 number: k,
                 wild: p.wild,
             };
-            ops.push(self.operation(t, layout, p.request, order));
+            ops.push(self.item(t, layout, &reqs, p.index, order));
         }
         if syms.recv_requests.is_none() {
-            return from_queues.then_some((ops, stop));
+            return from_queues.then_some((reqs, ops, stop));
         }
         stop = stop.or(scan_stop);
+        let mut rest: Vec<u32> = (0u32..)
+            .zip(&reqs)
+            .filter(|&(i, r)| {
+                !shown[i as usize]
+                    && !read_again.contains(&r.addr)
+                    && r.kind.is_receive()
+                    && self.keep_tag(r.tag)
+            })
+            .map(|(i, _)| i)
+            .collect();
         // ob1 numbers receives as they are posted; a PML that does not (all
         // equal) leaves allocation order.
-        let distinct = reqs
-            .iter()
-            .filter_map(|r| r.sequence)
-            .collect::<AddrSet>()
-            .len();
+        let sequence = |i: &u32| reqs[*i as usize].sequence;
+        let distinct = rest.iter().filter_map(sequence).collect::<AddrSet>().len();
         let sequenced =
-            reqs.iter().all(|r| r.sequence.is_some()) && (reqs.len() <= 1 || distinct > 1);
+            rest.iter().all(|i| sequence(i).is_some()) && (rest.len() <= 1 || distinct > 1);
         if sequenced {
-            reqs.sort_by_key(|r| r.sequence.unwrap_or(u64::MAX));
+            rest.sort_by_key(|i| sequence(i).unwrap_or(u64::MAX));
         }
         let order = Order::Text(if from_queues {
             "not in ob1's posted queues (matched or probing)"
@@ -692,10 +692,10 @@ impl ProcessState {
         } else {
             "order: allocation order (free list), not matching"
         });
-        for r in reqs {
-            ops.push(self.operation(t, layout, r, order));
+        for i in rest {
+            ops.push(self.item(t, layout, &reqs, i, order));
         }
-        Some((ops, stop))
+        Some((reqs, ops, stop))
     }
 
     fn unexpected<P: ProcessAccess + ?Sized>(
@@ -704,7 +704,7 @@ impl ProcessState {
         layout: &Layout,
         syms: &Symbols,
         comm: &Comm,
-    ) -> Option<(Vec<Pending>, Option<Stop>)> {
+    ) -> Option<Built> {
         let ob1l = match &layout.ob1 {
             Ok(l) => l,
             Err(m) => {
@@ -727,9 +727,11 @@ impl ProcessState {
         }
         let oc = match ob1::read_comm(t, layout, comm, syms.ob1_comm_class) {
             Ok(oc) => oc,
-            Err(ob1::NotUsable::Read(e)) => return Some((Vec::new(), Some(read_stop(e)))),
+            Err(ob1::NotUsable::Read(e)) => {
+                return Some((Vec::new(), Vec::new(), Some(read_stop(e))))
+            }
             // No PML data on this communicator: it never communicated.
-            Err(_) => return Some((Vec::new(), None)),
+            Err(_) => return Some((Vec::new(), Vec::new(), None)),
         };
         let (frags, stop) = unexpected::frags(t, layout, ob1l, &oc);
         let ops = frags
@@ -737,7 +739,7 @@ impl ProcessState {
             .filter(|f| self.keep_tag(f.tag))
             .map(Pending::Frag)
             .collect();
-        Some((ops, stop))
+        Some((Vec::new(), ops, stop))
     }
 
     /// The global ranks of the current communicator's local group, as

@@ -8,13 +8,16 @@
 //! the two candidate queues by taking whichever head was posted first. So
 //! all receives merged by `req_sequence` is exactly MPI's matching order.
 
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+
 use crate::access::ProcessAccess;
 use crate::layout::{Layout, Ob1Layout};
 use crate::openmpi::communicators::Comm;
 use crate::openmpi::groups::MAX_GROUP;
 use crate::openmpi::requests::{self, Request};
 use crate::target::{ReadError, Target};
-use crate::walk::{self, Stop};
+use crate::walk::{self, AddrHasher, Stop};
 
 /// Why ob1's queues cannot be used for a communicator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,23 +129,32 @@ pub(crate) fn peer_view<'t, 'a, P: ProcessAccess + ?Sized>(
     }
 }
 
-/// A posted receive in ob1's queues.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A posted receive in ob1's queues: its request's index in the list
+/// [`posted`] was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Posted {
-    pub request: Request,
+    pub index: u32,
     /// Whether it sits on `wild_receives` (ANY_SOURCE).
     pub wild: bool,
 }
 
-/// Posted receives of one communicator, in matching order. Requests
-/// `known` has (decoded from a scan of the request free list in this stop,
-/// with their list link) are taken from there instead of read again.
+/// Where a request decoded earlier in this stop lies in the list handed to
+/// [`posted`], with its list link: the walk follows it without a fetch.
+pub type Known = HashMap<u64, (u64, u32), BuildHasherDefault<AddrHasher>>;
+
+/// Posted receives of one communicator, in matching order, as indices into
+/// `requests`. The requests `known` names (decoded from a scan of the
+/// request free list in this stop) are taken where they lie in `requests`
+/// instead of read again; the others are read and appended to it. So a
+/// queue of 100,000 receives is held once, not once as scanned and again as
+/// walked.
 pub fn posted<P: ProcessAccess + ?Sized>(
     t: &Target<'_, P>,
     layout: &Layout,
     ob1: &Ob1Layout,
     oc: &Ob1Comm,
-    known: &dyn Fn(u64) -> Option<Request>,
+    known: &Known,
+    requests: &mut Vec<Request>,
 ) -> (Vec<Posted>, Option<Stop>) {
     let mut stop = oc.stop;
     let mut found: Vec<Posted> = Vec::new();
@@ -150,36 +162,39 @@ pub fn posted<P: ProcessAccess + ?Sized>(
     // request's first member): one fetch per posted receive.
     let spans = requests::spans(layout, &t.sizes);
     let mut queue = |list: u64, wild: bool, stop: &mut Option<Stop>| {
-        let mut read = Vec::new();
+        let mut failed = None;
         let w = walk::opal_list_read_known(
             t,
             &layout.list,
             list,
             walk::MAX_LIST_ITEMS,
             &spans,
-            |item| known(item).and_then(|r| Some((r.link?, r))),
+            |item| known.get(&item).copied(),
             |item, read_now| {
-                let request = read_now.and_then(|it| match it {
-                    walk::Item::Read(view) => requests::decode(&view, layout),
-                    walk::Item::Known(request) => Ok(request),
+                let index = read_now.and_then(|it| match it {
+                    walk::Item::Read(view) => {
+                        let request = requests::decode(&view, layout)?;
+                        let index = u32::try_from(requests.len()).map_err(|_| ReadError::Budget)?;
+                        requests.push(request);
+                        Ok(index)
+                    }
+                    walk::Item::Known(index) => Ok(index),
                 });
-                read.push((item, request));
+                match index {
+                    Ok(index) => found.push(Posted { index, wild }),
+                    // The first request that could not be read.
+                    Err(e) => {
+                        failed = failed.or(Some(match e {
+                            ReadError::Budget => Stop::Budget,
+                            _ => Stop::Unreadable(item),
+                        }))
+                    }
+                }
             },
         );
         // The walk's own stop first, then the first request that could not
         // be read: as if the list were walked before its requests were read.
-        *stop = stop.or(w.stop);
-        for (item, request) in read {
-            match request {
-                Ok(request) => found.push(Posted { request, wild }),
-                Err(e) => {
-                    *stop = stop.or(Some(match e {
-                        ReadError::Budget => Stop::Budget,
-                        _ => Stop::Unreadable(item),
-                    }));
-                }
-            }
-        }
+        *stop = stop.or(w.stop).or(failed);
     };
     queue(oc.wild, true, &mut stop);
     for &(_, proc_addr) in &oc.procs {
@@ -196,6 +211,6 @@ pub fn posted<P: ProcessAccess + ?Sized>(
         queue(proc_addr + ob1.proc_specific_receives, false, &mut stop);
     }
     // Stable: within one queue, list order already is sequence order.
-    found.sort_by_key(|p| p.request.sequence.unwrap_or(u64::MAX));
+    found.sort_by_key(|p| requests[p.index as usize].sequence.unwrap_or(u64::MAX));
     (found, stop)
 }

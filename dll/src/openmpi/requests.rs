@@ -9,7 +9,7 @@ use crate::access::ProcessAccess;
 use crate::layout::{Layout, Ob1Layout};
 use crate::openmpi::communicators::Comm;
 use crate::target::{ReadError, Sizes, Spans, Target, View};
-use crate::walk::{self, Stop};
+use crate::walk::{self, AddrSet, Stop};
 
 /// `ompi_request_type_t`: OMPI_REQUEST_PML.
 const OMPI_REQUEST_PML: i64 = 0;
@@ -223,6 +223,8 @@ pub fn is_live(req: &Request) -> bool {
 pub struct Scan {
     pub by_comm: HashMap<u64, Vec<Request>>,
     pub stop: Option<Stop>,
+    /// The communicators whose requests were taken out.
+    pub taken: AddrSet,
 }
 
 /// Scans one of the request free lists (`mca_pml_base_send_requests` or
@@ -246,6 +248,8 @@ pub fn scan_free_list<P: ProcessAccess + ?Sized>(
             }
         }
     });
+    // Held for the rest of the stop: without the spare room of growing.
+    scan.by_comm.values_mut().for_each(Vec::shrink_to_fit);
     scan
 }
 

@@ -196,8 +196,17 @@ impl ObjectSymbols {
 
     /// Where its types come from now, without asking debuginfod.
     pub fn type_source(&self) -> TypeSource {
-        if let Some(data) = self.dwarf_data_local() {
-            return TypeSource::Dwarf(data.path().to_owned());
+        // Told by the files, without loading their sections: a system
+        // library's separate debug file is decompressed (libc's: 13 MB)
+        // only when a lookup gets that far.
+        match self.dwarf.get() {
+            Some(Some(data)) => return TypeSource::Dwarf(data.path().to_owned()),
+            Some(None) => {}
+            None => {
+                if let Some(file) = self.dwarf_file() {
+                    return TypeSource::Dwarf(file.path().to_owned());
+                }
+            }
         }
         if let Some(found) = self.pack() {
             return TypeSource::Pack(found.path.clone());
@@ -212,7 +221,9 @@ impl ObjectSymbols {
     pub fn pack(&self) -> Option<&FoundPack> {
         self.pack
             .get_or_init(|| {
-                if self.elf.has_dwarf {
+                // Not even when that DWARF fails to load: what answers
+                // stays what `type_source` says before anything is loaded.
+                if self.dwarf_file().is_some() {
                     return None;
                 }
                 let id = self.build_id_hex()?;
@@ -516,12 +527,18 @@ impl ObjectSymbols {
         found
     }
 
-    fn load_dwarf(&self) -> Option<DwarfData> {
-        let file = if self.elf.has_dwarf {
-            &self.elf
+    /// The file this object's DWARF is in here: its own, or its separate
+    /// debug file's.
+    fn dwarf_file(&self) -> Option<&ElfFile> {
+        if self.elf.has_dwarf {
+            Some(&self.elf)
         } else {
-            self.debug_file().filter(|debug| debug.has_dwarf)?
-        };
+            self.debug_file().filter(|debug| debug.has_dwarf)
+        }
+    }
+
+    fn load_dwarf(&self) -> Option<DwarfData> {
+        let file = self.dwarf_file()?;
         let mut notes = Vec::new();
         let sup = self.dirs.supplementary_for(file, &mut notes);
         lock(&self.notes).extend(notes);
