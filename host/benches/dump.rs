@@ -17,14 +17,17 @@
 //!
 //! First the whole `mqs-dump --pid PID --json --dll DLL > file` is run R
 //! times with each DLL (alternating), the rest of the job stopped:
-//! wall time and peak RSS of the whole process, as a user sees them. There
-//! is no gdb-driven host here to compare with (a debugger that answers the
-//! DLL's callbacks through gdb, as padb does); the callback counts below
-//! say what such a host would pay.
+//! wall time and peak RSS of the whole process, as a user sees them. With
+//! `--gdb`, the anchor: each DLL dumps the rank once more with every fetch
+//! a round trip to gdb attached to it (`-data-read-memory-bytes` over gdb's
+//! machine interface, no cache), as a debugger that answers the DLL's
+//! callbacks through gdb does (padb); its symbols and types still come from
+//! mqs's index, so the anchor is a lower bound for such a host. Open MPI's
+//! DLL makes 24 fetches per operation: at N = 100,000 this takes minutes.
 //!
 //! `cargo build --release -p mqs-dll && cargo build --release -p mqs-host
 //! --bin mqs-dump && cargo bench -p mqs-host --bench dump [-- N] [--rounds
-//! R] [--pid PID] [--mpi NAME]`: N pending receives and unexpected
+//! R] [--pid PID] [--mpi NAME] [--gdb]`: N pending receives and unexpected
 //! messages (default 100000), R rounds (default 3); `--pid` dumps rank 0 of
 //! a `queues` job already running instead of launching one (setting up N =
 //! 100000 takes minutes: ob1 matches each of the N incoming messages
@@ -54,6 +57,8 @@ struct Args {
     rounds: usize,
     pid: Option<i32>,
     mpi: Mpi,
+    /// Also dump once with every fetch a gdb round trip.
+    gdb: bool,
 }
 
 fn parse_args() -> Result<Args, Box<dyn std::error::Error>> {
@@ -62,12 +67,14 @@ fn parse_args() -> Result<Args, Box<dyn std::error::Error>> {
         rounds: 3,
         pid: None,
         mpi: Mpi::OpenMpiG,
+        gdb: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--rounds" => args.rounds = it.next().ok_or("--rounds needs R")?.parse()?,
             "--pid" => args.pid = Some(it.next().ok_or("--pid needs PID")?.parse()?),
+            "--gdb" => args.gdb = true,
             "--mpi" => {
                 let name = it.next().ok_or("--mpi needs a build's name")?;
                 let built = || Mpi::all().into_iter().chain(Mpi::more());
@@ -186,6 +193,14 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     let cache = target.stats();
     target.into_inner().detach()?;
+    // The anchor: the same dump with memory read through gdb, after our
+    // tracer has let go (a process has one tracer), the other ranks still
+    // stopped.
+    let through_gdb = if args.gdb {
+        Some([&theirs, &ours].map(|dll| run_through_gdb(dll, pid)))
+    } else {
+        None
+    };
     for other in others {
         other.detach()?;
     }
@@ -323,6 +338,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("page cache: {cache:?}");
     print_whole(&label("  "), &whole);
+    match &through_gdb {
+        Some(runs) => print_gdb(&label("  "), runs),
+        None => println!("  gdb-driven host: not run (--gdb runs it)"),
+    }
     println!("load average: {}", load_average());
     Ok(())
 }
@@ -419,7 +438,236 @@ fn print_whole(labels: &[String; 2], whole: &[Vec<WholeRun>; 2]) {
             ""
         }
     );
-    println!("  gdb-driven host: none in this bench");
+}
+
+/// A dump of one rank through a DLL with every fetch a gdb round trip.
+struct GdbRun {
+    /// gdb attaching and loading the process's symbols.
+    attach_ms: f64,
+    /// The DLL's setup and the dump, with their fetches.
+    dump_ms: f64,
+    fetches: u64,
+    listed: usize,
+}
+
+fn print_gdb(labels: &[String; 2], runs: &[Result<GdbRun, String>; 2]) {
+    println!(
+        "gdb-driven host (every fetch is one -data-read-memory-bytes round trip to gdb, \
+         no cache; symbols and types still from mqs's index, which a padb-like host \
+         would ask gdb for too):"
+    );
+    for (who, run) in labels.iter().zip(runs) {
+        match run {
+            Ok(r) => println!(
+                "{who} gdb attach {:.0} ms, then setup and dump {:.0} ms: {} fetches ({:.1} us each), {} operations",
+                r.attach_ms,
+                r.dump_ms,
+                r.fetches,
+                r.dump_ms * 1e3 / r.fetches.max(1) as f64,
+                r.listed
+            ),
+            Err(e) => println!("{who} failed: {e}"),
+        }
+    }
+}
+
+fn run_through_gdb(dll_path: &std::path::Path, pid: i32) -> Result<GdbRun, String> {
+    let err = |e: &dyn std::fmt::Display| e.to_string();
+    let attach = Instant::now();
+    let target = gdb::GdbMemory::attach(pid).map_err(|e| err(&e))?;
+    let attach_ms = attach.elapsed().as_secs_f64() * 1e3;
+    let started = Instant::now();
+    let symbols = index_symbols(&target, &[]).map_err(|e| err(&e))?;
+    let exe = target.executable().map_err(|e| err(&e))?;
+    let dll = Dll::load(dll_path).map_err(|e| err(&e))?;
+    let mut session = Session::new(dll).map_err(|e| err(&e))?;
+    let image = session
+        .add_image(&exe.display().to_string(), Box::new(symbols))
+        .map_err(|e| err(&e))?;
+    let process = session
+        .add_process(image, Box::new(&target), 0, target.pointer_size() as i32)
+        .map_err(|e| err(&e))?;
+    let (comms, _, _) = session.dump_by_class(process);
+    let dump_ms = started.elapsed().as_secs_f64() * 1e3;
+    let (sends, receives, unexpected, _) = count(&comms);
+    let fetches = target.reads();
+    drop(session);
+    target.detach().map_err(|e| err(&e))?;
+    Ok(GdbRun {
+        attach_ms,
+        dump_ms,
+        fetches,
+        listed: sends + receives + unexpected,
+    })
+}
+
+/// Target memory read through gdb's machine interface, one round trip per
+/// read, as a debugger host that drives gdb answers a DLL (padb); maps,
+/// files and the environment from /proc.
+mod gdb {
+    use std::cell::{Cell, RefCell};
+    use std::io::{BufRead, BufReader, Write};
+    use std::path::PathBuf;
+    use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+    use mqs_host::process::{
+        Environment, LiveProcess, Liveness, MappedObject, Mode, Target, Thread,
+    };
+    use mqs_host::{Error, Result};
+
+    pub struct GdbMemory {
+        proc_fs: LiveProcess,
+        gdb: RefCell<Mi>,
+        reads: Cell<u64>,
+    }
+
+    struct Mi {
+        child: Child,
+        input: ChildStdin,
+        output: BufReader<ChildStdout>,
+    }
+
+    impl Mi {
+        /// Sends one command; the lines up to the next prompt.
+        fn command(&mut self, line: &str) -> std::io::Result<Vec<String>> {
+            writeln!(self.input, "{line}")?;
+            self.input.flush()?;
+            self.until_prompt()
+        }
+
+        fn until_prompt(&mut self) -> std::io::Result<Vec<String>> {
+            let mut lines = Vec::new();
+            loop {
+                let mut l = String::new();
+                if self.output.read_line(&mut l)? == 0 {
+                    return Err(std::io::Error::other("gdb ended"));
+                }
+                let l = l.trim_end();
+                if l == "(gdb)" {
+                    return Ok(lines);
+                }
+                lines.push(l.to_owned());
+            }
+        }
+    }
+
+    impl GdbMemory {
+        /// gdb attached to `pid` (which stops it) and ready for commands.
+        pub fn attach(pid: i32) -> std::io::Result<Self> {
+            let mut child = Command::new("gdb")
+                .args(["-nx", "-q", "--interpreter=mi2", "-p", &pid.to_string()])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()?;
+            let input = child
+                .stdin
+                .take()
+                .ok_or_else(|| std::io::Error::other("stdin"))?;
+            let output = BufReader::new(
+                child
+                    .stdout
+                    .take()
+                    .ok_or_else(|| std::io::Error::other("stdout"))?,
+            );
+            let mut mi = Mi {
+                child,
+                input,
+                output,
+            };
+            mi.until_prompt()?;
+            // Reading memory only: never let gdb ask anything.
+            mi.command("-gdb-set confirm off")?;
+            let proc_fs = LiveProcess::attach(pid, Mode::NoStop)
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            Ok(GdbMemory {
+                proc_fs,
+                gdb: RefCell::new(mi),
+                reads: Cell::new(0),
+            })
+        }
+
+        pub fn reads(&self) -> u64 {
+            self.reads.get()
+        }
+
+        /// Detaches (the process runs again) and ends gdb.
+        pub fn detach(self) -> std::io::Result<()> {
+            let mut mi = self.gdb.into_inner();
+            mi.command("-target-detach")?;
+            writeln!(mi.input, "-gdb-exit")?;
+            mi.child.wait()?;
+            Ok(())
+        }
+    }
+
+    fn hex_bytes(hex: &str, out: &mut Vec<u8>) -> Option<()> {
+        let b = hex.as_bytes();
+        if !b.len().is_multiple_of(2) {
+            return None;
+        }
+        for pair in b.chunks(2) {
+            let s = std::str::from_utf8(pair).ok()?;
+            out.push(u8::from_str_radix(s, 16).ok()?);
+        }
+        Some(())
+    }
+
+    impl Target for GdbMemory {
+        fn pid(&self) -> i32 {
+            self.proc_fs.pid()
+        }
+
+        fn read(&self, addr: u64, buf: &mut [u8]) -> Result<()> {
+            self.reads.set(self.reads.get() + 1);
+            let fail = |detail: String| Error::Read {
+                pid: self.pid(),
+                addr,
+                len: buf.len(),
+                detail,
+            };
+            let lines = self
+                .gdb
+                .borrow_mut()
+                .command(&format!("-data-read-memory-bytes {addr:#x} {}", buf.len()))
+                .map_err(|e| fail(e.to_string()))?;
+            let done = lines
+                .iter()
+                .find(|l| l.starts_with("^done"))
+                .ok_or_else(|| fail(lines.join(" ")))?;
+            // One block per readable run: all of it, or the read failed.
+            let mut bytes = Vec::with_capacity(buf.len());
+            for part in done.split("contents=\"").skip(1) {
+                let hex = part.split('"').next().unwrap_or("");
+                hex_bytes(hex, &mut bytes).ok_or_else(|| fail("bad contents".into()))?;
+            }
+            if bytes.len() != buf.len() {
+                return Err(fail(format!("{} of {} bytes", bytes.len(), buf.len())));
+            }
+            buf.copy_from_slice(&bytes);
+            Ok(())
+        }
+
+        fn mapped_objects(&self) -> Result<Vec<MappedObject>> {
+            self.proc_fs.mapped_objects()
+        }
+
+        fn executable(&self) -> Result<PathBuf> {
+            self.proc_fs.executable()
+        }
+
+        fn environment(&self) -> Result<Environment> {
+            self.proc_fs.environment()
+        }
+
+        fn threads(&self) -> Result<Vec<Thread>> {
+            self.proc_fs.threads()
+        }
+
+        fn liveness(&self) -> Liveness {
+            self.proc_fs.liveness()
+        }
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
