@@ -347,6 +347,55 @@ fn two_nodes_through_the_starters_tool_daemon_launch_equal_direct_dumps_in_each_
     job.shutdown().expect("teardown");
 }
 
+/// Open MPI 5's `prterun` has no MPIR symbols: its job comes from its PMIx
+/// process table, and with no tool-daemon variables to start collectors
+/// through, ranks on other hosts need `--launcher`. Without it each one is
+/// reported with the fix; with it the job equals direct dumps in each node.
+#[test]
+fn open_mpi_5_on_two_nodes_through_prterun_and_a_launcher_equals_direct_dumps_in_each_node() {
+    let nodes = Nodes::start(&NODES).expect("nodes");
+    let options = LaunchOptions {
+        env: nodes.prrte_env(1).expect("node settings"),
+        node_local_pids: true,
+        ..LaunchOptions::default()
+    };
+    let job = Job::launch_with(Mpi::OpenMpi5G, "queues", 2, &[], &options)
+        .expect("an Open MPI 5 job on the nodes");
+    let prterun = job.launcher_pid().to_string();
+
+    // Every rank is elsewhere, so the job fails with the first one's error.
+    let (out, _) = timed(&["--pid", &prterun, "--json"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(14), "{err}");
+    assert!(out.stdout.is_empty(), "{}", stdout(&out));
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("on host 'nodea'") && err.contains("give --launcher"),
+        "{err}"
+    );
+
+    let template = format!("{} {{host}}", nodes.agent().display());
+    let (out, took) = timed(&["--pid", &prterun, "--json", "--launcher", &template]);
+    let merged = succeeded(out, "mqs-dump --pid prterun --launcher");
+    eprintln!("Open MPI 5, two nodes through prterun and a launcher: {took:?}");
+    assert_eq!(merged["failures"], serde_json::json!([]));
+    let hosts = hosts_of(&merged);
+    let names: Vec<String> = NODES.iter().map(|n| n.to_string()).collect();
+    assert_eq!(hosts.values().cloned().collect::<Vec<_>>(), names);
+    assert_queues_state(&merged);
+    let direct = direct_in_nodes(&nodes, &job, &hosts);
+    assert_same_ranks(&merged, &direct, "through prterun vs in each node");
+
+    let exe = job.executable().to_path_buf();
+    let ranks = job_processes(&job, |c| c.first().is_some_and(|a| Path::new(a) == exe));
+    assert_eq!(ranks.len(), 2, "the job's ranks: {ranks:?}");
+    for pid in ranks {
+        assert_running_untraced(pid);
+    }
+    assert_running_untraced(job.launcher_pid());
+    job.shutdown().expect("teardown");
+}
+
 #[test]
 fn ranks_whose_collector_never_calls_back_are_reported_and_the_rest_shown() {
     let nodes = Nodes::start(&NODES).expect("nodes");

@@ -117,6 +117,17 @@ impl Nodes {
         ])
     }
 
+    /// The same for Open MPI 5's `prterun` (PRRTE reads `PRTE_MCA_*`; its
+    /// launch agent is `plm_ssh_agent`).
+    pub fn prrte_env(&self, slots: u32) -> Result<Vec<(OsString, OsString)>> {
+        let hostfile = self.write_hostfile(slots)?;
+        Ok(vec![
+            ("PRTE_MCA_plm_ssh_agent".into(), self.agent().into()),
+            ("PRTE_MCA_prte_default_hostfile".into(), hostfile.into()),
+            ("OMPI_MCA_btl".into(), "self,tcp".into()),
+        ])
+    }
+
     /// A command that runs `program` inside node `name` (its PID, mount
     /// and UTS namespaces, its TMPDIR).
     pub fn command_in(&self, name: &str, program: impl AsRef<Path>) -> Result<Command> {
