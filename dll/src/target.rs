@@ -359,6 +359,18 @@ impl<'a, P: ProcessAccess + ?Sized> Target<'a, P> {
         if n == 0 || n > 8 {
             return Err(ReadError::OutOfRange);
         }
+        // The common case, the target's order, in one load.
+        if self.order == ByteOrder::Same {
+            match n {
+                8 => return Ok(u64::from_ne_bytes(raw.try_into().unwrap_or([0; 8]))),
+                4 => {
+                    return Ok(u64::from(u32::from_ne_bytes(
+                        raw.try_into().unwrap_or([0; 4]),
+                    )))
+                }
+                _ => {}
+            }
+        }
         let mut host = [0u8; 8];
         let dest = &mut host[..n];
         match self.order {

@@ -58,7 +58,15 @@ impl Lines {
     pub fn truncate(&mut self, n: usize) {
         let end = match n {
             0 => Some(0),
-            n => self.0.match_indices('\0').nth(n - 1).map(|(i, _)| i + 1),
+            // Bytes, not chars: NUL is one byte in UTF-8, and this runs
+            // once per operation of queues of 100,000.
+            n => self
+                .0
+                .bytes()
+                .enumerate()
+                .filter(|&(_, b)| b == 0)
+                .nth(n - 1)
+                .map(|(i, _)| i + 1),
         };
         if let Some(end) = end.filter(|&e| e < self.0.len()) {
             self.0 = self.0[..end].into();

@@ -21,6 +21,11 @@
 use crate::access::ImageAccess;
 use crate::layout::{ty, Missing};
 
+/// 4.1+: the debugger's receive queue, a list of `MPIR_Debugq`.
+pub const SYM_RECVQ: &str = "MPIR_Recvq_head";
+/// ch4's global state: there, a request's device part is ch4's.
+pub const SYM_CH4_GLOBAL: &str = "MPIDI_global";
+
 /// `MPIR_Comm_list`: the list of every communicator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CommListLayout {
@@ -270,7 +275,13 @@ impl Layout {
                 pmap_lpid: pmap.opt("lpid")?,
             })
         });
-        let debugq = resolve_entry(image, "MPIR_Debugq");
+        // A type found nowhere makes a debugger search the DWARF of every
+        // object (libc's separate debug file too: 40% of a dump's time),
+        // so the version-specific types are asked for only where the
+        // version's symbols are.
+        let debugq = image
+            .find_symbol(SYM_RECVQ)
+            .and_then(|_| resolve_entry(image, "MPIR_Debugq"));
         let sendq = resolve_entry(image, "MPIR_Sendq");
         // `MPIR_Debugq` exists from 4.1 on (4.0 has `MPIR_Sendq`), whatever
         // the device: its lists are then the queues. Their entries hold
@@ -359,7 +370,10 @@ fn resolve_request_device<I: ImageAccess>(
     let Some(dev) = req.opt("dev") else {
         return Ok((Device::Unknown, RequestDevice::None));
     };
-    if let Ok(d) = ty(image, "MPIDI_Request") {
+    // ch3's type is not asked for on ch4 (which has ch3's queue-head
+    // symbols too), where it would be found nowhere.
+    let ch4 = image.find_symbol(SYM_CH4_GLOBAL).is_some();
+    if let Some(d) = (!ch4).then(|| ty(image, "MPIDI_Request").ok()).flatten() {
         let matched = dev + d.field("match")?;
         let parts = ty(image, "MPIDI_Message_match_parts_t")?;
         let rank_size = size_u8(

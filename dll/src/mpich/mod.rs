@@ -45,8 +45,9 @@ pub const SYM_POSTED: &str = "MPID_Recvq_posted_head_ptr";
 pub const SYM_UNEXPECTED: &str = "MPID_Recvq_unexpected_head_ptr";
 /// The debugger's send queue (4.0 `MPIR_Sendq`, 4.1+ `MPIR_Debugq`).
 pub const SYM_SENDQ: &str = "MPIR_Sendq_head";
-/// 4.1+: the debugger's receive queues.
-pub const SYM_RECVQ: &str = "MPIR_Recvq_head";
+/// 4.1+: the debugger's receive queues (the first declared with the
+/// layout, which asks for it; so is ch4's `MPIDI_global`).
+pub use layout::{SYM_CH4_GLOBAL, SYM_RECVQ};
 pub const SYM_UNEXPQ: &str = "MPIR_Unexpq_head";
 /// Datatype objects.
 pub const SYM_DT_BUILTIN: &str = "MPIR_Datatype_builtin";
@@ -56,7 +57,6 @@ pub const SYM_DT_MEM: &str = "MPIR_Datatype_mem";
 pub const SYM_VERSION: &str = "MPII_Version_string";
 pub const SYM_DEVICE: &str = "MPII_Version_device";
 /// ch4: how it matches.
-pub const SYM_CH4_GLOBAL: &str = "MPIDI_global";
 pub const SYM_CVAR_TAGGED: &str = "MPIR_CVAR_CH4_OFI_ENABLE_TAGGED";
 pub const SYM_CVAR_VCIS: &str = "MPIR_CVAR_CH4_NUM_VCIS";
 /// In the file whose types the DLL reads (`dbginit.c`): asking for it makes
@@ -523,6 +523,19 @@ impl ProcessState {
             _ => comm.recvcontext_id,
         };
         let show_internal = self.show_internal;
+        // A context asked for again in this stop (its entries were taken
+        // by the first asking) gets a new scan.
+        let slot = match class {
+            Class::Send => &mut self.cache.sends,
+            Class::Posted => &mut self.cache.posted,
+            Class::Unexpected => &mut self.cache.unexpected,
+        };
+        if slot
+            .as_ref()
+            .is_some_and(|s| s.taken.contains(&ctx) || s.taken.contains(&(ctx + 1)))
+        {
+            *slot = None;
+        }
         let Some(scan) = self.scan(&t, class) else {
             messages::set_no_information_reason(match class {
                 Class::Send => "MPICH keeps no send queue here (MPIR_Sendq_head missing)",
@@ -531,16 +544,17 @@ impl ProcessState {
             return Ok(ReturnCode::NoInformation);
         };
         let stop = scan.stop;
-        let mut found: Vec<(Found, bool)> = scan
-            .by_ctx
-            .get(&ctx)
-            .map(|v| v.iter().map(|f| (f.clone(), false)).collect())
-            .unwrap_or_default();
+        let slot = match class {
+            Class::Send => &mut self.cache.sends,
+            Class::Posted => &mut self.cache.posted,
+            Class::Unexpected => &mut self.cache.unexpected,
+        };
+        let scan = slot.as_mut().ok_or(DllError::ImageHasNoQueues)?;
+        let mut found: Vec<(Found, bool)> =
+            scan.take(ctx).into_iter().map(|f| (f, false)).collect();
         if show_internal {
             // The communicator's collective context (its id + 1).
-            if let Some(v) = scan.by_ctx.get(&(ctx + 1)) {
-                found.extend(v.iter().map(|f| (f.clone(), true)));
-            }
+            found.extend(scan.take(ctx + 1).into_iter().map(|f| (f, true)));
         }
         let layout = Arc::clone(&self.layout);
         let syms = self.symbols.ok_or(DllError::ImageHasNoQueues)?;
@@ -553,8 +567,7 @@ impl ProcessState {
                 .map(|_| "queue can be incomplete: ch4 active-message path only"),
         };
         let mut ops = Vec::with_capacity(found.len());
-        for (k, (f, internal)) in found.iter().enumerate() {
-            let mut f = f.clone();
+        for (k, (mut f, internal)) in found.into_iter().enumerate() {
             if ch4_native_sends {
                 // Natively sent: the request's active-message part holds
                 // nothing of it; only the send queue entry is sure.
@@ -575,7 +588,7 @@ impl ProcessState {
             let cx = OpContext {
                 comm: &comm,
                 datatype: dt.as_ref(),
-                internal: *internal,
+                internal,
                 order: (class == Class::Posted).then_some(k + 1),
                 note: if ch4_native_sends {
                     Some("ch4 native send: buffer and length not recorded")

@@ -10,7 +10,8 @@
 //!   MPICH puts at the head of the list: newest first, so they are
 //!   reversed here into the order they were made.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 
 use mqs_abi::{LinesBuf, OpStatus, PendingOperation};
 
@@ -19,7 +20,7 @@ use crate::mpich::communicators::Comm;
 use crate::mpich::datatypes::{count_line, Datatype};
 use crate::mpich::layout::{EntryLayout, Layout, RequestDevice};
 use crate::target::{sign_extend, ReadError, Target, View};
-use crate::walk::{Stop, MAX_LIST_ITEMS};
+use crate::walk::{AddrHasher, AddrSet, Stop, MAX_LIST_ITEMS};
 
 /// MPICH's `MPI_ANY_SOURCE` and `MPI_ANY_TAG`.
 pub const ANY_SOURCE: i64 = -2;
@@ -157,9 +158,20 @@ pub struct Found {
 /// Everything on one queue, grouped by context id, in queue order.
 #[derive(Debug, Clone, Default)]
 pub struct Scan {
-    pub by_ctx: HashMap<u64, Vec<Found>>,
+    pub by_ctx: HashMap<u64, Vec<Found>, BuildHasherDefault<AddrHasher>>,
     pub stop: Option<Stop>,
     pub total: usize,
+    /// Context ids whose entries were taken out (by the queue that shows
+    /// them: a queue of 100,000 is then held once).
+    pub taken: AddrSet,
+}
+
+impl Scan {
+    /// Takes the entries of context `ctx` out, in queue order.
+    pub fn take(&mut self, ctx: u64) -> Vec<Found> {
+        self.taken.insert(ctx);
+        self.by_ctx.remove(&ctx).unwrap_or_default()
+    }
 }
 
 impl Scan {
@@ -193,7 +205,7 @@ pub fn walk_requests<P: ProcessAccess + ?Sized>(
         }
     };
     let len = layout.request.read;
-    let mut seen = HashSet::new();
+    let mut seen = AddrSet::default();
     while cur != 0 {
         if let Err(e) = t.check_ptr(cur, t.ptr_align(), len) {
             scan.stop = Some(stop_of(e, cur));
@@ -262,7 +274,7 @@ pub fn walk_entries<P: ProcessAccess + ?Sized>(
         }
     };
     let len = e.size.max(e.next + u64::from(t.sizes.pointer));
-    let mut seen = HashSet::new();
+    let mut seen = AddrSet::default();
     let mut found = Vec::new();
     while cur != 0 {
         if let Err(err) = t.check_ptr(cur, t.ptr_align(), len) {

@@ -527,6 +527,12 @@ impl ObjectSymbols {
         found
     }
 
+    /// Whether its DWARF here is in a separate debug file (found by
+    /// build-id or debuglink), not in the object itself.
+    pub(crate) fn dwarf_is_separate(&self) -> bool {
+        !self.elf.has_dwarf && self.dwarf_file().is_some()
+    }
+
     /// The file this object's DWARF is in here: its own, or its separate
     /// debug file's.
     fn dwarf_file(&self) -> Option<&ElfFile> {
