@@ -31,6 +31,7 @@ pub(crate) use mqs_abi::ffi::mpi2 as abi;
 pub mod access;
 pub mod api;
 pub mod backend;
+pub mod by_key;
 pub mod callbacks;
 pub mod cursor;
 pub mod errors;

@@ -510,6 +510,7 @@ mod gdb {
     use std::path::PathBuf;
     use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
+    use mqs_host::hex::decode;
     use mqs_host::process::{
         Environment, LiveProcess, Liveness, MappedObject, Mode, Target, Thread,
     };
@@ -601,18 +602,6 @@ mod gdb {
         }
     }
 
-    fn hex_bytes(hex: &str, out: &mut Vec<u8>) -> Option<()> {
-        let b = hex.as_bytes();
-        if !b.len().is_multiple_of(2) {
-            return None;
-        }
-        for pair in b.chunks(2) {
-            let s = std::str::from_utf8(pair).ok()?;
-            out.push(u8::from_str_radix(s, 16).ok()?);
-        }
-        Some(())
-    }
-
     impl Target for GdbMemory {
         fn pid(&self) -> i32 {
             self.proc_fs.pid()
@@ -639,7 +628,7 @@ mod gdb {
             let mut bytes = Vec::with_capacity(buf.len());
             for part in done.split("contents=\"").skip(1) {
                 let hex = part.split('"').next().unwrap_or("");
-                hex_bytes(hex, &mut bytes).ok_or_else(|| fail("bad contents".into()))?;
+                bytes.extend(decode(hex).ok_or_else(|| fail("bad contents".into()))?);
             }
             if bytes.len() != buf.len() {
                 return Err(fail(format!("{} of {} bytes", bytes.len(), buf.len())));

@@ -108,22 +108,35 @@ impl Nodes {
     /// The Open MPI settings that make `mpirun` start its job on these
     /// nodes, `slots` ranks per node before it wraps around.
     pub fn openmpi_env(&self, slots: u32) -> Result<Vec<(OsString, OsString)>> {
-        let hostfile = self.write_hostfile(slots)?;
-        Ok(vec![
-            ("OMPI_MCA_plm_rsh_agent".into(), self.agent().into()),
-            ("OMPI_MCA_orte_default_hostfile".into(), hostfile.into()),
-            // Two nodes on one machine must not share memory segments.
-            ("OMPI_MCA_btl".into(), "self,tcp".into()),
-        ])
+        self.launch_env(
+            slots,
+            "OMPI_MCA_plm_rsh_agent",
+            "OMPI_MCA_orte_default_hostfile",
+        )
     }
 
     /// The same for Open MPI 5's `prterun` (PRRTE reads `PRTE_MCA_*`; its
     /// launch agent is `plm_ssh_agent`).
     pub fn prrte_env(&self, slots: u32) -> Result<Vec<(OsString, OsString)>> {
+        self.launch_env(
+            slots,
+            "PRTE_MCA_plm_ssh_agent",
+            "PRTE_MCA_prte_default_hostfile",
+        )
+    }
+
+    /// The launch agent and hostfile under the names the starter reads.
+    fn launch_env(
+        &self,
+        slots: u32,
+        agent_var: &str,
+        hostfile_var: &str,
+    ) -> Result<Vec<(OsString, OsString)>> {
         let hostfile = self.write_hostfile(slots)?;
         Ok(vec![
-            ("PRTE_MCA_plm_ssh_agent".into(), self.agent().into()),
-            ("PRTE_MCA_prte_default_hostfile".into(), hostfile.into()),
+            (agent_var.into(), self.agent().into()),
+            (hostfile_var.into(), hostfile.into()),
+            // Two nodes on one machine must not share memory segments.
             ("OMPI_MCA_btl".into(), "self,tcp".into()),
         ])
     }

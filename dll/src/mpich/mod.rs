@@ -171,6 +171,17 @@ struct Cache {
     datatypes: datatypes::Cache,
 }
 
+impl Cache {
+    /// The scan of one queue, once made.
+    fn scan(&mut self, class: Class) -> &mut Option<Scan> {
+        match class {
+            Class::Send => &mut self.sends,
+            Class::Posted => &mut self.posted,
+            Class::Unexpected => &mut self.unexpected,
+        }
+    }
+}
+
 /// What the DLL keeps per MPICH process.
 #[derive(Debug)]
 pub struct ProcessState {
@@ -456,11 +467,7 @@ impl ProcessState {
     ) -> Option<&Scan> {
         let syms = self.symbols?;
         let layout = Arc::clone(&self.layout);
-        let slot = match class {
-            Class::Send => &mut self.cache.sends,
-            Class::Posted => &mut self.cache.posted,
-            Class::Unexpected => &mut self.cache.unexpected,
-        };
+        let slot = self.cache.scan(class);
         if slot.is_none() {
             let scan = match (class, layout.queues) {
                 (Class::Send, _) => {
@@ -475,7 +482,7 @@ impl ProcessState {
                     let head_at = t.read_ptr(syms.unexpected?).ok()?;
                     let mut scan = requests::walk_requests(t, &layout, head_at);
                     if matches!(layout.request.device, RequestDevice::Ch4 { .. }) {
-                        for f in scan.by_ctx.values_mut().flatten() {
+                        for f in scan.by_ctx.items_mut() {
                             if let Ok(r) = f.request.as_mut() {
                                 r.msg_type = requests::ch4_is_rts(t, &layout, r).map(|rts| {
                                     if rts {
@@ -525,36 +532,35 @@ impl ProcessState {
         let show_internal = self.show_internal;
         // A context asked for again in this stop (its entries were taken
         // by the first asking) gets a new scan.
-        let slot = match class {
-            Class::Send => &mut self.cache.sends,
-            Class::Posted => &mut self.cache.posted,
-            Class::Unexpected => &mut self.cache.unexpected,
-        };
+        let slot = self.cache.scan(class);
         if slot
             .as_ref()
-            .is_some_and(|s| s.taken.contains(&ctx) || s.taken.contains(&(ctx + 1)))
+            .is_some_and(|s| s.by_ctx.was_taken(ctx) || s.by_ctx.was_taken(ctx + 1))
         {
             *slot = None;
         }
-        let Some(scan) = self.scan(&t, class) else {
+        if self.scan(&t, class).is_none() {
             messages::set_no_information_reason(match class {
                 Class::Send => "MPICH keeps no send queue here (MPIR_Sendq_head missing)",
                 _ => "MPICH's queue heads cannot be read in this process",
             });
             return Ok(ReturnCode::NoInformation);
         };
+        let scan = self
+            .cache
+            .scan(class)
+            .as_mut()
+            .ok_or(DllError::ImageHasNoQueues)?;
         let stop = scan.stop;
-        let slot = match class {
-            Class::Send => &mut self.cache.sends,
-            Class::Posted => &mut self.cache.posted,
-            Class::Unexpected => &mut self.cache.unexpected,
-        };
-        let scan = slot.as_mut().ok_or(DllError::ImageHasNoQueues)?;
-        let mut found: Vec<(Found, bool)> =
-            scan.take(ctx).into_iter().map(|f| (f, false)).collect();
+        let mut found: Vec<(Found, bool)> = scan
+            .by_ctx
+            .take(ctx)
+            .into_iter()
+            .map(|f| (f, false))
+            .collect();
         if show_internal {
             // The communicator's collective context (its id + 1).
-            found.extend(scan.take(ctx + 1).into_iter().map(|f| (f, true)));
+            found.extend(scan.by_ctx.take(ctx + 1).into_iter().map(|f| (f, true)));
         }
         let layout = Arc::clone(&self.layout);
         let syms = self.symbols.ok_or(DllError::ImageHasNoQueues)?;

@@ -10,17 +10,15 @@
 //!   MPICH puts at the head of the list: newest first, so they are
 //!   reversed here into the order they were made.
 
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
-
 use mqs_abi::{LinesBuf, OpStatus, PendingOperation};
 
 use crate::access::ProcessAccess;
+use crate::by_key::ByKey;
 use crate::mpich::communicators::Comm;
 use crate::mpich::datatypes::{count_line, Datatype};
 use crate::mpich::layout::{EntryLayout, Layout, RequestDevice};
 use crate::target::{sign_extend, ReadError, Target, View};
-use crate::walk::{AddrHasher, AddrSet, Stop, MAX_LIST_ITEMS};
+use crate::walk::{AddrSet, Stop, MAX_LIST_ITEMS};
 
 /// MPICH's `MPI_ANY_SOURCE` and `MPI_ANY_TAG`.
 pub const ANY_SOURCE: i64 = -2;
@@ -158,26 +156,15 @@ pub struct Found {
 /// Everything on one queue, grouped by context id, in queue order.
 #[derive(Debug, Clone, Default)]
 pub struct Scan {
-    pub by_ctx: HashMap<u64, Vec<Found>, BuildHasherDefault<AddrHasher>>,
+    pub by_ctx: ByKey<Found>,
     pub stop: Option<Stop>,
     pub total: usize,
-    /// Context ids whose entries were taken out (by the queue that shows
-    /// them: a queue of 100,000 is then held once).
-    pub taken: AddrSet,
-}
-
-impl Scan {
-    /// Takes the entries of context `ctx` out, in queue order.
-    pub fn take(&mut self, ctx: u64) -> Vec<Found> {
-        self.taken.insert(ctx);
-        self.by_ctx.remove(&ctx).unwrap_or_default()
-    }
 }
 
 impl Scan {
     fn push(&mut self, f: Found) {
         self.total += 1;
-        self.by_ctx.entry(f.ctx).or_default().push(f);
+        self.by_ctx.push(f.ctx, f);
     }
 }
 

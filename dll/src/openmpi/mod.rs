@@ -558,13 +558,14 @@ impl ProcessState {
         } else {
             &mut self.cache.recvs
         };
-        if slot.as_ref().is_some_and(|s| s.taken.contains(&comm.addr)) {
+        if slot
+            .as_ref()
+            .is_some_and(|s| s.by_comm.was_taken(comm.addr))
+        {
             *slot = None;
         }
         let scan = slot.get_or_insert_with(|| requests::scan_free_list(t, layout, fl));
-        scan.taken.insert(comm.addr);
-        let list = scan.by_comm.remove(&comm.addr).unwrap_or_default();
-        (list, scan.stop)
+        (scan.by_comm.take(comm.addr), scan.stop)
     }
 
     /// The request at `index` of `requests` as an item to be made into an

@@ -6,10 +6,11 @@ use std::collections::HashMap;
 use mqs_abi::{OpStatus, PendingOperation};
 
 use crate::access::ProcessAccess;
+use crate::by_key::ByKey;
 use crate::layout::{Layout, Ob1Layout};
 use crate::openmpi::communicators::Comm;
 use crate::target::{ReadError, Sizes, Spans, Target, View};
-use crate::walk::{self, AddrSet, Stop};
+use crate::walk::{self, Stop};
 
 /// `ompi_request_type_t`: OMPI_REQUEST_PML.
 const OMPI_REQUEST_PML: i64 = 0;
@@ -221,10 +222,8 @@ pub fn is_live(req: &Request) -> bool {
 /// All live requests of one free list, grouped by communicator.
 #[derive(Debug, Clone, Default)]
 pub struct Scan {
-    pub by_comm: HashMap<u64, Vec<Request>>,
+    pub by_comm: ByKey<Request>,
     pub stop: Option<Stop>,
-    /// The communicators whose requests were taken out.
-    pub taken: AddrSet,
 }
 
 /// Scans one of the request free lists (`mca_pml_base_send_requests` or
@@ -244,12 +243,12 @@ pub fn scan_free_list<P: ProcessAccess + ?Sized>(
     scan.stop = walk::free_list(t, spec, fl_addr, &spans, walk::MAX_LIST_ITEMS, |_, view| {
         if let Ok(req) = decode(view, layout) {
             if is_live(&req) {
-                scan.by_comm.entry(req.comm).or_default().push(req);
+                scan.by_comm.push(req.comm, req);
             }
         }
     });
     // Held for the rest of the stop: without the spare room of growing.
-    scan.by_comm.values_mut().for_each(Vec::shrink_to_fit);
+    scan.by_comm.shrink_to_fit();
     scan
 }
 
