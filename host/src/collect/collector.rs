@@ -227,6 +227,27 @@ mod tests {
         (addr, served)
     }
 
+    /// An address where connections are refused for as long as the socket
+    /// lives. The port is bound but never listened on, so no other test's
+    /// listener can take it over and no connection to it can be a TCP
+    /// self-connect (which a closed ephemeral port allows).
+    fn refusing() -> (std::os::fd::OwnedFd, SocketAddr) {
+        use nix::sys::socket::{
+            bind, getsockname, socket, AddressFamily, SockFlag, SockType, SockaddrIn,
+        };
+        use std::os::fd::AsRawFd;
+        let fd = socket(
+            AddressFamily::Inet,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .unwrap();
+        bind(fd.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, 0)).unwrap();
+        let at: SockaddrIn = getsockname(fd.as_raw_fd()).unwrap();
+        (fd, SocketAddr::V4(at.into()))
+    }
+
     #[test]
     fn a_refusal_is_reported_with_its_reason() {
         let (addr, served) = front(ToCollector::Refused {
@@ -256,20 +277,14 @@ mod tests {
             go_timeout_ms: 0,
         });
         // The first address refuses connections: the next one is tried.
-        let closed = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
+        let (_held, closed) = refusing();
         assert_eq!(collect(&args(vec![closed, addr], "t"), "nodea"), Ok(()));
         served.join().unwrap();
     }
 
     #[test]
     fn a_front_end_that_is_gone_is_given_up_on_in_time() {
-        let closed = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
+        let (_held, closed) = refusing();
         let start = Instant::now();
         let err = collect(&args(vec![closed], "t"), "nodea").unwrap_err();
         assert!(
