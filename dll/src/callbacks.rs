@@ -19,12 +19,14 @@
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
+use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
 use crate::abi;
 use crate::access::{ImageAccess, ProcessAccess, TypeSizes};
 use crate::errors::DllError;
+use crate::walk::AddrHasher;
 
 // ---------------------------------------------------------------------------
 // The basic table.
@@ -452,9 +454,13 @@ pub trait InfoKind: Sized {
 /// what comes back is only dereferenced if it is that header. Garbage, a
 /// stale pointer or another object's info never makes the DLL read memory
 /// it did not allocate.
-static LIVE: Mutex<Option<HashMap<usize, usize>>> = Mutex::new(None);
+static LIVE: Mutex<Option<LiveMap>> = Mutex::new(None);
 
-fn live() -> MutexGuard<'static, Option<HashMap<usize, usize>>> {
+/// Owner to header; asked twice per call of the debugger, so with the
+/// cheap address hash.
+type LiveMap = HashMap<usize, usize, BuildHasherDefault<AddrHasher>>;
+
+fn live() -> MutexGuard<'static, Option<LiveMap>> {
     // A panic cannot leave the map half-updated: keep using it.
     LIVE.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -497,7 +503,7 @@ fn new_info<T: InfoKind>(basic: &Basic, state: T) -> Result<*mut c_void, DllErro
 /// forgotten, not freed: the debugger may still hand it to destroy.
 fn register(info: *mut c_void, owner: *mut c_void) {
     live()
-        .get_or_insert_with(HashMap::new)
+        .get_or_insert_with(LiveMap::default)
         .insert(owner as usize, info as usize);
 }
 

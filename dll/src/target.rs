@@ -472,7 +472,17 @@ pub struct Spans {
 impl Spans {
     /// One span `0..len` (nothing if `len` is 0).
     pub fn whole(len: u64) -> Spans {
-        Spans::cover(&[(0, len)], 0)
+        // Made directly: every view of a whole structure has one, so the
+        // sorting `cover` does is not worth its allocation here.
+        let mut out = Spans {
+            n: 0,
+            at: [(0, 0); MAX_SPANS],
+        };
+        if len > 0 {
+            out.at[0] = (0, len);
+            out.n = 1;
+        }
+        out
     }
 
     /// The spans covering every `(offset, size)` field, joining fields

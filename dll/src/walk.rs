@@ -35,10 +35,72 @@ impl Hasher for AddrHasher {
     fn write_u64(&mut self, n: u64) {
         self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
     }
+    // Keys of these widths in one step, not byte by byte.
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
 }
 
 /// A set of target addresses (or other u64s).
 pub type AddrSet = HashSet<u64, BuildHasherDefault<AddrHasher>>;
+
+/// What a walk remembers of where it has been, to notice a cycle.
+#[derive(Debug, Clone)]
+pub enum Visited {
+    /// Brent's algorithm: one remembered address, moved at powers of two.
+    /// No memory per element and no hashing, but a cycle is noticed only
+    /// once the walk has gone round it again, somewhere past its start: a
+    /// walk that meets one is made again with [`Visited::Exact`].
+    Brent {
+        tortoise: Option<u64>,
+        power: usize,
+        steps: usize,
+    },
+    /// Every address: stops at the first one seen twice.
+    Exact(AddrSet),
+}
+
+impl Visited {
+    /// The cheap check, for the first walk of a list.
+    pub fn brent() -> Visited {
+        Visited::Brent {
+            tortoise: None,
+            power: 1,
+            steps: 0,
+        }
+    }
+
+    pub fn exact() -> Visited {
+        Visited::Exact(AddrSet::default())
+    }
+
+    /// Visits `addr`: false when the walk has come round to an address it
+    /// visited (for [`Visited::Exact`], exactly when `addr` is one).
+    pub fn insert(&mut self, addr: u64) -> bool {
+        match self {
+            Visited::Exact(seen) => seen.insert(addr),
+            Visited::Brent {
+                tortoise,
+                power,
+                steps,
+            } => {
+                if *tortoise == Some(addr) {
+                    return false;
+                }
+                *steps += 1;
+                if *steps == *power {
+                    *tortoise = Some(addr);
+                    *power = power.saturating_mul(2);
+                    *steps = 0;
+                }
+                true
+            }
+        }
+    }
+}
 
 /// Why a walk ended before its natural end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -455,6 +517,31 @@ mod tests {
     use super::*;
     use crate::target::{Budget, ByteOrder, Sizes};
     use crate::testing::FakeProcess;
+
+    /// Where each check says the walk of a list with `mu` elements before
+    /// a cycle of `lambda` came round: Brent within a bounded number of
+    /// steps past the first repeat, Exact at it; neither on a list without
+    /// a cycle.
+    #[test]
+    fn both_checks_notice_every_cycle_and_no_other() {
+        for mu in 0..40u64 {
+            for lambda in 1..40u64 {
+                let at = |i: u64| 0x1000 + 8 * if i < mu { i } else { mu + (i - mu) % lambda };
+                let first_repeat = (mu + lambda) as usize;
+                let came_round =
+                    |mut v: Visited| (0..10_000u64).position(|i| !v.insert(at(i))).unwrap();
+                assert_eq!(came_round(Visited::exact()), first_repeat);
+                let brent = came_round(Visited::brent());
+                assert!(brent >= first_repeat, "mu {mu} lambda {lambda}: {brent}");
+                assert!(
+                    brent <= 2 * (mu + lambda) as usize + lambda as usize,
+                    "{brent}"
+                );
+            }
+        }
+        let mut v = Visited::brent();
+        assert!((0..100_000u64).all(|i| v.insert(0x1000 + 8 * i)));
+    }
 
     const LIST: ListLayout = ListLayout {
         item_next: 16,

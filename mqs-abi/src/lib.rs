@@ -20,7 +20,7 @@ mod lines;
 pub mod model;
 
 pub use entry_points::{EntryPoint, Need, ENTRY_POINTS};
-pub use lines::{Lines, LinesBuf};
+pub use lines::{Lines, LinesBuf, Part};
 
 pub use model::{
     decode_c_chars, encode_c_chars, Communicator, OpClass, OpStatus, PendingOperation,

@@ -30,6 +30,11 @@ impl Lines {
         self.0 = all.into_boxed_str();
     }
 
+    /// The inner form: each line followed by a NUL.
+    pub(crate) fn as_nul_terminated(&self) -> &str {
+        &self.0
+    }
+
     pub fn iter(&self) -> std::str::SplitTerminator<'_, char> {
         self.0.split_terminator('\0')
     }
@@ -58,15 +63,9 @@ impl Lines {
     pub fn truncate(&mut self, n: usize) {
         let end = match n {
             0 => Some(0),
-            // Bytes, not chars: NUL is one byte in UTF-8, and this runs
-            // once per operation of queues of 100,000.
-            n => self
-                .0
-                .bytes()
-                .enumerate()
-                .filter(|&(_, b)| b == 0)
-                .nth(n - 1)
-                .map(|(i, _)| i + 1),
+            // A char pattern is found with memchr: this runs once per
+            // operation of queues of 100,000.
+            n => self.0.match_indices('\0').nth(n - 1).map(|(i, _)| i + 1),
         };
         if let Some(end) = end.filter(|&e| e < self.0.len()) {
             self.0 = self.0[..end].into();
@@ -90,38 +89,141 @@ impl Lines {
 }
 
 /// Lines written one after the other into one buffer, then made [`Lines`]
-/// at once: no allocation per line.
+/// at once: no allocation per line. A DLL makes one per operation, of
+/// queues of 100,000s, so lines can also be built from [`Part`]s, without
+/// the formatting machinery.
 #[derive(Debug, Default)]
-pub struct LinesBuf(String);
+pub struct LinesBuf {
+    text: String,
+    lines: usize,
+}
+
+/// A piece of a line for [`LinesBuf::push_parts`].
+#[derive(Debug, Clone, Copy)]
+pub enum Part<'a> {
+    /// Text that may hold a NUL (made a space, as [`LinesBuf::push`] does).
+    Text(&'a str),
+    /// A literal of the program: it holds no NUL, so it is not searched
+    /// for one.
+    Lit(&'static str),
+    /// As `{:#x}` writes it: `0x` and lowercase digits.
+    Hex(u64),
+    /// In decimal.
+    Dec(i64),
+    UDec(u64),
+}
 
 impl LinesBuf {
     pub fn with_capacity(bytes: usize) -> Self {
-        LinesBuf(String::with_capacity(bytes))
+        LinesBuf {
+            text: String::with_capacity(bytes),
+            lines: 0,
+        }
+    }
+
+    /// Lines so far.
+    pub fn len(&self) -> usize {
+        self.lines
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lines == 0
     }
 
     pub fn push(&mut self, line: &str) {
-        append(&mut self.0, line);
+        append(&mut self.text, line);
+        self.lines += 1;
     }
 
     /// Appends the line `format_args!` makes.
     pub fn push_fmt(&mut self, args: fmt::Arguments<'_>) {
-        let start = self.0.len();
+        let start = self.text.len();
         // Writing into a String cannot fail.
-        let _ = fmt::Write::write_fmt(&mut self.0, args);
-        if self.0[start..].contains('\0') {
-            let line: String = self.0[start..]
-                .chars()
-                .map(|c| if c == '\0' { ' ' } else { c })
-                .collect();
-            self.0.truncate(start);
-            self.0.push_str(&line);
+        let _ = fmt::Write::write_fmt(&mut self.text, args);
+        self.end_line(start);
+    }
+
+    /// Appends the line the parts make, one after the other.
+    pub fn push_parts(&mut self, parts: &[Part<'_>]) {
+        let start = self.text.len();
+        let mut checked = false;
+        for part in parts {
+            match *part {
+                Part::Text(t) => {
+                    checked = true;
+                    self.text.push_str(t)
+                }
+                Part::Lit(t) => {
+                    debug_assert!(!t.contains('\0'), "a literal part with a NUL: {t:?}");
+                    self.text.push_str(t)
+                }
+                Part::Hex(v) => push_hex(&mut self.text, v),
+                Part::Dec(v) => self.text.push_str(itoa::Buffer::new().format(v)),
+                Part::UDec(v) => self.text.push_str(itoa::Buffer::new().format(v)),
+            }
         }
-        self.0.push('\0');
+        // Numbers and literals hold no NUL: a line of them is not searched.
+        if checked {
+            self.end_line(start);
+        } else {
+            self.text.push('\0');
+            self.lines += 1;
+        }
+    }
+
+    /// Ends the line begun at `start`; a NUL in it would split it, so it
+    /// becomes a space.
+    fn end_line(&mut self, start: usize) {
+        if self.text.as_bytes()[start..].contains(&0) {
+            let line = self.text[start..].replace('\0', " ");
+            self.text.truncate(start);
+            self.text.push_str(&line);
+        }
+        self.text.push('\0');
+        self.lines += 1;
     }
 
     pub fn finish(self) -> Lines {
-        Lines(self.0.into_boxed_str())
+        Lines(self.text.into_boxed_str())
     }
+
+    /// The first `n` lines (all of them, without a scan, when there are no
+    /// more).
+    pub fn finish_first(mut self, n: usize) -> Lines {
+        if self.lines > n {
+            let end = match n {
+                0 => 0,
+                n => self
+                    .text
+                    .match_indices('\0')
+                    .nth(n - 1)
+                    .map_or(self.text.len(), |(i, _)| i + 1),
+            };
+            self.text.truncate(end);
+        }
+        self.finish()
+    }
+}
+
+/// `{:#x}` of `v`.
+fn push_hex(out: &mut String, v: u64) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut buf = [0u8; 18];
+    let mut i = buf.len();
+    let mut v = v;
+    loop {
+        i -= 1;
+        buf[i] = DIGITS[(v & 0xf) as usize];
+        v >>= 4;
+        if v == 0 {
+            break;
+        }
+    }
+    i -= 2;
+    buf[i] = b'0';
+    buf[i + 1] = b'x';
+    // Only ASCII digits and "0x" were written.
+    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or_default());
 }
 
 /// Appends `line` and its end to `all`.
@@ -247,6 +349,46 @@ mod tests {
         b.push("request 0x10");
         b.push_fmt(format_args!("{} x {}", 4, "MPI_INT"));
         assert_eq!(b.finish(), ["x y", "request 0x10", "4 x MPI_INT"]);
+    }
+
+    #[test]
+    fn parts_write_what_format_writes() {
+        let mut b = LinesBuf::with_capacity(8);
+        for v in [0u64, 1, 0xf, 0x10, 0xdead_beef, u64::MAX] {
+            b.push_parts(&[Part::Lit("at "), Part::Hex(v)]);
+        }
+        for v in [0i64, -1, 42, i64::MIN, i64::MAX] {
+            b.push_parts(&[Part::Dec(v), Part::Lit(" x "), Part::UDec(v as u64)]);
+        }
+        b.push_parts(&[Part::Text("a\0b"), Part::UDec(7)]);
+        assert_eq!(b.len(), 12);
+        let mut want: Vec<String> = [0u64, 1, 0xf, 0x10, 0xdead_beef, u64::MAX]
+            .iter()
+            .map(|v| format!("at {v:#x}"))
+            .collect();
+        want.extend(
+            [0i64, -1, 42, i64::MIN, i64::MAX]
+                .iter()
+                .map(|&v| format!("{v} x {}", v as u64)),
+        );
+        want.push("a b7".into());
+        assert_eq!(b.finish(), want);
+    }
+
+    #[test]
+    fn finish_first_keeps_that_many_lines() {
+        let make = || {
+            let mut b = LinesBuf::with_capacity(8);
+            for l in ["a", "", "c"] {
+                b.push(l);
+            }
+            b
+        };
+        assert_eq!(make().finish_first(5), ["a", "", "c"]);
+        assert_eq!(make().finish_first(3), ["a", "", "c"]);
+        assert_eq!(make().finish_first(2), ["a", ""]);
+        assert_eq!(make().finish_first(1), ["a"]);
+        assert!(make().finish_first(0).is_empty());
     }
 
     #[test]

@@ -257,20 +257,27 @@ impl Default for PendingOperation {
 
 impl PendingOperation {
     pub fn from_raw(raw: &mqs_pending_operation) -> Self {
-        // Exactly as many lines as there are: a dump holds 100,000s.
-        let lines = raw
-            .extra_text
-            .iter()
-            .take_while(|line| line.first().is_some_and(|&c| c != 0))
-            .count();
-        // One allocation for all the lines (c_char is i8 or u8 depending
-        // on the platform; the bytes are what matter).
-        let mut text = String::with_capacity(lines * 32);
-        let mut bytes = Vec::with_capacity(64);
-        for line in &raw.extra_text[..lines] {
-            bytes.clear();
-            bytes.extend(line.iter().take_while(|&&c| c != 0).map(|&c| c as u8));
-            text.push_str(&String::from_utf8_lossy(&bytes));
+        // Exactly as many lines as there are, in one allocation of the
+        // exact size: a dump holds 100,000s. (c_char is i8 or u8 depending
+        // on the platform; the bytes are what matter.)
+        let mut lines = [([0u8; 64], 0usize); 5];
+        let mut n = 0;
+        for line in &raw.extra_text {
+            let bytes = line.map(|c| c as u8);
+            let len = memchr::memchr(0, &bytes).unwrap_or(bytes.len());
+            if len == 0 {
+                break;
+            }
+            lines[n] = (bytes, len);
+            n += 1;
+        }
+        let size = lines[..n].iter().map(|(_, len)| len + 1).sum();
+        let mut text = String::with_capacity(size);
+        for (bytes, len) in &lines[..n] {
+            match std::str::from_utf8(&bytes[..*len]) {
+                Ok(line) => text.push_str(line),
+                Err(_) => text.push_str(&String::from_utf8_lossy(&bytes[..*len])),
+            }
             text.push('\0');
         }
         let extra_text = Lines::from_nul_terminated(text);
@@ -307,16 +314,28 @@ impl PendingOperation {
         raw.actual_global_rank = self.actual_global_rank;
         raw.actual_tag = self.actual_tag;
         raw.actual_length = self.actual_length;
-        let mut lines = self.extra_text.iter();
+        // Once per operation of 100,000s: zero the lines at once, then copy
+        // each one's bytes, with no search beyond its NUL.
+        raw.extra_text.iter_mut().for_each(|slot| slot.fill(0));
+        let mut rest = self.extra_text.as_nul_terminated().as_bytes();
         for slot in raw.extra_text.iter_mut() {
-            match lines.next() {
-                Some("") => {
-                    encode_c_chars(" ", slot);
-                }
-                Some(line) => {
-                    encode_c_chars(line, slot);
-                }
-                None => slot.fill(0),
+            let Some(end) = memchr::memchr(0, rest) else {
+                break;
+            };
+            let line = &rest[..end];
+            rest = &rest[end + 1..];
+            if line.is_empty() {
+                slot[0] = b' ' as c_char;
+                continue;
+            }
+            let room = slot.len() - 1;
+            let mut n = line.len().min(room);
+            // Cut at a char boundary: not before a continuation byte.
+            while n < line.len() && line[n] & 0xc0 == 0x80 {
+                n -= 1;
+            }
+            for (d, &b) in slot[..n].iter_mut().zip(line) {
+                *d = b as c_char;
             }
         }
     }
@@ -465,6 +484,21 @@ mod tests {
         // Read back, a wild tag is None whatever desired_tag holds.
         raw.desired_tag = 0;
         assert_eq!(PendingOperation::from_raw(&raw).desired_tag, None);
+
+        // Long lines are cut at a char boundary, an empty one is a space
+        // (it would end the list), lines past the fifth are dropped, and
+        // what an earlier operation wrote is gone.
+        let long = format!("{}é{}", "a".repeat(62), "b".repeat(10));
+        let many = PendingOperation {
+            extra_text: [long.as_str(), "", "c", "d", "e", "f"].into(),
+            ..op.clone()
+        };
+        many.write_raw(&mut raw);
+        let back = PendingOperation::from_raw(&raw).extra_text;
+        assert_eq!(back, ["a".repeat(62).as_str(), " ", "c", "d", "e"]);
+        op.write_raw(&mut raw);
+        assert_eq!(PendingOperation::from_raw(&raw), op);
+        assert!(raw.extra_text[0][5..].iter().all(|&c| c == 0));
 
         // Lines after the first empty one are not shown.
         raw.extra_text[1].fill(0);

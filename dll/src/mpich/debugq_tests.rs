@@ -11,7 +11,7 @@ use mqs_abi::{OpClass, OpStatus, PendingOperation, ReturnCode};
 
 use super::layout::{Device, Layout, Queues};
 use super::ProcessState;
-use crate::target::{ByteOrder, Sizes};
+use crate::target::{ByteOrder, Sizes, Target};
 use crate::testing::{FakeImage, FakeProcess};
 
 const LIST: u64 = 0x1000;
@@ -278,4 +278,53 @@ fn a_cycle_in_a_list_cuts_it_with_a_note() {
         "{:?}",
         ops[1].extra_text
     );
+}
+
+/// The same image without 4.1's receive queue symbol and with ch4's
+/// `MPIDI_global` is 4.0 ch4: queues of requests linked through `next`.
+/// Device queues are walked without a set of every address; one with a
+/// cycle is cut at its first repeat all the same, each request once.
+#[test]
+fn a_device_queue_with_a_cycle_is_cut_at_its_first_repeat() {
+    use super::requests::walk_requests;
+    use crate::walk::Stop;
+
+    let mut image = image();
+    image.symbols.remove("MPIR_Recvq_head");
+    image.symbols.insert("MPIDI_global".into(), 0x1200);
+    let layout = Layout::resolve(&image).expect("layout");
+    assert_eq!(
+        (layout.queues, layout.device),
+        (Queues::Device, Device::Ch4)
+    );
+    const HEAD: u64 = 0x1300;
+    // Queues of `mu` requests before a cycle of `lambda`, and one without.
+    for (mu, lambda) in [(0, 1), (0, 5), (3, 1), (3, 4), (20, 7), (7, 20), (40, 0)] {
+        let n = mu + lambda;
+        let mut p = FakeProcess::new();
+        let at = |i: u64| REQUESTS + 0x100 * i;
+        p.write_u64(HEAD, at(0));
+        for i in 0..n {
+            p.map(at(i), vec![0; 128]);
+            let next = match (i + 1 < n, lambda) {
+                (true, _) => at(i + 1),
+                (false, 0) => 0,
+                (false, _) => at(mu),
+            };
+            p.write_u64(at(i) + 8, next);
+            // The active-message tag, for telling the requests apart.
+            p.write_u32(at(i) + 64 + 20 + 8, i as u32);
+        }
+        let t = Target::new(&p, Sizes::LP64, ByteOrder::probe(&p));
+        let mut scan = walk_requests(&t, &layout, HEAD);
+        assert_eq!(scan.total, n as usize, "mu {mu} lambda {lambda}");
+        let want = if lambda == 0 {
+            None
+        } else {
+            Some(Stop::Cycle(at(mu)))
+        };
+        assert_eq!(scan.stop, want, "mu {mu} lambda {lambda}");
+        let tags: Vec<i64> = scan.by_ctx.take(0).iter().map(|f| f.tag).collect();
+        assert_eq!(tags, (0..n as i64).collect::<Vec<_>>());
+    }
 }

@@ -35,7 +35,7 @@ use crate::walk::Stop;
 
 use communicators::{Comm, OWN_JOB};
 use layout::{Device, Layout, Queues, RequestDevice};
-use requests::{Class, Found, OpContext, Scan};
+use requests::{Class, OpContext, Scan};
 
 /// The communicator list (`MPIR_Comm_list`): its presence is what makes an
 /// image MPICH with debugger support.
@@ -552,16 +552,18 @@ impl ProcessState {
             .as_mut()
             .ok_or(DllError::ImageHasNoQueues)?;
         let stop = scan.stop;
-        let mut found: Vec<(Found, bool)> = scan
-            .by_ctx
-            .take(ctx)
+        let own = scan.by_ctx.take(ctx);
+        // The communicator's collective context (its id + 1).
+        let collective = if show_internal {
+            scan.by_ctx.take(ctx + 1)
+        } else {
+            Vec::new()
+        };
+        let total = own.len() + collective.len();
+        let found = own
             .into_iter()
             .map(|f| (f, false))
-            .collect();
-        if show_internal {
-            // The communicator's collective context (its id + 1).
-            found.extend(scan.by_ctx.take(ctx + 1).into_iter().map(|f| (f, true)));
-        }
+            .chain(collective.into_iter().map(|f| (f, true)));
         let layout = Arc::clone(&self.layout);
         let syms = self.symbols.ok_or(DllError::ImageHasNoQueues)?;
         let incomplete = self.incomplete.clone();
@@ -572,8 +574,8 @@ impl ProcessState {
                 .as_ref()
                 .map(|_| "queue can be incomplete: ch4 active-message path only"),
         };
-        let mut ops = Vec::with_capacity(found.len());
-        for (k, (mut f, internal)) in found.into_iter().enumerate() {
+        let mut ops = Vec::with_capacity(total);
+        for (k, (mut f, internal)) in found.enumerate() {
             if ch4_native_sends {
                 // Natively sent: the request's active-message part holds
                 // nothing of it; only the send queue entry is sure.

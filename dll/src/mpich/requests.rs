@@ -10,6 +10,7 @@
 //!   MPICH puts at the head of the list: newest first, so they are
 //!   reversed here into the order they were made.
 
+use mqs_abi::Part::{Hex, Lit, Text, UDec};
 use mqs_abi::{LinesBuf, OpStatus, PendingOperation};
 
 use crate::access::ProcessAccess;
@@ -17,8 +18,8 @@ use crate::by_key::ByKey;
 use crate::mpich::communicators::Comm;
 use crate::mpich::datatypes::{count_line, Datatype};
 use crate::mpich::layout::{EntryLayout, Layout, RequestDevice};
-use crate::target::{sign_extend, ReadError, Target, View};
-use crate::walk::{AddrSet, Stop, MAX_LIST_ITEMS};
+use crate::target::{sign_extend, ReadError, Spans, Target, View};
+use crate::walk::{AddrSet, Stop, Visited, MAX_LIST_ITEMS};
 
 /// MPICH's `MPI_ANY_SOURCE` and `MPI_ANY_TAG`.
 pub const ANY_SOURCE: i64 = -2;
@@ -183,6 +184,22 @@ pub fn walk_requests<P: ProcessAccess + ?Sized>(
     layout: &Layout,
     head_at: u64,
 ) -> Scan {
+    // Queues of 100,000s are walked without a set of every address; a
+    // cycle (corrupt or changing memory) is walked again with one, to cut
+    // the list at its first repeat.
+    let scan = walk_requests_with(t, layout, head_at, Visited::brent());
+    match scan.stop {
+        Some(Stop::Cycle(_)) => walk_requests_with(t, layout, head_at, Visited::exact()),
+        _ => scan,
+    }
+}
+
+fn walk_requests_with<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    layout: &Layout,
+    head_at: u64,
+    mut seen: Visited,
+) -> Scan {
     let mut scan = Scan::default();
     let mut cur = match t.read_ptr(head_at) {
         Ok(p) => p,
@@ -192,7 +209,9 @@ pub fn walk_requests<P: ProcessAccess + ?Sized>(
         }
     };
     let len = layout.request.read;
-    let mut seen = AddrSet::default();
+    let whole = Spans::whole(len);
+    // One buffer for every request of the queue, viewed in place.
+    let mut buf = vec![0u8; usize::try_from(len).unwrap_or(0)];
     while cur != 0 {
         if let Err(e) = t.check_ptr(cur, t.ptr_align(), len) {
             scan.stop = Some(stop_of(e, cur));
@@ -206,13 +225,11 @@ pub fn walk_requests<P: ProcessAccess + ?Sized>(
             scan.stop = Some(Stop::Limit(MAX_LIST_ITEMS));
             break;
         }
-        let v = match t.view(cur, len) {
-            Ok(v) => v,
-            Err(e) => {
-                scan.stop = Some(stop_of(e, cur));
-                break;
-            }
-        };
+        if let Err(e) = t.read_into(cur, &mut buf) {
+            scan.stop = Some(stop_of(e, cur));
+            break;
+        }
+        let v = t.view_within(cur, &buf, &whole);
         let next = v.ptr(layout.request.next);
         let request = decode(&v, layout);
         let (tag, rank, ctx) = match &request {
@@ -395,11 +412,13 @@ pub fn to_operation(found: &Found, class: Class, cx: &OpContext<'_>) -> PendingO
         Class::Unexpected => "unexpected message",
     };
     match req {
-        Some(r) => lines.push_fmt(format_args!("{what} request {:#x}", r.addr)),
-        None => lines.push_fmt(format_args!(
-            "{what} request {:#x} (unreadable)",
-            found.req_addr
-        )),
+        Some(r) => lines.push_parts(&[Lit(what), Lit(" request "), Hex(r.addr)]),
+        None => lines.push_parts(&[
+            Lit(what),
+            Lit(" request "),
+            Hex(found.req_addr),
+            Lit(" (unreadable)"),
+        ]),
     }
     match class {
         Class::Send => {
@@ -428,7 +447,11 @@ pub fn to_operation(found: &Found, class: Class, cx: &OpContext<'_>) -> PendingO
                 lines.push("complete, not yet waited for or freed");
             }
             if let Some(k) = cx.order {
-                lines.push_fmt(format_args!("posted #{k} in MPICH matching order"));
+                lines.push_parts(&[
+                    Lit("posted #"),
+                    UDec(k as u64),
+                    Lit(" in MPICH matching order"),
+                ]);
             }
         }
         Class::Unexpected => {
@@ -444,14 +467,16 @@ pub fn to_operation(found: &Found, class: Class, cx: &OpContext<'_>) -> PendingO
             let kind = req.and_then(|r| r.msg_type);
             match (kind, size) {
                 (Some(MSG_EAGER), Some(n)) => {
-                    lines.push_fmt(format_args!("eager message, all {n} bytes arrived"))
+                    lines.push_parts(&[Lit("eager message, all "), UDec(n), Lit(" bytes arrived")])
                 }
-                (Some(MSG_RNDV), Some(n)) => lines.push_fmt(format_args!(
-                    "rendezvous message: {n} bytes announced, sent once matched"
-                )),
+                (Some(MSG_RNDV), Some(n)) => lines.push_parts(&[
+                    Lit("rendezvous message: "),
+                    UDec(n),
+                    Lit(" bytes announced, sent once matched"),
+                ]),
                 (Some(MSG_SELF), _) => lines.push("message from this process to itself"),
                 (None, Some(n)) if complete => {
-                    lines.push_fmt(format_args!("all {n} bytes arrived"))
+                    lines.push_parts(&[Lit("all "), UDec(n), Lit(" bytes arrived")])
                 }
                 _ => lines.push("message still arriving"),
             }
@@ -466,8 +491,7 @@ pub fn to_operation(found: &Found, class: Class, cx: &OpContext<'_>) -> PendingO
     if let Some(note) = cx.note {
         lines.push(note);
     }
-    op.extra_text = lines.finish();
-    op.extra_text.truncate(5);
+    op.extra_text = lines.finish_first(5);
     op
 }
 
@@ -476,10 +500,10 @@ pub fn to_operation(found: &Found, class: Class, cx: &OpContext<'_>) -> PendingO
 fn count_of(lines: &mut LinesBuf, n: u64, dt: Option<&Datatype>, handle: Option<u32>) {
     match (handle, dt) {
         (Some(_), Some(d)) if !d.name.is_empty() => {
-            lines.push_fmt(format_args!("{n} x {}", d.name))
+            lines.push_parts(&[UDec(n), Lit(" x "), Text(&d.name)])
         }
         (Some(h), dt) => lines.push(&count_line(n, dt, h)),
-        (None, _) => lines.push_fmt(format_args!("{n} elements (datatype not recorded)")),
+        (None, _) => lines.push_parts(&[UDec(n), Lit(" elements (datatype not recorded)")]),
     }
 }
 
