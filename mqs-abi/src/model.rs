@@ -260,17 +260,15 @@ impl PendingOperation {
         // Exactly as many lines as there are, in one allocation of the
         // exact size: a dump holds 100,000s. (c_char is i8 or u8 depending
         // on the platform; the bytes are what matter.)
-        let mut lines = [([0u8; 64], 0usize); 5];
-        let mut n = 0;
-        for line in &raw.extra_text {
+        let lines = raw.extra_text.map(|line| {
             let bytes = line.map(|c| c as u8);
             let len = memchr::memchr(0, &bytes).unwrap_or(bytes.len());
-            if len == 0 {
-                break;
-            }
-            lines[n] = (bytes, len);
-            n += 1;
-        }
+            (bytes, len)
+        });
+        let n = lines
+            .iter()
+            .position(|&(_, len)| len == 0)
+            .unwrap_or(lines.len());
         let size = lines[..n].iter().map(|(_, len)| len + 1).sum();
         let mut text = String::with_capacity(size);
         for (bytes, len) in &lines[..n] {
@@ -314,28 +312,17 @@ impl PendingOperation {
         raw.actual_global_rank = self.actual_global_rank;
         raw.actual_tag = self.actual_tag;
         raw.actual_length = self.actual_length;
-        // Once per operation of 100,000s: zero the lines at once, then copy
-        // each one's bytes, with no search beyond its NUL.
-        raw.extra_text.iter_mut().for_each(|slot| slot.fill(0));
-        let mut rest = self.extra_text.as_nul_terminated().as_bytes();
+        // Each line found with memchr (a NUL is one byte in UTF-8, so both
+        // sides of it are whole chars): once per operation of 100,000s.
+        let mut rest = self.extra_text.as_nul_terminated();
         for slot in raw.extra_text.iter_mut() {
-            let Some(end) = memchr::memchr(0, rest) else {
-                break;
-            };
-            let line = &rest[..end];
-            rest = &rest[end + 1..];
-            if line.is_empty() {
-                slot[0] = b' ' as c_char;
-                continue;
-            }
-            let room = slot.len() - 1;
-            let mut n = line.len().min(room);
-            // Cut at a char boundary: not before a continuation byte.
-            while n < line.len() && line[n] & 0xc0 == 0x80 {
-                n -= 1;
-            }
-            for (d, &b) in slot[..n].iter_mut().zip(line) {
-                *d = b as c_char;
+            match memchr::memchr(0, rest.as_bytes()) {
+                Some(end) => {
+                    let line = &rest[..end];
+                    encode_c_chars(if line.is_empty() { " " } else { line }, slot);
+                    rest = &rest[end + 1..];
+                }
+                None => slot.fill(0),
             }
         }
     }

@@ -10,7 +10,7 @@
 //!   MPICH puts at the head of the list: newest first, so they are
 //!   reversed here into the order they were made.
 
-use mqs_abi::Part::{Hex, Lit, Text, UDec};
+use mqs_abi::Part::{Dec, Hex, Lit, Text};
 use mqs_abi::{LinesBuf, OpStatus, PendingOperation};
 
 use crate::access::ProcessAccess;
@@ -449,7 +449,7 @@ pub fn to_operation(found: &Found, class: Class, cx: &OpContext<'_>) -> PendingO
             if let Some(k) = cx.order {
                 lines.push_parts(&[
                     Lit("posted #"),
-                    UDec(k as u64),
+                    Dec(k as u64),
                     Lit(" in MPICH matching order"),
                 ]);
             }
@@ -467,16 +467,16 @@ pub fn to_operation(found: &Found, class: Class, cx: &OpContext<'_>) -> PendingO
             let kind = req.and_then(|r| r.msg_type);
             match (kind, size) {
                 (Some(MSG_EAGER), Some(n)) => {
-                    lines.push_parts(&[Lit("eager message, all "), UDec(n), Lit(" bytes arrived")])
+                    lines.push_parts(&[Lit("eager message, all "), Dec(n), Lit(" bytes arrived")])
                 }
                 (Some(MSG_RNDV), Some(n)) => lines.push_parts(&[
                     Lit("rendezvous message: "),
-                    UDec(n),
+                    Dec(n),
                     Lit(" bytes announced, sent once matched"),
                 ]),
                 (Some(MSG_SELF), _) => lines.push("message from this process to itself"),
                 (None, Some(n)) if complete => {
-                    lines.push_parts(&[Lit("all "), UDec(n), Lit(" bytes arrived")])
+                    lines.push_parts(&[Lit("all "), Dec(n), Lit(" bytes arrived")])
                 }
                 _ => lines.push("message still arriving"),
             }
@@ -500,10 +500,10 @@ pub fn to_operation(found: &Found, class: Class, cx: &OpContext<'_>) -> PendingO
 fn count_of(lines: &mut LinesBuf, n: u64, dt: Option<&Datatype>, handle: Option<u32>) {
     match (handle, dt) {
         (Some(_), Some(d)) if !d.name.is_empty() => {
-            lines.push_parts(&[UDec(n), Lit(" x "), Text(&d.name)])
+            lines.push_parts(&[Dec(n), Lit(" x "), Text(&d.name)])
         }
         (Some(h), dt) => lines.push(&count_line(n, dt, h)),
-        (None, _) => lines.push_parts(&[UDec(n), Lit(" elements (datatype not recorded)")]),
+        (None, _) => lines.push_parts(&[Dec(n), Lit(" elements (datatype not recorded)")]),
     }
 }
 
