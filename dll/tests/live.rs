@@ -7,7 +7,7 @@
 
 mod common;
 
-use mqs_host::inspect::{dump, dump_pids, Options};
+use mqs_acquire::inspect::{dump, dump_pids, Options};
 use mqs_tests::{contents, Job, Mpi};
 use serde_json::Value;
 

@@ -31,7 +31,7 @@ fn spawned_processes_are_listed_with_what_open_mpi_knows() {
     let all = spawn();
     let parent = process(&all, 0);
     let list = match &parent.new_processes {
-        Some(mqs_host::dump::Section::Ok { value }) => value.list.clone(),
+        Some(mqs_core::model::Section::Ok { value }) => value.list.clone(),
         other => panic!("new processes: {other:?}"),
     };
     assert_eq!(list.len(), 2, "{list:?}");

@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 
 use common::fuzzing::{self, field, read_u64, symbol, Base, ListLink};
 use common::session::{check_known, check_replay, our_dll, recording, recordings, run, Recorded};
-use mqs_host::dump::Section;
+use mqs_core::model::Section;
 use mqs_tests::{contents, Family};
 use serde_json::Value;
 

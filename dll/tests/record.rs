@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::session::{build_name, our_dll_path, Plan, RECORDINGS};
-use mqs_host::inspect::{dump, Options};
+use mqs_acquire::inspect::{dump, Options};
 use mqs_tests::{Job, LaunchOptions};
 use serde_json::{json, Value};
 

@@ -86,7 +86,7 @@ fn release_build_says_receives_are_in_posting_order() {
 /// base free lists); never an empty queue that would mean "none".
 #[test]
 fn another_pml_is_named_per_queue_instead_of_empty_queues() {
-    use mqs_host::dump::Section;
+    use mqs_core::model::Section;
     let p = &recording("queues").processes[0];
     let at = common::fuzzing::symbol(&p.symbols, "mca_pml_base_selected_component")
         .expect("the selected PML's component");

@@ -34,9 +34,9 @@ use common::session::{our_dll, recording, recordings, run, Dumped, Recorded};
 use common::snapshot::{from_hex, Snapshot};
 use common::strict::{self, Listing, Server, Summary};
 use mqs_abi::{OpClass, PendingOperation};
+use mqs_core::model::Section;
 use mqs_dll::errors::DllError;
 use mqs_dll::testing::FakeProcess;
-use mqs_host::dump::Section;
 use mqs_tests::Family;
 use proptest::prelude::*;
 use proptest::test_runner::{RngAlgorithm, TestRng, TestRunner};
@@ -594,7 +594,7 @@ fn corrupted_processes_in_the_strict_host_long_run() {
 /// symbol and type the DLL may ask for (the recording script lists them
 /// all; `ompi-4.1.4-g-types.json` holds its output), found by our host's
 /// symbol index, types by typedef name only, as gdb's `sizeof(NAME)` does.
-fn live_description(pid: i32, index: &mqs_host::symbols::SymbolIndex) -> String {
+fn live_description(pid: i32, index: &mqs_core::symbols::SymbolIndex) -> String {
     let wanted = Snapshot::load(&common::data("ompi-4.1.4-g-types.json")).expect("types");
     let mut d = format!("sizes 2 4 8 8 8\npid {pid}\n");
     let mut symbols: Vec<&str> = wanted.symbols.keys().map(String::as_str).collect();
@@ -621,14 +621,14 @@ fn live_description(pid: i32, index: &mqs_host::symbols::SymbolIndex) -> String 
 
 /// mqs-dump's dump of one rank through our DLL, once two dumps in a row
 /// agree (a rank posts its blocking receive just after READY).
-fn settled_dump(pid: i32) -> Result<mqs_host::dump::ProcessDump, String> {
-    let options = mqs_host::inspect::Options::default();
+fn settled_dump(pid: i32) -> Result<mqs_core::model::ProcessDump, String> {
+    let options = mqs_acquire::inspect::Options::default();
     let once = || {
-        mqs_host::inspect::dump_with_each_dll(pid, &[strict::cdylib()], &options)
+        mqs_acquire::inspect::dump_with_each_dll(pid, &[strict::cdylib()], &options)
             .map_err(|e| format!("mqs-dump of pid {pid}: {e}"))
             .and_then(|mut d| d.pop().ok_or_else(|| "no dump".to_string()))
     };
-    let json = |d: &mqs_host::dump::ProcessDump| {
+    let json = |d: &mqs_core::model::ProcessDump| {
         serde_json::to_string(&d.communicators).unwrap_or_default()
     };
     let mut last = once()?;
@@ -662,7 +662,7 @@ fn a_live_job_of_a_release_build_lists_the_same_in_both() -> Result<(), String> 
 }
 
 fn live_check(mpi: mqs_tests::Mpi) -> Result<(), String> {
-    use mqs_host::process::{LiveProcess, Mode};
+    use mqs_core::process::{LiveProcess, Mode};
     let job = mqs_tests::Job::launch(mpi, "queues", 2, &["2"])
         .map_err(|e| format!("queues on {mpi:?}: {e}"))?;
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
@@ -673,7 +673,7 @@ fn live_check(mpi: mqs_tests::Mpi) -> Result<(), String> {
         // Stopped (every thread) while the strict host reads it; resumed
         // by detach, or by drop if anything fails.
         let live = LiveProcess::attach(pid, Mode::Stop).map_err(|e| e.to_string())?;
-        let index = mqs_host::inspect::index_symbols(&live, &[]).map_err(|e| e.to_string())?;
+        let index = mqs_acquire::inspect::index_symbols(&live, &[]).map_err(|e| e.to_string())?;
         let description = dir.join(format!("strict-live-{pid}.desc"));
         std::fs::write(&description, live_description(pid, &index)).map_err(|e| e.to_string())?;
         let (listing, clean) = strict::run_one(&description, true);

@@ -9,7 +9,7 @@ use std::fmt;
 
 use crate::ffi::mpi1::{mqs_communicator, mqs_pending_operation};
 use crate::ffi::mpi2::mqs_process_location;
-use crate::Lines;
+use crate::lines::Lines;
 
 /// What an ABI function returned: one of the three shared codes, or a code
 /// private to the side that returned it (>= `mqs_first_user_code`), which

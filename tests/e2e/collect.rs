@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use mqs_host::process::{LiveProcess, Mode, Target};
+use mqs_core::interface::Target;
+use mqs_core::process::{LiveProcess, Mode};
 use mqs_tests::{Job, LaunchOptions, Mpi, Nodes, JOB_ENV};
 use serde_json::Value;
 use support::*;
@@ -191,13 +192,13 @@ fn assert_left_alone(job: &Job, ranks: usize) {
     let starter = job.launcher_pid();
     assert_running_untraced(starter);
     let process = LiveProcess::attach(starter as i32, Mode::NoStop).expect("the starter");
-    let symbols = mqs_host::inspect::index_symbols(&process, &[]).expect("starter symbols");
+    let symbols = mqs_acquire::inspect::index_symbols(&process, &[]).expect("starter symbols");
     for (name, len) in [
         ("MPIR_executable_path", 256),
         ("MPIR_server_arguments", 1024),
         ("MPIR_being_debugged", 4),
     ] {
-        let addr = mqs_host::dll::ImageSymbols::find_symbol(&*symbols, name).expect(name);
+        let addr = mqs_core::interface::ImageSymbols::find_symbol(&*symbols, name).expect(name);
         let mut bytes = vec![1u8; len];
         process.read(addr, &mut bytes).expect(name);
         assert!(bytes.iter().all(|&b| b == 0), "{name} was not put back");

@@ -7,7 +7,7 @@ mod support;
 
 use std::path::PathBuf;
 
-use mqs_host::cvars::check::RULES;
+use mqs_cvars::check::RULES;
 use serde_json::Value;
 use support::*;
 

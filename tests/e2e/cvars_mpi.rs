@@ -3,7 +3,7 @@
 //! --internal --parsable`, MPICH's `mpivars`); `--check` finds exactly the
 //! deviations the README lists; a job started with a changed eager limit
 //! shows it, and where it came from, through `--pid`, and the default
-//! through `--mpi`; the constants of host/src/cvars/abi.rs are those of
+//! through `--mpi`; the constants of cvars/src/abi.rs are those of
 //! each MPI's mpi.h.
 
 mod support;
@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::process::Command;
 
-use mqs_host::cvars::abi::{Abi, DatatypeHandles, MpiTError, MPICH, OPEN_MPI};
-use mqs_host::cvars::{Bind, Datatype, Scope, Verbosity};
+use mqs_cvars::abi::{Abi, DatatypeHandles, MpiTError, MPICH, OPEN_MPI};
+use mqs_cvars::{Bind, Datatype, Scope, Verbosity};
 use mqs_tests::{Job, LaunchOptions, Mpi};
 use serde_json::Value;
 use support::*;

@@ -17,8 +17,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use mqs_abi::OpStatus;
-use mqs_host::dump::{CommunicatorDump, Operation, ProcessDump, Queue, Section};
-use mqs_host::inspect::{dump_with_each_dll, Options};
+use mqs_acquire::inspect::{dump_with_each_dll, Options};
+use mqs_core::model::{CommunicatorDump, Operation, ProcessDump, Queue, Section};
 use mqs_tests::contents::{self, Process};
 use mqs_tests::{Job, Mpi};
 

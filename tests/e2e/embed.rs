@@ -1,4 +1,4 @@
-//! The embedding example (`host/examples/embed.rs`: a debugger of its own
+//! The embedding example (`core/examples/embed.rs`: a debugger of its own
 //! that implements the memory and symbol traits and drives a DLL through a
 //! session, with no ptrace of ours) gets the same queues from a live rank
 //! as mqs-dump does, with Open MPI's DLL and with ours.
@@ -13,7 +13,7 @@ use serde_json::Value;
 use support::*;
 
 fn example() -> std::path::PathBuf {
-    mqs_tests::host_example("embed")
+    mqs_tests::core_example("embed")
 }
 
 fn embedded(pid: u32, dll: &str) -> Value {

@@ -468,7 +468,7 @@ fn open_mpi_5_whole_jobs_through_prterun() {
 /// only maps libpmix is refused with exit code 16 and the fix.
 #[test]
 fn a_pmix_launcher_that_does_not_answer_or_is_none_is_a_clear_error() {
-    use mqs_host::pmix;
+    use mqs_acquire::pmix;
     let mpi = Mpi::OpenMpi5G;
     let lib = mpi.prefix().expect("prefix").join("lib/libpmix.so");
     let job = Job::launch(mpi, "queues", 2, &[]).expect("launch queues");

@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use mqs_abi::OpStatus;
-use mqs_host::dump::{CommunicatorDump, Operation, ProcessDump, Section};
-use mqs_host::inspect::{dump_with_each_dll, Options};
+use mqs_acquire::inspect::{dump_with_each_dll, Options};
+use mqs_core::model::{CommunicatorDump, Operation, ProcessDump, Section};
 use mqs_tests::{Job, LaunchOptions, Mpi};
 use support::*;
 
@@ -163,7 +163,7 @@ fn comms(dump: &ProcessDump) -> Result<&[CommunicatorDump], String> {
 }
 
 fn ops<'a>(
-    queue: &'a Section<mqs_host::dump::Queue>,
+    queue: &'a Section<mqs_core::model::Queue>,
     what: &str,
 ) -> Result<&'a [Operation], String> {
     match queue {

@@ -318,8 +318,8 @@ fn a_core_of_a_process_without_mpi_is_not_mpi() {
 
 #[test]
 fn a_snapshot_without_a_page_names_the_address() {
-    use mqs_host::inspect::{dump_loaded_snapshot, Options};
-    use mqs_host::snapshot::Snapshot;
+    use mqs_acquire::inspect::{dump_loaded_snapshot, Options};
+    use mqs_acquire::snapshot::Snapshot;
 
     let work = TempDir::new("page");
     let job = Job::launch(Mpi::OpenMpiG, "queues", 2, &[]).expect("queues job");
@@ -381,16 +381,16 @@ fn a_snapshot_without_a_page_names_the_address() {
     );
     // And the text output says so too.
     // The queue that needed the page is an error, not a shorter list.
-    let mqs_host::dump::Section::Ok { value } = &process.communicators else {
+    let mqs_core::model::Section::Ok { value } = &process.communicators else {
         panic!("no communicators: {:?}", process.communicators);
     };
     let dup = value.list.iter().find(|c| c.name == "mqs-dup").unwrap();
     assert!(
-        matches!(dup.receives, mqs_host::dump::Section::Error { .. }),
+        matches!(dup.receives, mqs_core::model::Section::Error { .. }),
         "{:?}",
         dup.receives
     );
-    let text = mqs_host::render::text(&replay);
+    let text = mqs_analysis::render::text(&replay);
     assert!(text.contains("could not read"), "{text}");
     assert!(text.contains(&missing), "{text}");
 }

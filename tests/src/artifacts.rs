@@ -65,8 +65,13 @@ fn profile() -> &'static str {
 
 /// The host's sources: what mqs-dump and the examples are built from.
 const HOST_SOURCES: &[&str] = &[
-    "host/src",
-    "host/examples",
+    "core/src",
+    "core/examples",
+    "stacks/src",
+    "acquire/src",
+    "analysis/src",
+    "cvars/src",
+    "mqs-dump/src",
     "mqs-abi/src",
     "mqs-abi/build.rs",
     "include",
@@ -86,16 +91,16 @@ pub fn mqs_dump_binary() -> PathBuf {
     fresh(
         target_dir().join(profile()).join("mqs-dump"),
         HOST_SOURCES,
-        "cargo build -p mqs-host --bin mqs-dump",
+        "cargo build -p mqs-dump",
     )
 }
 
-/// An example of the host crate.
-pub fn host_example(name: &str) -> PathBuf {
+/// An example of the embedding core (`core/examples`).
+pub fn core_example(name: &str) -> PathBuf {
     fresh(
         target_dir().join(profile()).join("examples").join(name),
         HOST_SOURCES,
-        "cargo build -p mqs-host --examples",
+        "cargo build -p mqs-core --examples",
     )
 }
 

@@ -20,12 +20,12 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use mqs_host::dll::TypeLayout;
-use mqs_host::dump::Section;
-use mqs_host::process::{
-    Environment, Liveness, MappedObject, SnapshotProcess, Target, Thread, PAGE_SIZE,
+use mqs_acquire::snapshot::SymbolLog;
+use mqs_core::interface::{
+    Environment, Liveness, MappedObject, Target, Thread, TypeLayout, PAGE_SIZE,
 };
-use mqs_host::snapshot::SymbolLog;
+use mqs_core::model::Section;
+use mqs_core::process::SnapshotProcess;
 use mqs_tests::Family;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -85,11 +85,11 @@ impl Target for Fuzzed<'_> {
     fn pid(&self) -> i32 {
         self.inner.pid
     }
-    fn read(&self, addr: u64, buf: &mut [u8]) -> mqs_host::Result<()> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> mqs_core::Result<()> {
         self.reads.set(self.reads.get() + 1);
         if self.reads.get() > self.budget {
             self.refused.set(self.refused.get() + 1);
-            return Err(mqs_host::Error::Read {
+            return Err(mqs_core::Error::Read {
                 pid: self.inner.pid,
                 addr,
                 len: buf.len(),
@@ -102,16 +102,16 @@ impl Target for Fuzzed<'_> {
         }
         r
     }
-    fn mapped_objects(&self) -> mqs_host::Result<Vec<MappedObject>> {
+    fn mapped_objects(&self) -> mqs_core::Result<Vec<MappedObject>> {
         self.inner.mapped_objects()
     }
-    fn executable(&self) -> mqs_host::Result<PathBuf> {
+    fn executable(&self) -> mqs_core::Result<PathBuf> {
         self.inner.executable()
     }
-    fn environment(&self) -> mqs_host::Result<Environment> {
+    fn environment(&self) -> mqs_core::Result<Environment> {
         self.inner.environment()
     }
-    fn threads(&self) -> mqs_host::Result<Vec<Thread>> {
+    fn threads(&self) -> mqs_core::Result<Vec<Thread>> {
         self.inner.threads()
     }
     fn liveness(&self) -> Liveness {

@@ -1,6 +1,6 @@
 //! The DLL under test in the real host's hands: this build's cdylib loaded
-//! by `mqs_host::dll::Dll`, driven by a `mqs_host::dll::Session` over
-//! processes recorded with `mqs-dump --save` (`mqs_host::process::
+//! by `mqs_core::dll::Dll`, driven by a `mqs_core::dll::Session` over
+//! processes recorded with `mqs-dump --save` (`mqs_core::process::
 //! SnapshotProcess` targets answering from the recorded pages, symbols and
 //! types answered from the recorded lookups alone).
 //!
@@ -15,13 +15,14 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
-use mqs_host::dll::{Dll, ImageSymbols, Session};
-use mqs_host::dump::{
+use mqs_acquire::members::Member;
+use mqs_acquire::snapshot::{Snapshot, SymbolLog};
+use mqs_core::dll::{Dll, Session};
+use mqs_core::interface::{ImageSymbols, Target};
+use mqs_core::model::{
     CommunicatorDump, CommunicatorList, NewProcess, NewProcessList, Operation, Queue, Section,
 };
-use mqs_host::job::Member;
-use mqs_host::process::{SnapshotProcess, Target};
-use mqs_host::snapshot::{Snapshot, SymbolLog};
+use mqs_core::process::SnapshotProcess;
 use mqs_tests::{Family, Mpi};
 use serde_json::Value;
 
@@ -388,7 +389,7 @@ pub fn run(dll: &'static Dll, inputs: Vec<Input<'_>>) -> Result<Vec<Dumped>, Str
     // One session at a time, as mqs-dump runs them: the DLL keeps global
     // state (the reason of its last mqs_no_information), and a test binary
     // runs its tests on several threads.
-    let _one_session_at_a_time = mqs_host::dll::exclusive();
+    let _one_session_at_a_time = mqs_core::dll::exclusive();
     let mut session = Session::new(dll).map_err(|e| e.to_string())?;
     let mut added = Vec::new();
     for input in inputs {

@@ -154,7 +154,7 @@ impl Snapshot {
         }
         let mut pages: Vec<_> = p.target.pages.iter().collect();
         pages.sort_unstable_by_key(|(n, _)| **n);
-        let page = mqs_host::process::PAGE_SIZE;
+        let page = mqs_core::interface::PAGE_SIZE;
         let reads: BTreeMap<u64, Vec<u8>> = pages
             .into_iter()
             .map(|(n, b)| (n * page, b.to_vec()))

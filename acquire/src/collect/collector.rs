@@ -1,0 +1,332 @@
+//! The collector: runs on a host of the job (started there by the job's
+//! starter or by `--launcher`), calls the front end back, proves the token
+//! it was given, dumps the ranks it is assigned with the usual pipeline,
+//! and streams the dumps back. It never holds the job longer than the
+//! front end's limits, and a watchdog ends it (the kernel then lets go of
+//! every process it still traces) should anything hang.
+
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use super::protocol::{self, ShareOptions, ToCollector, ToFront, MAX_FRAME, PROTOCOL};
+use crate::inspect::{self, Options};
+use crate::members::{Member, MpiEnvironment};
+use crate::Error;
+use mqs_core::exit_code;
+use mqs_core::interface::Target;
+use mqs_core::model::RankFailure;
+use mqs_core::process::{LiveProcess, Mode};
+
+/// How long one connection attempt may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The pause between rounds of connection attempts.
+const RETRY: Duration = Duration::from_millis(250);
+
+/// What a collector is started with.
+#[derive(Debug, Clone)]
+pub struct CollectorArgs {
+    /// Where the front end listens, tried in order.
+    pub connect: Vec<SocketAddr>,
+    pub token: String,
+    /// The front end's step timeout.
+    pub timeout: Duration,
+}
+
+/// Runs the collector; its exit code (0, or [`exit_code::COLLECT`] when it
+/// could not do its part, with one line on stderr saying why).
+pub fn run(args: &CollectorArgs) -> i32 {
+    let host = crate::hosts::local_host_name();
+    let me = format!(
+        "mqs-dump collector on host '{host}' (pid {})",
+        std::process::id()
+    );
+    // No step waits longer than a few timeouts; this is the backstop.
+    let limit = args.timeout * 10 + Duration::from_secs(60);
+    {
+        let me = me.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(limit);
+            eprintln!("{me}: gave up after {limit:?}");
+            std::process::exit(exit_code::COLLECT);
+        });
+    }
+    match collect(args, &host) {
+        Ok(()) => 0,
+        Err(message) => {
+            eprintln!("{me}: {message}");
+            exit_code::COLLECT
+        }
+    }
+}
+
+fn collect(args: &CollectorArgs, host: &str) -> Result<(), String> {
+    let (mut stream, peer) = connect(&args.connect, args.timeout)?;
+    let io = |what: &str, e: std::io::Error| format!("{what} the front end at {peer}: {e}");
+    stream
+        .set_write_timeout(Some(args.timeout))
+        // The front end assigns ranks once every host has called back.
+        .and_then(|()| stream.set_read_timeout(Some(args.timeout * 3)))
+        .map_err(|e| io("cannot talk to", e))?;
+    let hello = ToFront::Hello {
+        protocol: PROTOCOL,
+        token: args.token.clone(),
+        host: host.to_string(),
+        pid: std::process::id() as i32,
+    };
+    protocol::send(&mut stream, &hello).map_err(|e| io("cannot greet", e))?;
+    let (members, options, go_timeout) = match protocol::receive(&mut stream, MAX_FRAME) {
+        Ok(ToCollector::Assignment {
+            members,
+            options,
+            go_timeout_ms,
+        }) => (members, options, Duration::from_millis(go_timeout_ms)),
+        Ok(ToCollector::Refused { reason }) => {
+            return Err(format!("refused by the front end at {peer}: {reason}"))
+        }
+        Ok(ToCollector::Go) => return Err(format!("the front end at {peer} said go too early")),
+        Err(e) => return Err(io("no answer from", e)),
+    };
+    if members.is_empty() {
+        return Ok(());
+    }
+    let (members, mut failures) = check_identities(members);
+    let mut barrier = || -> crate::Result<()> {
+        let said = protocol::send(&mut stream, &ToFront::Stopped)
+            .and_then(|()| stream.set_read_timeout(Some(go_timeout)))
+            .and_then(|()| protocol::receive::<ToCollector>(&mut stream, MAX_FRAME));
+        match said {
+            Ok(ToCollector::Go) => Ok(()),
+            Ok(other) => Err(Error::Collect(format!(
+                "the front end sent {other:?} instead of go"
+            ))),
+            Err(e) => Err(Error::Collect(format!(
+                "the front end did not say go within {go_timeout:?} ({e}); let go unread"
+            ))),
+        }
+    };
+    let job = inspect::dump_share(
+        members.clone(),
+        &options_of(options),
+        &mut |_, _| {},
+        &mut barrier,
+    );
+    let (processes, more) = match job {
+        Ok(job) => (job.processes, job.failures),
+        Err(e) => (
+            Vec::new(),
+            members.iter().map(|m| inspect::failure(m, &e)).collect(),
+        ),
+    };
+    failures.extend(more);
+    let _ = stream.set_write_timeout(Some(args.timeout));
+    for process in processes {
+        protocol::send(
+            &mut stream,
+            &ToFront::Process {
+                process: Box::new(process),
+            },
+        )
+        .map_err(|e| io("cannot send a dump to", e))?;
+    }
+    for failure in failures {
+        protocol::send(&mut stream, &ToFront::Failure { failure })
+            .map_err(|e| io("cannot send a failure to", e))?;
+    }
+    protocol::send(&mut stream, &ToFront::Done).map_err(|e| io("cannot finish with", e))
+}
+
+fn options_of(share: ShareOptions) -> Options {
+    Options {
+        dll: share.dll,
+        trust_dll: share.trust_dll,
+        no_stop: share.no_stop,
+        debug_dirs: share.debug_dirs,
+        save: None,
+        stacks: share.stacks,
+        // The node's own pack directories and DEBUGINFOD_URLS.
+        typepack_dirs: Vec::new(),
+        offline: false,
+    }
+}
+
+/// Calls the front end back: each address in turn, round after round,
+/// until one answers or `timeout` has passed.
+fn connect(addresses: &[SocketAddr], timeout: Duration) -> Result<(TcpStream, SocketAddr), String> {
+    if addresses.is_empty() {
+        return Err("no address to call back to".into());
+    }
+    let deadline = Instant::now() + timeout;
+    let mut errors: Vec<String> = Vec::new();
+    loop {
+        errors.clear();
+        for &addr in addresses {
+            match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+                Ok(stream) => return Ok((stream, addr)),
+                Err(e) => errors.push(format!("{addr}: {e}")),
+            }
+        }
+        if Instant::now() + RETRY >= deadline {
+            return Err(format!(
+                "cannot call the front end back within {timeout:?} ({})",
+                errors.join("; ")
+            ));
+        }
+        std::thread::sleep(RETRY);
+    }
+}
+
+/// A pid of the starter's table is only believed if the process there is
+/// that rank (its launcher's environment says so where it says anything):
+/// otherwise we would dump a stranger under the rank's name.
+fn check_identities(members: Vec<Member>) -> (Vec<Member>, Vec<RankFailure>) {
+    let mut good = Vec::new();
+    let mut failures = Vec::new();
+    for member in members {
+        let said = LiveProcess::attach(member.pid, Mode::NoStop)
+            .and_then(|p| p.environment())
+            .ok()
+            .and_then(|env| MpiEnvironment::of(&env).rank);
+        match said {
+            Some(rank) if usize::try_from(rank).ok() != Some(member.rank) => {
+                let e = Error::Collect(format!(
+                    "pid {} on this host is rank {rank} of some job, not rank {} of this one",
+                    member.pid, member.rank
+                ));
+                failures.push(inspect::failure(&member, &e));
+            }
+            // Not readable here: the dump says why.
+            _ => good.push(member),
+        }
+    }
+    (good, failures)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    fn args(connect: Vec<SocketAddr>, token: &str) -> CollectorArgs {
+        CollectorArgs {
+            connect,
+            token: token.into(),
+            timeout: Duration::from_secs(2),
+        }
+    }
+
+    /// A front end that answers the first hello with `reply`; what it was
+    /// told.
+    fn front(reply: ToCollector) -> (SocketAddr, std::thread::JoinHandle<ToFront>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let served = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let hello = protocol::receive(&mut s, protocol::MAX_HELLO).unwrap();
+            protocol::send(&mut s, &reply).unwrap();
+            hello
+        });
+        (addr, served)
+    }
+
+    /// An address where connections are refused for as long as the socket
+    /// lives. The port is bound but never listened on, so no other test's
+    /// listener can take it over and no connection to it can be a TCP
+    /// self-connect (which a closed ephemeral port allows).
+    fn refusing() -> (std::os::fd::OwnedFd, SocketAddr) {
+        use nix::sys::socket::{
+            bind, getsockname, socket, AddressFamily, SockFlag, SockType, SockaddrIn,
+        };
+        use std::os::fd::AsRawFd;
+        let fd = socket(
+            AddressFamily::Inet,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .unwrap();
+        bind(fd.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, 0)).unwrap();
+        let at: SockaddrIn = getsockname(fd.as_raw_fd()).unwrap();
+        (fd, SocketAddr::V4(at.into()))
+    }
+
+    #[test]
+    fn a_refusal_is_reported_with_its_reason() {
+        let (addr, served) = front(ToCollector::Refused {
+            reason: "wrong token".into(),
+        });
+        let err = collect(&args(vec![addr], "bad"), "nodea").unwrap_err();
+        assert_eq!(
+            err,
+            format!("refused by the front end at {addr}: wrong token")
+        );
+        match served.join().unwrap() {
+            ToFront::Hello {
+                token, host, pid, ..
+            } => {
+                assert_eq!((token.as_str(), host.as_str()), ("bad", "nodea"));
+                assert_eq!(pid, std::process::id() as i32);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn nothing_to_do_is_done_at_once() {
+        let (addr, served) = front(ToCollector::Assignment {
+            members: Vec::new(),
+            options: ShareOptions::default(),
+            go_timeout_ms: 0,
+        });
+        // The first address refuses connections: the next one is tried.
+        let (_held, closed) = refusing();
+        assert_eq!(collect(&args(vec![closed, addr], "t"), "nodea"), Ok(()));
+        served.join().unwrap();
+    }
+
+    #[test]
+    fn a_front_end_that_is_gone_is_given_up_on_in_time() {
+        let (_held, closed) = refusing();
+        let start = Instant::now();
+        let err = collect(&args(vec![closed], "t"), "nodea").unwrap_err();
+        assert!(
+            err.starts_with("cannot call the front end back within 2s"),
+            "{err}"
+        );
+        assert!(start.elapsed() < Duration::from_secs(15));
+    }
+
+    #[test]
+    fn a_pid_that_is_another_rank_is_not_dumped() {
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .env("OMPI_COMM_WORLD_RANK", "5")
+            .spawn()
+            .unwrap();
+        let pid = other.id() as i32;
+        // Until the child has run exec, its environment is still ours.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while LiveProcess::attach(pid, Mode::NoStop)
+            .and_then(|p| p.environment())
+            .map_or(true, |e| e.get("OMPI_COMM_WORLD_RANK").is_none())
+        {
+            assert!(Instant::now() < deadline, "sleep never ran");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let (good, failed) = check_identities(vec![Member::single(pid, 3), Member::single(pid, 5)]);
+        let _ = other.kill();
+        let _ = other.wait();
+        assert_eq!(good, [Member::single(pid, 5)]);
+        assert_eq!(failed.len(), 1);
+        assert_eq!(failed[0].rank, 3);
+        assert!(
+            failed[0]
+                .message
+                .contains("is rank 5 of some job, not rank 3 of this one"),
+            "{}",
+            failed[0].message
+        );
+        // A process whose environment names no rank is believed.
+        let me = Member::single(std::process::id() as i32, 3);
+        assert_eq!(check_identities(vec![me.clone()]).0, [me]);
+    }
+}

@@ -1,0 +1,1264 @@
+//! The front end ([`Front`]): listens, has collectors started on their
+//! hosts, checks each one's token, hands it its host's ranks, holds every
+//! host at the barrier until all are stopped, and merges what comes back
+//! with the ranks read here, reporting each rank not read with the reason.
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::hosts::host_key;
+use crate::inspect::{self, Elsewhere, Options, Starter};
+use crate::members::Member;
+use crate::Error;
+#[cfg(test)]
+use mqs_core::exit_code;
+use mqs_core::model::{ProcessDump, RankFailure};
+
+use super::protocol::{ShareOptions, ToCollector, ToFront, Token, MAX_FRAME, MAX_HELLO, PROTOCOL};
+use super::start::COLLECTOR_COMMAND;
+use super::start::{CollectorCommand, Launched, Poked, Template};
+use super::{protocol, start};
+
+/// How long a connection may take to say who it is.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a launcher command gets to end once its collector is done.
+const LAUNCHER_GRACE: Duration = Duration::from_secs(5);
+/// How often waits look at launcher commands and the clock.
+const POLL: Duration = Duration::from_millis(20);
+/// The most addresses collectors are given to call back to.
+const MAX_CALLBACK_ADDRESSES: usize = 8;
+
+/// How ranks on other hosts are read.
+#[derive(Debug, Clone)]
+pub struct CollectOptions {
+    /// Read every rank through a collector, this host's too (to compare
+    /// with a direct attach).
+    pub all_hosts: bool,
+    /// The collector program as the nodes see it (default: this program).
+    pub collector: Option<String>,
+    /// Start collectors with this command instead of through the starter.
+    pub launcher: Option<Template>,
+    /// How long collectors get to call back, and each later step.
+    pub timeout: Duration,
+    /// The address collectors call back to (default: every address of
+    /// this machine, loopback last).
+    pub callback: Option<IpAddr>,
+}
+
+impl Default for CollectOptions {
+    fn default() -> Self {
+        Self {
+            all_hosts: false,
+            collector: None,
+            launcher: None,
+            timeout: Duration::from_secs(30),
+            callback: None,
+        }
+    }
+}
+
+/// The front end: starts collectors, serves them, merges what they send.
+#[derive(Debug)]
+pub struct Front {
+    share: ShareOptions,
+    collect: CollectOptions,
+    /// Saving a snapshot needs raw memory, which collectors never send.
+    enabled: bool,
+    run: Option<Run>,
+    /// Members refused before any collector was asked for (a pid listed
+    /// twice on one host).
+    refused: Vec<(RankFailure, Error)>,
+}
+
+impl Front {
+    pub fn new(options: &Options, collect: CollectOptions) -> Self {
+        Self {
+            share: ShareOptions {
+                dll: options.dll.clone(),
+                trust_dll: options.trust_dll,
+                no_stop: options.no_stop,
+                debug_dirs: options.debug_dirs.clone(),
+                stacks: options.stacks,
+            },
+            enabled: options.save.is_none(),
+            collect,
+            run: None,
+            refused: Vec::new(),
+        }
+    }
+}
+
+/// One host's part of the job.
+#[derive(Debug)]
+struct Host {
+    /// As the starter's table names it.
+    name: String,
+    members: Vec<Member>,
+    stage: Stage,
+    commands: Option<Sender<Command>>,
+    /// Identities already reported, so each rank counts once.
+    reported: HashSet<i32>,
+    results: Vec<std::result::Result<Box<ProcessDump>, RankFailure>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Stage {
+    Waiting,
+    Connected,
+    Assigned,
+    Stopped,
+    Done,
+    /// Why its ranks were not (all) read.
+    Failed(String),
+}
+
+/// What the connection threads tell the front end.
+#[derive(Debug)]
+enum Event {
+    Refused {
+        peer: SocketAddr,
+        reason: String,
+    },
+    Connected {
+        key: String,
+        commands: Sender<Command>,
+    },
+    Stopped {
+        key: String,
+    },
+    Process {
+        key: String,
+        process: Box<ProcessDump>,
+    },
+    Failure {
+        key: String,
+        failure: RankFailure,
+    },
+    Done {
+        key: String,
+    },
+    Lost {
+        key: String,
+        reason: String,
+    },
+}
+
+/// What the front end tells a connection thread.
+#[derive(Debug)]
+enum Command {
+    Assign {
+        members: Vec<Member>,
+        options: ShareOptions,
+        go_timeout: Duration,
+    },
+    Go,
+}
+
+/// Which hosts connection threads may still take.
+#[derive(Debug, Default)]
+struct Registry {
+    /// Hosts with ranks, and whether a collector has claimed each.
+    hosts: BTreeMap<String, bool>,
+    /// Past the callback deadline, new hosts are turned away.
+    closed: bool,
+}
+
+enum Claim {
+    Mine,
+    Nothing,
+    TooLate,
+}
+
+impl Registry {
+    fn claim(&mut self, key: &str) -> Claim {
+        match self.hosts.get_mut(key) {
+            Some(_) if self.closed => Claim::TooLate,
+            Some(claimed) if !*claimed => {
+                *claimed = true;
+                Claim::Mine
+            }
+            _ => Claim::Nothing,
+        }
+    }
+}
+
+/// A collection under way.
+#[derive(Debug)]
+struct Run {
+    events: Receiver<Event>,
+    registry: Arc<Mutex<Registry>>,
+    stop: Arc<AtomicBool>,
+    acceptor: Option<JoinHandle<()>>,
+    hosts: BTreeMap<String, Host>,
+    launched: Vec<Launched>,
+    poked: Option<Poked>,
+    /// Why a host may not have called back, for its message.
+    how: String,
+    timeout: Duration,
+    /// When collectors were asked for, and when each step ended (for -v).
+    began: Instant,
+    steps: Vec<(&'static str, Duration)>,
+}
+
+impl Elsewhere for Front {
+    fn takes(&self, member: &Member) -> bool {
+        // A rank not started yet (pid 0) is nowhere to be read.
+        self.enabled
+            && member.pid > 0
+            && (self.collect.all_hosts || !crate::hosts::is_local_host(&member.host))
+    }
+
+    fn start(&mut self, starter: &Starter, members: Vec<Member>) {
+        let mut hosts: BTreeMap<String, Host> = BTreeMap::new();
+        for member in members {
+            let host = hosts.entry(host_key(&member.host)).or_insert_with(|| Host {
+                name: member.host.clone(),
+                members: Vec::new(),
+                stage: Stage::Waiting,
+                commands: None,
+                reported: HashSet::new(),
+                results: Vec::new(),
+            });
+            // One process, listed twice on its host: dumped once.
+            if let Some(first) = host.members.iter().find(|m| m.pid == member.pid) {
+                let e = Error::Unreachable {
+                    pid: member.pid,
+                    detail: crate::members::Unusable::Duplicate {
+                        of_rank: first.rank,
+                    }
+                    .describe(&member),
+                };
+                self.refused.push((inspect::failure(&member, &e), e));
+                continue;
+            }
+            host.members.push(member);
+        }
+        let mut run = match self.begin(starter, hosts) {
+            Ok(run) => run,
+            Err((hosts, e)) => {
+                // Nothing was started: every rank fails the same way.
+                let reason = e.to_string();
+                let (_, events) = mpsc::channel();
+                let mut run = Run::idle(events, hosts, self.collect.timeout);
+                for host in run.hosts.values_mut() {
+                    host.stage = Stage::Failed(reason.clone());
+                }
+                self.run = Some(run);
+                return;
+            }
+        };
+        run.await_callbacks();
+        run.assign(&self.share);
+        self.run = Some(run);
+    }
+
+    fn stopped(&mut self) {
+        if let Some(run) = &mut self.run {
+            run.await_stopped();
+        }
+    }
+
+    fn finish(&mut self) -> Vec<std::result::Result<ProcessDump, (RankFailure, Error)>> {
+        let mut results: Vec<_> = self.refused.drain(..).map(Err).collect();
+        if let Some(mut run) = self.run.take() {
+            run.await_done();
+            results.extend(run.results());
+        }
+        results
+    }
+}
+
+impl Front {
+    /// Listens, and starts collectors on every host of `hosts`.
+    fn begin(
+        &self,
+        starter: &Starter,
+        hosts: BTreeMap<String, Host>,
+    ) -> std::result::Result<Run, (BTreeMap<String, Host>, Error)> {
+        let timeout = self.collect.timeout;
+        let setup = (|| {
+            let token =
+                Token::new().map_err(|e| Error::Collect(format!("no random token: {e}")))?;
+            let bind = self
+                .collect
+                .callback
+                .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+            let listener = TcpListener::bind((bind, 0))
+                .and_then(|l| l.set_nonblocking(true).map(|()| l))
+                .map_err(|e| {
+                    Error::Collect(format!("cannot listen for collectors on {bind}: {e}"))
+                })?;
+            let port = listener
+                .local_addr()
+                .map_err(|e| Error::Collect(format!("cannot listen for collectors: {e}")))?
+                .port();
+            let connect: Vec<String> = callback_addresses(self.collect.callback, port)
+                .iter()
+                .map(SocketAddr::to_string)
+                .collect();
+            let program = match &self.collect.collector {
+                Some(path) => path.clone(),
+                None => start::own_program()?,
+            };
+            let command = CollectorCommand {
+                program,
+                args: vec![
+                    COLLECTOR_COMMAND.into(),
+                    "--connect".into(),
+                    connect.join(","),
+                    "--token".into(),
+                    token.as_str().into(),
+                    "--timeout-ms".into(),
+                    timeout.as_millis().max(1).to_string(),
+                ],
+            };
+            Ok((token, listener, command))
+        })();
+        let (token, listener, command) = match setup {
+            Ok(s) => s,
+            Err(e) => return Err((hosts, e)),
+        };
+
+        let registry = Arc::new(Mutex::new(Registry {
+            hosts: hosts.keys().map(|k| (k.clone(), false)).collect(),
+            closed: false,
+        }));
+        let (tx, events) = mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let acceptor = {
+            let (registry, stop) = (registry.clone(), stop.clone());
+            std::thread::spawn(move || accept(listener, token, registry, tx, stop, timeout))
+        };
+        let mut run = Run::idle(events, hosts, timeout);
+        run.registry = registry;
+        run.stop = stop;
+        run.acceptor = Some(acceptor);
+
+        let started = match &self.collect.launcher {
+            Some(template) => {
+                let names: Vec<String> = run.hosts.values().map(|h| h.name.clone()).collect();
+                template.commands(&names, &command).map(|commands| {
+                    for (covered, argv) in commands {
+                        match Launched::spawn(covered.clone(), argv) {
+                            Ok(launched) => run.launched.push(launched),
+                            Err(e) => run.fail_hosts(&covered, &e.to_string()),
+                        }
+                    }
+                    run.how = "started with --launcher".into();
+                })
+            }
+            None => start::through_starter(starter.pid, &*starter.symbols, &command).map(|poked| {
+                run.how = match &poked.fifo {
+                    Some(fifo) => format!("asked of the starter through its attach FIFO {fifo}"),
+                    None => "asked of the starter, which has no attach FIFO and may not \
+                             poll MPIR_being_debugged"
+                        .into(),
+                };
+                run.poked = Some(poked);
+            }),
+        };
+        match started {
+            Ok(()) => Ok(run),
+            Err(e) => {
+                let hosts = std::mem::take(&mut run.hosts);
+                Err((hosts, e))
+            }
+        }
+    }
+}
+
+impl Run {
+    fn idle(events: Receiver<Event>, hosts: BTreeMap<String, Host>, timeout: Duration) -> Self {
+        Self {
+            events,
+            registry: Arc::default(),
+            stop: Arc::new(AtomicBool::new(true)),
+            acceptor: None,
+            hosts,
+            launched: Vec::new(),
+            poked: None,
+            how: String::new(),
+            timeout,
+            began: Instant::now(),
+            steps: Vec::new(),
+        }
+    }
+
+    fn step(&mut self, name: &'static str) {
+        self.steps.push((name, self.began.elapsed()));
+    }
+
+    fn fail_hosts(&mut self, names: &[String], reason: &str) {
+        for name in names {
+            if let Some(host) = self.hosts.get_mut(&host_key(name)) {
+                host.stage = Stage::Failed(reason.to_string());
+            }
+        }
+    }
+
+    /// Waits until every host has a collector, or the callback time is up.
+    fn await_callbacks(&mut self) {
+        let deadline = Instant::now() + self.timeout;
+        while self.hosts.values().any(|h| h.stage == Stage::Waiting) && Instant::now() < deadline {
+            self.next_event(deadline);
+            self.check_launched();
+        }
+        let mut registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
+        registry.closed = true;
+        drop(registry);
+        self.step("called back");
+        let how = self.how.clone();
+        let seconds = self.timeout.as_secs_f64();
+        for host in self.hosts.values_mut() {
+            if host.stage == Stage::Waiting {
+                host.stage = Stage::Failed(format!(
+                    "no collector called back from host '{}' within {seconds} s ({how})",
+                    host.name
+                ));
+            }
+        }
+        // The starter has started what it was asked to (it copies the
+        // program and arguments when it does): put its variables back.
+        if let Some(poked) = self.poked.take() {
+            if let Err(e) = poked.restore() {
+                eprintln!("mqs-dump: warning: could not restore the starter's MPIR variables: {e}");
+            }
+        }
+    }
+
+    /// A launcher command that ended before its hosts called back fails
+    /// them at once, with what it said.
+    fn check_launched(&mut self) {
+        let mut failed = Vec::new();
+        for launched in &mut self.launched {
+            if let Some(status) = launched.exited() {
+                let waiting = launched.hosts.iter().any(|h| {
+                    self.hosts
+                        .get(&host_key(h))
+                        .is_some_and(|h| h.stage == Stage::Waiting)
+                });
+                if waiting {
+                    let said = launched.stderr();
+                    let said = if said.is_empty() {
+                        "no output".into()
+                    } else {
+                        said
+                    };
+                    failed.push((
+                        launched.hosts.clone(),
+                        format!(
+                            "the launcher command '{}' ended ({status}) before a collector \
+                             called back: {said}",
+                            launched.argv.join(" ")
+                        ),
+                    ));
+                }
+            }
+        }
+        for (hosts, reason) in failed {
+            for name in &hosts {
+                if let Some(host) = self.hosts.get_mut(&host_key(name)) {
+                    if host.stage == Stage::Waiting {
+                        host.stage = Stage::Failed(reason.clone());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends each connected collector its members.
+    fn assign(&mut self, share: &ShareOptions) {
+        for host in self.hosts.values_mut() {
+            if host.stage != Stage::Connected {
+                continue;
+            }
+            let sent = host.commands.as_ref().is_some_and(|c| {
+                c.send(Command::Assign {
+                    members: host.members.clone(),
+                    options: share.clone(),
+                    go_timeout: self.timeout,
+                })
+                .is_ok()
+            });
+            host.stage = if sent {
+                Stage::Assigned
+            } else {
+                Stage::Failed(format!("the collector on host '{}' went away", host.name))
+            };
+        }
+    }
+
+    /// Waits until every assigned collector has stopped its ranks (or the
+    /// time is up), then lets them all go on.
+    fn await_stopped(&mut self) {
+        let deadline = Instant::now() + self.timeout;
+        while self.hosts.values().any(|h| h.stage == Stage::Assigned) && Instant::now() < deadline {
+            self.next_event(deadline);
+        }
+        for host in self.hosts.values() {
+            if let (Stage::Assigned | Stage::Stopped, Some(commands)) =
+                (&host.stage, &host.commands)
+            {
+                let _ = commands.send(Command::Go);
+            }
+        }
+        self.step("all stopped");
+    }
+
+    /// Waits until every collector has sent everything or is lost. Each of
+    /// their frames is bounded in time by its connection thread; this
+    /// bound only keeps a pathological stream from running for ever.
+    fn await_done(&mut self) {
+        let busy = |h: &Host| matches!(h.stage, Stage::Assigned | Stage::Stopped);
+        let members: u32 = self
+            .hosts
+            .values()
+            .filter(|h| busy(h))
+            .map(|h| h.members.len() as u32)
+            .sum();
+        let deadline = Instant::now() + self.timeout * (2 + members);
+        while self.hosts.values().any(busy) && Instant::now() < deadline {
+            self.next_event(deadline);
+        }
+        for host in self.hosts.values_mut() {
+            if busy(host) {
+                host.stage = Stage::Failed(format!(
+                    "the collector on host '{}' did not finish in time",
+                    host.name
+                ));
+            }
+        }
+        self.step("all sent");
+        self.shut_down();
+        if mqs_core::dll::is_verbose() {
+            let steps: Vec<String> = self
+                .steps
+                .iter()
+                .map(|(name, at)| format!("{name} {:.0} ms", at.as_secs_f64() * 1e3))
+                .collect();
+            eprintln!(
+                "mqs-dump: collectors on {} hosts: {}",
+                self.hosts.len(),
+                steps.join(", ")
+            );
+        }
+    }
+
+    /// Stops listening and ends the launcher commands.
+    fn shut_down(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(acceptor) = self.acceptor.take() {
+            let _ = acceptor.join();
+        }
+        let deadline = Instant::now() + LAUNCHER_GRACE;
+        while self.launched.iter_mut().any(|l| l.exited().is_none()) && Instant::now() < deadline {
+            std::thread::sleep(POLL);
+        }
+        for launched in &mut self.launched {
+            launched.end();
+        }
+        // Events that arrived late (refusals) are still worth a line.
+        while let Ok(event) = self.events.try_recv() {
+            self.handle(event);
+        }
+    }
+
+    fn next_event(&mut self, deadline: Instant) {
+        let wait = deadline
+            .saturating_duration_since(Instant::now())
+            .min(POLL * 5);
+        match self.events.recv_timeout(wait) {
+            Ok(event) => self.handle(event),
+            Err(RecvTimeoutError::Timeout) => {}
+            // Every thread is gone: nothing more will come.
+            Err(RecvTimeoutError::Disconnected) => std::thread::sleep(wait),
+        }
+    }
+
+    fn handle(&mut self, event: Event) {
+        match event {
+            Event::Refused { peer, reason } => {
+                eprintln!("mqs-dump: warning: refused a collector connection from {peer}: {reason}")
+            }
+            Event::Connected { key, commands } => {
+                if let Some(host) = self.hosts.get_mut(&key) {
+                    if host.stage == Stage::Waiting {
+                        host.stage = Stage::Connected;
+                        host.commands = Some(commands);
+                    }
+                }
+            }
+            Event::Stopped { key } => {
+                if let Some(host) = self.hosts.get_mut(&key) {
+                    if host.stage == Stage::Assigned {
+                        host.stage = Stage::Stopped;
+                    }
+                }
+            }
+            Event::Process { key, process } => self.received(&key, Ok(process)),
+            Event::Failure { key, failure } => self.received(&key, Err(failure)),
+            Event::Done { key } => {
+                if let Some(host) = self.hosts.get_mut(&key) {
+                    if !matches!(host.stage, Stage::Failed(_)) {
+                        host.stage = Stage::Done;
+                    }
+                }
+            }
+            Event::Lost { key, reason } => {
+                if let Some(host) = self.hosts.get_mut(&key) {
+                    if host.stage != Stage::Done {
+                        host.stage = Stage::Failed(format!(
+                            "the collector on host '{}' was lost: {reason}",
+                            host.name
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Keeps what a collector reported about one of its own members, once.
+    fn received(&mut self, key: &str, what: std::result::Result<Box<ProcessDump>, RankFailure>) {
+        let Some(host) = self.hosts.get_mut(key) else {
+            return;
+        };
+        let (pid, identity) = match &what {
+            Ok(p) => (p.pid, p.global_rank),
+            Err(f) => (f.pid, i32::try_from(f.rank).unwrap_or(-1)),
+        };
+        let member = host
+            .members
+            .iter()
+            .any(|m| m.pid == pid && m.identity == identity);
+        if !member || !host.reported.insert(identity) {
+            eprintln!(
+                "mqs-dump: warning: the collector on host '{}' reported pid {pid} as rank \
+                 {identity}, which it was not asked for: ignored",
+                host.name
+            );
+            return;
+        }
+        host.results.push(what);
+    }
+
+    /// Everything read elsewhere, and a failure for every rank that was not.
+    fn results(&mut self) -> Vec<std::result::Result<ProcessDump, (RankFailure, Error)>> {
+        let mut out = Vec::new();
+        for host in self.hosts.values_mut() {
+            for what in host.results.drain(..) {
+                out.push(match what {
+                    Ok(mut process) => {
+                        process.host = Some(host.name.clone());
+                        Ok(*process)
+                    }
+                    Err(mut failure) => {
+                        failure.host = host.name.clone();
+                        let error = Error::OnHost {
+                            host: host.name.clone(),
+                            message: failure.message.clone(),
+                            code: failure.exit_code,
+                        };
+                        failure.message = error.to_string();
+                        failure.exit_code = error.exit_code();
+                        Err((failure, error))
+                    }
+                });
+            }
+            let reason = match &host.stage {
+                Stage::Failed(reason) => reason.clone(),
+                _ => format!("the collector on host '{}' did not report it", host.name),
+            };
+            for member in &host.members {
+                if !host.reported.contains(&member.identity) {
+                    let error = Error::Collect(format!(
+                        "rank {} (pid {} on host '{}'): {reason}",
+                        member.identity, member.pid, host.name
+                    ));
+                    out.push(Err((inspect::failure(member, &error), error)));
+                }
+            }
+        }
+        out
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        if let Some(poked) = self.poked.take() {
+            let _ = poked.restore();
+        }
+        self.shut_down();
+    }
+}
+
+/// The addresses collectors are told to call back to.
+fn callback_addresses(given: Option<IpAddr>, port: u16) -> Vec<SocketAddr> {
+    if let Some(ip) = given {
+        return vec![SocketAddr::new(ip, port)];
+    }
+    let mut found: Vec<Ipv4Addr> = nix::ifaddrs::getifaddrs()
+        .map(|addrs| {
+            addrs
+                .filter_map(|a| Some(a.address?.as_sockaddr_in()?.ip()))
+                .collect()
+        })
+        .unwrap_or_default();
+    // Other hosts reach us on a real interface; loopback only serves this
+    // machine, so it goes last.
+    found.sort_by_key(|ip| (ip.is_loopback(), ip.octets()));
+    found.dedup();
+    found.retain(|ip| !ip.is_unspecified());
+    if !found.contains(&Ipv4Addr::LOCALHOST) {
+        found.push(Ipv4Addr::LOCALHOST);
+    }
+    let mut out: Vec<SocketAddr> = found
+        .into_iter()
+        .map(|ip| SocketAddr::new(IpAddr::V4(ip), port))
+        .collect();
+    if out.len() > MAX_CALLBACK_ADDRESSES {
+        out.drain(MAX_CALLBACK_ADDRESSES - 1..out.len() - 1);
+    }
+    out
+}
+
+/// Takes connections until told to stop; each is served by a thread.
+fn accept(
+    listener: TcpListener,
+    token: Token,
+    registry: Arc<Mutex<Registry>>,
+    events: Sender<Event>,
+    stop: Arc<AtomicBool>,
+    timeout: Duration,
+) {
+    while !stop.load(Ordering::SeqCst) {
+        match listener.accept() {
+            Ok((stream, peer)) => {
+                let (token, registry, events) = (token.clone(), registry.clone(), events.clone());
+                std::thread::spawn(move || {
+                    serve(stream, peer, &token, &registry, &events, timeout)
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(POLL),
+            Err(_) => std::thread::sleep(POLL),
+        }
+    }
+}
+
+/// One collector's connection, from its hello to its last dump.
+fn serve(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    token: &Token,
+    registry: &Mutex<Registry>,
+    events: &Sender<Event>,
+    timeout: Duration,
+) {
+    let refused = |reason: String| {
+        let _ = events.send(Event::Refused { peer, reason });
+    };
+    // The listener does not block; its connections do, with limits.
+    let configured = stream
+        .set_nonblocking(false)
+        .and_then(|()| stream.set_read_timeout(Some(HELLO_TIMEOUT)))
+        .and_then(|()| stream.set_write_timeout(Some(timeout)));
+    if let Err(e) = configured {
+        return refused(e.to_string());
+    }
+    let (given, host, pid) = match protocol::receive::<ToFront>(&mut stream, MAX_HELLO) {
+        Ok(ToFront::Hello {
+            protocol,
+            token: given,
+            host,
+            pid,
+        }) if protocol == PROTOCOL => (given, host, pid),
+        Ok(ToFront::Hello { protocol, host, .. }) => {
+            let reason = format!(
+                "protocol {protocol}, this mqs-dump speaks {PROTOCOL}: use the same \
+                 mqs-dump on every host"
+            );
+            let _ = protocol::send(
+                &mut stream,
+                &ToCollector::Refused {
+                    reason: reason.clone(),
+                },
+            );
+            return refused(format!("{reason} (host {host:?})"));
+        }
+        Ok(_) => return refused("it did not say hello first".into()),
+        Err(e) => return refused(format!("no hello within {HELLO_TIMEOUT:?}: {e}")),
+    };
+    if !token.matches(&given) {
+        let _ = protocol::send(
+            &mut stream,
+            &ToCollector::Refused {
+                reason: "wrong token".into(),
+            },
+        );
+        return refused(format!(
+            "wrong token (it says it is pid {pid} on host {host:?})"
+        ));
+    }
+    let key = host_key(&host);
+    let claim = registry
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .claim(&key);
+    match claim {
+        Claim::Mine => {}
+        Claim::Nothing => {
+            // A host without ranks of ours (the starter's own, say), or a
+            // second collector on one host: nothing to do.
+            let _ = protocol::send(
+                &mut stream,
+                &ToCollector::Assignment {
+                    members: Vec::new(),
+                    options: ShareOptions::default(),
+                    go_timeout_ms: 0,
+                },
+            );
+            return;
+        }
+        Claim::TooLate => {
+            let reason = format!("too late: the dump went on without host '{host}'");
+            let _ = protocol::send(
+                &mut stream,
+                &ToCollector::Refused {
+                    reason: reason.clone(),
+                },
+            );
+            return refused(reason);
+        }
+    }
+    let (tx, commands) = mpsc::channel();
+    let lost = |reason: String| {
+        let _ = events.send(Event::Lost {
+            key: key.clone(),
+            reason,
+        });
+    };
+    if events
+        .send(Event::Connected {
+            key: key.clone(),
+            commands: tx,
+        })
+        .is_err()
+    {
+        return;
+    }
+    // The front end assigns once every host has called back (or the
+    // callback time is up), and tells it to go once every host's ranks are
+    // stopped.
+    let (members, options, go_timeout) = match commands.recv_timeout(timeout * 3) {
+        Ok(Command::Assign {
+            members,
+            options,
+            go_timeout,
+        }) => (members, options, go_timeout),
+        _ => {
+            let reason = "too late: the dump went on without this host".to_string();
+            let _ = protocol::send(&mut stream, &ToCollector::Refused { reason });
+            return lost("never assigned".into());
+        }
+    };
+    let assignment = ToCollector::Assignment {
+        members,
+        options,
+        go_timeout_ms: u64::try_from(go_timeout.as_millis()).unwrap_or(u64::MAX),
+    };
+    if let Err(e) = protocol::send(&mut stream, &assignment) {
+        return lost(format!("cannot send it its ranks: {e}"));
+    }
+    // Stopping a rank may take up to 10 s per thread that is slow to stop.
+    let _ = stream.set_read_timeout(Some(timeout * 2));
+    match protocol::receive::<ToFront>(&mut stream, MAX_FRAME) {
+        Ok(ToFront::Stopped) => {
+            let _ = events.send(Event::Stopped { key: key.clone() });
+        }
+        Ok(other) => return lost(format!("it sent {other:?} before stopping its ranks")),
+        Err(e) => return lost(format!("it did not stop its ranks in time: {e}")),
+    }
+    match commands.recv_timeout(timeout * 3) {
+        Ok(Command::Go) => {}
+        _ => return lost("the front end never said go".into()),
+    }
+    if let Err(e) = protocol::send(&mut stream, &ToCollector::Go) {
+        return lost(format!("cannot tell it to go: {e}"));
+    }
+    // Each dump must come within the timeout of the one before.
+    let _ = stream.set_read_timeout(Some(timeout));
+    loop {
+        let event = match protocol::receive::<ToFront>(&mut stream, MAX_FRAME) {
+            Ok(ToFront::Process { process }) => Event::Process {
+                key: key.clone(),
+                process,
+            },
+            Ok(ToFront::Failure { failure }) => Event::Failure {
+                key: key.clone(),
+                failure,
+            },
+            Ok(ToFront::Done) => {
+                let _ = events.send(Event::Done { key });
+                return;
+            }
+            Ok(other) => return lost(format!("it sent {other:?} while dumping")),
+            Err(e) => return lost(format!("it stopped sending: {e}")),
+        };
+        if events.send(event).is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mqs_core::model::JobDump;
+    use std::io::Write;
+
+    /// An acceptor on loopback with `hosts` to hand out; stops when dropped.
+    struct Acceptor {
+        addr: SocketAddr,
+        token: Token,
+        registry: Arc<Mutex<Registry>>,
+        events: Receiver<Event>,
+        stop: Arc<AtomicBool>,
+    }
+
+    impl Acceptor {
+        fn start(hosts: &[&str]) -> Self {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.set_nonblocking(true).unwrap();
+            let addr = listener.local_addr().unwrap();
+            let token = Token::new().unwrap();
+            let registry = Arc::new(Mutex::new(Registry {
+                hosts: hosts.iter().map(|h| (h.to_string(), false)).collect(),
+                closed: false,
+            }));
+            let (tx, events) = mpsc::channel();
+            let stop = Arc::new(AtomicBool::new(false));
+            {
+                let (token, registry, stop) = (token.clone(), registry.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    accept(listener, token, registry, tx, stop, Duration::from_secs(5))
+                });
+            }
+            Self {
+                addr,
+                token,
+                registry,
+                events,
+                stop,
+            }
+        }
+
+        fn hello(&self, token: &str, host: &str) -> (TcpStream, ToCollector) {
+            hello(self.addr, token, host)
+        }
+
+        fn event(&self) -> Event {
+            self.events.recv_timeout(Duration::from_secs(20)).unwrap()
+        }
+    }
+
+    fn greet(addr: SocketAddr, token: &str, host: &str) -> TcpStream {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let hello = ToFront::Hello {
+            protocol: PROTOCOL,
+            token: token.into(),
+            host: host.into(),
+            pid: 42,
+        };
+        protocol::send(&mut s, &hello).unwrap();
+        s
+    }
+
+    fn hello(addr: SocketAddr, token: &str, host: &str) -> (TcpStream, ToCollector) {
+        let mut s = greet(addr, token, host);
+        let reply = protocol::receive(&mut s, MAX_FRAME).unwrap();
+        (s, reply)
+    }
+
+    impl Drop for Acceptor {
+        fn drop(&mut self) {
+            self.stop.store(true, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_wrong_token_is_refused_and_reported() {
+        let front = Acceptor::start(&["nodea"]);
+        let (_s, reply) = front.hello("0123", "nodea");
+        assert!(
+            matches!(&reply, ToCollector::Refused { reason } if reason == "wrong token"),
+            "{reply:?}"
+        );
+        match front.event() {
+            Event::Refused { reason, .. } => {
+                assert!(
+                    reason.starts_with("wrong token (it says it is pid 42"),
+                    "{reason}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        // The host is still free for the right collector.
+        let (addr, token) = (front.addr, front.token.as_str().to_string());
+        let waiting = std::thread::spawn(move || hello(addr, &token, "NodeA.cluster"));
+        match front.event() {
+            Event::Connected { key, commands } => {
+                assert_eq!(key, "nodea");
+                commands
+                    .send(Command::Assign {
+                        members: vec![Member::single(7, 0)],
+                        options: ShareOptions::default(),
+                        go_timeout: Duration::from_secs(1),
+                    })
+                    .unwrap();
+            }
+            other => panic!("{other:?}"),
+        }
+        let (_s, reply) = waiting.join().unwrap();
+        match &reply {
+            ToCollector::Assignment {
+                members,
+                go_timeout_ms,
+                ..
+            } => assert_eq!((members.len(), *go_timeout_ms), (1, 1000)),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn hosts_without_ranks_get_nothing_and_late_ones_are_turned_away() {
+        let front = Acceptor::start(&["nodea", "nodeb"]);
+        let token = front.token.as_str().to_string();
+        // The starter's own host, say: nothing to do.
+        let (_s, reply) = front.hello(&token, "login");
+        assert!(
+            matches!(&reply, ToCollector::Assignment { members, .. } if members.is_empty()),
+            "{reply:?}"
+        );
+        // A second collector for a host already taken: nothing either.
+        let first = greet(front.addr, &token, "nodea");
+        assert!(matches!(front.event(), Event::Connected { .. }));
+        let (_s, reply) = front.hello(&token, "nodea");
+        assert!(
+            matches!(&reply, ToCollector::Assignment { members, .. } if members.is_empty()),
+            "{reply:?}"
+        );
+        drop(first);
+        // Past the callback time, a host with ranks is told it is too late.
+        front.registry.lock().unwrap().closed = true;
+        let (_s, reply) = front.hello(&token, "nodeb");
+        assert!(
+            matches!(&reply, ToCollector::Refused { reason } if reason.contains("too late")),
+            "{reply:?}"
+        );
+    }
+
+    #[test]
+    fn strangers_are_cut_short() {
+        let front = Acceptor::start(&["nodea"]);
+        // A frame far larger than any hello: refused unread.
+        let mut s = TcpStream::connect(front.addr).unwrap();
+        s.write_all(&(100u32 << 20).to_be_bytes()).unwrap();
+        match front.event() {
+            Event::Refused { reason, .. } => assert!(reason.contains("at most 65536"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+        // Another protocol: told so.
+        let mut s = TcpStream::connect(front.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let hello = ToFront::Hello {
+            protocol: PROTOCOL + 1,
+            token: front.token.as_str().into(),
+            host: "nodea".into(),
+            pid: 1,
+        };
+        protocol::send(&mut s, &hello).unwrap();
+        let reply: ToCollector = protocol::receive(&mut s, MAX_FRAME).unwrap();
+        assert!(
+            matches!(&reply, ToCollector::Refused { reason } if reason.contains("same mqs-dump")),
+            "{reply:?}"
+        );
+    }
+
+    fn host(name: &str, members: &[(i32, i32)]) -> Host {
+        Host {
+            name: name.into(),
+            members: members
+                .iter()
+                .map(|&(pid, rank)| Member {
+                    host: name.into(),
+                    ..Member::single(pid, rank)
+                })
+                .collect(),
+            stage: Stage::Assigned,
+            commands: None,
+            reported: HashSet::new(),
+            results: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn every_rank_ends_up_dumped_or_failed_with_its_hosts_reason() {
+        let (_tx, events) = mpsc::channel();
+        let hosts = [
+            ("nodea".to_string(), host("nodea", &[(7, 0), (8, 1)])),
+            ("nodeb".to_string(), host("nodeb", &[(7, 2)])),
+        ]
+        .into_iter()
+        .collect();
+        let mut run = Run::idle(events, hosts, Duration::from_secs(1));
+        let dump = |pid, rank| {
+            let mut job: JobDump = serde_json::from_str(
+                r#"{"schema_version":1,"launcher":null,"failures":[],"processes":[{"pid":0,
+                "global_rank":0,"executable":"a","dll":{"path":"d","version":"v",
+                "compatibility":2},"communicators":{"status":"ok","list":[]},
+                "stats":{"fetches":0,"fetched_bytes":0,"syscalls":0,"elapsed_ms":0.0}}]}"#,
+            )
+            .unwrap();
+            let mut p = job.processes.remove(0);
+            p.pid = pid;
+            p.global_rank = rank;
+            Box::new(p)
+        };
+        run.handle(Event::Process {
+            key: "nodea".into(),
+            process: dump(7, 0),
+        });
+        // Twice, and a rank it was not given: ignored.
+        run.handle(Event::Process {
+            key: "nodea".into(),
+            process: dump(7, 0),
+        });
+        run.handle(Event::Process {
+            key: "nodea".into(),
+            process: dump(7, 2),
+        });
+        run.handle(Event::Failure {
+            key: "nodea".into(),
+            failure: RankFailure {
+                rank: 1,
+                pid: 8,
+                host: String::new(),
+                message: "permission denied for pid 8: no".into(),
+                exit_code: 4,
+            },
+        });
+        run.handle(Event::Done {
+            key: "nodea".into(),
+        });
+        run.handle(Event::Lost {
+            key: "nodeb".into(),
+            reason: "it stopped sending: reset".into(),
+        });
+        let results = run.results();
+        assert_eq!(results.len(), 3);
+        let ok: Vec<(i32, Option<&str>)> = results
+            .iter()
+            .filter_map(|r| r.as_ref().ok())
+            .map(|p| (p.global_rank, p.host.as_deref()))
+            .collect();
+        assert_eq!(ok, [(0, Some("nodea"))]);
+        let failed: Vec<(usize, &str, &str, i32)> = results
+            .iter()
+            .filter_map(|r| r.as_ref().err())
+            .map(|(f, _)| (f.rank, f.host.as_str(), f.message.as_str(), f.exit_code))
+            .collect();
+        assert_eq!(
+            failed,
+            [
+                (
+                    1,
+                    "nodea",
+                    "on host 'nodea': permission denied for pid 8: no",
+                    4
+                ),
+                (
+                    2,
+                    "nodeb",
+                    "rank 2 (pid 7 on host 'nodeb'): the collector on host 'nodeb' was lost: \
+                     it stopped sending: reset",
+                    exit_code::COLLECT
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn collectors_call_back_to_real_interfaces_before_loopback() {
+        let addrs = callback_addresses(None, 4000);
+        assert!(!addrs.is_empty() && addrs.len() <= MAX_CALLBACK_ADDRESSES);
+        assert_eq!(addrs.last().unwrap().to_string(), "127.0.0.1:4000");
+        assert!(addrs.iter().all(|a| a.port() == 4000));
+        let given: IpAddr = "10.1.2.3".parse().unwrap();
+        assert_eq!(
+            callback_addresses(Some(given), 5),
+            [SocketAddr::new(given, 5)]
+        );
+    }
+}
+
+#[cfg(test)]
+mod front_tests {
+    use super::*;
+    use mqs_core::symbols::SymbolIndex;
+
+    #[test]
+    fn a_starter_without_the_extension_fails_each_rank_once_with_the_fix() {
+        let mut front = Front::new(&Options::default(), CollectOptions::default());
+        let member = |rank: i32, host: &str, pid: i32| Member {
+            host: host.into(),
+            ..Member::single(pid, rank)
+        };
+        let members = vec![
+            member(0, "nodea", 7),
+            member(1, "nodea", 7),
+            member(2, "nodeb", 7),
+        ];
+        assert!(members.iter().all(|m| front.takes(m)));
+        assert!(!front.takes(&member(3, "nodeb", 0)), "a rank not started");
+        assert!(!front.takes(&member(4, "localhost", 9)), "a local rank");
+        let starter = Starter {
+            pid: std::process::id() as i32,
+            symbols: Arc::new(SymbolIndex::new(Vec::new(), Vec::new()).unwrap()),
+        };
+        front.start(&starter, members);
+        front.stopped();
+        let mut failed: Vec<(usize, String)> = front
+            .finish()
+            .into_iter()
+            .map(|r| {
+                let (f, _) = r.unwrap_err();
+                (f.rank, f.message)
+            })
+            .collect();
+        failed.sort();
+        assert_eq!(failed.len(), 3, "{failed:?}");
+        assert!(
+            failed[0]
+                .1
+                .contains("rank 0 (pid 7 on host 'nodea'): the starter cannot start collectors"),
+            "{}",
+            failed[0].1
+        );
+        assert!(
+            failed[0].1.contains("--launcher 'ssh {host}'"),
+            "{}",
+            failed[0].1
+        );
+        assert!(
+            failed[1].1.contains("has the pid 7 of rank 0 too"),
+            "{}",
+            failed[1].1
+        );
+        assert!(failed[2].1.contains("host 'nodeb'"), "{}", failed[2].1);
+    }
+}

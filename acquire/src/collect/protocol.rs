@@ -1,0 +1,212 @@
+//! What a collector and the front end say to each other over TCP.
+//!
+//! Each message is a frame: a 4-byte big-endian length, then that many
+//! bytes of JSON. The collector speaks first ([`ToFront::Hello`], with the
+//! one-time token it was started with); until it has, a frame may be at
+//! most [`MAX_HELLO`] bytes, so that a stranger cannot make the front end
+//! allocate much. Every read is bounded in time by the caller's socket
+//! timeouts.
+//!
+//! ```text
+//! collector                         front end
+//!   Hello {token, host} ───────────▶  token checked, host matched
+//!                      ◀─────────── Assignment {members, options} | Refused
+//!   (stops its members)
+//!   Stopped ───────────────────────▶  waits for every host
+//!                      ◀─────────── Go
+//!   Process … Failure … Done ──────▶  merged rank by rank
+//! ```
+
+use std::io::{self, Read, Write};
+use std::path::PathBuf;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::members::Member;
+use mqs_core::model::{ProcessDump, RankFailure};
+
+/// Bumped on any incompatible change of the messages.
+pub const PROTOCOL: u32 = 1;
+
+/// The largest frame read before the collector has proven its token.
+pub const MAX_HELLO: usize = 64 << 10;
+
+/// The largest frame read at all (one process's dump: a rank with a
+/// hundred thousand pending operations is some 40 MB of JSON).
+pub const MAX_FRAME: usize = 1 << 30;
+
+/// From a collector to the front end.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToFront {
+    Hello {
+        protocol: u32,
+        token: String,
+        /// Its host's name (what the starter's table is matched against).
+        host: String,
+        pid: i32,
+    },
+    /// Every member assigned is stopped (or failed to stop).
+    Stopped,
+    Process {
+        process: Box<ProcessDump>,
+    },
+    Failure {
+        failure: RankFailure,
+    },
+    /// Everything was sent.
+    Done,
+}
+
+/// From the front end to a collector.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToCollector {
+    Refused {
+        reason: String,
+    },
+    /// The processes to dump (none: nothing to do on this host) and how.
+    Assignment {
+        members: Vec<Member>,
+        options: ShareOptions,
+        /// How long to wait for [`ToCollector::Go`] with the members
+        /// stopped before letting them go unread.
+        go_timeout_ms: u64,
+    },
+    /// Every host's members are stopped: dump.
+    Go,
+}
+
+/// The dump options that travel to collectors: paths are as the nodes see
+/// them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShareOptions {
+    pub dll: Option<PathBuf>,
+    pub trust_dll: bool,
+    pub no_stop: bool,
+    pub debug_dirs: Vec<PathBuf>,
+    /// Also unwind every thread's call stack.
+    pub stacks: bool,
+}
+
+/// Writes one frame.
+pub fn send(to: &mut impl Write, message: &impl Serialize) -> io::Result<()> {
+    let body = serde_json::to_vec(message).map_err(io::Error::other)?;
+    let len = u32::try_from(body.len())
+        .ok()
+        .filter(|&n| n as usize <= MAX_FRAME)
+        .ok_or_else(|| io::Error::other(format!("a message of {} bytes", body.len())))?;
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&len.to_be_bytes());
+    frame.extend_from_slice(&body);
+    to.write_all(&frame)?;
+    to.flush()
+}
+
+/// Reads one frame of at most `max` bytes.
+pub fn receive<T: DeserializeOwned>(from: &mut impl Read, max: usize) -> io::Result<T> {
+    let mut len = [0u8; 4];
+    from.read_exact(&mut len)?;
+    let len = u32::from_be_bytes(len) as usize;
+    if len > max {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("a frame of {len} bytes (at most {max} expected here)"),
+        ));
+    }
+    let mut body = vec![0u8; len];
+    from.read_exact(&mut body)?;
+    serde_json::from_slice(&body).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// A secret for one run: 128 random bits, in hex.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(String);
+
+impl Token {
+    pub fn new() -> io::Result<Self> {
+        let mut bytes = [0u8; 16];
+        std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+        Ok(Self(mqs_core::hex::hex(&bytes)))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether `given` is this token, in time that does not depend on
+    /// where they differ.
+    pub fn matches(&self, given: &str) -> bool {
+        let (a, b) = (self.0.as_bytes(), given.as_bytes());
+        a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    }
+}
+
+/// Never printed, even in debug output.
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(..)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_are_bounded() {
+        let mut wire = Vec::new();
+        let hello = ToFront::Hello {
+            protocol: PROTOCOL,
+            token: "abc".into(),
+            host: "nodea".into(),
+            pid: 7,
+        };
+        send(&mut wire, &hello).unwrap();
+        send(&mut wire, &ToFront::Done).unwrap();
+        let mut r = &wire[..];
+        match receive::<ToFront>(&mut r, MAX_HELLO).unwrap() {
+            ToFront::Hello {
+                token, host, pid, ..
+            } => {
+                assert_eq!((token.as_str(), host.as_str(), pid), ("abc", "nodea", 7))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            receive::<ToFront>(&mut r, MAX_HELLO).unwrap(),
+            ToFront::Done
+        ));
+        // Too big for where it is read: refused before it is read.
+        let mut big = Vec::new();
+        send(
+            &mut big,
+            &ToCollector::Refused {
+                reason: "x".repeat(100),
+            },
+        )
+        .unwrap();
+        let err = receive::<ToCollector>(&mut &big[..], 50).unwrap_err();
+        assert!(err.to_string().contains("at most 50"), "{err}");
+        // Cut short.
+        assert!(receive::<ToCollector>(&mut &big[..10], MAX_FRAME).is_err());
+        // Not a message.
+        let mut junk = 3u32.to_be_bytes().to_vec();
+        junk.extend_from_slice(b"{}x");
+        assert!(receive::<ToFront>(&mut &junk[..], MAX_FRAME).is_err());
+    }
+
+    #[test]
+    fn tokens_are_random_and_compared_whole() {
+        let a = Token::new().unwrap();
+        let b = Token::new().unwrap();
+        assert_ne!(a, b);
+        assert_eq!(a.as_str().len(), 32);
+        assert!(a.matches(a.as_str()));
+        assert!(!a.matches(b.as_str()));
+        assert!(!a.matches(&a.as_str()[..31]));
+        assert!(!a.matches(""));
+        assert_eq!(format!("{a:?}"), "Token(..)");
+    }
+}

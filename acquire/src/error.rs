@@ -1,0 +1,158 @@
+//! Acquisition's errors: finding a job's processes (MPIR, MPI2DD, PMIx),
+//! reading ranks on other hosts, type packs and the DLL a process names;
+//! what goes wrong below (reading a process, its symbols, the DLL) is the
+//! core's [`mqs_core::Error`], carried whole.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use mqs_core::exit_code;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading a process, its symbols or driving the DLL failed.
+    #[error(transparent)]
+    Core(#[from] mqs_core::Error),
+
+    /// A PMIx launcher (Open MPI 5's prterun) that did not give its job's
+    /// process table.
+    #[error("pid {pid} is not an MPI process and did not answer as a PMIx launcher: {detail}")]
+    Pmix { pid: i32, detail: String },
+
+    /// The process has no `MPIR_dll_name` (and no --dll was given).
+    #[error("pid {pid} is not an MPI process: {detail}")]
+    NotMpi { pid: i32, detail: String },
+
+    #[error("message-queue DLL {}: untrusted: {detail}", path.display())]
+    DllUntrusted { path: PathBuf, detail: String },
+
+    /// A type pack that does not read the running process right.
+    #[error("{0}")]
+    TypePackRefused(Box<PackRefusal>),
+
+    /// The MPI library has no type information anywhere mqs looked.
+    #[error("{0}")]
+    MissingTypes(Box<MissingTypes>),
+
+    /// A rank of the job runs on another host, out of reach of ptrace.
+    #[error("rank {rank} runs on host '{host}' (pid {pid}): only local processes can be read")]
+    Remote { rank: usize, host: String, pid: i32 },
+
+    /// An MPI library built without message-queue debugging support.
+    #[error("pid {pid}: {detail}")]
+    NoQueueSupport { pid: i32, detail: String },
+
+    /// The MPI says it keeps no message queues for debuggers.
+    #[error(
+        "pid {pid}: its MPI says it does not implement message-queue debugging \
+         (MPI2DD_MPIFLAG_IGNORE_QUEUE): no DLL can show its queues"
+    )]
+    QueuesNotImplemented { pid: i32 },
+
+    /// A process a job's tables name that cannot be read.
+    #[error("pid {pid}: {detail}")]
+    Unreachable { pid: i32, detail: String },
+
+    /// Ranks on other hosts could not be read through collectors there: none
+    /// could be started, or none called back in time.
+    #[error("{0}")]
+    Collect(String),
+
+    /// What a collector on another host reported for one of its ranks; the
+    /// exit code is the one that error gave there.
+    #[error("on host '{host}': {message}")]
+    OnHost {
+        host: String,
+        message: String,
+        code: i32,
+    },
+
+    /// Options that do not fit together.
+    #[error("{0}")]
+    Usage(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn exit_code(&self) -> i32 {
+        use exit_code::*;
+        match self {
+            Self::Core(e) => e.exit_code(),
+            Self::NotMpi { .. } => NOT_MPI,
+            Self::QueuesNotImplemented { .. }
+            | Self::TypePackRefused(_)
+            | Self::MissingTypes(_)
+            | Self::NoQueueSupport { .. } => NO_DEBUG_INFO,
+            Self::DllUntrusted { .. } => DLL_UNTRUSTED,
+            Self::Usage(_) => USAGE,
+            Self::Collect(_) => COLLECT,
+            Self::Pmix { .. } => PMIX,
+            // Codes outside the table are not believed.
+            Self::OnHost { code, .. } if (1..=COLLECT).contains(code) => *code,
+            Self::OnHost { .. } => OTHER,
+            Self::Remote { .. } | Self::Unreachable { .. } => OTHER,
+        }
+    }
+
+    /// The core's error, if this is one.
+    pub fn core(&self) -> Option<&mqs_core::Error> {
+        match self {
+            Self::Core(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// A type pack the runtime invariants refused.
+#[derive(Debug)]
+pub struct PackRefusal {
+    pub pack: PathBuf,
+    pub library: PathBuf,
+    pub build_id: String,
+    pub detail: String,
+}
+
+impl fmt::Display for PackRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "type pack {} for {} (build-id {}) refused: {}; it does not describe the running \
+             library: remove it, or make it again from the library's debug file \
+             (mqs-dump typepack extract)",
+            self.pack.display(),
+            self.library.display(),
+            self.build_id,
+            self.detail
+        )
+    }
+}
+
+/// An MPI library without DWARF, pack or debuginfod answer.
+#[derive(Debug)]
+pub struct MissingTypes {
+    pub library: PathBuf,
+    pub build_id: String,
+    /// What was looked at.
+    pub tried: String,
+    /// What the DLL said.
+    pub detail: String,
+}
+
+impl fmt::Display for MissingTypes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {} (build-id {}) has no debug information here ({}); fix it one of three ways: \
+             install its debug file (Debian: its -dbgsym package; or --debug-dir DIR), add a type \
+             pack for build-id {} (--typepack DIR; make one with mqs-dump typepack extract where \
+             its debug file is), or set DEBUGINFOD_URLS to a debuginfod server that has it \
+             (without --offline)",
+            self.detail,
+            self.library.display(),
+            self.build_id,
+            self.tried,
+            self.build_id
+        )
+    }
+}

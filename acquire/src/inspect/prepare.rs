@@ -1,0 +1,253 @@
+//! Preparing a process for the DLL: its symbols indexed (or the answers a
+//! snapshot recorded), the DLL it names (or the one asked for), its types
+//! made ready (debuginfod allowed to fetch the MPI's own files, type packs
+//! checked against it), and what to say when the MPI lacks what the DLL
+//! needs.
+
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use crate::members::{Member, MpiEnvironment};
+use crate::snapshot::RecordingSymbols;
+use crate::{locate, Error, Result};
+use mqs_core::interface::{ImageSymbols, Target};
+use mqs_core::process::PageCache;
+use mqs_core::symbols::{ObjectSymbols, SymbolCache, SymbolIndex, TypeSource};
+use mqs_core::Error as CoreError;
+
+use super::options::Options;
+use super::sources::index_symbols_with;
+
+/// A process ready to be dumped: its source, symbols and DLL.
+pub(super) struct Prepared<T: Target> {
+    pub(super) member: Member,
+    pub(super) target: PageCache<T>,
+    pub(super) index: Option<Arc<SymbolIndex>>,
+    pub(super) symbols: Rc<dyn ImageSymbols>,
+    /// Set when the dump is saved: the lookups as the DLL makes them.
+    pub(super) recording: Option<Rc<RecordingSymbols>>,
+    pub(super) dll: PathBuf,
+    pub(super) executable: String,
+    /// The MPI library (the object naming the DLL), to say what it lacks
+    /// when the DLL finds no types.
+    pub(super) mpi_library: Option<Arc<ObjectSymbols>>,
+    pub(super) cache: Option<Arc<SymbolCache>>,
+}
+
+impl<T: Target> Prepared<T> {
+    /// Indexes the target's symbols and finds its DLL. On failure the
+    /// target is handed back so that it can be let go.
+    pub(super) fn new(
+        member: Member,
+        target: PageCache<T>,
+        known: Known,
+        cache: &Arc<SymbolCache>,
+        options: &Options,
+    ) -> std::result::Result<Self, Box<(PageCache<T>, Error)>> {
+        let (index, symbols) = match known {
+            Known::Recorded(symbols) => (None, symbols),
+            Known::Index(index) => (Some(index.clone()), Rc::new(index) as Rc<dyn ImageSymbols>),
+            Known::Nothing => match index_symbols_with(&target, cache) {
+                Ok(index) => (Some(index.clone()), Rc::new(index) as Rc<dyn ImageSymbols>),
+                Err(e) => return Err(Box::new((target, e))),
+            },
+        };
+        let dll = match dll_path_for(&*symbols, &target, options) {
+            Ok(dll) => dll,
+            Err(e) => {
+                let e = match (&e, &index) {
+                    (Error::NotMpi { pid, .. }, Some(index)) => {
+                        no_queue_support(*pid, index).unwrap_or(e)
+                    }
+                    _ => e,
+                };
+                return Err(Box::new((target, e)));
+            }
+        };
+        let mpi_library = match &index {
+            Some(index) => match prepare_types(&target, index, cache, &dll, options) {
+                Ok(library) => library,
+                Err(e) => return Err(Box::new((target, e))),
+            },
+            None => None,
+        };
+        let recording = options
+            .save
+            .as_ref()
+            .map(|_| Rc::new(RecordingSymbols::new(symbols.clone())));
+        let symbols = match &recording {
+            Some(r) => r.clone() as Rc<dyn ImageSymbols>,
+            None => symbols,
+        };
+        let executable = target
+            .executable()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| format!("pid {}", member.pid));
+        Ok(Self {
+            member,
+            target,
+            index,
+            symbols,
+            recording,
+            dll,
+            executable,
+            mpi_library,
+            cache: Some(cache.clone()),
+        })
+    }
+
+    /// The error for a DLL that found no types: which library lacks them,
+    /// and how to get them, when mqs found nothing for it.
+    pub(super) fn explain(&self, e: CoreError) -> Error {
+        let CoreError::NoDebugInfo { detail } = e else {
+            return e.into();
+        };
+        let (Some(library), Some(cache)) = (&self.mpi_library, &self.cache) else {
+            return Error::from(CoreError::NoDebugInfo { detail });
+        };
+        if library.type_source() != TypeSource::None {
+            return Error::from(CoreError::NoDebugInfo { detail });
+        }
+        let dirs: Vec<String> = cache
+            .typepack_dirs()
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
+        let debuginfod = match cache.fetcher() {
+            None if std::env::var_os("DEBUGINFOD_URLS").is_some_and(|v| !v.is_empty()) => {
+                "debuginfod not asked (--offline)".to_owned()
+            }
+            None => "debuginfod not asked (DEBUGINFOD_URLS is not set)".to_owned(),
+            Some(client) => {
+                let notes = client.notes();
+                format!(
+                    "debuginfod {} has no debug file for it{}",
+                    client.servers().join(" "),
+                    if notes.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", notes.join("; "))
+                    }
+                )
+            }
+        };
+        Error::MissingTypes(Box::new(crate::error::MissingTypes {
+            library: library.path().to_owned(),
+            build_id: library.build_id_hex().unwrap_or_else(|| "none".into()),
+            tried: format!(
+                "no DWARF in it or in the debug directories, no type pack in {}, {debuginfod}",
+                dirs.join(", ")
+            ),
+            detail,
+        }))
+    }
+}
+
+/// Gets a process's types ready: lets debuginfod fetch the MPI's own files
+/// (the library that names the DLL, and the objects in the directories of
+/// the DLLs it names, where Open MPI keeps its components), and checks the
+/// type packs the symbols answer from against the process. Returns the MPI
+/// library.
+pub(super) fn prepare_types(
+    target: &dyn Target,
+    index: &SymbolIndex,
+    cache: &SymbolCache,
+    dll: &Path,
+    options: &Options,
+) -> Result<Option<Arc<ObjectSymbols>>> {
+    let objects = index.objects();
+    let library = objects
+        .iter()
+        .find(|(o, _)| o.data_symbol("MPIR_dll_name").is_some())
+        .map(|(o, _)| o.clone());
+    if cache.fetcher().is_some() {
+        let mut dirs: Vec<PathBuf> = locate::named_by_target(index, target)
+            .unwrap_or_default()
+            .iter()
+            .map(PathBuf::as_path)
+            .chain(options.dll.is_none().then_some(dll))
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .filter_map(|p| p.parent().map(Path::to_owned))
+            .collect();
+        dirs.dedup();
+        let fetchable = objects
+            .iter()
+            .filter(|(o, _)| {
+                library.as_ref().is_some_and(|l| Arc::ptr_eq(l, o))
+                    || o.path()
+                        .parent()
+                        .is_some_and(|p| dirs.iter().any(|d| d == p))
+            })
+            .map(|(o, _)| o.path().to_owned());
+        index.allow_fetch(fetchable);
+    }
+    let env = MpiEnvironment::of(&target.environment().unwrap_or_default());
+    crate::typepack::guard::check(target, index, &env)?;
+    Ok(library)
+}
+
+/// Why a process with an MPI library but no `MPIR_dll_name` shows no
+/// queues: its MPI was built without debugger support (Debian's MPICH).
+pub(super) fn no_queue_support(pid: i32, index: &SymbolIndex) -> Option<Error> {
+    let (library, _) = index.objects().into_iter().find(|(o, _)| {
+        o.function_symbol("MPI_Init").is_some() && o.function_symbol("PMPI_Init").is_some()
+    })?;
+    let mpich = library.function_symbol("MPIR_Err_return_comm").is_some()
+        || library
+            .path()
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().contains("mpich"));
+    let name = library.path().display().to_string();
+    let detail = if mpich {
+        format!(
+            "its MPI library {name} is MPICH built without --enable-debuginfo: it keeps no \
+             message queues for debuggers (no MPIR_dll_name, no queue symbols), so no DLL can \
+             show them; rebuild MPICH with --enable-debuginfo (and shared libraries) and \
+             relink or rerun the program with it"
+        )
+    } else {
+        format!(
+            "its MPI library {name} was built without message-queue debugging support (no \
+             MPIR_dll_name), so no DLL can show its queues; rebuild the MPI with its debugger \
+             support enabled"
+        )
+    };
+    Some(Error::NoQueueSupport { pid, detail })
+}
+
+/// What is known of a process's symbols before it is prepared.
+pub(super) enum Known {
+    Nothing,
+    /// Indexed already (a starter's, looked at before we knew it was one).
+    Index(Arc<SymbolIndex>),
+    /// The answers a snapshot recorded.
+    Recorded(Rc<dyn ImageSymbols>),
+}
+
+/// The DLL to use for a process: the one given, else the one it names
+/// (checked for trust unless told otherwise).
+pub(super) fn dll_path_for(
+    symbols: &dyn ImageSymbols,
+    target: &dyn Target,
+    options: &Options,
+) -> Result<PathBuf> {
+    let dll_path = match &options.dll {
+        Some(path) => path.clone(),
+        None => {
+            let named = locate::named_by_target(symbols, target)?;
+            let path = locate::first_existing(&named)?;
+            if !options.trust_dll {
+                locate::check_trusted(&path)?;
+            }
+            path
+        }
+    };
+    if !dll_path.exists() {
+        return Err(Error::from(CoreError::DllMissing {
+            path: dll_path,
+            detail: "no such file".into(),
+        }));
+    }
+    Ok(dll_path)
+}

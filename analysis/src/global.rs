@@ -1,0 +1,412 @@
+//! The job as the analyses see it: ranks by global rank, communicators
+//! matched across ranks, and every pending operation with its peer
+//! translated to a global rank. Built from the dump model only.
+
+use std::collections::BTreeMap;
+
+use mqs_abi::{OpClass, OpStatus};
+
+use super::ranks::RankSet;
+use mqs_core::model::{
+    CommunicatorDump, FrameComm, JobDump, Operation, ProcessDump, Section, ThreadStack,
+};
+
+/// What DLLs report for -1 read as a 32-bit unsigned (Open MPI's own
+/// DLL: MPI_ANY_SOURCE and MPI_ANY_TAG).
+const MINUS_ONE_U32: i64 = 4_294_967_295;
+
+/// One dumped rank.
+#[derive(Debug)]
+pub struct Rank<'a> {
+    pub rank: i64,
+    pub process: &'a ProcessDump,
+    /// The main thread's stack, when stacks were taken.
+    pub main: Option<&'a ThreadStack>,
+    /// The other threads' stacks.
+    pub others: Vec<&'a ThreadStack>,
+    /// The MPI function the main thread is in (`MPI_Recv`), if any.
+    pub entry: Option<String>,
+    /// Whether the main thread is inside MPI; None without stacks.
+    pub inside_mpi: Option<bool>,
+    /// The communicator of the MPI call the main thread is in, from the
+    /// outermost frame whose `comm` argument was read (debug builds).
+    pub comm_arg: Option<FrameComm>,
+}
+
+/// A communicator as the job knows it: the same name and group on every
+/// member.
+#[derive(Debug, Clone)]
+pub struct JobComm {
+    pub name: String,
+    pub unique_id: u64,
+    pub size: i64,
+    /// The global rank of each local rank, where known: from the DLL's
+    /// group, else from the members' own reports of their local rank.
+    pub group: Vec<Option<i64>>,
+    /// The dumped ranks that list it.
+    pub members: RankSet,
+    /// Members rebuilt from their own reports disagreed.
+    conflict: bool,
+}
+
+impl JobComm {
+    /// `MPI_COMM_WORLD`, `"ring"`, or `(unnamed 0x5)`.
+    pub fn label(&self) -> String {
+        if self.name.starts_with("MPI_COMM_") {
+            self.name.clone()
+        } else if self.name.is_empty() {
+            format!("(unnamed {:#x})", self.unique_id)
+        } else {
+            format!("\"{}\"", self.name)
+        }
+    }
+
+    /// The global ranks of all its members, where known.
+    pub fn global_members(&self) -> RankSet {
+        self.group.iter().flatten().copied().collect()
+    }
+
+    /// Whether every local rank is its own global rank (WORLD-like).
+    pub fn is_identity(&self) -> bool {
+        self.group
+            .iter()
+            .enumerate()
+            .all(|(i, g)| *g == Some(i as i64))
+    }
+}
+
+/// Who can match an operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Peer {
+    /// One rank, by global rank.
+    Rank(i64),
+    /// One rank whose global rank is not known (its local rank).
+    Local(i64),
+    /// MPI_ANY_SOURCE: any member of the communicator.
+    Any,
+}
+
+/// One operation of one rank.
+#[derive(Debug, Clone)]
+pub struct Op<'a> {
+    pub rank: i64,
+    /// Index into `Job::comms`.
+    pub comm: usize,
+    pub class: OpClass,
+    pub peer: Peer,
+    /// The peer's rank in the communicator (None for ANY).
+    pub local_peer: Option<i64>,
+    /// None: MPI_ANY_TAG.
+    pub tag: Option<i64>,
+    pub op: &'a Operation,
+}
+
+impl Op<'_> {
+    pub fn status(&self) -> OpStatus {
+        self.op.status
+    }
+}
+
+/// Rank, communicators and operations of a dump.
+#[derive(Debug)]
+pub struct Job<'a> {
+    pub dump: &'a JobDump,
+    /// By global rank.
+    pub ranks: Vec<Rank<'a>>,
+    pub comms: Vec<JobComm>,
+    /// Every listed operation of every rank, in rank order.
+    pub ops: Vec<Op<'a>>,
+    /// Sections the DLL could not list: (what, reason) -> ranks.
+    pub not_available: BTreeMap<(String, String), RankSet>,
+    /// (rank, the DLL's `unique_id` there) -> index into `comms`.
+    by_id: BTreeMap<(i64, u64), usize>,
+}
+
+/// The key communicators are matched by: name and group where the DLL
+/// gives groups; else name, size and how many of that name and size the
+/// process listed before it (DLLs without groups, such as MPICH's, also
+/// give ids that differ between processes: addresses).
+///
+/// An MPI-1 DLL (compatibility 2) gives group members as ranks in each
+/// process's own MPI_COMM_WORLD: a spawned job's world then looks like its
+/// parents' one. Its communicators are told apart by the job too.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum CommKey {
+    Group(Option<String>, String, Vec<i64>),
+    Nth(Option<String>, String, i64, usize),
+}
+
+fn key_of(p: &ProcessDump, c: &CommunicatorDump, earlier: &[&CommunicatorDump]) -> CommKey {
+    let job = (p.dll.compatibility < 3)
+        .then(|| p.spawned.as_ref().map(|s| s.job.clone()))
+        .flatten();
+    match &c.group {
+        Some(g) if !g.is_empty() => CommKey::Group(job, c.name.clone(), g.clone()),
+        _ => {
+            let nth = earlier
+                .iter()
+                .filter(|e| e.group.is_none() && e.name == c.name && e.size == c.size)
+                .count();
+            CommKey::Nth(job, c.name.clone(), c.size, nth)
+        }
+    }
+}
+
+/// A process's global rank: as the host numbered it, else its rank in its
+/// MPI_COMM_WORLD.
+fn global_rank(p: &ProcessDump) -> Option<i64> {
+    if p.global_rank >= 0 {
+        return Some(i64::from(p.global_rank));
+    }
+    let Section::Ok { value } = &p.communicators else {
+        return None;
+    };
+    value
+        .list
+        .iter()
+        .find(|c| c.name == "MPI_COMM_WORLD")
+        .map(|c| c.local_rank)
+        .filter(|r| (0..MINUS_ONE_U32 - 1).contains(r))
+}
+
+impl<'a> Job<'a> {
+    pub fn new(dump: &'a JobDump) -> Self {
+        let mut ranks: Vec<Rank<'a>> = dump
+            .processes
+            .iter()
+            .filter_map(|p| Some(rank_of(global_rank(p)?, p)))
+            .collect();
+        ranks.sort_by_key(|r| r.rank);
+        ranks.dedup_by_key(|r| r.rank);
+
+        let mut keys: Vec<CommKey> = Vec::new();
+        let mut comms: Vec<JobComm> = Vec::new();
+        let mut not_available: BTreeMap<(String, String), RankSet> = BTreeMap::new();
+        let mut by_id = BTreeMap::new();
+        let mut local_ops = Vec::new();
+        for r in &ranks {
+            let list = match &r.process.communicators {
+                Section::Ok { value } => &value.list,
+                Section::NotAvailable { reason } => {
+                    not_available
+                        .entry(("communicators".into(), reason.clone()))
+                        .or_default()
+                        .insert(r.rank);
+                    continue;
+                }
+                Section::Error { message } => {
+                    not_available
+                        .entry(("communicators".into(), message.clone()))
+                        .or_default()
+                        .insert(r.rank);
+                    continue;
+                }
+            };
+            for (at, c) in list.iter().enumerate() {
+                // MPI_COMM_NULL and other empty ones hold nothing to match.
+                if c.size <= 0 {
+                    continue;
+                }
+                let earlier: Vec<&CommunicatorDump> = list[..at].iter().collect();
+                let key = key_of(r.process, c, &earlier);
+                let index = match keys.iter().position(|k| *k == key) {
+                    Some(i) => i,
+                    None => {
+                        keys.push(key);
+                        comms.push(JobComm {
+                            name: c.name.clone(),
+                            unique_id: c.unique_id,
+                            size: c.size,
+                            group: vec![None; usize::try_from(c.size.min(1 << 20)).unwrap_or(0)],
+                            members: RankSet::new(),
+                            conflict: false,
+                        });
+                        comms.len() - 1
+                    }
+                };
+                by_id.entry((r.rank, c.unique_id)).or_insert(index);
+                let comm = &mut comms[index];
+                comm.members.insert(r.rank);
+                if let Some(group) = &c.group {
+                    for (slot, g) in comm.group.iter_mut().zip(group) {
+                        *slot = Some(*g);
+                    }
+                }
+                if let Some(slot) = usize::try_from(c.local_rank)
+                    .ok()
+                    .and_then(|l| comm.group.get_mut(l))
+                {
+                    // Two processes at one place: the matching was wrong
+                    // (communicators alike in name and size), so nothing
+                    // about its members can be trusted.
+                    if slot.is_some_and(|g| g != r.rank) && c.group.is_none() {
+                        comm.conflict = true;
+                    }
+                    slot.get_or_insert(r.rank);
+                }
+                for class in OpClass::ALL {
+                    match c.queue(class) {
+                        Section::Ok { value } => {
+                            for op in &value.operations {
+                                local_ops.push((r.rank, index, class, op));
+                            }
+                        }
+                        Section::NotAvailable { reason } => {
+                            not_available
+                                .entry((class_name(class).into(), reason.clone()))
+                                .or_default()
+                                .insert(r.rank);
+                        }
+                        Section::Error { message } => {
+                            not_available
+                                .entry((class_name(class).into(), message.clone()))
+                                .or_default()
+                                .insert(r.rank);
+                        }
+                    }
+                }
+            }
+        }
+        for comm in &mut comms {
+            if comm.conflict {
+                comm.group.iter_mut().for_each(|g| *g = None);
+            }
+        }
+        let ops = local_ops
+            .into_iter()
+            .map(|(rank, comm, class, op)| {
+                let c = &comms[comm];
+                let local = op.desired_local_rank;
+                let (peer, local_peer) = if local < 0 || local >= c.size {
+                    (Peer::Any, None)
+                } else if let Some(Some(g)) =
+                    usize::try_from(local).ok().and_then(|l| c.group.get(l))
+                {
+                    (Peer::Rank(*g), Some(local))
+                } else if op.desired_global_rank >= 0 && op.desired_global_rank < MINUS_ONE_U32 {
+                    (Peer::Rank(op.desired_global_rank), Some(local))
+                } else {
+                    (Peer::Local(local), Some(local))
+                };
+                let tag = op.desired_tag.filter(|t| *t != MINUS_ONE_U32 && *t != -1);
+                Op {
+                    rank,
+                    comm,
+                    class,
+                    peer,
+                    local_peer,
+                    tag,
+                    op,
+                }
+            })
+            .collect();
+        Job {
+            dump,
+            ranks,
+            comms,
+            ops,
+            not_available,
+            by_id,
+        }
+    }
+
+    /// The job's communicator that `rank` lists with id `unique_id`.
+    pub fn comm_of(&self, rank: i64, unique_id: u64) -> Option<usize> {
+        self.by_id.get(&(rank, unique_id)).copied()
+    }
+
+    pub fn rank(&self, rank: i64) -> Option<&Rank<'a>> {
+        self.ranks
+            .binary_search_by_key(&rank, |r| r.rank)
+            .ok()
+            .map(|i| &self.ranks[i])
+    }
+
+    /// Every dumped rank.
+    pub fn all_ranks(&self) -> RankSet {
+        self.ranks.iter().map(|r| r.rank).collect()
+    }
+
+    /// The operations that wait: pending (not matched or complete) sends
+    /// and receives.
+    pub fn waits(&self) -> impl Iterator<Item = &Op<'a>> {
+        self.ops
+            .iter()
+            .filter(|o| o.class != OpClass::UnexpectedMessages && o.status() == OpStatus::Pending)
+    }
+
+    /// Ranks with no pending send or receive.
+    pub fn idle_ranks(&self) -> RankSet {
+        let busy: RankSet = self.waits().map(|o| o.rank).collect();
+        self.ranks
+            .iter()
+            .map(|r| r.rank)
+            .filter(|r| !busy.contains(*r))
+            .collect()
+    }
+
+    /// `recv from rank 1 tag 10 on "ring"` (the words of one operation).
+    pub fn describe(&self, op: &Op<'_>) -> String {
+        let comm = &self.comms[op.comm];
+        let tag = match op.tag {
+            Some(t) => format!("tag {t}"),
+            None => "any tag".into(),
+        };
+        let what = match op.class {
+            OpClass::PendingSends => "send to",
+            OpClass::PendingReceives => "recv from",
+            OpClass::UnexpectedMessages => "unexpected message from",
+        };
+        let peer = match op.peer {
+            Peer::Any => "ANY_SOURCE".to_string(),
+            Peer::Rank(g) => match op.local_peer {
+                Some(l) if l != g => format!("rank {g} ({} rank {l})", comm.label()),
+                _ => format!("rank {g}"),
+            },
+            Peer::Local(l) => format!("{} rank {l} (global rank unknown)", comm.label()),
+        };
+        format!("{what} {peer} {tag} on {}", comm.label())
+    }
+}
+
+fn class_name(class: OpClass) -> &'static str {
+    match class {
+        OpClass::PendingSends => "sends",
+        OpClass::PendingReceives => "receives",
+        OpClass::UnexpectedMessages => "unexpected messages",
+    }
+}
+
+fn rank_of(rank: i64, process: &ProcessDump) -> Rank<'_> {
+    let threads: Vec<&ThreadStack> = match &process.stacks {
+        Some(Section::Ok { value }) => value.list.iter().collect(),
+        _ => Vec::new(),
+    };
+    // The main thread's id is the process id; sources list it first.
+    let main = threads
+        .iter()
+        .copied()
+        .find(|t| t.tid == process.pid)
+        .or_else(|| threads.first().copied());
+    let others = threads
+        .iter()
+        .copied()
+        .filter(|t| main.is_none_or(|m| m.tid != t.tid))
+        .collect();
+    let entry = main.and_then(|m| mqs_core::model::mpi_entry(m.call_path()));
+    let inside_mpi = main
+        .filter(|m| !m.frames.is_empty())
+        .map(|m| m.call_path().any(mqs_core::model::is_mpi_function));
+    // Frames are innermost first: the outermost call's argument is the
+    // user's communicator (inner ones may be the MPI's own).
+    let comm_arg = main.and_then(|m| m.frames.iter().rev().find_map(|f| f.comm));
+    Rank {
+        rank,
+        process,
+        main,
+        others,
+        entry,
+        inside_mpi,
+        comm_arg,
+    }
+}

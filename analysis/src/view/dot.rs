@@ -1,0 +1,162 @@
+//! The wait-for graph as Graphviz DOT: one node per rank that waits or is
+//! waited for (the others merged into one), an edge per wait labelled
+//! with its communicator and tag; receives solid, sends dashed, OR-waits
+//! (ANY_SOURCE) through a diamond, collectives bold, unexpected messages
+//! dotted grey from sender to receiver; the edges of a deadlock cycle red.
+
+use std::collections::BTreeSet;
+use std::fmt::Write;
+
+use mqs_abi::OpClass;
+
+use crate::collectives::whereabouts;
+use crate::global::Peer;
+use crate::waitfor::WaitKind;
+use crate::{Analysis, RankSet};
+
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+/// The graph of `analysis` in DOT.
+pub fn dot(analysis: &Analysis<'_, '_>) -> String {
+    let job = analysis.job;
+    let mut out = String::new();
+    let _ = writeln!(out, "digraph waitfor {{");
+    let _ = writeln!(out, "  rankdir=LR;");
+    let _ = writeln!(
+        out,
+        "  node [shape=box, style=rounded, fontname=\"Helvetica\"];"
+    );
+    let _ = writeln!(out, "  edge [fontname=\"Helvetica\", fontsize=10];");
+
+    let cycle_edges: BTreeSet<(i64, usize, i64)> = analysis
+        .cycles
+        .iter()
+        .flatten()
+        .map(|s| (s.rank, s.wait, s.to))
+        .collect();
+    let mut involved = RankSet::new();
+    let mut edges = String::new();
+    for (i, w) in analysis.waits.iter().enumerate() {
+        let Some(on) = &w.on else { continue };
+        match w.kind {
+            WaitKind::Op(o) => {
+                let op = &job.ops[o];
+                let comm = job.comms[op.comm].label();
+                let tag = op.tag.map_or("any tag".to_string(), |t| format!("tag {t}"));
+                let style = if op.class == OpClass::PendingSends {
+                    "style=dashed, arrowhead=empty"
+                } else {
+                    "style=solid"
+                };
+                let what = if op.class == OpClass::PendingSends {
+                    "send"
+                } else {
+                    "recv"
+                };
+                involved.insert(w.rank);
+                if op.peer == Peer::Any {
+                    let node = format!("any{i}");
+                    let _ = writeln!(
+                        edges,
+                        "  {node} [shape=diamond, label=\"ANY_SOURCE\\n{} {}\"];",
+                        escape(&comm),
+                        tag
+                    );
+                    let _ = writeln!(
+                        edges,
+                        "  r{} -> {node} [{style}, label=\"{what} (OR-wait)\"];",
+                        w.rank
+                    );
+                    for to in on.iter() {
+                        involved.insert(to);
+                        let _ = writeln!(edges, "  {node} -> r{to} [style=dotted];");
+                    }
+                } else {
+                    for to in on.iter() {
+                        involved.insert(to);
+                        let cycle = if cycle_edges.contains(&(w.rank, i, to)) {
+                            ", color=red, penwidth=2.5, fontcolor=red"
+                        } else {
+                            ""
+                        };
+                        let _ = writeln!(
+                            edges,
+                            "  r{} -> r{to} [{style}, label=\"{what} {} {tag}\"{cycle}];",
+                            w.rank,
+                            escape(&comm)
+                        );
+                    }
+                }
+            }
+            WaitKind::Collective(c) => {
+                let name = &analysis.collectives[c].name;
+                involved.insert(w.rank);
+                for to in on.iter() {
+                    involved.insert(to);
+                    let cycle = if cycle_edges.contains(&(w.rank, i, to)) {
+                        ", color=red, penwidth=2.5, fontcolor=red"
+                    } else {
+                        ""
+                    };
+                    let _ = writeln!(
+                        edges,
+                        "  r{} -> r{to} [style=bold, label=\"{name}: not entered\"{cycle}];",
+                        w.rank
+                    );
+                }
+            }
+        }
+    }
+    // Unexpected messages: sent by the peer, waiting at the receiver.
+    for op in &job.ops {
+        if op.class != OpClass::UnexpectedMessages {
+            continue;
+        }
+        if let Peer::Rank(from) = op.peer {
+            involved.insert(from);
+            involved.insert(op.rank);
+            let tag = op.tag.map_or("any tag".to_string(), |t| format!("tag {t}"));
+            let _ = writeln!(
+                edges,
+                "  r{from} -> r{} [style=dotted, color=gray40, fontcolor=gray40, label=\"unexpected {} {tag}\"];",
+                op.rank,
+                escape(&job.comms[op.comm].label())
+            );
+        }
+    }
+
+    for rank in involved.iter() {
+        let place = job
+            .rank(rank)
+            .map(whereabouts)
+            .unwrap_or_else(|| "not dumped".into());
+        let color = if analysis.deadlocked.contains(rank) {
+            ", color=red"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "  r{rank} [label=\"rank {rank}\\n{}\"{color}];",
+            escape(&place)
+        );
+    }
+    let rest: RankSet = job
+        .ranks
+        .iter()
+        .map(|r| r.rank)
+        .filter(|r| !involved.contains(*r))
+        .collect();
+    if !rest.is_empty() {
+        let _ = writeln!(
+            out,
+            "  rest [label=\"{}\\nno waits\", style=\"rounded,dashed\"];",
+            rest.labelled()
+        );
+    }
+    out.push_str(&edges);
+    let _ = writeln!(out, "}}");
+    out
+}

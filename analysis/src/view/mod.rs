@@ -1,0 +1,300 @@
+//! Views of a whole job for people: the merged job view (ranks with the
+//! same queues on one line, empty parts left out, the stacks as one call
+//! tree) and the wait-for graph as Graphviz DOT ([`dot`]). The per-process
+//! listing and JSON stay in `render`.
+
+pub mod dot;
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use mqs_abi::{OpClass, OpStatus};
+
+use crate::global::{Job, JobComm, Op, Peer};
+use crate::ranks::ordered_runs;
+use crate::{tree, Analysis, RankSet};
+use mqs_core::model::JobDump;
+
+/// What the job view shows.
+#[derive(Debug, Clone, Default)]
+pub struct ViewOptions {
+    /// Also empty communicators and queues, and every thread's stack.
+    pub all: bool,
+    /// Only these ranks.
+    pub ranks: Option<RankSet>,
+    /// Only communicators of this name.
+    pub comm: Option<String>,
+    /// Only this queue.
+    pub queue: Option<OpClass>,
+    /// How long reading the job took, for the summary.
+    pub elapsed: Option<Duration>,
+}
+
+impl ViewOptions {
+    fn rank_ok(&self, rank: i64) -> bool {
+        self.ranks.as_ref().is_none_or(|r| r.contains(rank))
+    }
+
+    fn comm_ok(&self, comm: &JobComm) -> bool {
+        self.comm
+            .as_ref()
+            .is_none_or(|n| *n == comm.name || *n == comm.label())
+    }
+
+    fn queue_ok(&self, class: OpClass) -> bool {
+        self.queue.is_none_or(|q| q == class)
+    }
+}
+
+fn class_words(class: OpClass) -> (&'static str, &'static str) {
+    match class {
+        OpClass::PendingSends => ("sends", "send to"),
+        OpClass::PendingReceives => ("receives", "recv from"),
+        OpClass::UnexpectedMessages => ("unexpected", "unexpected from"),
+    }
+}
+
+/// One operation within its communicator's block: `recv from rank 1
+/// ("ring" rank 6) tag 10, 4 bytes`.
+fn op_text(job: &Job<'_>, op: &Op<'_>) -> String {
+    let comm = &job.comms[op.comm];
+    let peer = match op.peer {
+        Peer::Any => "ANY_SOURCE".to_string(),
+        Peer::Rank(g) => match op.local_peer {
+            Some(l) if l != g || !comm.is_identity() => {
+                format!("rank {g} ({} rank {l})", comm.label())
+            }
+            _ => format!("rank {g}"),
+        },
+        Peer::Local(l) => format!("{} rank {l}", comm.label()),
+    };
+    let tag = match op.tag {
+        Some(t) => format!("tag {t}"),
+        None => "any tag".into(),
+    };
+    let status = match op.status() {
+        OpStatus::Pending => String::new(),
+        other => format!(" ({})", other.name()),
+    };
+    format!(
+        "{} {peer} {tag}, {} bytes{status}",
+        class_words(op.class).1,
+        op.op.desired_length
+    )
+}
+
+/// The job view: a summary line, the pending operations of each
+/// communicator with ranks of equal contents merged, what the DLL could
+/// not tell, the merged call tree, and the ranks not dumped.
+pub fn job_view(dump: &JobDump, options: &ViewOptions) -> String {
+    let job = Job::new(dump);
+    let analysis = Analysis::new(&job);
+    let mut out = String::new();
+    summary(&job, options, &mut out);
+    recognised(dump, &mut out);
+
+    for (index, comm) in job.comms.iter().enumerate() {
+        if !options.comm_ok(comm) {
+            continue;
+        }
+        let mut block = String::new();
+        for class in OpClass::ALL {
+            if !options.queue_ok(class) {
+                continue;
+            }
+            // Ranks by the text of their operations on this queue.
+            let mut groups: Vec<(String, RankSet)> = Vec::new();
+            for rank in comm.members.iter().filter(|r| options.rank_ok(*r)) {
+                let ops: Vec<String> = job
+                    .ops
+                    .iter()
+                    .filter(|o| o.rank == rank && o.comm == index && o.class == class)
+                    .map(|o| op_text(&job, o))
+                    .collect();
+                if ops.is_empty() && !options.all {
+                    continue;
+                }
+                let text = if ops.is_empty() {
+                    format!("{}: none", class_words(class).0)
+                } else {
+                    ops.join("; ")
+                };
+                match groups.iter_mut().find(|(t, _)| *t == text) {
+                    Some((_, set)) => {
+                        set.insert(rank);
+                    }
+                    None => groups.push((text, std::iter::once(rank).collect())),
+                }
+            }
+            for (text, ranks) in groups {
+                let _ = writeln!(block, "  {}: {text}", ranks.labelled());
+            }
+        }
+        if block.is_empty() && !options.all {
+            continue;
+        }
+        let members = if comm.is_identity() {
+            format!("ranks 0-{}", comm.size - 1)
+        } else {
+            let known: Vec<i64> = comm.group.iter().map(|g| g.unwrap_or(-1)).collect();
+            if known.contains(&-1) {
+                format!("{} ranks, members partly unknown", comm.size)
+            } else {
+                format!(
+                    "{} ranks: world ranks {} in its order",
+                    comm.size,
+                    ordered_runs(&known)
+                )
+            }
+        };
+        let _ = writeln!(out, "{} ({members}):", comm.label());
+        out.push_str(&block);
+    }
+
+    for ((what, reason), ranks) in &job.not_available {
+        let ranks: RankSet = ranks.iter().filter(|r| options.rank_ok(*r)).collect();
+        if ranks.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "{what} not available on {}: {reason}",
+            ranks.labelled()
+        );
+    }
+
+    stacks(&job, &analysis, options, &mut out);
+
+    for failure in &dump.failures {
+        let _ = writeln!(
+            out,
+            "rank {} (pid {} on {}) not dumped: {}",
+            failure.rank, failure.pid, failure.host, failure.message
+        );
+    }
+    out
+}
+
+/// The MPI the DLL recognised, and its backend, when the DLL says (mqs's
+/// DLL does): one line, or one per kind if the ranks differ.
+fn recognised(dump: &JobDump, out: &mut String) {
+    let mut kinds: Vec<(&str, &str, Vec<i32>)> = Vec::new();
+    for p in &dump.processes {
+        let Some(mpi) = p.dll.mpi.as_deref() else {
+            continue;
+        };
+        let backend = p.dll.backend.as_deref().unwrap_or("?");
+        match kinds.iter_mut().find(|k| k.0 == mpi && k.1 == backend) {
+            Some(k) => k.2.push(p.global_rank),
+            None => kinds.push((mpi, backend, vec![p.global_rank])),
+        }
+    }
+    for (mpi, backend, ranks) in &kinds {
+        let on = if kinds.len() > 1 {
+            let ranks: Vec<String> = ranks.iter().map(i32::to_string).collect();
+            format!(" on ranks {}", ranks.join(","))
+        } else {
+            String::new()
+        };
+        let _ = writeln!(out, "MPI: {mpi} (the DLL's {backend} backend){on}");
+    }
+}
+
+fn summary(job: &Job<'_>, options: &ViewOptions, out: &mut String) {
+    let shown: RankSet = job
+        .ranks
+        .iter()
+        .map(|r| r.rank)
+        .filter(|r| options.rank_ok(*r))
+        .collect();
+    let mut counts = [0usize; 3];
+    for op in job.ops.iter().filter(|o| shown.contains(o.rank)) {
+        if options.comm_ok(&job.comms[op.comm]) {
+            counts[op.class as usize] += 1;
+        }
+    }
+    let busy = job
+        .comms
+        .iter()
+        .enumerate()
+        .filter(|(i, c)| {
+            options.comm_ok(c)
+                && job
+                    .ops
+                    .iter()
+                    .any(|o| o.comm == *i && shown.contains(o.rank))
+        })
+        .count();
+    let idle: RankSet = job
+        .idle_ranks()
+        .iter()
+        .filter(|r| shown.contains(*r))
+        .collect();
+    let who = match &job.dump.launcher {
+        Some(l) => {
+            let name = std::path::Path::new(&l.executable)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            format!("job of {name} (pid {}): ", l.pid)
+        }
+        None => String::new(),
+    };
+    let time = options
+        .elapsed
+        .map(|d| format!("; read in {:.2} s", d.as_secs_f64()))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "{who}{} ranks ({}), {busy} of {} communicators with operations; {} sends, {} receives, \
+         {} unexpected; nothing pending: {}{time}",
+        shown.len(),
+        shown,
+        job.comms.len(),
+        counts[OpClass::PendingSends as usize],
+        counts[OpClass::PendingReceives as usize],
+        counts[OpClass::UnexpectedMessages as usize],
+        idle
+    );
+}
+
+fn stacks(job: &Job<'_>, analysis: &Analysis<'_, '_>, options: &ViewOptions, out: &mut String) {
+    let with_stacks: RankSet = job
+        .ranks
+        .iter()
+        .filter(|r| r.main.is_some() && options.rank_ok(r.rank))
+        .map(|r| r.rank)
+        .collect();
+    if with_stacks.is_empty() {
+        return;
+    }
+    let roots = tree::merge(job, &with_stacks, options.all);
+    let others: usize = job
+        .ranks
+        .iter()
+        .filter(|r| with_stacks.contains(r.rank))
+        .map(|r| r.others.len())
+        .sum();
+    let threads = if options.all {
+        "every thread".to_string()
+    } else if others > 0 {
+        format!("main threads; {others} other threads, MPI's own among them, with --all")
+    } else {
+        "main threads".to_string()
+    };
+    let _ = writeln!(out, "stacks ({threads}):");
+    tree::render(&roots, 2, out);
+    // The rank others probably wait for.
+    for r in &job.ranks {
+        if with_stacks.contains(r.rank)
+            && r.inside_mpi == Some(false)
+            && !analysis.waits.iter().any(|w| w.rank == r.rank)
+        {
+            let _ = writeln!(
+                out,
+                "rank {} has nothing pending and is not inside MPI",
+                r.rank
+            );
+        }
+    }
+}

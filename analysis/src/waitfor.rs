@@ -1,0 +1,501 @@
+//! Who waits for whom: the wait-for graph of a job from its pending
+//! operations (and from its collectives, when stacks were taken), its
+//! deadlocked ranks, their cycles, and the chains of ranks that wait on a
+//! rank that could still move.
+//!
+//! The model: each rank waits on each of its pending sends and receives,
+//! and on the collective it is in. A specific receive or a send can be met
+//! by one rank; an ANY_SOURCE receive by any member of its communicator (an
+//! OR-wait); a collective only when every member it lacks arrives (an
+//! AND-wait). We do not know which of its operations a rank is blocked in
+//! (a rank in MPI_Waitany is freed by any of them), so a rank counts as
+//! deadlocked only if *none* of its waits can be met by a rank that may
+//! still move: a rank with nothing pending, one outside MPI, one not
+//! dumped, or one that such ranks can free in turn. That reports no
+//! deadlock that a single completion could break.
+
+use mqs_abi::OpClass;
+
+use super::collectives::{self, whereabouts, Collective};
+use super::ranks::RankSet;
+use crate::global::{Job, Peer};
+
+/// What a wait is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitKind {
+    /// An operation: index into `Job::ops`.
+    Op(usize),
+    /// A collective: index into `Analysis::collectives`.
+    Collective(usize),
+}
+
+/// One wait of one rank.
+#[derive(Debug, Clone)]
+pub struct Wait {
+    pub rank: i64,
+    pub kind: WaitKind,
+    /// The ranks that can meet it; None when not known (a peer whose
+    /// global rank the DLL does not give), which counts as "may be met".
+    pub on: Option<RankSet>,
+    /// Met only when all of `on` arrive (a collective), not any one.
+    pub all: bool,
+}
+
+/// One edge of a cycle or chain: `rank` waits for `to` through `wait`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step {
+    pub rank: i64,
+    pub wait: usize,
+    pub to: i64,
+}
+
+/// Ranks that wait, through one another, for one rank that may move.
+#[derive(Debug, Clone)]
+pub struct Chain {
+    /// The longest path to the sink.
+    pub steps: Vec<Step>,
+    pub sink: i64,
+    /// Every rank whose path ends at the sink.
+    pub waiting: RankSet,
+}
+
+/// The wait-for analysis of one dump.
+#[derive(Debug)]
+pub struct Analysis<'j, 'a> {
+    pub job: &'j Job<'a>,
+    pub collectives: Vec<Collective>,
+    pub waits: Vec<Wait>,
+    /// Ranks that may move by themselves: nothing to wait for, or outside
+    /// MPI.
+    pub free: RankSet,
+    pub deadlocked: RankSet,
+    pub cycles: Vec<Vec<Step>>,
+    /// Deadlocked ranks not on a cycle, with the first step of their path
+    /// into one.
+    pub feeders: Vec<Step>,
+    pub chains: Vec<Chain>,
+}
+
+impl<'j, 'a> Analysis<'j, 'a> {
+    pub fn new(job: &'j Job<'a>) -> Self {
+        let collectives = collectives::collectives(job);
+        let mut waits = Vec::new();
+        for (i, op) in job.ops.iter().enumerate() {
+            if op.class == OpClass::UnexpectedMessages || op.status() != mqs_abi::OpStatus::Pending
+            {
+                continue;
+            }
+            let on = match op.peer {
+                Peer::Rank(g) => Some(std::iter::once(g).collect()),
+                Peer::Local(_) => None,
+                Peer::Any => {
+                    let comm = &job.comms[op.comm];
+                    if comm.group.iter().any(Option::is_none) {
+                        None
+                    } else {
+                        Some(
+                            comm.global_members()
+                                .iter()
+                                .filter(|&m| m != op.rank)
+                                .collect(),
+                        )
+                    }
+                }
+            };
+            waits.push(Wait {
+                rank: op.rank,
+                kind: WaitKind::Op(i),
+                on,
+                all: false,
+            });
+        }
+        for (i, c) in collectives.iter().enumerate() {
+            if c.missing.is_empty() {
+                continue;
+            }
+            for rank in c.ranks.iter() {
+                waits.push(Wait {
+                    rank,
+                    kind: WaitKind::Collective(i),
+                    on: Some(c.missing.clone()),
+                    all: true,
+                });
+            }
+        }
+        let waiting: RankSet = waits.iter().map(|w| w.rank).collect();
+        let free: RankSet = job
+            .ranks
+            .iter()
+            .filter(|r| !waiting.contains(r.rank) || r.inside_mpi == Some(false))
+            .map(|r| r.rank)
+            .collect();
+        let dumped = job.all_ranks();
+
+        // The ranks that may move: the free ones, the ones not dumped, and
+        // the ones with a wait that those can meet, until nothing changes.
+        // Each rank added keeps the step that let it in, towards a rank
+        // added before it: the chains follow those down to a free rank.
+        let mut may = free.clone();
+        let mut via: Vec<Step> = Vec::new();
+        loop {
+            let mut changed = false;
+            for r in dumped.iter() {
+                if may.contains(r) {
+                    continue;
+                }
+                let moves = |s: i64| may.contains(s) || !dumped.contains(s);
+                let met = waits
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, w)| w.rank == r)
+                    .find_map(|(i, w)| {
+                        match &w.on {
+                            None => Some(None),
+                            Some(on) if w.all => on.iter().all(moves).then(|| on.first()),
+                            Some(on) => on.iter().find(|s| moves(*s)).map(Some),
+                        }
+                        .map(|to| (i, to))
+                    });
+                if let Some((wait, to)) = met {
+                    if let Some(to) = to {
+                        via.push(Step { rank: r, wait, to });
+                    }
+                    may.insert(r);
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        let deadlocked: RankSet = dumped.iter().filter(|r| !may.contains(*r)).collect();
+
+        let mut analysis = Analysis {
+            job,
+            collectives,
+            waits,
+            free,
+            deadlocked,
+            cycles: Vec::new(),
+            feeders: Vec::new(),
+            chains: Vec::new(),
+        };
+        analysis.find_cycles();
+        analysis.find_chains(&via);
+        analysis
+    }
+
+    /// Whether any rank is deadlocked (then there is a cycle).
+    pub fn has_deadlock(&self) -> bool {
+        !self.cycles.is_empty()
+    }
+
+    /// The waits of `rank`, the specific ones (one peer) first, then
+    /// collectives, then OR-waits.
+    fn waits_of(&self, rank: i64) -> Vec<usize> {
+        let mut list: Vec<usize> = (0..self.waits.len())
+            .filter(|&i| self.waits[i].rank == rank)
+            .collect();
+        list.sort_by_key(|&i| {
+            let w = &self.waits[i];
+            let n = w.on.as_ref().map_or(usize::MAX, RankSet::len);
+            (
+                matches!(w.kind, WaitKind::Collective(_)) as u8 + 2 * (n > 1 && !w.all) as u8,
+                i,
+            )
+        });
+        list
+    }
+
+    /// The step a deadlocked rank is shown taking: its most specific wait,
+    /// towards a deadlocked rank.
+    fn step_within(&self, rank: i64, within: &RankSet) -> Option<Step> {
+        self.waits_of(rank).into_iter().find_map(|w| {
+            let to = self.waits[w]
+                .on
+                .as_ref()?
+                .iter()
+                .find(|t| within.contains(*t))?;
+            Some(Step { rank, wait: w, to })
+        })
+    }
+
+    fn find_cycles(&mut self) {
+        let mut covered = RankSet::new();
+        for start in self.deadlocked.iter() {
+            if covered.contains(start) {
+                continue;
+            }
+            let mut path: Vec<Step> = Vec::new();
+            let mut cur = start;
+            loop {
+                if let Some(at) = path.iter().position(|s| s.rank == cur) {
+                    self.cycles.push(path[at..].to_vec());
+                    for s in &path[..at] {
+                        self.feeders.push(*s);
+                    }
+                    break;
+                }
+                if covered.contains(cur) {
+                    self.feeders.extend(path.iter().copied());
+                    break;
+                }
+                let Some(step) = self.step_within(cur, &self.deadlocked) else {
+                    break;
+                };
+                path.push(step);
+                cur = step.to;
+                if path.len() > self.deadlocked.len() + 1 {
+                    break;
+                }
+            }
+            covered.extend(path.iter().map(|s| s.rank));
+        }
+    }
+
+    fn find_chains(&mut self, via: &[Step]) {
+        let mut chains: Vec<Chain> = Vec::new();
+        for first in via {
+            // Each step leads to a rank let in earlier: the walk ends.
+            let mut path = vec![*first];
+            while let Some(next) = via.iter().find(|s| s.rank == path[path.len() - 1].to) {
+                if path.len() > via.len() {
+                    break;
+                }
+                path.push(*next);
+            }
+            let sink = path[path.len() - 1].to;
+            match chains.iter_mut().find(|c| c.sink == sink) {
+                Some(chain) => {
+                    chain.waiting.insert(first.rank);
+                    if path.len() > chain.steps.len() {
+                        chain.steps = path;
+                    }
+                }
+                None => chains.push(Chain {
+                    steps: path,
+                    sink,
+                    waiting: std::iter::once(first.rank).collect(),
+                }),
+            }
+        }
+        self.chains = chains;
+    }
+
+    /// Whether the chain ends in a rank that is outside MPI (not merely
+    /// polling inside it).
+    pub fn sink_outside_mpi(&self, chain: &Chain) -> bool {
+        self.job
+            .rank(chain.sink)
+            .is_some_and(|r| r.inside_mpi == Some(false))
+    }
+
+    /// The words of one wait, short: `recv tag 10 on "ring"`, or for an
+    /// OR-wait `recv from ANY_SOURCE tag 11 on MPI_COMM_WORLD`, or
+    /// `MPI_Barrier, which rank 3 has not entered`.
+    pub fn wait_words(&self, wait: usize, to: Option<i64>) -> String {
+        match self.waits[wait].kind {
+            WaitKind::Op(i) => {
+                let op = &self.job.ops[i];
+                let comm = self.job.comms[op.comm].label();
+                let tag = match op.tag {
+                    Some(t) => format!("tag {t}"),
+                    None => "any tag".into(),
+                };
+                let what = if op.class == OpClass::PendingSends {
+                    "send"
+                } else {
+                    "recv"
+                };
+                match op.peer {
+                    Peer::Any => format!("{what} from ANY_SOURCE {tag} on {comm}"),
+                    _ => format!("{what} {tag} on {comm}"),
+                }
+            }
+            WaitKind::Collective(c) => {
+                let c = &self.collectives[c];
+                match to {
+                    Some(t) => format!("{}, which rank {t} has not entered", c.name),
+                    None => c.name.clone(),
+                }
+            }
+        }
+    }
+
+    fn step_words(&self, s: &Step) -> String {
+        format!(
+            "rank {} waits for rank {} ({})",
+            s.rank,
+            s.to,
+            self.wait_words(s.wait, Some(s.to))
+        )
+    }
+
+    /// Where a rank that others wait for stands.
+    fn sink_words(&self, rank: i64) -> String {
+        let Some(r) = self.job.rank(rank) else {
+            return format!("rank {rank} was not dumped");
+        };
+        let pending = self.waits.iter().filter(|w| w.rank == rank).count();
+        let place = whereabouts(r);
+        match (pending, r.inside_mpi) {
+            (0, Some(false)) => format!(
+                "rank {rank} has nothing pending and is {place}: it is probably the one \
+                 the others wait for"
+            ),
+            (0, _) => format!("rank {rank} has nothing pending ({place})"),
+            (n, _) => format!("rank {rank} is {place} with {n} operations pending"),
+        }
+    }
+
+    /// The analysis in words, one finding a line.
+    pub fn words(&self) -> String {
+        let mut out = String::new();
+        for cycle in &self.cycles {
+            let steps: Vec<String> = cycle.iter().map(|s| self.step_words(s)).collect();
+            out.push_str(&format!("deadlock: {}\n", steps.join(", ")));
+            let on_cycle: RankSet = cycle.iter().map(|s| s.rank).collect();
+            // Be precise about the OR-waits of the ranks in it.
+            for r in on_cycle.iter() {
+                for (i, w) in self.waits.iter().enumerate() {
+                    let Some(on) = &w.on else { continue };
+                    if w.rank != r || w.all || on.len() < 2 {
+                        continue;
+                    }
+                    out.push_str(&format!(
+                        "  rank {r} also waits on {} ({}): any of {} could match it, and every \
+                         one of them is deadlocked too, so it cannot break the cycle\n",
+                        if matches!(w.kind, WaitKind::Op(_)) {
+                            "an OR-wait"
+                        } else {
+                            "a wait"
+                        },
+                        self.wait_words(i, None),
+                        on.labelled()
+                    ));
+                }
+            }
+        }
+        if !self.feeders.is_empty() {
+            let ranks: RankSet = self.feeders.iter().map(|s| s.rank).collect();
+            let steps: Vec<String> = self.feeders.iter().map(|s| self.step_words(s)).collect();
+            out.push_str(&format!(
+                "  {} deadlocked through the cycle: {}\n",
+                ranks.labelled(),
+                steps.join(", ")
+            ));
+        }
+        for c in &self.collectives {
+            let comm = match (c.comm, c.assumed) {
+                (Some(i), _) => self.job.comms[i].label(),
+                (None, Some(i)) => format!(
+                    "communicator unknown (no debug info for the call's arguments), {} assumed",
+                    self.job.comms[i].label()
+                ),
+                (None, None) => "communicator unknown".into(),
+            };
+            let mut line = format!(
+                "collective: {} {} in {} ({comm})",
+                c.ranks.labelled(),
+                if c.ranks.len() == 1 { "is" } else { "are" },
+                c.name
+            );
+            if c.missing.is_empty() {
+                line.push_str("; no member is missing");
+            } else {
+                let mut missing = Vec::new();
+                for m in c.missing.iter() {
+                    let place = match self.job.rank(m) {
+                        Some(r) => {
+                            let mut place = whereabouts(r);
+                            if let Some(other) =
+                                self.collectives.iter().find(|o| o.ranks.contains(m))
+                            {
+                                let on = match other.comm {
+                                    Some(i) => format!(" on {}", self.job.comms[i].label()),
+                                    None => String::new(),
+                                };
+                                place = format!("in a different collective, {}{on}", other.name);
+                            }
+                            let mine: Vec<String> = self
+                                .waits_of(m)
+                                .into_iter()
+                                .filter(|&w| matches!(self.waits[w].kind, WaitKind::Op(_)))
+                                .map(|w| {
+                                    let to = self.waits[w]
+                                        .on
+                                        .as_ref()
+                                        .filter(|on| on.len() == 1)
+                                        .and_then(RankSet::first);
+                                    match to {
+                                        Some(t) => format!(
+                                            "waiting for rank {t} ({})",
+                                            self.wait_words(w, None)
+                                        ),
+                                        None => format!("waiting on {}", self.wait_words(w, None)),
+                                    }
+                                })
+                                .collect();
+                            if !mine.is_empty() {
+                                place = format!("{place}, {}", mine.join(", "));
+                            }
+                            place
+                        }
+                        None => "not dumped".into(),
+                    };
+                    missing.push(format!("rank {m} ({place})"));
+                }
+                line.push_str(&format!("; missing: {}", missing.join(", ")));
+            }
+            out.push_str(&line);
+            out.push('\n');
+        }
+        for chain in &self.chains {
+            let steps: Vec<String> = chain.steps.iter().map(|s| self.step_words(s)).collect();
+            let others = chain.waiting.len().saturating_sub(1);
+            let more = if others > chain.steps.len().saturating_sub(1) {
+                format!(" ({} wait for it in all)", chain.waiting.labelled())
+            } else {
+                String::new()
+            };
+            out.push_str(&format!(
+                "chain: {}; {}: the chain waits for rank {}{more}\n",
+                steps.join(", "),
+                self.sink_words(chain.sink),
+                chain.sink
+            ));
+        }
+        if !self.job.dump.failures.is_empty() {
+            let missing: RankSet = self
+                .job
+                .dump
+                .failures
+                .iter()
+                .map(|f| f.rank as i64)
+                .collect();
+            out.push_str(&format!(
+                "not dumped: {} (counted as able to move: what they wait for is unknown)\n",
+                missing.labelled()
+            ));
+        }
+        if self.cycles.is_empty() {
+            out.push_str(&format!(
+                "no deadlock: no cycle of waits among {} ranks ({} waiting)\n",
+                self.job.ranks.len(),
+                self.job
+                    .ranks
+                    .iter()
+                    .filter(|r| self.waits.iter().any(|w| w.rank == r.rank))
+                    .count()
+            ));
+        } else {
+            out.push_str(&format!(
+                "deadlocked: {} in {} cycle{}\n",
+                self.deadlocked.labelled(),
+                self.cycles.len(),
+                if self.cycles.len() == 1 { "" } else { "s" }
+            ));
+        }
+        out
+    }
+}

@@ -1,0 +1,467 @@
+//! The owned model of what a dump found: job -> processes -> communicators
+//! -> queues. Rendering and analysis work on this, never on raw memory.
+//!
+//! It serialises to the `--json` output; the schema is documented in
+//! `docs/json.md` and versioned by [`SCHEMA_VERSION`]. It reads back from
+//! that JSON unchanged, which is how collectors on other hosts send their
+//! share of a job (`collect`).
+
+use mqs_abi::{Communicator, OpClass, PendingOperation};
+use serde::{Deserialize, Serialize};
+
+/// Bumped on any incompatible change of the JSON output.
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobDump {
+    pub schema_version: u32,
+    /// The MPI starter the ranks were found through, if one was given.
+    pub launcher: Option<Launcher>,
+    pub processes: Vec<ProcessDump>,
+    /// Ranks of the job that could not be dumped, and why.
+    pub failures: Vec<RankFailure>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Launcher {
+    pub pid: i32,
+    pub executable: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RankFailure {
+    /// Its number in the job, as `ProcessDump::global_rank`.
+    pub rank: usize,
+    pub pid: i32,
+    pub host: String,
+    pub message: String,
+    /// The exit code mqs-dump would give for this error alone.
+    pub exit_code: i32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DllInfo {
+    pub path: String,
+    pub version: String,
+    pub compatibility: i32,
+    /// The MPI the DLL recognised in the process, as its version string
+    /// says after `detected: ` (mqs's DLL); absent if it does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mpi: Option<String>,
+    /// The DLL's backend that read it, after `backend: ` (mqs's DLL:
+    /// `openmpi`, `mpich-ch3`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
+}
+
+impl DllInfo {
+    /// The DLL's facts, with the MPI and backend its version string names.
+    pub fn new(path: String, version: String, compatibility: i32) -> Self {
+        let (mpi, backend) = recognised(&version);
+        DllInfo {
+            path,
+            version,
+            compatibility,
+            mpi,
+            backend,
+        }
+    }
+}
+
+/// `...; detected: WHAT; backend: NAME` (mqs's DLL writes no `;` inside
+/// either part) -> (WHAT, NAME).
+fn recognised(version: &str) -> (Option<String>, Option<String>) {
+    let Some((_, rest)) = version.split_once("; detected: ") else {
+        return (None, None);
+    };
+    let mut parts = rest.split("; ");
+    let mpi = parts.next().map(str::trim).filter(|s| !s.is_empty());
+    let backend = parts
+        .find_map(|p| p.strip_prefix("backend: "))
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
+    (mpi.map(String::from), backend.map(String::from))
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProcessDump {
+    pub pid: i32,
+    /// The process's number in the job: its MPI_COMM_WORLD rank (from MPIR
+    /// or its environment), or for a spawned process the identity the host
+    /// gave it after every world rank, which MPI-2 DLLs report as its global
+    /// rank. -1 if unknown.
+    pub global_rank: i32,
+    /// The host it runs on, as the job's starter names it: set for processes
+    /// read by a collector on that host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// Set for a process started after the job (MPI_Comm_spawn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spawned: Option<SpawnedJob>,
+    pub executable: String,
+    pub dll: DllInfo,
+    /// The communicator list, or why there is none.
+    pub communicators: Section<CommunicatorList>,
+    /// MPI-2 DLLs only: processes the MPI created or connected to (spawned),
+    /// where a debugger should attach next.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_processes: Option<Section<NewProcessList>>,
+    /// What the DLL printed by itself (kept off our stdout and stderr).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dll_output: Vec<String>,
+    /// MPI-2 DLLs only: the function to stop in to learn about spawns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spawn_breakpoint: Option<String>,
+    /// Memory the DLL asked for and did not get (a core or snapshot that
+    /// lacks it, an unmapped address), each as `LEN bytes at ADDR: why`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<String>,
+    /// With `--stacks`: each thread's call stack, read while the process
+    /// was stopped, or why there are none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stacks: Option<Section<ThreadList>>,
+    pub stats: DumpStats,
+}
+
+/// The threads of a process with their call stacks.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadList {
+    /// The main thread first, then the others by thread id.
+    pub list: Vec<ThreadStack>,
+}
+
+/// One thread and its call stack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadStack {
+    pub tid: i32,
+    /// Its name (`comm`), where the source has it.
+    pub name: Option<String>,
+    /// Innermost first: the frame the thread is in, then its callers.
+    pub frames: Vec<Frame>,
+    /// Why the walk ended before the outermost frame, if it did (no
+    /// registers, unreadable stack, no unwind information).
+    pub truncated: Option<String>,
+}
+
+impl ThreadStack {
+    /// The function names, outermost first (`main`, `MPI_Recv`, ...), as
+    /// call trees show them; `??` where no name is known.
+    pub fn call_path(&self) -> impl Iterator<Item = &str> {
+        self.frames
+            .iter()
+            .rev()
+            .map(|f| f.function.as_deref().unwrap_or("??"))
+    }
+}
+
+/// One frame of a call stack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Frame {
+    /// The instruction pointer (innermost frame) or the return address.
+    pub address: u64,
+    /// The function: its symbol name, or for an inlined frame its DWARF
+    /// name; None where neither is known.
+    pub function: Option<String>,
+    /// The offset of the address into the function's symbol (not set for
+    /// inlined frames).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    /// A function inlined into the frame below it (same address).
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub inlined: bool,
+    /// The object file the address lies in.
+    pub object: Option<String>,
+    /// Source file and line, where DWARF has them.
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    /// The communicator the function's `comm` argument names, where DWARF
+    /// places it in this frame (debug builds of the MPI).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub comm: Option<FrameComm>,
+}
+
+/// A communicator named by a frame's argument: its id as the MPI's DLLs
+/// give it (`unique_id` of the communicator in this process), and the
+/// address of the MPI's object for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrameComm {
+    pub unique_id: u64,
+    pub address: u64,
+}
+
+/// Where a spawned process sits in the job the MPI made for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpawnedJob {
+    /// The launcher's name for that job.
+    pub job: String,
+    /// Rank in that job's MPI_COMM_WORLD.
+    pub rank: usize,
+    /// Who spawned it, where the tables say (MPI2DD's spawn descriptors).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent: Option<SpawnParent>,
+}
+
+/// The process that spawned a job: its world's name and rank there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpawnParent {
+    pub job: String,
+    pub rank: i32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NewProcessList {
+    pub list: Vec<NewProcess>,
+}
+
+/// A process the MPI created, as an MPI-2 DLL reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewProcess {
+    pub pid: i64,
+    pub executable: String,
+    pub host: String,
+}
+
+impl From<mqs_abi::ProcessLocation> for NewProcess {
+    fn from(loc: mqs_abi::ProcessLocation) -> Self {
+        Self {
+            pid: loc.pid,
+            executable: loc.image_name,
+            host: loc.host_name,
+        }
+    }
+}
+
+/// Counters of one process's dump.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct DumpStats {
+    /// fetch_data callbacks the DLL made.
+    pub fetches: u64,
+    pub fetched_bytes: u64,
+    /// Reading system calls the host made on the target (0 for sources
+    /// without system calls).
+    pub syscalls: u64,
+    pub elapsed_ms: f64,
+    /// With `--stacks`: the time taken to unwind every thread while the
+    /// process was stopped (symbol and line lookups come after).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stacks_ms: Option<f64>,
+    /// The callbacks the DLL made for this process, by kind: from its
+    /// setup (its image's and its own) to the end of the dump.
+    #[serde(default)]
+    pub callbacks: CallbackCounts,
+}
+
+/// Callbacks a DLL made, by kind. Each is a round trip in debuggers that
+/// answer through another process (padb asks gdb): what makes a DLL slow
+/// or fast there. The basic callbacks without a handle (malloc, free,
+/// dprints, errorstring) are not counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallbackCounts {
+    pub find_type: u64,
+    pub field_offset: u64,
+    pub sizeof: u64,
+    pub find_symbol: u64,
+    pub find_function: u64,
+    pub get_type_sizes: u64,
+    pub fetch: u64,
+    pub target_to_host: u64,
+    pub get_global_rank: u64,
+    pub get_image: u64,
+    /// put/get of the DLL's image and process info.
+    pub info: u64,
+    /// MPI-2: get_process_job and get_process_identity.
+    pub job: u64,
+}
+
+impl CallbackCounts {
+    /// Every counted callback.
+    pub fn total(&self) -> u64 {
+        self.kinds().iter().map(|&(_, n)| n).sum()
+    }
+
+    /// (name, count) of each kind, in a fixed order.
+    pub fn kinds(&self) -> [(&'static str, u64); 12] {
+        [
+            ("find_type", self.find_type),
+            ("field_offset", self.field_offset),
+            ("sizeof", self.sizeof),
+            ("find_symbol", self.find_symbol),
+            ("find_function", self.find_function),
+            ("get_type_sizes", self.get_type_sizes),
+            ("fetch", self.fetch),
+            ("target_to_host", self.target_to_host),
+            ("get_global_rank", self.get_global_rank),
+            ("get_image", self.get_image),
+            ("info", self.info),
+            ("job", self.job),
+        ]
+    }
+
+    /// The sum, kind by kind.
+    pub fn plus(&self, other: &CallbackCounts) -> CallbackCounts {
+        self.zip(other, u64::saturating_add)
+    }
+
+    /// What `self` has more than `earlier`, kind by kind.
+    pub fn since(&self, earlier: &CallbackCounts) -> CallbackCounts {
+        self.zip(earlier, u64::saturating_sub)
+    }
+
+    fn zip(&self, o: &CallbackCounts, f: impl Fn(u64, u64) -> u64) -> CallbackCounts {
+        CallbackCounts {
+            find_type: f(self.find_type, o.find_type),
+            field_offset: f(self.field_offset, o.field_offset),
+            sizeof: f(self.sizeof, o.sizeof),
+            find_symbol: f(self.find_symbol, o.find_symbol),
+            find_function: f(self.find_function, o.find_function),
+            get_type_sizes: f(self.get_type_sizes, o.get_type_sizes),
+            fetch: f(self.fetch, o.fetch),
+            target_to_host: f(self.target_to_host, o.target_to_host),
+            get_global_rank: f(self.get_global_rank, o.get_global_rank),
+            get_image: f(self.get_image, o.get_image),
+            info: f(self.info, o.info),
+            job: f(self.job, o.job),
+        }
+    }
+}
+
+/// Something the DLL may or may not be able to say.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Section<T> {
+    /// The DLL answered (possibly with a truncated list, see `error`).
+    Ok {
+        #[serde(flatten)]
+        value: T,
+    },
+    /// The DLL answered mqs_no_information: it cannot tell (not "empty").
+    NotAvailable { reason: String },
+    /// The DLL failed.
+    Error { message: String },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CommunicatorList {
+    pub list: Vec<CommunicatorDump>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CommunicatorDump {
+    pub unique_id: u64,
+    pub name: String,
+    pub size: i64,
+    pub local_rank: i64,
+    /// Global rank of each member, when the DLL can tell (mqs_get_comm_group).
+    pub group: Option<Vec<i64>>,
+    pub sends: Section<Queue>,
+    pub receives: Section<Queue>,
+    pub unexpected: Section<Queue>,
+}
+
+impl CommunicatorDump {
+    pub fn new(comm: Communicator) -> Self {
+        let pending = || Section::NotAvailable {
+            reason: "not asked".into(),
+        };
+        Self {
+            unique_id: comm.unique_id,
+            name: comm.name,
+            size: comm.size,
+            local_rank: comm.local_rank,
+            group: None,
+            sends: pending(),
+            receives: pending(),
+            unexpected: pending(),
+        }
+    }
+
+    pub fn queue(&self, class: OpClass) -> &Section<Queue> {
+        match class {
+            OpClass::PendingSends => &self.sends,
+            OpClass::PendingReceives => &self.receives,
+            OpClass::UnexpectedMessages => &self.unexpected,
+        }
+    }
+
+    pub fn queue_mut(&mut self, class: OpClass) -> &mut Section<Queue> {
+        match class {
+            OpClass::PendingSends => &mut self.sends,
+            OpClass::PendingReceives => &mut self.receives,
+            OpClass::UnexpectedMessages => &mut self.unexpected,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Queue {
+    pub operations: Vec<Operation>,
+    /// Set when the DLL stopped with an error (or the host's bound was hit)
+    /// after producing `operations`.
+    pub truncated: Option<String>,
+}
+
+/// One pending operation, exactly as the DLL reported it.
+pub type Operation = PendingOperation;
+
+/// Which frames are the MPI library's: the names of its entry points
+/// (`MPI_`/`PMPI_`) and of the layers below them in Open MPI and MPICH.
+/// A thread with such a frame is inside MPI.
+pub fn is_mpi_function(name: &str) -> bool {
+    const PREFIXES: [&str; 15] = [
+        "MPI_", "PMPI_", "MPIX_", "PMPIX_", "MPIR_", "MPID_", "MPIDI_", "MPIDU_", "MPIC_", "MPII_",
+        "MPIU_", "MPL_", "ompi_", "mca_", "opal_",
+    ];
+    PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// The MPI entry point a thread is in: its outermost `MPI_`/`PMPI_`
+/// frame, named without the profiling `P` (`MPI_Recv`).
+pub fn mpi_entry<'a>(outermost_first: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    outermost_first.into_iter().find_map(|name| {
+        let name = name.strip_prefix('P').unwrap_or(name);
+        name.starts_with("MPI_").then(|| name.to_owned())
+    })
+}
+
+#[cfg(test)]
+mod dll_info_tests {
+    use super::{is_mpi_function, mpi_entry, recognised};
+
+    #[test]
+    fn the_mpi_and_backend_come_from_our_version_string() {
+        let v = "mqs message-queue DLL 0.1.0 (MPI-1 interface, compatibility 2) for Open MPI 4.1 (ob1 PML) and MPICH 4.0 (ch3); detected: MPICH 4.0.2, device ch3:nemesis, device queues; backend: mpich-ch3";
+        assert_eq!(
+            recognised(v),
+            (
+                Some("MPICH 4.0.2, device ch3:nemesis, device queues".into()),
+                Some("mpich-ch3".into())
+            )
+        );
+        assert_eq!(
+            recognised("mqs message-queue DLL 0.1.0 (...); no MPI detected yet"),
+            (None, None)
+        );
+        assert_eq!(
+            recognised("MPICH message queue support for MPICH 4.0.2"),
+            (None, None)
+        );
+    }
+
+    #[test]
+    fn mpi_frames_and_entries() {
+        assert!(is_mpi_function("PMPI_Recv"));
+        assert!(is_mpi_function("mca_pml_ob1_recv"));
+        assert!(is_mpi_function("MPIR_Barrier_impl"));
+        assert!(!is_mpi_function("main"));
+        assert!(!is_mpi_function("poll"));
+        assert_eq!(
+            mpi_entry(["main", "PMPI_Recv", "mca_pml_ob1_recv"]),
+            Some("MPI_Recv".into())
+        );
+        assert_eq!(
+            mpi_entry(["main", "MPI_Barrier", "PMPI_Barrier"]),
+            Some("MPI_Barrier".into())
+        );
+        assert_eq!(mpi_entry(["main", "usleep", "nanosleep"]), None);
+    }
+}

@@ -1,0 +1,227 @@
+//! Finding separate debug files: by build-id under `.build-id/`, by
+//! `.gnu_debuglink` (name + CRC32), and the dwz supplementary file named by
+//! `.gnu_debugaltlink`. The user's debug directories come before the
+//! system's `/usr/lib/debug`.
+
+use std::path::{Path, PathBuf};
+
+use std::sync::Arc;
+
+use super::elf::ElfFile;
+use super::fetch::DebugFileFetcher;
+use super::typepack::TypePacks;
+use crate::hex::hex;
+
+const SYSTEM_DEBUG_DIR: &str = "/usr/lib/debug";
+
+/// Where an object's types may come from besides its own DWARF: the debug
+/// directories (user-given first), type packs, and debuginfod servers.
+#[derive(Debug)]
+pub(crate) struct DebugDirs {
+    dirs: Vec<PathBuf>,
+    pub(crate) packs: TypePacks,
+    pub(crate) debuginfod: Option<Arc<dyn DebugFileFetcher>>,
+}
+
+impl DebugDirs {
+    /// Debug directories only (packs from the standard places, no
+    /// debuginfod).
+    pub(crate) fn new(user: Vec<PathBuf>) -> Self {
+        Self::with(user, TypePacks::standard(Vec::new()), None)
+    }
+
+    pub(crate) fn with(
+        user: Vec<PathBuf>,
+        packs: TypePacks,
+        debuginfod: Option<Arc<dyn DebugFileFetcher>>,
+    ) -> Self {
+        let mut dirs = user;
+        dirs.push(PathBuf::from(SYSTEM_DEBUG_DIR));
+        Self {
+            dirs,
+            packs,
+            debuginfod,
+        }
+    }
+
+    /// The separate debug file of `elf`: by build-id, else by debuglink.
+    /// Rejected candidates are described in `notes`.
+    pub(crate) fn debug_file_for(&self, elf: &ElfFile, notes: &mut Vec<String>) -> Option<ElfFile> {
+        if let Some(id) = &elf.build_id {
+            if let Some(found) = self.by_build_id(id, elf.path(), notes) {
+                return Some(found);
+            }
+        }
+        let (name, crc) = elf.debuglink.as_ref()?;
+        self.by_debuglink(elf.path(), name, *crc, notes)
+    }
+
+    /// The dwz supplementary file named by `file`'s `.gnu_debugaltlink`.
+    pub(crate) fn supplementary_for(
+        &self,
+        file: &ElfFile,
+        notes: &mut Vec<String>,
+    ) -> Option<ElfFile> {
+        let (alt, id) = file.altlink.as_ref()?;
+        // A relative name is relative to the directory of the file naming
+        // it: as opened, or (a build-id symlink) where it really is.
+        let mut named = vec![alt.clone()];
+        // An absolute name under /usr/lib/debug (Debian's dwz files) is
+        // looked for under each debug directory too: an unpacked -dbgsym
+        // package given with --debug-dir has it there.
+        if let Ok(rest) = alt.strip_prefix(SYSTEM_DEBUG_DIR) {
+            for dir in &self.dirs {
+                if !named.contains(&dir.join(rest)) {
+                    named.push(dir.join(rest));
+                }
+            }
+        }
+        if alt.is_relative() {
+            named.clear();
+            let real = std::fs::canonicalize(file.path()).ok();
+            for path in [Some(file.path()), real.as_deref()].into_iter().flatten() {
+                if let Some(dir) = path.parent() {
+                    if !named.contains(&dir.join(alt)) {
+                        named.push(dir.join(alt));
+                    }
+                }
+            }
+        }
+        let candidates = named.into_iter().chain(self.build_id_paths(id));
+        for path in candidates {
+            if let Some(sup) = open_candidate(&path, file.path(), notes) {
+                match &sup.build_id {
+                    Some(found) if found != id => notes.push(format!(
+                        "{}: build-id {} is not the {} that {} asks for",
+                        path.display(),
+                        hex(found),
+                        hex(id),
+                        file.path().display()
+                    )),
+                    _ => return Some(sup),
+                }
+            }
+        }
+        notes.push(format!(
+            "{}: dwz supplementary file {} (build-id {}) not found",
+            file.path().display(),
+            alt.display(),
+            hex(id)
+        ));
+        None
+    }
+
+    fn build_id_paths<'a>(&'a self, id: &'a [u8]) -> impl Iterator<Item = PathBuf> + 'a {
+        self.dirs.iter().filter_map(move |dir| {
+            let (first, rest) = id.split_first()?;
+            if rest.is_empty() {
+                return None;
+            }
+            Some(
+                dir.join(".build-id")
+                    .join(hex(&[*first]))
+                    .join(format!("{}.debug", hex(rest))),
+            )
+        })
+    }
+
+    fn by_build_id(&self, id: &[u8], object: &Path, notes: &mut Vec<String>) -> Option<ElfFile> {
+        for path in self.build_id_paths(id) {
+            let Some(found) = open_candidate(&path, object, notes) else {
+                continue;
+            };
+            // The name already says which build it is; a mismatch means a
+            // stale or misplaced file.
+            match &found.build_id {
+                Some(other) if other != id => notes.push(format!(
+                    "{}: build-id {} does not match {}",
+                    path.display(),
+                    hex(other),
+                    hex(id)
+                )),
+                _ => return Some(found),
+            }
+        }
+        None
+    }
+
+    fn by_debuglink(
+        &self,
+        object: &Path,
+        name: &Path,
+        crc: u32,
+        notes: &mut Vec<String>,
+    ) -> Option<ElfFile> {
+        // Only the file name counts: a link with directories in it would let
+        // a binary point us anywhere.
+        let name = Path::new(name.file_name()?);
+        let real = std::fs::canonicalize(object).unwrap_or_else(|_| object.to_owned());
+        let obj_dir = real.parent().unwrap_or(Path::new("/"));
+        let under = |root: &Path| {
+            root.join(obj_dir.strip_prefix("/").unwrap_or(obj_dir))
+                .join(name)
+        };
+
+        let mut candidates = vec![obj_dir.join(name), obj_dir.join(".debug").join(name)];
+        for dir in &self.dirs {
+            candidates.push(under(dir));
+            candidates.push(dir.join(name));
+        }
+        for path in candidates {
+            let Some(found) = open_candidate(&path, &real, notes) else {
+                continue;
+            };
+            let actual = crc32fast::hash(found.mapped().bytes());
+            if actual == crc {
+                return Some(found);
+            }
+            notes.push(format!(
+                "{}: CRC {actual:08x} does not match the {crc:08x} in {}'s .gnu_debuglink",
+                path.display(),
+                object.display()
+            ));
+        }
+        None
+    }
+}
+
+/// Opens `path` as an ELF file if it exists and is not `object` itself.
+fn open_candidate(path: &Path, object: &Path, notes: &mut Vec<String>) -> Option<ElfFile> {
+    if !path.is_file() || same_file(path, object) {
+        return None;
+    }
+    match ElfFile::open(path) {
+        Ok(elf) => Some(elf),
+        Err(e) => {
+            notes.push(e.to_string());
+            None
+        }
+    }
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_id_paths_split_the_first_byte() {
+        let dirs = DebugDirs::new(vec![PathBuf::from("/mine")]);
+        let paths: Vec<_> = dirs.build_id_paths(&[0xab, 0xcd, 0x01]).collect();
+        assert_eq!(
+            paths,
+            [
+                PathBuf::from("/mine/.build-id/ab/cd01.debug"),
+                PathBuf::from("/usr/lib/debug/.build-id/ab/cd01.debug")
+            ]
+        );
+        assert_eq!(dirs.build_id_paths(&[0xab]).count(), 0);
+    }
+}

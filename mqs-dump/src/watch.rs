@@ -1,0 +1,128 @@
+//! `mqs-dump watch`: snapshot a job every few seconds (each snapshot stops
+//! the job only while it is read) and report as soon as a deadlock cycle,
+//! or a wait chain ending in a rank outside MPI, is in two snapshots in a
+//! row; then print the job view with stacks once and exit 12.
+//!
+//! [`watch`] is the loop itself. `mqs-dump launch --watch SECS` takes its
+//! snapshots through launch mode instead (which traces the starter) and
+//! decides with the same `analysis::confirm::persistent_finding`.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use mqs_acquire::inspect::{self, Options};
+use mqs_analysis::confirm;
+use mqs_analysis::view::{self, ViewOptions};
+use mqs_core::exit_code;
+use mqs_core::model::JobDump;
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// The job's starter (mpirun, mpiexec), or one rank.
+    #[arg(long, value_name = "PID")]
+    pub pid: i32,
+
+    /// Seconds between snapshots.
+    #[arg(long, value_name = "SECS", default_value = "5", value_parser = crate::dump::parse_secs)]
+    pub every: f64,
+
+    /// Do not exit at the first finding: report each new one and go on
+    /// until the job ends.
+    #[arg(long)]
+    pub keep_going: bool,
+
+    /// Use this message-queue DLL instead of the one the process names.
+    #[arg(long, value_name = "PATH")]
+    pub dll: Option<std::path::PathBuf>,
+
+    /// Load the DLL the process names even if it fails the ownership checks.
+    #[arg(long)]
+    pub trust_dll: bool,
+
+    /// Also look for separate debug files here (repeatable).
+    #[arg(long, value_name = "DIR")]
+    pub debug_dir: Vec<std::path::PathBuf>,
+
+    #[command(flatten)]
+    pub types: crate::typepack::TypeSourceArgs,
+}
+
+pub fn run(args: &WatchArgs) -> ExitCode {
+    let options = Options {
+        dll: args.dll.clone(),
+        trust_dll: args.trust_dll,
+        debug_dirs: args.debug_dir.clone(),
+        typepack_dirs: args.types.typepack.clone(),
+        offline: args.types.offline,
+        stacks: true,
+        ..Options::default()
+    };
+    watch(
+        args.pid,
+        &options,
+        // A snapshot needs some time anyway; never spin.
+        Duration::from_secs_f64(args.every.max(0.1)),
+        args.keep_going,
+    )
+}
+
+/// Whether an error says that the job is over.
+fn ended(e: &mqs_acquire::Error, seen_before: bool) -> bool {
+    matches!(
+        e.core(),
+        Some(mqs_core::Error::NoSuchProcess { .. } | mqs_core::Error::ProcessGone { .. })
+    ) || (seen_before && matches!(e, mqs_acquire::Error::NotMpi { .. }))
+}
+
+/// Watches the job of `pid` until a finding persists (exit 12) or the job
+/// ends (exit 0); with `keep_going`, until the job ends, reporting each new
+/// finding (exit 12 if there was one).
+pub fn watch(pid: i32, options: &Options, every: Duration, keep_going: bool) -> ExitCode {
+    let mut previous: Option<JobDump> = None;
+    let mut reported: Option<String> = None;
+    let mut snapshots = 0u64;
+    loop {
+        let started = Instant::now();
+        let job = match inspect::dump(pid, options, &mut |_, _| {}) {
+            Ok(job) if job.processes.is_empty() && snapshots > 0 => {
+                eprintln!("mqs-dump: watch: the job ended");
+                break;
+            }
+            Ok(job) => job,
+            Err(e) if ended(&e, snapshots > 0) => {
+                eprintln!("mqs-dump: watch: the job ended after {snapshots} snapshots");
+                break;
+            }
+            Err(e) => return crate::output::fail(e),
+        };
+        snapshots += 1;
+        if let Some(previous) = &previous {
+            if let Some(words) = confirm::persistent_finding(previous, &job) {
+                if reported.as_deref() != Some(words.as_str()) {
+                    crate::output::emit(&format!(
+                        "mqs-dump watch: snapshot {snapshots} ({:.1} s apart) agrees with the one before:",
+                        every.as_secs_f64()
+                    ));
+                    crate::output::emit(&words);
+                    let view_options = ViewOptions {
+                        elapsed: Some(started.elapsed()),
+                        ..ViewOptions::default()
+                    };
+                    crate::output::emit(&view::job_view(&job, &view_options));
+                    reported = Some(words);
+                    if !keep_going {
+                        return ExitCode::from(exit_code::DEADLOCK as u8);
+                    }
+                }
+            }
+        }
+        previous = Some(job);
+        std::thread::sleep(every.saturating_sub(started.elapsed()));
+    }
+    if reported.is_some() {
+        ExitCode::from(exit_code::DEADLOCK as u8)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
