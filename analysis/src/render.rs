@@ -221,6 +221,9 @@ fn process_text(out: &mut impl Write, p: &ProcessDump) {
         "  DLL {} [{}, interface {}]",
         p.dll.path, p.dll.version, p.dll.compatibility
     );
+    if let Some(chosen) = &p.dll.chosen {
+        let _ = writeln!(out, "  DLL chosen: {chosen}");
+    }
     if let Some(mpi) = &p.dll.mpi {
         let backend = p.dll.backend.as_deref().unwrap_or("?");
         let _ = writeln!(out, "  MPI: {mpi} (the DLL's {backend} backend)");

@@ -52,6 +52,10 @@ pub struct DllInfo {
     /// `openmpi`, `mpich-ch3`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<String>,
+    /// How the DLL was chosen, when the tool chose it (none was asked
+    /// for): mqs's own, or the one the MPI names and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chosen: Option<String>,
 }
 
 impl DllInfo {
@@ -64,6 +68,7 @@ impl DllInfo {
             compatibility,
             mpi,
             backend,
+            chosen: None,
         }
     }
 }

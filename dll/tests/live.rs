@@ -47,7 +47,7 @@ fn strip(procs: &[Value]) -> Vec<Value> {
 /// `mqs-dump --pid R0 --pid R1 ...` does.
 fn dump_once(job: &Job) -> Result<Vec<Value>, String> {
     let options = Options {
-        dll: Some(common::session::our_dll_path()),
+        dll: mqs_acquire::inspect::DllChoice::Given(common::session::our_dll_path()),
         ..Options::default()
     };
     let pids: Vec<i32> = if job.mpi().is_open_mpi_5() {

@@ -56,7 +56,7 @@ fn record(plan: &Plan, data: &Path) {
     let processes = plan.ranks as usize * if plan.fixture == "spawn" { 2 } else { 1 };
     let pid = i32::try_from(job.launcher_pid()).expect("pid");
     let mut options = Options {
-        dll: Some(our_dll_path()),
+        dll: mqs_acquire::inspect::DllChoice::Given(our_dll_path()),
         ..Options::default()
     };
     // Settled: two dumps in a row alike (ranks post their last receive just

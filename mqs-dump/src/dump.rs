@@ -52,14 +52,8 @@ pub struct DumpArgs {
     #[arg(long, value_name = "FILE")]
     pub save: Option<PathBuf>,
 
-    /// Use this message-queue DLL instead of the one the process names.
-    #[arg(long, value_name = "PATH")]
-    pub dll: Option<PathBuf>,
-
-    /// Load the DLL the process names even if it is not owned by root or
-    /// you, or is writable by others.
-    #[arg(long)]
-    pub trust_dll: bool,
+    #[command(flatten)]
+    pub dll: crate::dll_arg::DllArgs,
 
     /// Read the process while it runs instead of stopping it (the snapshot
     /// may then be inconsistent).
@@ -273,9 +267,13 @@ pub fn run(args: &DumpArgs) -> ExitCode {
         (false, Some(f)) => f,
         (false, None) => Format::Text,
     };
+    let dll = match args.dll.choice() {
+        Ok(dll) => dll,
+        Err(e) => return crate::output::fail(e),
+    };
     let options = Options {
-        dll: args.dll.clone(),
-        trust_dll: args.trust_dll,
+        dll,
+        trust_dll: args.dll.trust_dll,
         no_stop: args.no_stop,
         debug_dirs: args.debug_dir.clone(),
         typepack_dirs: args.types.typepack.clone(),

@@ -55,13 +55,8 @@ pub struct LaunchArgs {
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
 
-    /// Use this message-queue DLL instead of the one the ranks name.
-    #[arg(long, value_name = "PATH")]
-    pub dll: Option<PathBuf>,
-
-    /// Load the DLL the ranks name even if it is not owned by root or you.
-    #[arg(long)]
-    pub trust_dll: bool,
+    #[command(flatten)]
+    pub dll: crate::dll_arg::DllArgs,
 
     /// Also look for separate debug files here (repeatable).
     #[arg(long, value_name = "DIR")]
@@ -93,6 +88,10 @@ pub fn run(args: &LaunchArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return crate::output::fail(e),
     };
+    let dll = match args.dll.choice() {
+        Ok(dll) => dll,
+        Err(e) => return crate::output::fail(e),
+    };
     let options = LaunchOptions {
         dump_after,
         dump_on_signal: args.dump_on_signal,
@@ -103,8 +102,8 @@ pub fn run(args: &LaunchArgs) -> ExitCode {
         output: args.output.clone(),
         collect,
         dump: Options {
-            dll: args.dll.clone(),
-            trust_dll: args.trust_dll,
+            dll,
+            trust_dll: args.dll.trust_dll,
             debug_dirs: args.debug_dir.clone(),
             typepack_dirs: args.types.typepack.clone(),
             offline: args.types.offline,

@@ -7,6 +7,7 @@
 
 mod collector;
 mod cvars;
+mod dll_arg;
 mod dump;
 mod error;
 mod launch;

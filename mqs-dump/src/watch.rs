@@ -32,13 +32,8 @@ pub struct WatchArgs {
     #[arg(long)]
     pub keep_going: bool,
 
-    /// Use this message-queue DLL instead of the one the process names.
-    #[arg(long, value_name = "PATH")]
-    pub dll: Option<std::path::PathBuf>,
-
-    /// Load the DLL the process names even if it fails the ownership checks.
-    #[arg(long)]
-    pub trust_dll: bool,
+    #[command(flatten)]
+    pub dll: crate::dll_arg::DllArgs,
 
     /// Also look for separate debug files here (repeatable).
     #[arg(long, value_name = "DIR")]
@@ -49,9 +44,13 @@ pub struct WatchArgs {
 }
 
 pub fn run(args: &WatchArgs) -> ExitCode {
+    let dll = match args.dll.choice() {
+        Ok(dll) => dll,
+        Err(e) => return crate::output::fail(e),
+    };
     let options = Options {
-        dll: args.dll.clone(),
-        trust_dll: args.trust_dll,
+        dll,
+        trust_dll: args.dll.trust_dll,
         debug_dirs: args.debug_dir.clone(),
         typepack_dirs: args.types.typepack.clone(),
         offline: args.types.offline,

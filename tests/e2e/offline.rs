@@ -358,7 +358,7 @@ fn a_snapshot_without_a_page_names_the_address() {
     let page = request / 4096 * 4096;
 
     let options = Options {
-        dll: Some(ours.clone()),
+        dll: mqs_acquire::inspect::DllChoice::Given(ours.clone()),
         ..Options::default()
     };
     let mut snapshot = Snapshot::load(&snap, &[]).expect("load snapshot");

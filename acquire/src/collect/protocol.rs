@@ -23,11 +23,12 @@ use std::path::PathBuf;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::inspect::DllChoice;
 use crate::members::Member;
 use mqs_core::model::{ProcessDump, RankFailure};
 
 /// Bumped on any incompatible change of the messages.
-pub const PROTOCOL: u32 = 1;
+pub const PROTOCOL: u32 = 2;
 
 /// The largest frame read before the collector has proven its token.
 pub const MAX_HELLO: usize = 64 << 10;
@@ -82,7 +83,7 @@ pub enum ToCollector {
 /// them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShareOptions {
-    pub dll: Option<PathBuf>,
+    pub dll: DllChoice,
     pub trust_dll: bool,
     pub no_stop: bool,
     pub debug_dirs: Vec<PathBuf>,

@@ -16,7 +16,7 @@ mod prepare;
 mod run;
 mod sources;
 
-pub use options::{symbol_cache, Options, Progress};
+pub use options::{symbol_cache, DllChoice, Options, Progress};
 use prepare::{prepare_types, Known, Prepared};
 pub use run::failure;
 use run::{dump_found, dump_group, dump_here, dump_job, dump_members, Away};
@@ -314,8 +314,7 @@ pub fn dump_with_each_dll(
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| format!("pid {pid}"));
     // The packs are checked once, whichever DLLs read through them.
-    let first = dlls.first().cloned().unwrap_or_default();
-    let mpi_library = match prepare_types(&target, &symbols, &cache, &first, options) {
+    let mpi_library = match prepare_types(&target, &symbols, &cache) {
         Ok(library) => library,
         Err(e) => return finish(&mut target, Err(e)),
     };
@@ -328,6 +327,8 @@ pub fn dump_with_each_dll(
             symbols: Rc::new(symbols.clone()),
             recording: None,
             dll: dll.clone(),
+            fallback: None,
+            chosen: None,
             executable: executable.clone(),
             mpi_library: mpi_library.clone(),
             cache: Some(cache.clone()),

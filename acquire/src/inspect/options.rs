@@ -5,12 +5,38 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use mqs_core::symbols::{SymbolCache, SymbolSources};
+use serde::{Deserialize, Serialize};
+
+/// Which message-queue DLL reads a process.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DllChoice {
+    /// The one the process's MPI names (`MPIR_dll_name`), checked for trust.
+    #[default]
+    Named,
+    /// This one, whatever the process names.
+    Given(PathBuf),
+    /// mqs's own DLL at this path where it reads the process, else (it is
+    /// missing, or cannot read that MPI) the one the MPI names. The dump
+    /// says which was used.
+    PreferOurs(PathBuf),
+}
+
+impl DllChoice {
+    /// The DLL given, if one was.
+    pub fn given(&self) -> Option<&PathBuf> {
+        match self {
+            DllChoice::Given(path) => Some(path),
+            _ => None,
+        }
+    }
+}
 
 /// How to dump.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
-    /// Load this DLL instead of the one the target names.
-    pub dll: Option<PathBuf>,
+    /// Which DLL reads each process.
+    pub dll: DllChoice,
     /// Load a DLL the target names even if it fails the ownership checks.
     pub trust_dll: bool,
     /// Read processes while they run instead of stopping them.

@@ -16,7 +16,7 @@ use mqs_core::process::PageCache;
 use mqs_core::symbols::{ObjectSymbols, SymbolCache, SymbolIndex, TypeSource};
 use mqs_core::Error as CoreError;
 
-use super::options::Options;
+use super::options::{DllChoice, Options};
 use super::sources::index_symbols_with;
 
 /// A process ready to be dumped: its source, symbols and DLL.
@@ -28,6 +28,11 @@ pub(super) struct Prepared<T: Target> {
     /// Set when the dump is saved: the lookups as the DLL makes them.
     pub(super) recording: Option<Rc<RecordingSymbols>>,
     pub(super) dll: PathBuf,
+    /// The DLL the MPI names, for when mqs's own (`dll`) cannot read the
+    /// process.
+    pub(super) fallback: Option<PathBuf>,
+    /// How `dll` was chosen, when mqs chose it (no DLL was asked for).
+    pub(super) chosen: Option<String>,
     pub(super) executable: String,
     /// The MPI library (the object naming the DLL), to say what it lacks
     /// when the DLL finds no types.
@@ -53,8 +58,8 @@ impl<T: Target> Prepared<T> {
                 Err(e) => return Err(Box::new((target, e))),
             },
         };
-        let dll = match dll_path_for(&*symbols, &target, options) {
-            Ok(dll) => dll,
+        let pick = match pick_dll(&*symbols, &target, options) {
+            Ok(pick) => pick,
             Err(e) => {
                 let e = match (&e, &index) {
                     (Error::NotMpi { pid, .. }, Some(index)) => {
@@ -66,7 +71,7 @@ impl<T: Target> Prepared<T> {
             }
         };
         let mpi_library = match &index {
-            Some(index) => match prepare_types(&target, index, cache, &dll, options) {
+            Some(index) => match prepare_types(&target, index, cache) {
                 Ok(library) => library,
                 Err(e) => return Err(Box::new((target, e))),
             },
@@ -90,7 +95,9 @@ impl<T: Target> Prepared<T> {
             index,
             symbols,
             recording,
-            dll,
+            dll: pick.dll,
+            fallback: pick.fallback,
+            chosen: pick.chosen,
             executable,
             mpi_library,
             cache: Some(cache.clone()),
@@ -153,8 +160,6 @@ pub(super) fn prepare_types(
     target: &dyn Target,
     index: &SymbolIndex,
     cache: &SymbolCache,
-    dll: &Path,
-    options: &Options,
 ) -> Result<Option<Arc<ObjectSymbols>>> {
     let objects = index.objects();
     let library = objects
@@ -165,8 +170,6 @@ pub(super) fn prepare_types(
         let mut dirs: Vec<PathBuf> = locate::named_by_target(index, target)
             .unwrap_or_default()
             .iter()
-            .map(PathBuf::as_path)
-            .chain(options.dll.is_none().then_some(dll))
             .filter_map(|p| std::fs::canonicalize(p).ok())
             .filter_map(|p| p.parent().map(Path::to_owned))
             .collect();
@@ -225,29 +228,72 @@ pub(super) enum Known {
     Recorded(Rc<dyn ImageSymbols>),
 }
 
-/// The DLL to use for a process: the one given, else the one it names
-/// (checked for trust unless told otherwise).
-pub(super) fn dll_path_for(
+/// The DLL chosen for a process.
+pub(super) struct Pick {
+    pub(super) dll: PathBuf,
+    /// The one the MPI names, when `dll` is mqs's own.
+    pub(super) fallback: Option<PathBuf>,
+    /// How `dll` was chosen, when mqs chose it.
+    pub(super) chosen: Option<String>,
+}
+
+/// Says that mqs's own DLL read a process by default.
+pub(super) const CHOSEN_OURS: &str = "mqs's own (the default; --dll mpi reads with the one the MPI names)";
+
+/// The DLL to use for a process: the one given; the one it names (checked
+/// for trust unless told otherwise); or mqs's own, with the named one to
+/// fall back to.
+pub(super) fn pick_dll(
     symbols: &dyn ImageSymbols,
     target: &dyn Target,
     options: &Options,
-) -> Result<PathBuf> {
-    let dll_path = match &options.dll {
-        Some(path) => path.clone(),
-        None => {
-            let named = locate::named_by_target(symbols, target)?;
-            let path = locate::first_existing(&named)?;
-            if !options.trust_dll {
-                locate::check_trusted(&path)?;
+) -> Result<Pick> {
+    let named = || -> Result<PathBuf> {
+        let named = locate::named_by_target(symbols, target)?;
+        let path = locate::first_existing(&named)?;
+        if !options.trust_dll {
+            locate::check_trusted(&path)?;
+        }
+        Ok(path)
+    };
+    let pick = match &options.dll {
+        DllChoice::Given(path) => Pick {
+            dll: path.clone(),
+            fallback: None,
+            chosen: None,
+        },
+        DllChoice::Named => Pick {
+            dll: named()?,
+            fallback: None,
+            chosen: None,
+        },
+        DllChoice::PreferOurs(ours) => {
+            // An MPI without debugger support names no DLL: no DLL reads
+            // it, ours included, and the error says so as before.
+            locate::named_by_target(symbols, target)?;
+            if ours.exists() {
+                Pick {
+                    dll: ours.clone(),
+                    fallback: named().ok(),
+                    chosen: Some(CHOSEN_OURS.into()),
+                }
+            } else {
+                Pick {
+                    dll: named()?,
+                    fallback: None,
+                    chosen: Some(format!(
+                        "the one the MPI names (mqs's own is not installed at {})",
+                        ours.display()
+                    )),
+                }
             }
-            path
         }
     };
-    if !dll_path.exists() {
+    if !pick.dll.exists() {
         return Err(Error::from(CoreError::DllMissing {
-            path: dll_path,
+            path: pick.dll,
             detail: "no such file".into(),
         }));
     }
-    Ok(dll_path)
+    Ok(pick)
 }

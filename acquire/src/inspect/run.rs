@@ -284,16 +284,44 @@ pub(super) fn dump_job<T: Target>(
     dlls.sort();
     dlls.dedup();
     let mut done = members;
+    let mut step = || {
+        progress(done.min(total), total);
+        done += 1;
+    };
     for dll in &dlls {
         let group: Vec<usize> = (0..prepared.len())
             .filter(|&i| &prepared[i].dll == dll)
             .collect();
-        let mut step = || {
-            progress(done, total);
-            done += 1;
-        };
         for (i, result) in dump_group(dll, &prepared, &group, &mut step) {
             results[i] = Some(result);
+        }
+    }
+    // Where mqs's own DLL was chosen and could not read a process, the one
+    // its MPI names reads it, in a session of its own.
+    let mut fallbacks: Vec<PathBuf> = Vec::new();
+    for (p, result) in prepared.iter_mut().zip(&results) {
+        if let (Some(Err(e)), Some(fallback)) = (result, &p.fallback) {
+            p.chosen = Some(format!(
+                "the one the MPI names: mqs's own could not read this process ({e})"
+            ));
+            p.dll = fallback.clone();
+            p.fallback = None;
+            if !fallbacks.contains(&p.dll) {
+                fallbacks.push(p.dll.clone());
+            }
+        }
+    }
+    for dll in &fallbacks {
+        let group: Vec<usize> = (0..prepared.len())
+            .filter(|&i| &prepared[i].dll == dll && matches!(results[i], Some(Err(_))))
+            .collect();
+        for (i, result) in dump_group(dll, &prepared, &group, &mut step) {
+            results[i] = Some(result);
+        }
+    }
+    for (p, result) in prepared.iter().zip(results.iter_mut()) {
+        if let Some(Ok(dump)) = result {
+            dump.dll.chosen.clone_from(&p.chosen);
         }
     }
     // Stacks are walked while every process is still stopped, named once

@@ -91,6 +91,7 @@ pub fn job_view(dump: &JobDump, options: &ViewOptions) -> String {
     let analysis = Analysis::new(&job);
     let mut out = String::new();
     summary(&job, options, &mut out);
+    chosen(dump, &mut out);
     recognised(dump, &mut out);
 
     for (index, comm) in job.comms.iter().enumerate() {
@@ -175,29 +176,56 @@ pub fn job_view(dump: &JobDump, options: &ViewOptions) -> String {
     out
 }
 
+/// Which DLL the tool chose, when it chose (no DLL was asked for).
+fn chosen(dump: &JobDump, out: &mut String) {
+    let kinds = by_kind(dump, |p| p.dll.chosen.clone());
+    for (chosen, on) in &kinds {
+        let _ = writeln!(out, "DLL: {chosen}{on}");
+    }
+}
+
 /// The MPI the DLL recognised, and its backend, when the DLL says (mqs's
 /// DLL does): one line, or one per kind if the ranks differ.
 fn recognised(dump: &JobDump, out: &mut String) {
-    let mut kinds: Vec<(&str, &str, Vec<i32>)> = Vec::new();
+    let kinds = by_kind(dump, |p| {
+        let mpi = p.dll.mpi.as_deref()?;
+        let backend = p.dll.backend.as_deref().unwrap_or("?");
+        Some(format!("{mpi} (the DLL's {backend} backend)"))
+    });
+    for (what, on) in &kinds {
+        let _ = writeln!(out, "MPI: {what}{on}");
+    }
+}
+
+/// The distinct values `kind` gives the processes, in order of first
+/// appearance, each with " on ranks ..." when the ranks differ.
+fn by_kind(
+    dump: &JobDump,
+    kind: impl Fn(&mqs_core::model::ProcessDump) -> Option<String>,
+) -> Vec<(String, String)> {
+    let mut kinds: Vec<(String, Vec<i32>)> = Vec::new();
     for p in &dump.processes {
-        let Some(mpi) = p.dll.mpi.as_deref() else {
+        let Some(k) = kind(p) else {
             continue;
         };
-        let backend = p.dll.backend.as_deref().unwrap_or("?");
-        match kinds.iter_mut().find(|k| k.0 == mpi && k.1 == backend) {
-            Some(k) => k.2.push(p.global_rank),
-            None => kinds.push((mpi, backend, vec![p.global_rank])),
+        match kinds.iter_mut().find(|(seen, _)| *seen == k) {
+            Some((_, ranks)) => ranks.push(p.global_rank),
+            None => kinds.push((k, vec![p.global_rank])),
         }
     }
-    for (mpi, backend, ranks) in &kinds {
-        let on = if kinds.len() > 1 {
-            let ranks: Vec<String> = ranks.iter().map(i32::to_string).collect();
-            format!(" on ranks {}", ranks.join(","))
-        } else {
-            String::new()
-        };
-        let _ = writeln!(out, "MPI: {mpi} (the DLL's {backend} backend){on}");
-    }
+    let several = kinds.len() > 1;
+    kinds
+        .into_iter()
+        .map(|(k, ranks)| {
+            let on = if several {
+                let ranks: Vec<String> = ranks.iter().map(i32::to_string).collect();
+                format!(" on ranks {}", ranks.join(","))
+            } else {
+                String::new()
+            };
+            (k, on)
+        })
+        .collect()
 }
 
 fn summary(job: &Job<'_>, options: &ViewOptions, out: &mut String) {
