@@ -60,7 +60,7 @@ fn check_ring_deadlock(mpi: Mpi) {
     let job = Job::launch(mpi, "split_ring", 8, &[]).unwrap_or_else(|e| panic!("{e}"));
     let pid = job.launcher_pid().to_string();
     let expected = ring_cycle_words(8);
-    let out = until(&["--pid", &pid, "--deadlock"], |out| {
+    let out = until(&["--pid", &pid, "--dll", "mpi", "--deadlock"], |out| {
         let text = stdout(out);
         expected.iter().all(|w| text.contains(w))
     });
@@ -80,7 +80,15 @@ fn check_ring_deadlock(mpi: Mpi) {
     assert!(text.contains("deadlocked: ranks 0-7 in 1 cycle"), "{text}");
 
     // The same from two snapshots a second apart.
-    let out = run(&["--pid", &pid, "--deadlock", "--confirm", "1"]);
+    let out = run(&[
+        "--pid",
+        &pid,
+        "--dll",
+        "mpi",
+        "--deadlock",
+        "--confirm",
+        "1",
+    ]);
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(12), "{text}\n{}", stderr(&out));
     for w in &expected {
@@ -88,7 +96,7 @@ fn check_ring_deadlock(mpi: Mpi) {
     }
 
     // The job view: short, one branch of stacks with every rank in MPI_Recv.
-    let out = until(&["--pid", &pid, "--stacks"], |out| {
+    let out = until(&["--pid", &pid, "--dll", "mpi", "--stacks"], |out| {
         stdout(out).contains("ranks 0-7: main > MPI_Recv")
     });
     assert!(out.status.success(), "{}", stderr(&out));
@@ -128,22 +136,24 @@ fn check_ring_deadlock(mpi: Mpi) {
     );
 
     // --all shows the MPI's own threads and the empty communicators too.
-    let out = run(&["--pid", &pid, "--stacks", "--all"]);
+    let out = run(&["--pid", &pid, "--dll", "mpi", "--stacks", "--all"]);
     let all = stdout(&out);
     assert!(all.lines().count() > lines, "{all}");
     assert!(all.contains("MPI_COMM_SELF"), "{all}");
 
     // Filters.
-    let out = run(&["--pid", &pid, "--rank", "2-3", "--comm", "ring"]);
+    let out = run(&[
+        "--pid", &pid, "--dll", "mpi", "--rank", "2-3", "--comm", "ring",
+    ]);
     let text = stdout(&out);
     assert!(text.contains("rank 2: recv from rank 3"), "{text}");
     assert!(!text.contains("rank 4:"), "{text}");
     assert!(!text.contains("MPI_COMM_WORLD ("), "{text}");
-    let out = run(&["--pid", &pid, "--queue", "sends"]);
+    let out = run(&["--pid", &pid, "--dll", "mpi", "--queue", "sends"]);
     assert!(!stdout(&out).contains("recv from"), "{}", stdout(&out));
 
     // DOT that Graphviz accepts, with the cycle in red.
-    let out = run(&["--pid", &pid, "--format", "dot"]);
+    let out = run(&["--pid", &pid, "--dll", "mpi", "--format", "dot"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let dot = stdout(&out);
     assert_eq!(dot.matches("color=red, penwidth").count(), 8, "{dot}");

@@ -362,7 +362,7 @@ fn ranks_by_pid(mpi: Mpi) {
     let job = Job::launch(mpi, "queues", 2, &[]).expect("launch queues");
     let prefix = mpi.prefix().expect("prefix");
     for (rank, pid) in job.rank_pids() {
-        let json = settled_dump(pid, &[]);
+        let json = settled_dump(pid, &["--dll", "mpi"]);
         assert_eq!(json["schema_version"], 1);
         assert!(json["launcher"].is_null());
         let process = &json["processes"][0];
@@ -382,7 +382,7 @@ fn ranks_by_pid(mpi: Mpi) {
         assert_running_untraced(pid);
 
         // The text listing says the same for a person.
-        let out = run(&["--pid", &pid.to_string()]);
+        let out = run(&["--pid", &pid.to_string(), "--dll", "mpi"]);
         assert!(out.status.success(), "{}", stderr(&out));
         let text = stdout(&out);
         assert!(
@@ -406,7 +406,7 @@ fn ranks_by_pid(mpi: Mpi) {
 fn whole_job(mpi: Mpi) {
     let job = Job::launch(mpi, "queues", 2, &[]).expect("launch queues");
     let launcher = job.launcher_pid();
-    let json = settled_dump(launcher, &[]);
+    let json = settled_dump(launcher, &["--dll", "mpi"]);
     assert_eq!(json["launcher"]["pid"], launcher);
     assert_eq!(json["failures"], serde_json::json!([]));
     let processes = json["processes"].as_array().expect("processes");
@@ -531,8 +531,63 @@ fn a_pmix_launcher_that_does_not_answer_or_is_none_is_a_clear_error() {
 fn no_stop_mode_reads_the_same_and_never_traces() {
     let job = Job::launch(Mpi::OpenMpiG, "queues", 2, &[]).expect("launch queues");
     let pid = job.rank_pid(0).expect("rank 0");
-    let json = settled_dump(pid, &["--no-stop"]);
+    let json = settled_dump(pid, &["--no-stop", "--dll", "mpi"]);
     check_process(&json["processes"][0], &open_mpi_expected(0), None);
     assert_running_untraced(pid);
     job.shutdown().expect("shutdown");
+}
+
+/// With no `--dll`, every test MPI's job is read through mqs's own DLL (the
+/// one beside mqs-dump) and the output says so; `--dll mpi` reads it
+/// through the DLL the MPI names, with no word of a choice (it was asked
+/// for).
+#[test]
+fn the_default_dll_is_ours_and_dll_mpi_is_the_one_the_mpi_names() {
+    let ours = std::fs::canonicalize(mqs_tests::our_dll(false)).expect("our DLL");
+    for mpi in [
+        Mpi::OpenMpiG,
+        Mpi::OpenMpiRelease,
+        Mpi::OpenMpi5G,
+        Mpi::OpenMpi5Release,
+        Mpi::Mpich,
+        Mpi::MpichCh4,
+    ] {
+        let job = Job::launch(mpi, "queues", 2, &[]).expect("launch queues");
+        let pid = job.launcher_pid();
+        let json = dump_json(pid, &[]);
+        let processes = json["processes"].as_array().expect("processes");
+        assert_eq!(processes.len(), 2, "{mpi}: {json}");
+        for process in processes {
+            let dll = &process["dll"];
+            assert_eq!(dll["path"], ours.display().to_string(), "{mpi}: {dll}");
+            assert!(
+                dll["chosen"]
+                    .as_str()
+                    .is_some_and(|c| c.starts_with("mqs's own (the default")),
+                "{mpi}: {dll}"
+            );
+            assert!(dll["backend"].is_string(), "{mpi}: ours says its backend");
+        }
+        let text = stdout(&run(&["--pid", &pid.to_string()]));
+        assert_eq!(
+            text.matches("  DLL chosen: mqs's own (the default").count(),
+            2,
+            "{mpi}: {text}"
+        );
+
+        let named = match mpi.family() {
+            Family::OpenMpi => "lib/openmpi/libompi_dbg_msgq.so",
+            Family::Mpich => "lib/libtvmpich.so",
+        };
+        let named = std::fs::canonicalize(mpi.prefix().expect("prefix").join(named))
+            .expect("the MPI's DLL");
+        let json = dump_json(pid, &["--dll", "mpi"]);
+        for process in json["processes"].as_array().expect("processes") {
+            let dll = &process["dll"];
+            assert_eq!(dll["path"], named.display().to_string(), "{mpi}: {dll}");
+            assert!(dll.get("chosen").is_none(), "{mpi}: {dll}");
+        }
+        let text = stdout(&run(&["--pid", &pid.to_string(), "--dll", "mpi"]));
+        assert!(!text.contains("DLL chosen"), "{mpi}: {text}");
+    }
 }

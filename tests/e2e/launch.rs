@@ -55,8 +55,13 @@ impl Launched {
         // The launcher command the test crate uses, run under mqs-dump.
         let job = launcher_command(mpi, &exe, ranks, args).expect("launcher");
         let mut cmd = Command::new(mqs_dump());
-        cmd.arg("launch")
-            .args(options)
+        cmd.arg("launch");
+        // These tests pin what the DLL each MPI names reports, unless a
+        // test names another.
+        if !options.contains(&"--dll") {
+            cmd.args(["--dll", "mpi"]);
+        }
+        cmd.args(options)
             .arg("--output")
             .arg(dir.join("dumps"));
         cmd.arg("--").arg(job.get_program()).args(job.get_args());

@@ -187,7 +187,7 @@ fn dumps(
     job.rank_pids()
         .into_iter()
         .map(|(rank, pid)| {
-            let theirs = contents(&settled(pid, &[], env, netns));
+            let theirs = contents(&settled(pid, &["--dll", "mpi"], env, netns));
             let mine = contents(&settled(pid, &["--dll", &ours], env, netns));
             assert_running_untraced(pid);
             (rank, theirs, mine)

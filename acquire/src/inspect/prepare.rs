@@ -29,8 +29,9 @@ pub(super) struct Prepared<T: Target> {
     pub(super) recording: Option<Rc<RecordingSymbols>>,
     pub(super) dll: PathBuf,
     /// The DLL the MPI names, for when mqs's own (`dll`) cannot read the
-    /// process.
-    pub(super) fallback: Option<PathBuf>,
+    /// process; or why there is none to fall back to (missing, untrusted),
+    /// which is then the error to report.
+    pub(super) fallback: Option<Result<PathBuf>>,
     /// How `dll` was chosen, when mqs chose it (no DLL was asked for).
     pub(super) chosen: Option<String>,
     pub(super) executable: String,
@@ -231,14 +232,15 @@ pub(super) enum Known {
 /// The DLL chosen for a process.
 pub(super) struct Pick {
     pub(super) dll: PathBuf,
-    /// The one the MPI names, when `dll` is mqs's own.
-    pub(super) fallback: Option<PathBuf>,
+    /// The one the MPI names, when `dll` is mqs's own (or why none).
+    pub(super) fallback: Option<Result<PathBuf>>,
     /// How `dll` was chosen, when mqs chose it.
     pub(super) chosen: Option<String>,
 }
 
 /// Says that mqs's own DLL read a process by default.
-pub(super) const CHOSEN_OURS: &str = "mqs's own (the default; --dll mpi reads with the one the MPI names)";
+pub(super) const CHOSEN_OURS: &str =
+    "mqs's own (the default; --dll mpi reads with the one the MPI names)";
 
 /// The DLL to use for a process: the one given; the one it names (checked
 /// for trust unless told otherwise); or mqs's own, with the named one to
@@ -274,7 +276,7 @@ pub(super) fn pick_dll(
             if ours.exists() {
                 Pick {
                     dll: ours.clone(),
-                    fallback: named().ok(),
+                    fallback: Some(named()),
                     chosen: Some(CHOSEN_OURS.into()),
                 }
             } else {

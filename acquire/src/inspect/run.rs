@@ -298,17 +298,25 @@ pub(super) fn dump_job<T: Target>(
     }
     // Where mqs's own DLL was chosen and could not read a process, the one
     // its MPI names reads it, in a session of its own.
+    // Where there is none (the MPI names a DLL that is missing or not to
+    // be trusted), that is the error to report: it says what to do.
     let mut fallbacks: Vec<PathBuf> = Vec::new();
-    for (p, result) in prepared.iter_mut().zip(&results) {
-        if let (Some(Err(e)), Some(fallback)) = (result, &p.fallback) {
-            p.chosen = Some(format!(
-                "the one the MPI names: mqs's own could not read this process ({e})"
-            ));
-            p.dll = fallback.clone();
-            p.fallback = None;
-            if !fallbacks.contains(&p.dll) {
-                fallbacks.push(p.dll.clone());
+    for (p, result) in prepared.iter_mut().zip(results.iter_mut()) {
+        let Some(Err(e)) = result else {
+            continue;
+        };
+        match p.fallback.take() {
+            Some(Ok(fallback)) => {
+                p.chosen = Some(format!(
+                    "the one the MPI names: mqs's own could not read this process ({e})"
+                ));
+                p.dll = fallback;
+                if !fallbacks.contains(&p.dll) {
+                    fallbacks.push(p.dll.clone());
+                }
             }
+            Some(Err(why)) => *result = Some(Err(why)),
+            None => {}
         }
     }
     for dll in &fallbacks {
