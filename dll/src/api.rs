@@ -5,12 +5,12 @@
 use mqs_abi::{Communicator, OpClass, PendingOperation, ReturnCode};
 
 use crate::abi;
-use crate::backend::{self, Failure, ImageBackend, ImageState, ProcessState};
+use crate::backend::{self, Failure, ImageState};
 use crate::callbacks::{self, ImageCallbacks, ProcessCallbacks};
 use crate::errors::DllError;
-use crate::openmpi::groups::NameMap;
+use crate::iteration::ProcessState;
+use crate::names::NameMap;
 use crate::process::{ensure_checked, image_of, with_process};
-use crate::{mpich, openmpi};
 
 /// `mqs_setup_image`: attach fresh image state (or refresh the table of an
 /// image set up before), with the MPI its symbols name.
@@ -54,11 +54,7 @@ pub fn setup_process(
     let pc = ProcessCallbacks::new(process, table);
     let (ic, image_backend) = image_of(&pc)?;
     let image_backend = image_backend.ok_or(DllError::ImageHasNoQueues)?;
-    let (sizes, order) = match &image_backend {
-        ImageBackend::OpenMpi(_) => openmpi::process_sizes(&ic, &pc, ic.type_sizes(&pc))?,
-        ImageBackend::Mpich(_) => mpich::process_sizes(&pc, ic.type_sizes(&pc))?,
-    };
-    let fresh = ProcessState::new(table, image_backend, sizes, order);
+    let fresh = image_backend.process(table, &ic, &pc)?;
     // Set up again (a debugger re-attaching): replace, do not leak. The
     // debugger's info slot is only asked for if we wrote it.
     if callbacks::was_put_on(process.cast())
@@ -73,8 +69,7 @@ pub fn setup_process(
 pub fn process_has_queues(process: *mut abi::mqs_process) -> Result<(), Failure> {
     let plain = Failure::plain;
     with_process(process, |st, pc| {
-        let (ic, image_backend) = image_of(pc).map_err(plain)?;
-        st.refresh_image(image_backend);
+        let (ic, _) = image_of(pc).map_err(plain)?;
         st.check(&ic, pc)
     })
     .map_err(plain)?

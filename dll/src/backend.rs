@@ -4,23 +4,20 @@
 //! from the image's symbols (Open MPI's communicator table,
 //! `ompi_mpi_communicators`; MPICH's communicator list,
 //! `MPIR_All_communicators`), `mqs_image_has_queues` resolves that
-//! backend's types once, and every process of the image gets that
-//! backend's state. The entry points ([`crate::api`]) only see
-//! [`ImageState`] and [`ProcessState`]: what is MPI-specific stays in
-//! [`crate::openmpi`] and [`crate::mpich`].
+//! backend's types once, and every process of the image gets a
+//! [`Process`] with that backend. The entry points ([`crate::api`]) only
+//! see [`ImageState`] and [`ProcessState`]: what is MPI-specific stays in
+//! [`crate::openmpi`] and [`crate::mpich`], the iteration in
+//! [`crate::iteration`].
 
 use std::sync::Arc;
 
-use mqs_abi::{Communicator, OpClass, PendingOperation, ReturnCode};
-
 use crate::abi;
-use crate::access::{ImageAccess, ProcessAccess};
-use crate::callbacks::{InfoKind, ProcessCallbacks};
+use crate::access::ImageAccess;
+use crate::callbacks::{ImageCallbacks, InfoKind, ProcessCallbacks};
 use crate::errors::DllError;
-use crate::layout::Layout;
+use crate::iteration::{Process, ProcessState};
 use crate::messages;
-use crate::openmpi::groups::NameMap;
-use crate::target::{ByteOrder, Sizes};
 use crate::{mpich, openmpi};
 
 pub use crate::messages::Failure;
@@ -47,8 +44,33 @@ pub fn recognise<I: ImageAccess>(image: &I) -> Option<Mpi> {
 /// What one image's backend resolved.
 #[derive(Debug, Clone)]
 pub enum ImageBackend {
-    OpenMpi(Arc<Layout>),
+    OpenMpi(Arc<openmpi::layout::Layout>),
     Mpich(Arc<mpich::layout::Layout>),
+}
+
+impl ImageBackend {
+    /// Fresh state for a process of this image (`table`: its callbacks):
+    /// its sizes and byte order, and this image's backend.
+    pub fn process(
+        &self,
+        table: *const abi::mqs_process_callbacks,
+        image: &ImageCallbacks,
+        p: &ProcessCallbacks,
+    ) -> Result<ProcessState, DllError> {
+        let debugger = image.type_sizes(p);
+        Ok(match self {
+            ImageBackend::OpenMpi(layout) => {
+                let (sizes, order) = openmpi::process_sizes(image, p, debugger)?;
+                let backend = openmpi::OpenMpi::new(Arc::clone(layout));
+                ProcessState::new(Process::new(table, backend, sizes, order))
+            }
+            ImageBackend::Mpich(layout) => {
+                let (sizes, order) = mpich::process_sizes(p, debugger)?;
+                let backend = mpich::Mpich::new(Arc::clone(layout));
+                ProcessState::new(Process::new(table, backend, sizes, order))
+            }
+        })
+    }
 }
 
 /// What the DLL keeps per image.
@@ -117,160 +139,5 @@ pub fn check_image<I: ImageAccess>(image: &I, mpi: Option<Mpi>) -> Result<ImageB
             },
             Err(f) => Err(f),
         },
-    }
-}
-
-/// The per-process state of each backend.
-#[derive(Debug)]
-pub enum Backend {
-    OpenMpi(openmpi::ProcessState),
-    Mpich(mpich::ProcessState),
-}
-
-/// What the DLL keeps per process: its backend's state.
-#[derive(Debug)]
-pub struct ProcessState {
-    pub backend: Backend,
-}
-
-impl InfoKind for ProcessState {
-    const MAGIC: u64 = 0x6d71_735f_7072_6f63; // "mqs_proc"
-    const MISSING: DllError = DllError::NoProcessInfo;
-}
-
-/// Runs the same expression on whichever backend the process has.
-macro_rules! each {
-    ($state:expr, $b:ident => $e:expr) => {
-        match $state {
-            Backend::OpenMpi($b) => $e,
-            Backend::Mpich($b) => $e,
-        }
-    };
-}
-
-impl ProcessState {
-    /// Fresh state for a process of an image with `image`'s backend.
-    pub fn new(
-        table: *const abi::mqs_process_callbacks,
-        image: ImageBackend,
-        sizes: Sizes,
-        order: ByteOrder,
-    ) -> Self {
-        let backend = match image {
-            ImageBackend::OpenMpi(layout) => Backend::OpenMpi(openmpi::ProcessState::new(
-                table,
-                Some(layout),
-                sizes,
-                order,
-            )),
-            ImageBackend::Mpich(layout) => {
-                Backend::Mpich(mpich::ProcessState::new(table, layout, sizes, order))
-            }
-        };
-        ProcessState { backend }
-    }
-
-    /// The debugger's process table.
-    pub fn table(&self) -> *const abi::mqs_process_callbacks {
-        each!(&self.backend, b => b.table)
-    }
-
-    /// Lines queued for the debugger's dprints.
-    pub fn take_dprints(&mut self) -> Vec<String> {
-        each!(&mut self.backend, b => std::mem::take(&mut b.dprints))
-    }
-
-    /// Whether the process's symbols were looked up.
-    pub fn is_checked(&self) -> bool {
-        match &self.backend {
-            Backend::OpenMpi(b) => b.symbols.is_some(),
-            Backend::Mpich(b) => b.is_checked(),
-        }
-    }
-
-    /// Gives an Open MPI process the layout its image resolved, if it had
-    /// none yet.
-    pub fn refresh_image(&mut self, image: Option<ImageBackend>) {
-        if let (Backend::OpenMpi(b), Some(ImageBackend::OpenMpi(layout))) =
-            (&mut self.backend, image)
-        {
-            if b.layout.is_none() {
-                b.layout = Some(layout);
-            }
-        }
-    }
-
-    /// `mqs_process_has_queues`.
-    pub fn check<I: ImageAccess, P: ProcessAccess + ?Sized>(
-        &mut self,
-        image: &I,
-        p: &P,
-    ) -> Result<(), Failure> {
-        each!(&mut self.backend, b => b.check(image, p))
-    }
-
-    /// Whether the communicator list was built since the last setup.
-    pub fn has_list(&self) -> bool {
-        match &self.backend {
-            Backend::OpenMpi(b) => b.signature.is_some(),
-            Backend::Mpich(b) => b.has_list(),
-        }
-    }
-
-    /// `mqs_update_communicator_list`.
-    pub fn update_communicators<P: ProcessAccess + ?Sized>(
-        &mut self,
-        p: &P,
-        names: Option<&NameMap>,
-    ) -> Result<(), DllError> {
-        let r = each!(&mut self.backend, b => b.update_communicators(p, names));
-        // The version string names the MPI of the process being read.
-        self.say_detected();
-        r
-    }
-
-    /// Records this process's MPI and backend for the version string.
-    pub fn say_detected(&self) {
-        let (what, backend) = match &self.backend {
-            Backend::OpenMpi(b) => (b.detected(), "openmpi"),
-            Backend::Mpich(b) => (b.detected(), b.backend_name()),
-        };
-        if let Some(what) = what {
-            messages::set_detected(&what, backend);
-        }
-    }
-
-    /// `mqs_setup_communicator_iterator`.
-    pub fn setup_communicators(&mut self) -> ReturnCode {
-        each!(&mut self.backend, b => b.setup_communicators())
-    }
-
-    /// `mqs_get_communicator`.
-    pub fn current_comm(&self) -> Result<Communicator, DllError> {
-        each!(&self.backend, b => b.current_comm().map(|c| c.to_abi()))
-    }
-
-    /// `mqs_get_comm_group`.
-    pub fn comm_group(&self) -> Result<Vec<i32>, DllError> {
-        each!(&self.backend, b => b.comm_group())
-    }
-
-    /// `mqs_next_communicator`.
-    pub fn next_communicator(&mut self) -> Result<ReturnCode, DllError> {
-        each!(&mut self.backend, b => b.next_communicator())
-    }
-
-    /// `mqs_setup_operation_iterator`.
-    pub fn setup_operations(
-        &mut self,
-        p: &ProcessCallbacks,
-        class: OpClass,
-    ) -> Result<ReturnCode, DllError> {
-        each!(&mut self.backend, b => b.setup_operations(p, class))
-    }
-
-    /// `mqs_next_operation`.
-    pub fn next_operation(&mut self) -> Result<Option<PendingOperation>, DllError> {
-        each!(&mut self.backend, b => b.next_operation())
     }
 }

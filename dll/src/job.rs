@@ -3,23 +3,19 @@
 //!
 //! The debugger numbers every process of a job (COMM_WORLD first, then
 //! spawned or connected ones) and tells the DLL each process's number with
-//! `mqs_set_process_identity`. The job keeps, for each identity, the Open
-//! MPI process name (jobid, vpid) that process has; global ranks are then
+//! `mqs_set_process_identity`. The job keeps, for each identity, the name
+//! that process has in its MPI ([`crate::names`]); global ranks are then
 //! those identities, for members of any job.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 use mqs_abi::{ProcessLocation, ReturnCode};
 
 use crate::abi;
-use crate::access::ProcessAccess;
-use crate::backend::Backend;
 use crate::callbacks::{self, InfoKind};
 use crate::errors::DllError;
-use crate::openmpi::groups::{self, NameMap, ProcName};
-use crate::openmpi::ProcessState as OpenMpiState;
+use crate::names::{NameMap, ProcName};
 use crate::process::{ensure_checked, with_process};
-use crate::{messages, walk};
 
 /// What the DLL keeps per job.
 #[derive(Debug)]
@@ -74,14 +70,7 @@ pub fn set_process_identity(process: *mut abi::mqs_process, identity: i32) -> Re
         // The name needs the symbols; without them the identity is still kept.
         let _ = ensure_checked(st, pc);
         // Global ranks change: the communicator list is rebuilt next time.
-        let name = match &mut st.backend {
-            Backend::OpenMpi(b) => {
-                b.identity = Some(identity);
-                b.signature = None;
-                b.own_name(pc)
-            }
-            Backend::Mpich(b) => b.set_identity(identity),
-        };
+        let name = st.set_identity(pc);
         let job = pc.job().ok_or(DllError::NoJobInfo)?;
         callbacks::with_job_state::<JobState, _>(job, |js| {
             if let Some(Some(old)) = js.identities.insert(identity, name) {
@@ -94,67 +83,11 @@ pub fn set_process_identity(process: *mut abi::mqs_process, identity: i32) -> Re
     })?
 }
 
-/// The processes Open MPI knows that are not in this process's job.
-fn new_processes<P: ProcessAccess + ?Sized>(
-    st: &mut OpenMpiState,
-    p: &P,
-) -> Option<Vec<ProcessLocation>> {
-    let layout = st.layout.clone()?;
-    let list = st.symbols?.proc_list?;
-    let own = st.own_name(p)?;
-    let t = st.target(p);
-    let w = walk::opal_list(&t, &layout.list, list, 1 << 16);
-    let mut out = Vec::new();
-    for item in w.items {
-        let Ok(name) = groups::proc_name(&t, &layout, item) else {
-            continue;
-        };
-        if name.jobid == own.jobid {
-            continue;
-        }
-        let host = layout
-            .proc_
-            .hostname
-            .and_then(|off| t.read_ptr(item + off).ok())
-            .filter(|&a| a != 0)
-            .and_then(|a| t.read_cstring(a, 63).ok())
-            .filter(|h| !h.is_empty())
-            .unwrap_or_else(|| "(unknown)".to_string());
-        out.push(ProcessLocation {
-            // Open MPI keeps neither the pid nor the executable of processes
-            // of other jobs; say so rather than guess.
-            pid: 0,
-            image_name: format!(
-                "(unknown: Open MPI process jobid {:#x} vpid {}; pid and executable not recorded)",
-                name.jobid, name.vpid
-            ),
-            host_name: host,
-        });
-    }
-    Some(out)
-}
-
 /// `mqs_setup_new_process_iterator`.
 pub fn setup_new_process_iterator(process: *mut abi::mqs_process) -> Result<ReturnCode, DllError> {
     with_process(process, |st, pc| {
         ensure_checked(st, pc)?;
-        let b = match &mut st.backend {
-            Backend::OpenMpi(b) => b,
-            Backend::Mpich(b) => {
-                b.new_processes = None;
-                messages::set_no_information_reason(
-                    "MPICH does not record the processes it spawned or connected to where this DLL reads",
-                );
-                return Ok(ReturnCode::NoInformation);
-            }
-        };
-        let Some(found) = new_processes(b, pc) else {
-            b.new_processes = None;
-            return Ok(ReturnCode::NoInformation);
-        };
-        // None found: mqs_ok all the same, as for an empty queue.
-        b.new_processes = Some(VecDeque::from(found));
-        Ok(ReturnCode::Ok)
+        Ok(st.setup_new_processes(pc))
     })?
 }
 
@@ -162,36 +95,14 @@ pub fn setup_new_process_iterator(process: *mut abi::mqs_process) -> Result<Retu
 pub fn next_new_process(
     process: *mut abi::mqs_process,
 ) -> Result<Option<ProcessLocation>, DllError> {
-    with_process(process, |st, _| {
-        let queue = match &mut st.backend {
-            Backend::OpenMpi(b) => &mut b.new_processes,
-            Backend::Mpich(b) => &mut b.new_processes,
-        };
-        queue
-            .as_mut()
-            .map(|q| q.pop_front())
-            .ok_or(DllError::NoOperationIterator)
-    })?
+    with_process(process, |st, _| st.next_new_process())?
 }
 
-/// `mqs_spawn_breakpoint_name`: ob1 (or the selected PML) adds the new
-/// processes through `add_procs` once they are known, after spawn, connect
-/// and accept (and once in MPI_Init, for COMM_WORLD). MPICH: every new
-/// communicator, the intercommunicator of a spawn or connection included,
-/// passes `MPIR_Comm_commit` once its members are known.
+/// `mqs_spawn_breakpoint_name`: where the MPI passes once the new
+/// processes of a spawn, connect or accept are known (each backend says).
 pub fn spawn_breakpoint_name(process: *mut abi::mqs_process) -> Result<String, DllError> {
     with_process(process, |st, pc| {
         let _ = ensure_checked(st, pc);
-        let st = match &st.backend {
-            Backend::OpenMpi(b) => b,
-            Backend::Mpich(_) => return "MPIR_Comm_commit".to_string(),
-        };
-        let pml = st
-            .pml
-            .as_ref()
-            .map(|p| p.name.clone())
-            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
-            .unwrap_or_else(|| "ob1".to_string());
-        format!("mca_pml_{pml}_add_procs")
+        st.spawn_breakpoint()
     })
 }

@@ -17,11 +17,18 @@
 //! - [`api`]: the safe implementation of each entry point;
 //! - [`callbacks`]: the only way to the debugger (and so to the target),
 //!   plus the per-image/process/job state the debugger keeps for us;
-//! - [`target`] (typed, bounded reads), [`layout`] (types and offsets,
-//!   resolved once per image), [`walk`] (bounded list walks);
-//! - [`backend`]: which MPI an image runs, and dispatch to its backend:
-//!   [`openmpi`] or [`mpich`], what each MPI's data means; [`job`]: MPI-2
-//!   identities.
+//! - [`backend`]: which MPI an image runs, and the process state it gets;
+//!   `job`: MPI-2 identities (the `mpi2` build);
+//! - [`openmpi`] and [`mpich`]: what each MPI's data means, its types and
+//!   offsets resolved once per image (`openmpi::layout`, `mpich::layout`);
+//! - [`iteration`]: the iteration the interface asks of every backend,
+//!   kept once (communicator list, current communicator, queue being
+//!   taken), and the trait each backend answers it through
+//!   ([`iteration::MpiBackend`]);
+//! - [`names`] (MPI-2 identities by process name), [`types`] (type lookups
+//!   and what was missing), [`walk`] (bounded walks), [`by_key`],
+//!   [`cursor`], [`target`] (typed, bounded reads): what every backend
+//!   uses, nothing MPI-specific.
 
 #[cfg(not(feature = "mpi2"))]
 pub(crate) use mqs_abi::ffi::mpi1 as abi;
@@ -36,14 +43,16 @@ pub mod callbacks;
 pub mod cursor;
 pub mod errors;
 pub mod exports;
+pub mod iteration;
 #[cfg(feature = "mpi2")]
 pub mod job;
-pub mod layout;
 pub mod messages;
 pub mod mpich;
+pub mod names;
 pub mod openmpi;
 mod process;
 pub mod target;
+pub mod types;
 pub mod walk;
 
 /// In-memory fakes of an image and a process, for tests (of this crate and

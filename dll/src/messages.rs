@@ -10,7 +10,7 @@ use std::ffi::{CStr, CString};
 use std::sync::Mutex;
 
 use crate::errors::DllError;
-use crate::layout::Missing;
+use crate::types::Missing;
 
 /// Most distinct texts ever leaked.
 pub const MAX_TEXTS: usize = 64;

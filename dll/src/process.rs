@@ -3,9 +3,10 @@
 //! process's callbacks, and making sure its image was checked.
 
 use crate::abi;
-use crate::backend::{ImageBackend, ImageState, ProcessState};
+use crate::backend::{ImageBackend, ImageState};
 use crate::callbacks::{self, Basic, ImageCallbacks, ProcessCallbacks};
 use crate::errors::DllError;
+use crate::iteration::{Debugged, ProcessState};
 
 /// The image of a process, its table and backend (checking it if the
 /// debugger has not).
@@ -24,9 +25,10 @@ pub(crate) fn image_of(
 /// queued debug lines to the debugger's dprints.
 pub(crate) fn with_process<R>(
     process: *mut abi::mqs_process,
-    f: impl FnOnce(&mut ProcessState, &ProcessCallbacks) -> R,
+    f: impl FnOnce(&mut Debugged, &ProcessCallbacks) -> R,
 ) -> Result<R, DllError> {
     let (r, lines) = callbacks::with_process_state::<ProcessState, _>(process, |st| {
+        let st = st.get();
         let pc = ProcessCallbacks::new(process, st.table());
         let r = f(st, &pc);
         (r, st.take_dprints())
@@ -43,11 +45,10 @@ pub(crate) fn with_process<R>(
 
 /// Makes sure the process's symbols were looked up (a debugger may skip
 /// `mqs_process_has_queues`).
-pub(crate) fn ensure_checked(st: &mut ProcessState, pc: &ProcessCallbacks) -> Result<(), DllError> {
+pub(crate) fn ensure_checked(st: &mut Debugged, pc: &ProcessCallbacks) -> Result<(), DllError> {
     if st.is_checked() {
         return Ok(());
     }
-    let (ic, backend) = image_of(pc)?;
-    st.refresh_image(backend);
+    let (ic, _) = image_of(pc)?;
     st.check(&ic, pc).map_err(|f| f.code)
 }

@@ -8,8 +8,9 @@ use std::collections::{HashMap, HashSet};
 use mqs_abi::Communicator;
 
 use crate::access::ProcessAccess;
+use crate::iteration::CommInfo;
 use crate::mpich::layout::{CommDevice, Layout, RankMapLayout};
-use crate::openmpi::groups::{identity_of, NameMap, ProcName};
+use crate::names::{identity_of, NameMap, ProcName};
 use crate::target::{ReadError, Target, View};
 use crate::walk::Stop;
 
@@ -56,24 +57,24 @@ pub struct Comm {
     pub remote_ranks: Vec<i64>,
 }
 
-impl Comm {
-    /// The global rank of a peer named by its rank in this communicator.
-    pub fn peer_global(&self, rank: i64) -> i64 {
-        usize::try_from(rank)
-            .ok()
-            .and_then(|r| self.remote_ranks.get(r).copied())
-            .unwrap_or(-1)
-    }
-
+impl CommInfo for Comm {
     /// The receive context id is the unique id: MPICH allocates it per
     /// process, and it is what incoming messages are matched on.
-    pub fn to_abi(&self) -> Communicator {
+    fn to_abi(&self) -> Communicator {
         Communicator {
             unique_id: self.recvcontext_id,
             local_rank: self.local_rank,
             size: self.size,
             name: self.name.clone(),
         }
+    }
+
+    fn local_ranks(&self) -> &[i64] {
+        &self.local_ranks
+    }
+
+    fn remote_ranks(&self) -> &[i64] {
+        &self.remote_ranks
     }
 }
 

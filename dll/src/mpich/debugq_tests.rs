@@ -10,7 +10,8 @@ use std::sync::Arc;
 use mqs_abi::{OpClass, OpStatus, PendingOperation, ReturnCode};
 
 use super::layout::{Device, Layout, Queues};
-use super::ProcessState;
+use super::Mpich;
+use crate::iteration::{AnyProcess, Process};
 use crate::target::{ByteOrder, Sizes, Target};
 use crate::testing::{FakeImage, FakeProcess};
 
@@ -156,14 +157,11 @@ fn queue(p: &FakeProcess, class: OpClass) -> (ReturnCode, Vec<PendingOperation>)
         (layout.queues, layout.device),
         (Queues::Debugq, Device::Ch4)
     );
-    let mut s = ProcessState::new(
-        std::ptr::null(),
-        Arc::new(layout),
-        Sizes::LP64,
-        ByteOrder::probe(p),
-    );
+    let backend = Mpich::new(Arc::new(layout));
+    assert_eq!(backend.backend_name(), "mpich-debugq");
+    let mut process = Process::new(std::ptr::null(), backend, Sizes::LP64, ByteOrder::probe(p));
+    let s: &mut dyn AnyProcess<FakeImage> = &mut process;
     s.check(&image, p).expect("check");
-    assert_eq!(s.backend_name(), "mpich-debugq");
     s.update_communicators(p, None).expect("communicators");
     assert_eq!(s.setup_communicators(), ReturnCode::Ok);
     assert_eq!(s.current_comm().unwrap().name, "MPI_COMM_WORLD");

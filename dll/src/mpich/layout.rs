@@ -19,7 +19,7 @@
 //! name: their members' offsets follow from C's rules, as noted where used.
 
 use crate::access::ImageAccess;
-use crate::layout::{ty, Missing};
+use crate::types::{ty, Missing};
 
 /// 4.1+: the debugger's receive queue, a list of `MPIR_Debugq`.
 pub const SYM_RECVQ: &str = "MPIR_Recvq_head";

@@ -18,22 +18,19 @@ pub mod requests;
 #[cfg(test)]
 mod debugq_tests;
 
-use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
-use mqs_abi::{OpClass, PendingOperation, ReturnCode};
+use mqs_abi::{OpClass, PendingOperation, ProcessLocation};
 
-use crate::abi;
 use crate::access::{ImageAccess, ProcessAccess, TypeSizes};
-use crate::cursor::Cursor;
 use crate::errors::DllError;
-use crate::messages;
-use crate::messages::Failure;
-use crate::openmpi::groups::{NameMap, ProcName};
+use crate::iteration::{Call, Listed, Made, MpiBackend, Queue, Setup};
+use crate::messages::{self, Failure};
+use crate::names::ProcName;
 use crate::target::{ByteOrder, ReadError, Sizes, Target};
-use crate::walk::Stop;
+use crate::types::Missing;
 
-use communicators::{Comm, OWN_JOB};
+use communicators::{Comm, ListHead, OWN_JOB};
 use layout::{Device, Layout, Queues, RequestDevice};
 use requests::{Class, OpContext, Scan};
 
@@ -147,18 +144,8 @@ fn resolve_symbols<I: ImageAccess>(image: &I, layout: &Layout) -> Result<Symbols
 fn layout_missing_symbol(s: &'static str) -> Failure {
     Failure {
         code: DllError::MissingSymbol,
-        message: Some(messages::mpich_missing_message(
-            crate::layout::Missing::Symbol(s),
-        )),
+        message: Some(messages::mpich_missing_message(Missing::Symbol(s))),
     }
-}
-
-/// What identifies a state of the communicator list: rebuild when it moves.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Signature {
-    sequence: i64,
-    head: u64,
-    names: Option<Vec<(ProcName, i64)>>,
 }
 
 /// Per-stop caches: dropped when the list is updated or its iterator set
@@ -182,88 +169,27 @@ impl Cache {
     }
 }
 
-/// What the DLL keeps per MPICH process.
+/// What the MPICH backend keeps per process.
 #[derive(Debug)]
-pub struct ProcessState {
-    /// The debugger's process table, kept since `mqs_setup_process`.
-    pub table: *const abi::mqs_process_callbacks,
+pub struct Mpich {
     layout: Arc<Layout>,
-    sizes: Sizes,
-    order: ByteOrder,
     symbols: Option<Symbols>,
-    /// "MPICH 4.0.2, device ch3:nemesis", read at check.
-    detected: Option<String>,
     /// ch4: why the receive queues can be incomplete (None: complete).
     incomplete: Option<String>,
-    signature: Option<Signature>,
-    comms: Vec<Comm>,
-    current: Cursor,
-    ops: Option<VecDeque<PendingOperation>>,
     cache: Cache,
     /// MPI_COMM_WORLD's size and this process's rank in it.
     world: Option<(u64, i64)>,
-    /// MPI-2: the identity the debugger gave this process.
-    identity: Option<i32>,
-    /// Show MPICH's own communicators and collective traffic
-    /// (MQS_SHOW_INTERNAL=1).
-    show_internal: bool,
-    /// Lines for the debugger's dprints, drained by the exports.
-    pub dprints: Vec<String>,
-    said: HashSet<&'static str>,
-    /// MPI-2: MPICH records no processes of other jobs where we read.
-    pub new_processes: Option<VecDeque<mqs_abi::ProcessLocation>>,
 }
 
-impl ProcessState {
-    pub fn new(
-        table: *const abi::mqs_process_callbacks,
-        layout: Arc<Layout>,
-        sizes: Sizes,
-        order: ByteOrder,
-    ) -> Self {
-        ProcessState {
-            table,
+impl Mpich {
+    pub fn new(layout: Arc<Layout>) -> Self {
+        Mpich {
             layout,
-            sizes,
-            order,
             symbols: None,
-            detected: None,
             incomplete: None,
-            signature: None,
-            comms: Vec::new(),
-            current: Cursor::default(),
-            ops: None,
             cache: Cache::default(),
             world: None,
-            identity: None,
-            show_internal: std::env::var_os("MQS_SHOW_INTERNAL").is_some_and(|v| v == "1"),
-            dprints: Vec::new(),
-            said: HashSet::new(),
-            new_processes: None,
         }
-    }
-
-    fn target<'a, P: ProcessAccess + ?Sized>(&self, p: &'a P) -> Target<'a, P> {
-        Target::new(p, self.sizes, self.order)
-    }
-
-    fn say_once(&mut self, key: &'static str, line: String) {
-        if self.said.insert(key) {
-            self.dprints.push(line);
-        }
-    }
-
-    pub fn is_checked(&self) -> bool {
-        self.symbols.is_some()
-    }
-
-    pub fn has_list(&self) -> bool {
-        self.signature.is_some()
-    }
-
-    /// What was detected, for the version string.
-    pub fn detected(&self) -> Option<String> {
-        self.detected.clone()
     }
 
     /// The backend's name, for the version string.
@@ -274,49 +200,6 @@ impl ProcessState {
             (_, Device::Ch4) => "mpich-ch4",
             (_, Device::Unknown) => "mpich",
         }
-    }
-
-    /// `mqs_process_has_queues`: finds the symbols, checks that the
-    /// communicator list can be read, and what MPICH this is.
-    pub fn check<I: ImageAccess, P: ProcessAccess + ?Sized>(
-        &mut self,
-        image: &I,
-        p: &P,
-    ) -> Result<(), Failure> {
-        let syms = resolve_symbols(image, &self.layout)?;
-        let t = self.target(p);
-        communicators::read_head(&t, &self.layout, syms.all_comms).map_err(|e| Failure {
-            code: e.into(),
-            message: Some(messages::MPICH_LIST_UNREADABLE),
-        })?;
-        let read_string = |sym: &str| {
-            image
-                .find_symbol(sym)
-                .and_then(|a| t.read_cstring(a, 64).ok())
-                .filter(|s| !s.is_empty())
-        };
-        let version = read_string(SYM_VERSION);
-        let device = read_string(SYM_DEVICE);
-        let queues = match self.layout.queues {
-            Queues::Device => "device queues",
-            Queues::Debugq => "debugger queues (MPIR_Debugq)",
-        };
-        self.detected = Some(format!(
-            "MPICH {}, device {}, {queues}",
-            version.as_deref().unwrap_or("(version not recorded)"),
-            device
-                .as_deref()
-                .unwrap_or_else(|| self.layout.device.name())
-        ));
-        self.incomplete = self.ch4_incompleteness(image, &t);
-        self.symbols = Some(syms);
-        if let Some(why) = self.incomplete.clone() {
-            self.say_once("ch4-incomplete", format!("mqs DLL: {why}"));
-        }
-        if let Some(d) = &self.detected {
-            messages::set_detected(d, self.backend_name());
-        }
-        Ok(())
     }
 
     /// ch4 in 4.0 remembers only the receives of its active-message path,
@@ -356,107 +239,6 @@ impl ProcessState {
                     .to_string(),
             ),
         }
-    }
-
-    /// `mqs_update_communicator_list`: rebuilds the list when its sequence
-    /// number or head moved; drops per-stop caches either way.
-    pub fn update_communicators<P: ProcessAccess + ?Sized>(
-        &mut self,
-        p: &P,
-        names: Option<&NameMap>,
-    ) -> Result<(), DllError> {
-        let syms = self.symbols.ok_or(DllError::ImageHasNoQueues)?;
-        self.cache = Cache::default();
-        self.ops = None;
-        let t = self.target(p);
-        let head = communicators::read_head(&t, &self.layout, syms.all_comms)?;
-        let names_now = names.map(|n| {
-            let mut v: Vec<(ProcName, i64)> = n.iter().map(|(k, v)| (*k, *v)).collect();
-            v.sort_unstable();
-            v
-        });
-        let signature = Signature {
-            sequence: head.sequence,
-            head: head.head,
-            names: names_now,
-        };
-        if self.signature.as_ref() == Some(&signature) {
-            return Ok(());
-        }
-        let built = communicators::build(&t, &self.layout, head.head, names)?;
-        if built.skipped > 0 {
-            self.dprints.push(format!(
-                "mqs DLL: {} communicator(s) could not be read and are not shown",
-                built.skipped
-            ));
-        }
-        if let Some(stop) = built.stop {
-            // A communicator freed (or corrupt) while the list was read: the
-            // ones before it are shown.
-            self.dprints.push(format!(
-                "mqs DLL: the communicator list ends early ({})",
-                stop.note()
-            ));
-        }
-        let hidden = built.comms.iter().filter(|c| c.internal.is_some()).count();
-        if hidden > 0 && !self.show_internal {
-            self.say_once(
-                "internal-comms",
-                format!(
-                    "mqs DLL: {hidden} communicator(s) MPICH made for itself are not shown (MQS_SHOW_INTERNAL=1 in the debugger's environment shows them)"
-                ),
-            );
-        }
-        self.comms = built
-            .comms
-            .into_iter()
-            .filter(|c| self.show_internal || c.internal.is_none())
-            .collect();
-        self.world = built.world;
-        self.signature = Some(signature);
-        self.current.reset();
-        Ok(())
-    }
-
-    pub fn setup_communicators(&mut self) -> ReturnCode {
-        self.cache = Cache::default();
-        self.ops = None;
-        self.current.start(self.comms.len())
-    }
-
-    pub fn current_comm(&self) -> Result<&Comm, DllError> {
-        self.current.get(&self.comms)
-    }
-
-    pub fn next_communicator(&mut self) -> Result<ReturnCode, DllError> {
-        let rc = self.current.advance(self.comms.len())?;
-        self.ops = None;
-        Ok(rc)
-    }
-
-    pub fn comm_group(&self) -> Result<Vec<i32>, DllError> {
-        let comm = self.current_comm()?;
-        Ok(comm
-            .local_ranks
-            .iter()
-            .map(|&r| i32::try_from(r).unwrap_or(-1))
-            .collect())
-    }
-
-    pub fn next_operation(&mut self) -> Result<Option<PendingOperation>, DllError> {
-        let ops = self.ops.as_mut().ok_or(DllError::NoOperationIterator)?;
-        Ok(ops.pop_front())
-    }
-
-    /// MPI-2: keeps the identity; this process's name is its world rank.
-    pub fn set_identity(&mut self, identity: i32) -> Option<ProcName> {
-        self.identity = Some(identity);
-        self.signature = None;
-        let rank = self.world.map(|w| w.1)?;
-        Some(ProcName {
-            jobid: OWN_JOB,
-            vpid: u32::try_from(rank).ok()?,
-        })
     }
 
     /// The scan of one queue, made once per stop.
@@ -509,27 +291,121 @@ impl ProcessState {
         }
         slot.as_ref()
     }
+}
 
-    /// `mqs_setup_operation_iterator`.
-    pub fn setup_operations<P: ProcessAccess + ?Sized>(
-        &mut self,
-        p: &P,
-        op: OpClass,
-    ) -> Result<ReturnCode, DllError> {
-        self.ops = None;
-        let comm = self.current_comm()?.clone();
+impl MpiBackend for Mpich {
+    type Comm = Comm;
+    type Marker = ListHead;
+    type Head = ListHead;
+    type Read = ();
+    type Item = PendingOperation;
+
+    /// Finds the symbols, checks that the communicator list can be read,
+    /// and what MPICH this is.
+    fn check<I: ImageAccess>(&mut self, call: &mut Call<'_>, image: &I) -> Result<(), Failure> {
+        let syms = resolve_symbols(image, &self.layout)?;
+        let t = call.target();
+        let cx = &mut *call.cx;
+        communicators::read_head(&t, &self.layout, syms.all_comms).map_err(|e| Failure {
+            code: e.into(),
+            message: Some(messages::MPICH_LIST_UNREADABLE),
+        })?;
+        let read_string = |sym: &str| {
+            image
+                .find_symbol(sym)
+                .and_then(|a| t.read_cstring(a, 64).ok())
+                .filter(|s| !s.is_empty())
+        };
+        let version = read_string(SYM_VERSION);
+        let device = read_string(SYM_DEVICE);
+        let queues = match self.layout.queues {
+            Queues::Device => "device queues",
+            Queues::Debugq => "debugger queues (MPIR_Debugq)",
+        };
+        let detected = format!(
+            "MPICH {}, device {}, {queues}",
+            version.as_deref().unwrap_or("(version not recorded)"),
+            device
+                .as_deref()
+                .unwrap_or_else(|| self.layout.device.name())
+        );
+        self.incomplete = self.ch4_incompleteness(image, &t);
+        self.symbols = Some(syms);
+        if let Some(why) = self.incomplete.clone() {
+            cx.say_once("ch4-incomplete", format!("mqs DLL: {why}"));
+        }
+        cx.detect(detected, self.backend_name());
+        Ok(())
+    }
+
+    /// The list's head; its sequence number and head are the marker.
+    fn list_head(&mut self, call: &mut Call<'_>) -> Result<(ListHead, ListHead), DllError> {
+        let syms = self.symbols.ok_or(DllError::ImageHasNoQueues)?;
+        self.cache = Cache::default();
+        let head = communicators::read_head(&call.target(), &self.layout, syms.all_comms)?;
+        Ok((head, head))
+    }
+
+    /// Walks the list; what MPICH made for itself is left out unless asked
+    /// for.
+    fn build_list(&mut self, call: &mut Call<'_>, head: ListHead) -> Listed<Self> {
+        let t = call.target();
+        let built = communicators::build(&t, &self.layout, head.head, call.names)?;
+        let cx = &mut *call.cx;
+        if built.skipped > 0 {
+            cx.say(format!(
+                "mqs DLL: {} communicator(s) could not be read and are not shown",
+                built.skipped
+            ));
+        }
+        if let Some(stop) = built.stop {
+            // A communicator freed (or corrupt) while the list was read: the
+            // ones before it are shown.
+            cx.say(format!(
+                "mqs DLL: the communicator list ends early ({})",
+                stop.note()
+            ));
+        }
+        let hidden = built.comms.iter().filter(|c| c.internal.is_some()).count();
+        if hidden > 0 && !cx.show_internal {
+            cx.say_once(
+                "internal-comms",
+                format!(
+                    "mqs DLL: {hidden} communicator(s) MPICH made for itself are not shown (MQS_SHOW_INTERNAL=1 in the debugger's environment shows them)"
+                ),
+            );
+        }
+        self.world = built.world;
+        Ok(built
+            .comms
+            .into_iter()
+            .filter(|c| cx.show_internal || c.internal.is_none())
+            .collect())
+    }
+
+    fn forget_stop(&mut self) {
+        self.cache = Cache::default();
+    }
+
+    fn is_checked(&self) -> bool {
+        self.symbols.is_some()
+    }
+
+    /// The queue's entries of `comm`'s context (and, shown on request, of
+    /// its collective context), each made into its operation at once.
+    fn read_queue(&mut self, call: &mut Call<'_>, comm: &Comm, op: OpClass) -> Setup<Self> {
         let class = match op {
             OpClass::PendingSends => Class::Send,
             OpClass::PendingReceives => Class::Posted,
             OpClass::UnexpectedMessages => Class::Unexpected,
         };
-        let t = self.target(p);
+        let t = call.target();
+        let cx = &mut *call.cx;
         // Sends go out on the peer's context; receives match ours.
         let ctx = match class {
             Class::Send => comm.context_id,
             _ => comm.recvcontext_id,
         };
-        let show_internal = self.show_internal;
         // A context asked for again in this stop (its entries were taken
         // by the first asking) gets a new scan.
         let slot = self.cache.scan(class);
@@ -544,7 +420,7 @@ impl ProcessState {
                 Class::Send => "MPICH keeps no send queue here (MPIR_Sendq_head missing)",
                 _ => "MPICH's queue heads cannot be read in this process",
             });
-            return Ok(ReturnCode::NoInformation);
+            return Ok(None);
         };
         let scan = self
             .cache
@@ -554,7 +430,7 @@ impl ProcessState {
         let stop = scan.stop;
         let own = scan.by_ctx.take(ctx);
         // The communicator's collective context (its id + 1).
-        let collective = if show_internal {
+        let collective = if cx.show_internal {
             scan.by_ctx.take(ctx + 1)
         } else {
             Vec::new()
@@ -593,8 +469,8 @@ impl ProcessState {
                 .and_then(|h| {
                     datatypes::datatype(&t, &layout, &syms, &mut self.cache.datatypes, h)
                 });
-            let cx = OpContext {
-                comm: &comm,
+            let oc = OpContext {
+                comm,
                 datatype: dt.as_ref(),
                 internal,
                 order: (class == Class::Posted).then_some(k + 1),
@@ -604,35 +480,43 @@ impl ProcessState {
                     note
                 },
             };
-            ops.push(requests::to_operation(&f, class, &cx));
+            ops.push(requests::to_operation(&f, class, &oc));
         }
-        if let (true, None, Some(why), false) = (
-            ops.is_empty(),
-            stop,
-            incomplete.as_deref(),
-            class == Class::Send,
-        ) {
+        let mut queue = Queue::new((), ops, stop);
+        if class != Class::Send {
             // Empty only on the path ch4 records: the operations it does
-            // not record may be there. "Cannot tell", never "empty".
-            messages::set_no_information_reason(&format!("{why}; none on that path here"));
-            return Ok(ReturnCode::NoInformation);
+            // not record may be there.
+            queue.unseen = incomplete.map(|why| format!("{why}; none on that path here"));
         }
-        if let Some(stop) = stop {
-            match ops.last_mut() {
-                Some(last) => crate::openmpi::add_note(last, stop.note()),
-                None => return Err(stop_error(stop)),
-            }
-        }
-        self.ops = Some(ops.into());
-        Ok(ReturnCode::Ok)
+        Ok(Some(queue))
     }
-}
 
-fn stop_error(stop: Stop) -> DllError {
-    match stop {
-        Stop::Budget | Stop::Limit(_) => DllError::LimitReached,
-        Stop::Unreadable(_) => DllError::ReadFailed,
-        Stop::Cycle(_) | Stop::BadPointer(_) | Stop::Corrupt => DllError::Corrupt,
+    /// Made at setup already.
+    fn make(&self, _: &(), op: PendingOperation, _: &Comm) -> Made {
+        Some(op)
+    }
+
+    /// MPICH names this job's processes by world rank.
+    fn own_name(&mut self, _: &mut Call<'_>) -> Option<ProcName> {
+        let rank = self.world.map(|w| w.1)?;
+        Some(ProcName {
+            jobid: OWN_JOB,
+            vpid: u32::try_from(rank).ok()?,
+        })
+    }
+
+    fn new_processes(&mut self, _: &mut Call<'_>) -> Option<Vec<ProcessLocation>> {
+        messages::set_no_information_reason(
+            "MPICH does not record the processes it spawned or connected to where this DLL reads",
+        );
+        None
+    }
+
+    /// Every new communicator, the intercommunicator of a spawn or
+    /// connection included, passes `MPIR_Comm_commit` once its members are
+    /// known.
+    fn spawn_breakpoint(&self) -> String {
+        "MPIR_Comm_commit".to_string()
     }
 }
 

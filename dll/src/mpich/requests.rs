@@ -15,6 +15,7 @@ use mqs_abi::{LinesBuf, OpStatus, PendingOperation};
 
 use crate::access::ProcessAccess;
 use crate::by_key::ByKey;
+use crate::iteration::CommInfo;
 use crate::mpich::communicators::Comm;
 use crate::mpich::datatypes::{count_line, Datatype};
 use crate::mpich::layout::{EntryLayout, Layout, RequestDevice};
@@ -169,15 +170,6 @@ impl Scan {
     }
 }
 
-fn stop_of(e: ReadError, at: u64) -> Stop {
-    match e {
-        ReadError::Budget => Stop::Budget,
-        ReadError::Unreadable(a) => Stop::Unreadable(a),
-        ReadError::Null | ReadError::Misaligned(_) => Stop::BadPointer(at),
-        ReadError::OutOfRange => Stop::Corrupt,
-    }
-}
-
 /// Walks a device queue of requests whose head pointer is at `head_at`.
 pub fn walk_requests<P: ProcessAccess + ?Sized>(
     t: &Target<'_, P>,
@@ -204,7 +196,7 @@ fn walk_requests_with<P: ProcessAccess + ?Sized>(
     let mut cur = match t.read_ptr(head_at) {
         Ok(p) => p,
         Err(e) => {
-            scan.stop = Some(stop_of(e, head_at));
+            scan.stop = Some(Stop::from_read(e, head_at));
             return scan;
         }
     };
@@ -214,7 +206,7 @@ fn walk_requests_with<P: ProcessAccess + ?Sized>(
     let mut buf = vec![0u8; usize::try_from(len).unwrap_or(0)];
     while cur != 0 {
         if let Err(e) = t.check_ptr(cur, t.ptr_align(), len) {
-            scan.stop = Some(stop_of(e, cur));
+            scan.stop = Some(Stop::from_read(e, cur));
             break;
         }
         if !seen.insert(cur) {
@@ -226,7 +218,7 @@ fn walk_requests_with<P: ProcessAccess + ?Sized>(
             break;
         }
         if let Err(e) = t.read_into(cur, &mut buf) {
-            scan.stop = Some(stop_of(e, cur));
+            scan.stop = Some(Stop::from_read(e, cur));
             break;
         }
         let v = t.view_within(cur, &buf, &whole);
@@ -252,7 +244,7 @@ fn walk_requests_with<P: ProcessAccess + ?Sized>(
         match next {
             Ok(n) => cur = n,
             Err(e) => {
-                scan.stop = Some(stop_of(e, cur));
+                scan.stop = Some(Stop::from_read(e, cur));
                 break;
             }
         }
@@ -273,7 +265,7 @@ pub fn walk_entries<P: ProcessAccess + ?Sized>(
     let mut cur = match t.read_ptr(head_at) {
         Ok(p) => p,
         Err(err) => {
-            scan.stop = Some(stop_of(err, head_at));
+            scan.stop = Some(Stop::from_read(err, head_at));
             return scan;
         }
     };
@@ -282,7 +274,7 @@ pub fn walk_entries<P: ProcessAccess + ?Sized>(
     let mut found = Vec::new();
     while cur != 0 {
         if let Err(err) = t.check_ptr(cur, t.ptr_align(), len) {
-            scan.stop = Some(stop_of(err, cur));
+            scan.stop = Some(Stop::from_read(err, cur));
             break;
         }
         if !seen.insert(cur) {
@@ -296,7 +288,7 @@ pub fn walk_entries<P: ProcessAccess + ?Sized>(
         let v = match t.view(cur, len) {
             Ok(v) => v,
             Err(err) => {
-                scan.stop = Some(stop_of(err, cur));
+                scan.stop = Some(Stop::from_read(err, cur));
                 break;
             }
         };
@@ -313,7 +305,7 @@ pub fn walk_entries<P: ProcessAccess + ?Sized>(
         let (req_addr, tag, rank, ctx, next) = match fields {
             Ok(f) => f,
             Err(err) => {
-                scan.stop = Some(stop_of(err, cur));
+                scan.stop = Some(Stop::from_read(err, cur));
                 break;
             }
         };

@@ -6,8 +6,10 @@ use std::collections::HashMap;
 use mqs_abi::Communicator;
 
 use crate::access::ProcessAccess;
-use crate::layout::{ContextId, Layout, NameStorage};
-use crate::openmpi::groups::{self, NameMap, Translator, World};
+use crate::iteration::CommInfo;
+use crate::names::NameMap;
+use crate::openmpi::groups::{self, Translator, World};
+use crate::openmpi::layout::{ContextId, Layout, NameStorage};
 use crate::target::{ReadError, Target};
 
 /// Most slots of the communicator table read.
@@ -39,22 +41,22 @@ pub struct Comm {
     pub pml_comm: u64,
 }
 
-impl Comm {
-    /// The global rank of a peer named by its rank in this communicator.
-    pub fn peer_global(&self, rank: i64) -> i64 {
-        usize::try_from(rank)
-            .ok()
-            .and_then(|r| self.remote_ranks.get(r).copied())
-            .unwrap_or(-1)
-    }
-
-    pub fn to_abi(&self) -> Communicator {
+impl CommInfo for Comm {
+    fn to_abi(&self) -> Communicator {
         Communicator {
             unique_id: self.id,
             local_rank: self.local_rank,
             size: self.size,
             name: self.name.clone(),
         }
+    }
+
+    fn local_ranks(&self) -> &[i64] {
+        &self.local_ranks
+    }
+
+    fn remote_ranks(&self) -> &[i64] {
+        &self.remote_ranks
     }
 }
 

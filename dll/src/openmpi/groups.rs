@@ -7,12 +7,17 @@
 //! Open MPI has not allocated a proc for yet. A member's global rank is found
 //! by matching its pointer against MPI_COMM_WORLD's group, else by its
 //! process name (jobid, vpid): in our own job the vpid is the world rank.
-//! With MPI-2 the debugger's identities (job table) take precedence.
+//! With MPI-2 the debugger's identities (job table) take precedence; the
+//! processes of other jobs are MPI-2's new processes.
 
 use std::collections::HashMap;
 
+use mqs_abi::ProcessLocation;
+
 use crate::access::ProcessAccess;
-use crate::layout::{GroupLayout, Layout, SparseLayout, SparseStructs};
+use crate::names::{identity_of, NameMap, ProcName};
+use crate::openmpi::layout::{GroupLayout, Layout, SparseLayout, SparseStructs};
+use crate::openmpi::lists;
 use crate::target::{ReadError, Target, View};
 
 /// Most members a group may have.
@@ -23,16 +28,6 @@ const MAX_PARENT_DEPTH: u32 = 8;
 const GROUP_SPORADIC: u64 = 0x08;
 const GROUP_STRIDED: u64 = 0x10;
 const GROUP_BITMAP: u64 = 0x20;
-
-/// An Open MPI process name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ProcName {
-    pub jobid: u32,
-    pub vpid: u32,
-}
-
-/// Identities the debugger gave processes (MPI-2), by process name.
-pub type NameMap = HashMap<ProcName, i64>;
 
 /// MPI_COMM_WORLD's members, for translating other groups.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -91,22 +86,6 @@ pub fn member_name<P: ProcessAccess + ?Sized>(
         return sentinel_name(ptr, t.sizes.pointer, world.jobid);
     }
     proc_name(t, layout, ptr).ok()
-}
-
-/// The identity of a process name: the one the debugger gave it, else
-/// inferred from another process of the same Open MPI job, since debuggers
-/// number a job's processes contiguously in vpid order (COMM_WORLD first,
-/// then each spawned or connected job).
-pub fn identity_of(names: &NameMap, name: ProcName) -> Option<i64> {
-    if let Some(&id) = names.get(&name) {
-        return Some(id);
-    }
-    names
-        .iter()
-        .filter(|(n, _)| n.jobid == name.jobid)
-        .min_by_key(|(n, _)| **n)
-        .map(|(n, &id)| id - i64::from(n.vpid) + i64::from(name.vpid))
-        .filter(|&id| id >= 0)
 }
 
 /// Translates group members to global ranks (-1 when unknown).
@@ -328,20 +307,48 @@ pub fn read_world<P: ProcessAccess + ?Sized>(
     Ok(world)
 }
 
+/// The processes on `ompi_proc_list` (at `list`) that are not in our own
+/// job (`own_jobid`): MPI-2's new processes.
+pub fn other_jobs<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    layout: &Layout,
+    list: u64,
+    own_jobid: u32,
+) -> Vec<ProcessLocation> {
+    let w = lists::opal_list(t, &layout.list, list, 1 << 16);
+    let mut out = Vec::new();
+    for item in w.items {
+        let Ok(name) = proc_name(t, layout, item) else {
+            continue;
+        };
+        if name.jobid == own_jobid {
+            continue;
+        }
+        let host = layout
+            .proc_
+            .hostname
+            .and_then(|off| t.read_ptr(item + off).ok())
+            .filter(|&a| a != 0)
+            .and_then(|a| t.read_cstring(a, 63).ok())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "(unknown)".to_string());
+        out.push(ProcessLocation {
+            // Open MPI keeps neither the pid nor the executable of processes
+            // of other jobs; say so rather than guess.
+            pid: 0,
+            image_name: format!(
+                "(unknown: Open MPI process jobid {:#x} vpid {}; pid and executable not recorded)",
+                name.jobid, name.vpid
+            ),
+            host_name: host,
+        });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn identities_are_given_or_inferred_within_a_job() {
-        let mut names = NameMap::new();
-        names.insert(ProcName { jobid: 7, vpid: 0 }, 4);
-        names.insert(ProcName { jobid: 9, vpid: 1 }, 1);
-        assert_eq!(identity_of(&names, ProcName { jobid: 7, vpid: 0 }), Some(4));
-        assert_eq!(identity_of(&names, ProcName { jobid: 7, vpid: 2 }), Some(6));
-        assert_eq!(identity_of(&names, ProcName { jobid: 9, vpid: 0 }), Some(0));
-        assert_eq!(identity_of(&names, ProcName { jobid: 8, vpid: 0 }), None);
-    }
 
     #[test]
     fn sentinels_decode_like_open_mpi() {

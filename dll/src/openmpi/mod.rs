@@ -1,28 +1,30 @@
-//! The Open MPI 4.1 backend (ob1 PML): image checks, per-process state,
-//! the communicator list and the three queues.
+//! The Open MPI backend (4.1 and 5.0, ob1 PML): image checks, the
+//! communicator table and the three queues, answering the iteration
+//! [`crate::iteration`] keeps.
 
 pub mod communicators;
 pub mod groups;
+pub mod layout;
+pub mod lists;
 pub mod ob1;
 pub mod requests;
 pub mod unexpected;
 
-use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
-use mqs_abi::{OpClass, PendingOperation, ReturnCode};
+use mqs_abi::{OpClass, ProcessLocation};
 
-use crate::abi;
 use crate::access::{ImageAccess, ProcessAccess, TypeSizes};
-use crate::cursor::Cursor;
 use crate::errors::DllError;
-use crate::layout::{Layout, Missing};
-use crate::messages;
+use crate::iteration::{Call, Context, Listed, Made, MpiBackend, Queue, Setup};
+use crate::messages::{self, Failure};
+use crate::names::ProcName;
 use crate::target::{ByteOrder, ReadError, Sizes, Target};
+use crate::types::Missing;
 use crate::walk::{AddrSet, Stop};
 
-use communicators::{Comm, Signature};
-use groups::{NameMap, ProcName, World};
+use communicators::{Comm, Signature, Table};
+use layout::Layout;
 use requests::{DatatypeCache, Request, Scan};
 
 /// Data symbols the DLL reads.
@@ -38,8 +40,6 @@ pub const SYM_LOCAL_PROC: &str = "ompi_proc_local_proc";
 /// A function in the file that always has debug info; asking for it makes
 /// lazy debuggers load that file's types first.
 pub const FN_SETUP_DLLS: &str = "ompi_debugger_setup_dlls";
-
-pub use crate::messages::Failure;
 
 /// Whether an image is an Open MPI program with the debug info we need.
 pub fn check_image<I: ImageAccess>(image: &I) -> Result<Layout, Failure> {
@@ -151,12 +151,13 @@ fn read_pml<P: ProcessAccess + ?Sized>(t: &Target<'_, P>, addr: u64) -> Option<P
     Some(PmlInfo { name, version })
 }
 
-/// One operation of a queue as read, made into a [`PendingOperation`] only
-/// when the debugger takes it: a queue of 100,000 is then never held twice,
-/// as read and as made.
+/// One operation of a queue as read, made into a
+/// [`mqs_abi::PendingOperation`] only when the debugger takes it
+/// ([`crate::iteration::Queue`]).
 #[derive(Debug)]
 pub enum Pending {
-    /// The request at this index of the queue's [`Operations::requests`].
+    /// The request at this index of the queue's decoded requests (its
+    /// [`crate::iteration::Queue::read`]).
     Request {
         index: u32,
         order: Order,
@@ -177,16 +178,6 @@ pub enum Order {
     Text(&'static str),
 }
 
-/// The current queue's operations not yet taken, and a note for the last
-/// (why the list was cut).
-#[derive(Debug)]
-pub struct Operations {
-    /// The requests the items name, each decoded once.
-    requests: Vec<Request>,
-    items: VecDeque<Pending>,
-    last_note: Option<String>,
-}
-
 /// A queue as read at setup: its requests and its items in order, and why
 /// it was cut.
 type Built = (Vec<Request>, Vec<Pending>, Option<Stop>);
@@ -200,155 +191,30 @@ pub struct Cache {
     pub datatypes: DatatypeCache,
 }
 
-/// What the DLL keeps per process.
+/// What the Open MPI backend keeps per process.
 #[derive(Debug)]
-pub struct ProcessState {
-    /// The debugger's process table, kept since `mqs_setup_process`.
-    pub table: *const abi::mqs_process_callbacks,
-    pub layout: Option<Arc<Layout>>,
-    pub sizes: Sizes,
-    pub order: ByteOrder,
+pub struct OpenMpi {
+    pub layout: Arc<Layout>,
     pub symbols: Option<Symbols>,
     pub pml: Option<PmlInfo>,
     /// This process's Open MPI name (jobid, vpid).
     pub own_name: Option<ProcName>,
-    pub signature: Option<Signature>,
-    /// The MPI-2 identities the list was built with (they change ranks).
-    names_built: Option<Vec<(ProcName, i64)>>,
-    pub comms: Vec<Comm>,
-    pub world: World,
-    /// Index of the current communicator in `comms`.
-    pub current: Cursor,
-    pub ops: Option<Operations>,
     pub cache: Cache,
-    /// MPI-2: the identity the debugger gave this process.
-    pub identity: Option<i32>,
-    /// Show operations with negative (internal) tags (MQS_SHOW_INTERNAL=1).
-    pub show_internal: bool,
-    /// Lines for the debugger's dprints, drained by the exports.
-    pub dprints: Vec<String>,
-    said: HashSet<&'static str>,
-    /// What `check` found (MPI version, PML, debug info), for the version
-    /// string.
-    detected: Option<String>,
-    #[cfg(feature = "mpi2")]
-    pub new_processes: Option<VecDeque<mqs_abi::ProcessLocation>>,
 }
 
-impl ProcessState {
-    pub fn new(
-        table: *const abi::mqs_process_callbacks,
-        layout: Option<Arc<Layout>>,
-        sizes: Sizes,
-        order: ByteOrder,
-    ) -> Self {
-        ProcessState {
-            table,
+impl OpenMpi {
+    pub fn new(layout: Arc<Layout>) -> Self {
+        OpenMpi {
             layout,
-            sizes,
-            order,
             symbols: None,
             pml: None,
             own_name: None,
-            signature: None,
-            names_built: None,
-            comms: Vec::new(),
-            world: World::default(),
-            current: Cursor::default(),
-            ops: None,
             cache: Cache::default(),
-            identity: None,
-            show_internal: std::env::var_os("MQS_SHOW_INTERNAL").is_some_and(|v| v == "1"),
-            dprints: Vec::new(),
-            said: HashSet::new(),
-            detected: None,
-            #[cfg(feature = "mpi2")]
-            new_processes: None,
         }
-    }
-
-    /// What `check` found, for the version string.
-    pub fn detected(&self) -> Option<String> {
-        self.detected.clone()
-    }
-
-    /// A target for one call.
-    pub fn target<'a, P: ProcessAccess + ?Sized>(&self, p: &'a P) -> Target<'a, P> {
-        Target::new(p, self.sizes, self.order)
-    }
-
-    /// Queues a dprints line once per process.
-    fn say_once(&mut self, key: &'static str, line: String) {
-        if self.said.insert(key) {
-            self.dprints.push(line);
-        }
-    }
-
-    fn layout(&self) -> Result<Arc<Layout>, DllError> {
-        self.layout.clone().ok_or(DllError::ImageHasNoQueues)
     }
 
     fn symbols(&self) -> Result<Symbols, DllError> {
         self.symbols.ok_or(DllError::ImageHasNoQueues)
-    }
-
-    /// `mqs_process_has_queues`: finds the symbols and checks that the
-    /// communicator table can be read.
-    pub fn check<I: ImageAccess, P: ProcessAccess + ?Sized>(
-        &mut self,
-        image: &I,
-        p: &P,
-    ) -> Result<(), Failure> {
-        let layout = self.layout().map_err(|code| Failure {
-            code,
-            message: None,
-        })?;
-        let mut syms = resolve_symbols(image).map_err(Failure::missing)?;
-        let t = self.target(p);
-        self.own_name = syms
-            .local_proc
-            .and_then(|a| t.read_ptr(a).ok())
-            .filter(|&p| p != 0)
-            .and_then(|p| groups::proc_name(&t, &layout, p).ok());
-        self.pml = syms.pml_component.and_then(|a| read_pml(&t, a));
-        if self.pml.is_none() {
-            syms.ob1_comm_class = image.find_symbol(SYM_OB1_COMM_CLASS);
-        }
-        self.symbols = Some(syms);
-        communicators::read_table(&t, &layout, syms.communicators).map_err(|e| Failure {
-            code: e.into(),
-            message: Some(messages::TABLE_UNREADABLE),
-        })?;
-        let version = match self.pml.as_ref().and_then(|p| p.version) {
-            Some((a, b, c)) => format!("Open MPI {a}.{b}.{c}"),
-            None => "Open MPI (version not recorded)".to_string(),
-        };
-        let pml = match self.pml.as_ref() {
-            Some(p) => format!("PML {}", p.name),
-            None => "PML unknown".to_string(),
-        };
-        let ob1 = match &layout.ob1 {
-            Ok(_) => "ob1 debug info: yes".to_string(),
-            Err(m) => format!("ob1 debug info: no ({m})"),
-        };
-        self.detected = Some(format!("{version}, {pml}, {ob1}"));
-        messages::set_detected(&format!("{version}, {pml}, {ob1}"), "openmpi");
-        if let Err(m) = &layout.ob1 {
-            self.say_once(
-                "no-ob1",
-                format!(
-                    "mqs DLL: ob1's queues have no debug information ({m} missing): unexpected messages are not available and posted receives come from the request free lists. Build Open MPI with -g everywhere to see them."
-                ),
-            );
-        }
-        if let Some(pml) = self.pml.as_ref().filter(|p| p.name != "ob1") {
-            let line = format!(
-                "mqs DLL: the selected PML is {}, not ob1: only the request free lists can be read",
-                pml.name
-            );
-            self.say_once("not-ob1", line);
-        }
-        Ok(())
     }
 
     /// Why pending sends and receives can be missing, for a PML other
@@ -372,172 +238,6 @@ impl ProcessState {
 
     fn ob1_selected(&self) -> bool {
         self.pml.as_ref().is_none_or(|p| p.name == "ob1")
-    }
-
-    /// `mqs_update_communicator_list`: rebuilds the list when the table's
-    /// signature moved; drops per-stop caches either way.
-    pub fn update_communicators<P: ProcessAccess + ?Sized>(
-        &mut self,
-        p: &P,
-        names: Option<&NameMap>,
-    ) -> Result<(), DllError> {
-        let layout = self.layout()?;
-        let syms = self.symbols()?;
-        self.cache = Cache::default();
-        self.ops = None;
-        let t = self.target(p);
-        let table = communicators::read_table(&t, &layout, syms.communicators)?;
-        // With MPI-2, identities given since the last build change ranks
-        // without the table changing.
-        let names_now = names.map(|n| {
-            let mut v: Vec<(ProcName, i64)> = n.iter().map(|(k, v)| (*k, *v)).collect();
-            v.sort_unstable();
-            v
-        });
-        if self.signature == Some(table.signature) && self.names_built == names_now {
-            return Ok(());
-        }
-        let built =
-            communicators::build(&t, &layout, &table, self.own_name.map(|n| n.jobid), names)?;
-        if built.skipped > 0 {
-            self.dprints.push(format!(
-                "mqs DLL: {} communicator(s) could not be read and are not shown",
-                built.skipped
-            ));
-        }
-        self.comms = built.comms;
-        self.world = built.world;
-        self.signature = Some(table.signature);
-        self.names_built = names_now;
-        self.current.reset();
-        Ok(())
-    }
-
-    /// `mqs_setup_communicator_iterator`.
-    pub fn setup_communicators(&mut self) -> ReturnCode {
-        self.cache = Cache::default();
-        self.ops = None;
-        self.current.start(self.comms.len())
-    }
-
-    /// The current communicator.
-    pub fn current_comm(&self) -> Result<&Comm, DllError> {
-        self.current.get(&self.comms)
-    }
-
-    /// `mqs_next_communicator`. Past the end the iterator stays ended, so a
-    /// debugger that calls again gets an error, not a crash.
-    pub fn next_communicator(&mut self) -> Result<ReturnCode, DllError> {
-        let rc = self.current.advance(self.comms.len())?;
-        self.ops = None;
-        Ok(rc)
-    }
-
-    /// `mqs_setup_operation_iterator`.
-    pub fn setup_operations<P: ProcessAccess + ?Sized>(
-        &mut self,
-        p: &P,
-        class: OpClass,
-    ) -> Result<ReturnCode, DllError> {
-        self.ops = None;
-        self.current_comm()?;
-        let layout = self.layout()?;
-        let syms = self.symbols()?;
-        let t = self.target(p);
-        // The list is lent out while the queues are read (they need &mut
-        // self for the caches), and always put back.
-        let comms = std::mem::take(&mut self.comms);
-        let built = match self.current.get(&comms).ok() {
-            Some(comm) => match class {
-                OpClass::PendingSends => self.sends(&t, &layout, &syms, comm),
-                OpClass::PendingReceives => self.receives(&t, &layout, &syms, comm),
-                OpClass::UnexpectedMessages => self.unexpected(&t, &layout, &syms, comm),
-            },
-            None => None,
-        };
-        self.comms = comms;
-        let Some((requests, ops, stop)) = built else {
-            return Ok(ReturnCode::NoInformation);
-        };
-        if let (Some(stop), true) = (stop, ops.is_empty()) {
-            return Err(stop_error(stop));
-        }
-        let mut last_note = stop.map(|s| s.note());
-        if class != OpClass::UnexpectedMessages {
-            if let Some(why) = self.pml_blind_spot() {
-                // Requests this DLL cannot see may be there: "cannot tell",
-                // never "empty"; what it does see is said to be partial.
-                if ops.is_empty() {
-                    crate::messages::set_no_information_reason(&why);
-                    return Ok(ReturnCode::NoInformation);
-                }
-                // A line of extra_text holds 63 characters: the PML's name
-                // only (the reason goes with an empty queue).
-                let name = self.pml.as_ref().map_or("", |p| p.name.as_str());
-                last_note.get_or_insert_with(|| format!("queue can be incomplete: PML {name}"));
-            }
-        }
-        // An empty queue is mqs_ok too, and mqs_next_operation ends it at
-        // once: the interface allows mqs_end_of_list here, but debuggers
-        // (padb) count anything but mqs_ok and mqs_no_information as a
-        // failure, and the MPIs' own DLLs never answer it.
-        self.ops = Some(Operations {
-            requests,
-            items: ops.into(),
-            last_note,
-        });
-        Ok(ReturnCode::Ok)
-    }
-
-    /// `mqs_next_operation`: the next operation, made now from what was
-    /// read at setup (nothing is read here).
-    pub fn next_operation(&mut self) -> Result<Option<PendingOperation>, DllError> {
-        let ops = self.ops.as_mut().ok_or(DllError::NoOperationIterator)?;
-        let Some(item) = ops.items.pop_front() else {
-            return Ok(None);
-        };
-        let last_note = if ops.items.is_empty() {
-            ops.last_note.take()
-        } else {
-            None
-        };
-        let ops = self.ops.as_ref().ok_or(DllError::NoOperationIterator)?;
-        let comm = self.current.get(&self.comms)?;
-        let mut op = match item {
-            Pending::Request { index, order } => {
-                let request = ops
-                    .requests
-                    .get(index as usize)
-                    .ok_or(DllError::NoOperationIterator)?;
-                let dt = self
-                    .cache
-                    .datatypes
-                    .get(&request.datatype)
-                    .and_then(Option::as_ref);
-                let order = match order {
-                    Order::None => None,
-                    Order::Posted { number, wild } => {
-                        let queue = if wild {
-                            "ANY_SOURCE queue"
-                        } else {
-                            "peer queue"
-                        };
-                        Some(format!("posted #{number} in ob1 matching order ({queue})"))
-                    }
-                    Order::Text(text) => Some(text.to_string()),
-                };
-                requests::to_operation(request, comm, dt, order)
-            }
-            Pending::Frag(frag) => unexpected::to_operation(&frag, comm, Some(comm.id)),
-        };
-        if let Some(note) = last_note {
-            add_note(&mut op, note);
-        }
-        Ok(Some(op))
-    }
-
-    fn keep_tag(&self, tag: i64) -> bool {
-        self.show_internal || !requests::is_internal_tag(tag)
     }
 
     /// Takes the live requests of `comm` out of one of the request free
@@ -586,6 +286,7 @@ impl ProcessState {
 
     fn sends<P: ProcessAccess + ?Sized>(
         &mut self,
+        cx: &Context,
         t: &Target<'_, P>,
         layout: &Layout,
         syms: &Symbols,
@@ -593,7 +294,7 @@ impl ProcessState {
     ) -> Option<Built> {
         let fl = syms.send_requests?;
         let (mut reqs, stop) = self.take_requests(t, layout, fl, true, comm);
-        reqs.retain(|r| r.kind == requests::Kind::Send && self.keep_tag(r.tag));
+        reqs.retain(|r| r.kind == requests::Kind::Send && keep_tag(cx, r.tag));
         // ob1 numbers sends per peer as they start: the closest thing to
         // the order they were issued.
         reqs.sort_by_key(|r| (r.sequence.unwrap_or(u64::MAX), r.peer, r.addr));
@@ -605,6 +306,7 @@ impl ProcessState {
 
     fn receives<P: ProcessAccess + ?Sized>(
         &mut self,
+        cx: &Context,
         t: &Target<'_, P>,
         layout: &Layout,
         syms: &Symbols,
@@ -653,7 +355,7 @@ impl ProcessState {
         let mut k = 0;
         for p in posted.into_iter().flatten() {
             shown[p.index as usize] = true;
-            if !self.keep_tag(reqs[p.index as usize].tag) {
+            if !keep_tag(cx, reqs[p.index as usize].tag) {
                 continue;
             }
             k += 1;
@@ -673,7 +375,7 @@ impl ProcessState {
                 !shown[i as usize]
                     && !read_again.contains(&r.addr)
                     && r.kind.is_receive()
-                    && self.keep_tag(r.tag)
+                    && keep_tag(cx, r.tag)
             })
             .map(|(i, _)| i)
             .collect();
@@ -701,6 +403,7 @@ impl ProcessState {
 
     fn unexpected<P: ProcessAccess + ?Sized>(
         &mut self,
+        cx: &mut Context,
         t: &Target<'_, P>,
         layout: &Layout,
         syms: &Symbols,
@@ -709,19 +412,19 @@ impl ProcessState {
         let ob1l = match &layout.ob1 {
             Ok(l) => l,
             Err(m) => {
-                crate::messages::set_no_information_reason(&format!(
+                messages::set_no_information_reason(&format!(
                     "ob1 has no debug information ({m} missing): build Open MPI with -g to see unexpected messages"
                 ));
                 let line = format!(
                     "mqs DLL: unexpected messages not available: ob1 has no debug information ({m} missing)"
                 );
                 // Said once per process, with the other consequences.
-                self.say_once("no-ob1", line);
+                cx.say_once("no-ob1", line);
                 return None;
             }
         };
         if !self.ob1_selected() {
-            crate::messages::set_no_information_reason(
+            messages::set_no_information_reason(
                 "the selected PML is not ob1: only ob1's unexpected messages can be read",
             );
             return None;
@@ -737,34 +440,198 @@ impl ProcessState {
         let (frags, stop) = unexpected::frags(t, layout, ob1l, &oc);
         let ops = frags
             .into_iter()
-            .filter(|f| self.keep_tag(f.tag))
+            .filter(|f| keep_tag(cx, f.tag))
             .map(Pending::Frag)
             .collect();
         Some((Vec::new(), ops, stop))
     }
+}
 
-    /// The global ranks of the current communicator's local group, as
-    /// `mqs_get_comm_group` writes them (exactly `size` entries).
-    pub fn comm_group(&self) -> Result<Vec<i32>, DllError> {
-        let comm = self.current_comm()?;
-        Ok(comm
-            .local_ranks
-            .iter()
-            .map(|&r| i32::try_from(r).unwrap_or(-1))
-            .collect())
+impl MpiBackend for OpenMpi {
+    type Comm = Comm;
+    type Marker = Signature;
+    type Head = Table;
+    type Read = Vec<Request>;
+    type Item = Pending;
+
+    /// Finds the symbols and checks that the communicator table can be
+    /// read.
+    fn check<I: ImageAccess>(&mut self, call: &mut Call<'_>, image: &I) -> Result<(), Failure> {
+        let layout = Arc::clone(&self.layout);
+        let mut syms = resolve_symbols(image).map_err(Failure::missing)?;
+        let t = call.target();
+        let cx = &mut *call.cx;
+        self.own_name = syms
+            .local_proc
+            .and_then(|a| t.read_ptr(a).ok())
+            .filter(|&p| p != 0)
+            .and_then(|p| groups::proc_name(&t, &layout, p).ok());
+        self.pml = syms.pml_component.and_then(|a| read_pml(&t, a));
+        if self.pml.is_none() {
+            syms.ob1_comm_class = image.find_symbol(SYM_OB1_COMM_CLASS);
+        }
+        self.symbols = Some(syms);
+        communicators::read_table(&t, &layout, syms.communicators).map_err(|e| Failure {
+            code: e.into(),
+            message: Some(messages::TABLE_UNREADABLE),
+        })?;
+        let version = match self.pml.as_ref().and_then(|p| p.version) {
+            Some((a, b, c)) => format!("Open MPI {a}.{b}.{c}"),
+            None => "Open MPI (version not recorded)".to_string(),
+        };
+        let pml = match self.pml.as_ref() {
+            Some(p) => format!("PML {}", p.name),
+            None => "PML unknown".to_string(),
+        };
+        let ob1 = match &layout.ob1 {
+            Ok(_) => "ob1 debug info: yes".to_string(),
+            Err(m) => format!("ob1 debug info: no ({m})"),
+        };
+        cx.detect(format!("{version}, {pml}, {ob1}"), "openmpi");
+        if let Err(m) = &layout.ob1 {
+            cx.say_once(
+                "no-ob1",
+                format!(
+                    "mqs DLL: ob1's queues have no debug information ({m} missing): unexpected messages are not available and posted receives come from the request free lists. Build Open MPI with -g everywhere to see them."
+                ),
+            );
+        }
+        if let Some(pml) = self.pml.as_ref().filter(|p| p.name != "ob1") {
+            let line = format!(
+                "mqs DLL: the selected PML is {}, not ob1: only the request free lists can be read",
+                pml.name
+            );
+            cx.say_once("not-ob1", line);
+        }
+        Ok(())
     }
 
-    /// This process's Open MPI name, read now if not yet known.
-    pub fn own_name<P: ProcessAccess + ?Sized>(&mut self, p: &P) -> Option<ProcName> {
+    fn is_checked(&self) -> bool {
+        self.symbols.is_some()
+    }
+
+    /// The table's header and slots; its signature is the marker.
+    fn list_head(&mut self, call: &mut Call<'_>) -> Result<(Signature, Table), DllError> {
+        let syms = self.symbols()?;
+        self.cache = Cache::default();
+        let table = communicators::read_table(&call.target(), &self.layout, syms.communicators)?;
+        Ok((table.signature, table))
+    }
+
+    fn build_list(&mut self, call: &mut Call<'_>, table: Table) -> Listed<Self> {
+        let own_jobid = self.own_name.map(|n| n.jobid);
+        let t = call.target();
+        let built = communicators::build(&t, &self.layout, &table, own_jobid, call.names)?;
+        if built.skipped > 0 {
+            call.cx.say(format!(
+                "mqs DLL: {} communicator(s) could not be read and are not shown",
+                built.skipped
+            ));
+        }
+        Ok(built.comms)
+    }
+
+    fn forget_stop(&mut self) {
+        self.cache = Cache::default();
+    }
+
+    fn read_queue(&mut self, call: &mut Call<'_>, comm: &Comm, class: OpClass) -> Setup<Self> {
+        let layout = Arc::clone(&self.layout);
+        let syms = self.symbols()?;
+        let t = call.target();
+        let cx = &mut *call.cx;
+        let built = match class {
+            OpClass::PendingSends => self.sends(cx, &t, &layout, &syms, comm),
+            OpClass::PendingReceives => self.receives(cx, &t, &layout, &syms, comm),
+            OpClass::UnexpectedMessages => self.unexpected(cx, &t, &layout, &syms, comm),
+        };
+        let Some((requests, ops, stop)) = built else {
+            return Ok(None);
+        };
+        let mut queue = Queue::new(requests, ops, stop);
+        if class != OpClass::UnexpectedMessages {
+            // Requests this DLL cannot see may be there: "cannot tell",
+            // never "empty"; what it does see is said to be partial. A
+            // line of extra_text holds 63 characters: the PML's name only
+            // (the reason goes with an empty queue).
+            queue.unseen = self.pml_blind_spot();
+            if queue.unseen.is_some() {
+                let name = self.pml.as_ref().map_or("", |p| p.name.as_str());
+                queue.partial = Some(format!("queue can be incomplete: PML {name}"));
+            }
+        }
+        Ok(Some(queue))
+    }
+
+    fn make(&self, requests: &Vec<Request>, item: Pending, comm: &Comm) -> Made {
+        Some(match item {
+            Pending::Request { index, order } => {
+                let request = requests.get(index as usize)?;
+                let dt = self
+                    .cache
+                    .datatypes
+                    .get(&request.datatype)
+                    .and_then(Option::as_ref);
+                let order = match order {
+                    Order::None => None,
+                    Order::Posted { number, wild } => {
+                        let queue = if wild {
+                            "ANY_SOURCE queue"
+                        } else {
+                            "peer queue"
+                        };
+                        Some(format!("posted #{number} in ob1 matching order ({queue})"))
+                    }
+                    Order::Text(text) => Some(text.to_string()),
+                };
+                requests::to_operation(request, comm, dt, order)
+            }
+            Pending::Frag(frag) => unexpected::to_operation(&frag, comm, Some(comm.id)),
+        })
+    }
+
+    /// Read once, from `ompi_proc_local_proc`.
+    fn own_name(&mut self, call: &mut Call<'_>) -> Option<ProcName> {
         if self.own_name.is_none() {
-            let layout = self.layout.clone()?;
             let local = self.symbols?.local_proc?;
-            let t = self.target(p);
+            let t = call.target();
             let ptr = t.read_ptr(local).ok().filter(|&p| p != 0)?;
-            self.own_name = groups::proc_name(&t, &layout, ptr).ok();
+            self.own_name = groups::proc_name(&t, &self.layout, ptr).ok();
         }
         self.own_name
     }
+
+    /// The processes on `ompi_proc_list` that are not in this process's
+    /// job.
+    fn new_processes(&mut self, call: &mut Call<'_>) -> Option<Vec<ProcessLocation>> {
+        let list = self.symbols?.proc_list?;
+        let own = self.own_name(call)?;
+        Some(groups::other_jobs(
+            &call.target(),
+            &self.layout,
+            list,
+            own.jobid,
+        ))
+    }
+
+    /// ob1 (or the selected PML) adds the new processes through
+    /// `add_procs` once they are known, after spawn, connect and accept
+    /// (and once in MPI_Init, for COMM_WORLD).
+    fn spawn_breakpoint(&self) -> String {
+        let pml = self
+            .pml
+            .as_ref()
+            .map(|p| p.name.clone())
+            .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+            .unwrap_or_else(|| "ob1".to_string());
+        format!("mca_pml_{pml}_add_procs")
+    }
+}
+
+/// Whether an operation with `tag` is shown: Open MPI's collectives use
+/// negative tags.
+fn keep_tag(cx: &Context, tag: i64) -> bool {
+    cx.show_internal || !requests::is_internal_tag(tag)
 }
 
 fn read_stop(e: ReadError) -> Stop {
@@ -775,21 +642,4 @@ fn read_stop(e: ReadError) -> Stop {
         ReadError::Null => Stop::BadPointer(0),
         ReadError::OutOfRange => Stop::Corrupt,
     }
-}
-
-fn stop_error(stop: Stop) -> DllError {
-    match stop {
-        Stop::Budget | Stop::Limit(_) => DllError::LimitReached,
-        Stop::Unreadable(_) => DllError::ReadFailed,
-        Stop::Cycle(_) | Stop::BadPointer(_) | Stop::Corrupt => DllError::Corrupt,
-    }
-}
-
-/// Adds a line to an operation's extra text; the fifth line is replaced if
-/// all are used (the note matters more than detail).
-pub fn add_note(op: &mut PendingOperation, note: String) {
-    if op.extra_text.len() >= 5 {
-        op.extra_text.truncate(4);
-    }
-    op.extra_text.push(&note);
 }

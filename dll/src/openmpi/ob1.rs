@@ -12,9 +12,10 @@ use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
 use crate::access::ProcessAccess;
-use crate::layout::{Layout, Ob1Layout};
 use crate::openmpi::communicators::Comm;
 use crate::openmpi::groups::MAX_GROUP;
+use crate::openmpi::layout::{Layout, Ob1Layout};
+use crate::openmpi::lists;
 use crate::openmpi::requests::{self, Request};
 use crate::target::{ReadError, Target};
 use crate::walk::{self, AddrHasher, Stop};
@@ -163,7 +164,7 @@ pub fn posted<P: ProcessAccess + ?Sized>(
     let spans = requests::spans(layout, &t.sizes);
     let mut queue = |list: u64, wild: bool, stop: &mut Option<Stop>| {
         let mut failed = None;
-        let w = walk::opal_list_read_known(
+        let w = lists::opal_list_read_known(
             t,
             &layout.list,
             list,
@@ -172,13 +173,13 @@ pub fn posted<P: ProcessAccess + ?Sized>(
             |item| known.get(&item).copied(),
             |item, read_now| {
                 let index = read_now.and_then(|it| match it {
-                    walk::Item::Read(view) => {
+                    lists::Item::Read(view) => {
                         let request = requests::decode(&view, layout)?;
                         let index = u32::try_from(requests.len()).map_err(|_| ReadError::Budget)?;
                         requests.push(request);
                         Ok(index)
                     }
-                    walk::Item::Known(index) => Ok(index),
+                    lists::Item::Known(index) => Ok(index),
                 });
                 match index {
                     Ok(index) => found.push(Posted { index, wild }),

@@ -7,8 +7,10 @@ use mqs_abi::{OpStatus, PendingOperation};
 
 use crate::access::ProcessAccess;
 use crate::by_key::ByKey;
-use crate::layout::{Layout, Ob1Layout};
+use crate::iteration::CommInfo;
 use crate::openmpi::communicators::Comm;
+use crate::openmpi::layout::{Layout, Ob1Layout};
+use crate::openmpi::lists;
 use crate::target::{ReadError, Sizes, Spans, Target, View};
 use crate::walk::{self, Stop};
 
@@ -235,12 +237,12 @@ pub fn scan_free_list<P: ProcessAccess + ?Sized>(
 ) -> Scan {
     let mut scan = Scan::default();
     let spans = spans(layout, &t.sizes);
-    let spec = walk::FreeListSpec {
+    let spec = lists::FreeListSpec {
         list: &layout.list,
         free_list: &layout.free_list,
         obj_class: layout.obj_class,
     };
-    scan.stop = walk::free_list(t, spec, fl_addr, &spans, walk::MAX_LIST_ITEMS, |_, view| {
+    scan.stop = lists::free_list(t, spec, fl_addr, &spans, walk::MAX_LIST_ITEMS, |_, view| {
         if let Ok(req) = decode(view, layout) {
             if is_live(&req) {
                 scan.by_comm.push(req.comm, req);

@@ -11,8 +11,10 @@
 use mqs_abi::{OpStatus, PendingOperation};
 
 use crate::access::ProcessAccess;
-use crate::layout::{Layout, Ob1Layout};
+use crate::iteration::CommInfo;
 use crate::openmpi::communicators::Comm;
+use crate::openmpi::layout::{Layout, Ob1Layout};
+use crate::openmpi::lists;
 use crate::openmpi::ob1::{list_is_empty, peer_view, Ob1Comm};
 use crate::target::{ReadError, Sizes, Spans, Target, View};
 use crate::walk::{self, Stop};
@@ -186,7 +188,7 @@ pub fn frags<P: ProcessAccess + ?Sized>(
         if list_is_empty(&view, layout, ob1.proc_unexpected_frags) != Some(true) {
             // Each fragment is read with its list link: one fetch apiece.
             let mut read = Vec::new();
-            let w = walk::opal_list_read(
+            let w = lists::opal_list_read(
                 t,
                 &layout.list,
                 proc_addr + ob1.proc_unexpected_frags,
