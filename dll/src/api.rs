@@ -79,7 +79,7 @@ pub fn process_has_queues(process: *mut abi::mqs_process) -> Result<(), Failure>
 #[cfg(feature = "mpi2")]
 fn names(pc: &ProcessCallbacks) -> Option<NameMap> {
     let job = pc.job()?;
-    callbacks::with_job_state::<crate::job::JobState, _>(job, |js| js.names.clone()).ok()
+    callbacks::with_job_state::<crate::mpi2_job::JobState, _>(job, |js| js.names.clone()).ok()
 }
 
 #[cfg(not(feature = "mpi2"))]
@@ -152,7 +152,7 @@ pub fn destroy_process_info(info: *mut abi::mqs_process_info) {
 }
 
 #[cfg(feature = "mpi2")]
-pub use crate::job::{
+pub use crate::mpi2_job::{
     destroy_job_info, next_new_process, set_process_identity, setup_job,
     setup_new_process_iterator, spawn_breakpoint_name,
 };

@@ -44,9 +44,9 @@ pub mod cursor;
 pub mod errors;
 pub mod exports;
 pub mod iteration;
-#[cfg(feature = "mpi2")]
-pub mod job;
 pub mod messages;
+#[cfg(feature = "mpi2")]
+pub mod mpi2_job;
 pub mod mpich;
 pub mod names;
 pub mod openmpi;

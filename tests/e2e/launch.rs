@@ -61,9 +61,7 @@ impl Launched {
         if !options.contains(&"--dll") {
             cmd.args(["--dll", "mpi"]);
         }
-        cmd.args(options)
-            .arg("--output")
-            .arg(dir.join("dumps"));
+        cmd.args(options).arg("--output").arg(dir.join("dumps"));
         cmd.arg("--").arg(job.get_program()).args(job.get_args());
         for (k, v) in job.get_envs() {
             if let Some(v) = v {

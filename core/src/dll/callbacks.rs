@@ -327,7 +327,7 @@ fn get_process(job: *mut c_void, identity: c_int) -> *mut c_void {
 
 macro_rules! common_trampolines {
     ($abi:ident) => {
-        use super::*;
+        use crate::dll::callbacks::*;
         use mqs_abi::ffi::$abi as c;
 
         unsafe extern "C" fn t_malloc(size: usize) -> *mut c_void {
