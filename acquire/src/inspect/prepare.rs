@@ -238,7 +238,8 @@ pub(super) struct Pick {
 }
 
 /// Says that mqs's own DLL read a process by default.
-pub(super) const CHOSEN_OURS: &str = "mqs's own (the default; --dll mpi reads with the one the MPI names)";
+pub(super) const CHOSEN_OURS: &str =
+    "mqs's own (the default; --dll mpi reads with the one the MPI names)";
 
 /// The DLL to use for a process: the one given; the one it names (checked
 /// for trust unless told otherwise); or mqs's own, with the named one to
