@@ -7,14 +7,13 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-/// The cdylib cargo built for this very test run: next to the test binary
-/// in target/<profile>/deps (the copy in target/<profile> is only refreshed
-/// by `cargo build`).
+/// The cdylib cargo built for this very test run, next to the test binary.
 fn cdylib() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary");
-    let lib = exe.parent().expect("deps dir").join("libmqs_dll.so");
-    assert!(lib.exists(), "{} not built", lib.display());
-    lib
+    mqs_tests::dll_beside_test_binary(if cfg!(feature = "mpi2") {
+        "cargo test -p mqs-dll --features mpi2"
+    } else {
+        "cargo test -p mqs-dll"
+    })
 }
 
 #[test]

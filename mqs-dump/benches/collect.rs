@@ -19,6 +19,7 @@
 //! the figures: the ranks of a hung job poll, and on a small machine they
 //! and everything else running compete with the dump.
 
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -76,7 +77,7 @@ struct Row {
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = parse_args()?;
-    let mqs_dump = env!("CARGO_BIN_EXE_mqs-dump");
+    let mqs_dump = mqs_tests::mqs_dump_binary();
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!(
         "whole-job dump of a hung ring, {} rounds each (median), {cores} cores",
@@ -105,7 +106,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 [true, false]
             };
             for collected in order {
-                let time = dump(mqs_dump, mpirun, ranks, collected)?;
+                let time = dump(&mqs_dump, mpirun, ranks, collected)?;
                 if collected {
                     collect.push(time);
                 } else {
@@ -130,7 +131,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 let mut times = Vec::new();
                 for _ in 0..args.rounds {
                     // Every rank is on another host: collectors by themselves.
-                    times.push(dump(mqs_dump, job.launcher_pid(), ranks, false)?);
+                    times.push(dump(&mqs_dump, job.launcher_pid(), ranks, false)?);
                 }
                 println!(
                     "{ranks:>3} ranks, two nodes: load average {}",
@@ -202,7 +203,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// Times one `mqs-dump --pid <mpirun> --json [--collect]`, checking that it
 /// dumped every rank.
 fn dump(
-    mqs_dump: &str,
+    mqs_dump: &Path,
     mpirun: u32,
     ranks: u32,
     collect: bool,

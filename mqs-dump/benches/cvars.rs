@@ -9,7 +9,7 @@
 //! Needs the Open MPI 4.1.4 -g build (scripts/setup-mpis); MPICH 4.0.2's
 //! listing is measured too when it is built.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -65,7 +65,7 @@ fn summary(times: &mut [Duration]) -> (f64, f64, f64) {
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     let rounds = rounds()?;
-    let mqs_dump = PathBuf::from(env!("CARGO_BIN_EXE_mqs-dump"));
+    let mqs_dump = mqs_tests::mqs_dump_binary();
     let ompi = Mpi::OpenMpiG.prefix()?;
     let prefix = ompi.display().to_string();
     let ompi_info = ompi.join("bin/ompi_info");

@@ -155,14 +155,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     println!("stopped {} other rank(s)", others.len());
     // The whole mqs-dump first, while this process is small: a child's
     // peak RSS as the kernel reports it is never below its parent's peak.
-    let ours = mqs_tests::target_dir().join("release/libmqs_dll.so");
-    if !ours.exists() {
-        return Err(format!(
-            "{} missing: cargo build --release -p mqs-dll",
-            ours.display()
-        )
-        .into());
-    }
+    let ours = mqs_tests::our_dll(false);
     // The MPI's DLL where its build installs it (the process names it
     // too, but finding that takes the symbol index, which is large).
     let installed = mpi.prefix()?.join(installed);
@@ -361,14 +354,7 @@ fn whole_runs(
     dlls: [&PathBuf; 2],
     rounds: usize,
 ) -> Result<[Vec<WholeRun>; 2], Box<dyn std::error::Error>> {
-    let exe = mqs_tests::target_dir().join("release/mqs-dump");
-    if !exe.exists() {
-        return Err(format!(
-            "{} missing: cargo build --release -p mqs-dump",
-            exe.display()
-        )
-        .into());
-    }
+    let exe = mqs_tests::mqs_dump_binary();
     let out_path = std::env::temp_dir().join(format!("mqs-bench-dump-{}.json", std::process::id()));
     let mut runs: [Vec<WholeRun>; 2] = [Vec::new(), Vec::new()];
     for round in 0..rounds {

@@ -8,15 +8,20 @@
 //! an ANY_SOURCE receive), `chain` (0 -> 1 -> 2 -> 3, rank 3 polling until
 //! SIGUSR1), `barrier_mismatch` (ranks 0-2 in MPI_Barrier, rank 3 in
 //! MPI_Recv from 0; with `split`, ranks 0-1 in MPI_Barrier on "trio" and
-//! rank 2 in MPI_Barrier on MPI_COMM_WORLD). Their receives are posted after READY, so each test
-//! waits (bounded) until the dump shows the state the contract promises.
+//! rank 2 in MPI_Barrier on MPI_COMM_WORLD), `queues` with 4 ranks (each
+//! rank's line in the job view, from the fixture's contents). Their
+//! receives are posted after READY, so each test waits (bounded) until the
+//! dump shows the state the contract promises.
 
 mod support;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use mqs_tests::{Family, Job, Mpi};
+use mqs_abi::OpStatus;
+use mqs_analysis::RankSet;
+use mqs_tests::{contents, Family, Job, Mpi};
 use serde_json::Value;
 use support::*;
 
@@ -268,6 +273,32 @@ fn check_barrier_mismatch(mpi: Mpi) {
     );
     assert!(
         text.contains("waits for rank 3 (MPI_Barrier, which rank 3 has not entered)"),
+        "{text}"
+    );
+    // The merged call tree: ranks in different calls never share a branch
+    // (deeper down, where each rank polls is timing).
+    let out = run(&["--pid", &pid, "--stacks"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let tree: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("stacks ("))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .collect();
+    assert_eq!(tree.first(), Some(&"  ranks 0-3: main"), "{text}");
+    let calls: Vec<(&str, &str)> = tree
+        .iter()
+        .filter_map(|l| l.strip_prefix("    "))
+        .filter(|l| !l.starts_with(' '))
+        .filter_map(|l| {
+            let (ranks, path) = l.split_once(": ")?;
+            Some((ranks, path.split(" > ").next()?))
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [("ranks 0-2", "MPI_Barrier"), ("rank 3", "MPI_Recv")],
         "{text}"
     );
     drop(job);
@@ -539,4 +570,199 @@ fn core_files_give_stacks_and_the_deadlock() {
         "{text}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// How the job view words one operation of the fixture's contents on
+/// `comm`: `recv from rank 0 ("mqs-split" rank 3) tag 22, 32 bytes`.
+fn view_words(comm: &contents::Comm, op: &contents::Op) -> String {
+    let label = if comm.name.starts_with("MPI_COMM_") {
+        comm.name.clone()
+    } else {
+        format!("\"{}\"", comm.name)
+    };
+    let identity = comm.group.iter().enumerate().all(|(i, g)| *g == i as i64);
+    let peer = match op.peer {
+        -1 => "ANY_SOURCE".to_string(),
+        local if local == op.global && identity => format!("rank {local}"),
+        local => format!("rank {} ({label} rank {local})", op.global),
+    };
+    let what = if op.send {
+        "send to"
+    } else if op.unexpected.is_some() {
+        "unexpected from"
+    } else {
+        "recv from"
+    };
+    let tag = op.tag.map_or("any tag".to_string(), |t| format!("tag {t}"));
+    let status = match op.status {
+        OpStatus::Pending => String::new(),
+        other => format!(" ({})", other.name()),
+    };
+    format!("{what} {peer} {tag}, {} bytes{status}", op.length())
+}
+
+/// The lines the job view must show for `procs`, by communicator label:
+/// each rank's operations of one queue on one line, ranks merged only where
+/// those lines are equal. A queue whose order is timing may show its
+/// operations in any order: each line is given with its alternatives.
+fn view_lines(procs: &[contents::Process]) -> BTreeMap<String, Vec<Vec<String>>> {
+    let mut blocks: BTreeMap<String, Vec<Vec<String>>> = BTreeMap::new();
+    let names: Vec<&str> = procs[0].comms.iter().map(|c| c.name.as_str()).collect();
+    for name in names {
+        let label = if name.starts_with("MPI_COMM_") {
+            name.to_string()
+        } else {
+            format!("\"{name}\"")
+        };
+        for class in 0..3 {
+            // The text (each order it may take) -> the ranks that show it.
+            let mut texts: Vec<(Vec<String>, RankSet)> = Vec::new();
+            for p in procs {
+                let Some(comm) = p.comm(name) else { continue };
+                let (_, queue) = comm.queues()[class];
+                let ops = queue.ops();
+                if ops.is_empty() {
+                    continue;
+                }
+                let listed: Vec<&contents::Op> = ops.iter().collect();
+                let orders = match queue {
+                    contents::Queue::AnyOrder(_) => orders(&listed),
+                    _ => vec![listed],
+                };
+                let text: Vec<String> = orders
+                    .iter()
+                    .map(|o| {
+                        o.iter()
+                            .map(|op| view_words(comm, op))
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    })
+                    .collect();
+                match texts.iter_mut().find(|(t, _)| *t == text) {
+                    Some((_, ranks)) => {
+                        ranks.insert(p.rank);
+                    }
+                    None => texts.push((text, std::iter::once(p.rank).collect())),
+                }
+            }
+            for (text, ranks) in texts {
+                let line = |t: &String| format!("{}: {t}", ranks.labelled());
+                blocks
+                    .entry(label.clone())
+                    .or_default()
+                    .push(text.iter().map(line).collect());
+            }
+        }
+    }
+    blocks
+}
+
+/// Every order of `items`.
+fn orders<'a, T>(items: &[&'a T]) -> Vec<Vec<&'a T>> {
+    if items.len() <= 1 {
+        return vec![items.to_vec()];
+    }
+    let mut all = Vec::new();
+    for i in 0..items.len() {
+        let mut rest = items.to_vec();
+        let first = rest.remove(i);
+        for mut order in orders(&rest) {
+            order.insert(0, first);
+            all.push(order);
+        }
+    }
+    all
+}
+
+/// The lines of each communicator's block of a job view, by its label
+/// (`"mqs-split"`), and the lines before the first block.
+fn view_blocks(text: &str) -> BTreeMap<String, Vec<String>> {
+    let mut blocks: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut current: Option<String> = None;
+    for line in text.lines() {
+        if let Some(l) = line.strip_prefix("  ") {
+            if let Some(label) = &current {
+                blocks.entry(label.clone()).or_default().push(l.to_string());
+            }
+        } else {
+            current = line
+                .strip_suffix(':')
+                .and_then(|h| h.split_once(" ("))
+                .map(|(label, _)| label.to_string());
+        }
+    }
+    blocks
+}
+
+/// What in `text` differs from the lines `expected` says.
+fn view_problems(text: &str, expected: &BTreeMap<String, Vec<Vec<String>>>) -> Vec<String> {
+    let got = view_blocks(text);
+    let mut problems = Vec::new();
+    for label in got.keys().chain(expected.keys()).collect::<BTreeSet<_>>() {
+        let mut lines = got.get(label).cloned().unwrap_or_default();
+        for alternatives in expected.get(label).into_iter().flatten() {
+            match lines.iter().position(|l| alternatives.contains(l)) {
+                Some(at) => {
+                    lines.remove(at);
+                }
+                None => problems.push(format!("{label}: no line {:?}", alternatives[0])),
+            }
+        }
+        problems.extend(
+            lines
+                .iter()
+                .map(|l| format!("{label}: unexpected line {l:?}")),
+        );
+    }
+    problems
+}
+
+/// The `queues` fixture with 4 ranks under Open MPI (-g, our DLL): each
+/// rank's operations on a line of its own in the job view, ranks merged
+/// only where their lines are equal (all four in "mqs-wait"), never where
+/// they differ in one field (ranks 2 and 3 in "mqs-split" differ only in
+/// their tags).
+#[test]
+fn queues_job_view_gives_each_rank_its_own_line_openmpi_g() {
+    let size = 4;
+    let job = Job::launch(Mpi::OpenMpiG, "queues", size, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let pid = job.launcher_pid().to_string();
+    let dll = mqs_tests::our_dll(false).display().to_string();
+    let procs = contents::queues_of(i64::from(size), 0, true);
+    let expected = view_lines(&procs);
+    let start = Instant::now();
+    let text = loop {
+        let out = run(&["--pid", &pid, "--dll", &dll]);
+        let text = stdout(&out);
+        let problems = view_problems(&text, &expected);
+        if out.status.success() && problems.is_empty() {
+            break text;
+        }
+        // The blocking receives come after READY, the unexpected messages
+        // when they arrive.
+        assert!(
+            start.elapsed() < SETTLE,
+            "the job view never showed each rank's line: {problems:#?}\n{text}\n{}",
+            stderr(&out)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    for rank in [2, 3] {
+        let line = format!(
+            "  rank {rank}: recv from rank 0 (\"mqs-split\" rank 3) tag {}, 32 bytes\n",
+            20 + rank
+        );
+        assert!(text.contains(&line), "{line} missing from:\n{text}");
+    }
+    assert!(
+        text.contains("  ranks 0-3: recv from ANY_SOURCE tag 1000, 4 bytes\n"),
+        "{text}"
+    );
+    // The lines come from the fixture's contents: the DLL reads just those.
+    let json = dump_json(job.launcher_pid(), &["--dll", &dll]);
+    let processes = json["processes"].as_array().expect("processes");
+    assert_eq!(processes.len(), procs.len(), "{json}");
+    for (process, expected) in processes.iter().zip(&procs) {
+        contents::check_ours(expected, &process["communicators"]).unwrap_or_else(|e| panic!("{e}"));
+    }
 }

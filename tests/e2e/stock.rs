@@ -31,20 +31,9 @@ const STOCK_LIBMPI_ID: &str = "2a2f4d8c4f8dc5dcc63f6789a50f3ab49f61e168";
 const DWZ_ID: &str = "5b68ebbc9a6fadc41b843f9383a440806fa0b486";
 const NO_DEBUG_INFO: i32 = 6;
 
+/// Our DLL of this build, refused if older than its sources.
 fn our_dll() -> String {
-    let path = mqs_tests::target_dir()
-        .join(if cfg!(debug_assertions) {
-            "debug"
-        } else {
-            "release"
-        })
-        .join("libmqs_dll.so");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo build -p mqs-dll` (scripts/test does)",
-        path.display()
-    );
-    path.display().to_string()
+    mqs_tests::our_dll(false).display().to_string()
 }
 
 /// A scratch directory of this test.

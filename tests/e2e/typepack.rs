@@ -21,20 +21,9 @@ fn scratch(tag: &str) -> PathBuf {
     dir
 }
 
+/// Our DLL of this build, refused if older than its sources.
 fn our_dll() -> String {
-    let path = mqs_tests::target_dir()
-        .join(if cfg!(debug_assertions) {
-            "debug"
-        } else {
-            "release"
-        })
-        .join("libmqs_dll.so");
-    assert!(
-        path.exists(),
-        "{} is missing: cargo build -p mqs-dll",
-        path.display()
-    );
-    path.display().to_string()
+    mqs_tests::our_dll(false).display().to_string()
 }
 
 fn ok(args: &[&str]) -> String {

@@ -275,12 +275,24 @@ impl Process {
 /// ob1's debug information (`unexpected_readable` false: an Open MPI
 /// "release" build) no unexpected queue can be read.
 pub fn queues(n: i64, unexpected_readable: bool) -> Vec<Process> {
+    queues_of(2, n, unexpected_readable)
+}
+
+/// [`queues`] with `size` ranks (2 or more): ranks 0 and 1 as with 2, but
+/// world rank 1 is split rank `size - 2`, and each world rank r >= 2 has a
+/// receive on "mqs-split" (tag 20 + r) and sent rank 1 an eager message on
+/// "mqs-dup" (tag 40 + r, no request left), which rank 1 holds unexpected.
+pub fn queues_of(size: i64, n: i64, unexpected_readable: bool) -> Vec<Process> {
     let u = unexpected_readable;
     let new = |name: &str, group: &[i64]| Comm::new(name, group, u);
+    let world: Vec<i64> = (0..size).collect();
+    let reversed: Vec<i64> = (0..size).rev().collect();
+    let wait =
+        || new("mqs-wait", &world).with(vec![], vec![Op::recv(-1, -1, Some(1000), 1)], vec![]);
     let rank0 = Process {
         rank: 0,
         comms: vec![
-            new("MPI_COMM_WORLD", &[0, 1]).with(
+            new("MPI_COMM_WORLD", &world).with(
                 vec![],
                 vec![Op::recv(-1, -1, Some(8), 8)],
                 vec![
@@ -289,7 +301,7 @@ pub fn queues(n: i64, unexpected_readable: bool) -> Vec<Process> {
                 ],
             ),
             new("MPI_COMM_SELF", &[0]),
-            new("mqs-dup", &[0, 1]).with(
+            new("mqs-dup", &world).with(
                 vec![],
                 std::iter::once(Op::recv(1, 1, Some(7), 4))
                     .chain((0..n).map(|i| Op::recv(1, 1, Some(1_000_000 + i), 1)))
@@ -298,23 +310,48 @@ pub fn queues(n: i64, unexpected_readable: bool) -> Vec<Process> {
                     .map(|i| Op::unexpected(1, 1, 3000 + i, 1, Protocol::Eager))
                     .collect(),
             ),
-            // Split rank 0 is world rank 1.
-            new("mqs-split", &[1, 0]).with(vec![], vec![Op::recv(0, 1, None, 2)], vec![]),
-            new("mqs-wait", &[0, 1]).with(vec![], vec![Op::recv(-1, -1, Some(1000), 1)], vec![]),
+            // World rank 1 is split rank size - 2.
+            new("mqs-split", &reversed).with(vec![], vec![Op::recv(size - 2, 1, None, 2)], vec![]),
+            wait(),
         ],
     };
+    // The messages of ranks 2 and up arrive in an order of their own.
+    let mut dup = new("mqs-dup", &world).with(vec![], vec![Op::recv(0, 0, Some(11), 8)], vec![]);
+    if u && size > 2 {
+        dup.unexpected = Queue::AnyOrder(
+            (2..size)
+                .map(|r| Op::unexpected(r, r, 40 + r, 4, Protocol::Eager))
+                .collect(),
+        );
+    }
     let rank1 = Process {
         rank: 1,
         comms: vec![
             // The eager sends (tag 99, 3000+i) left at once: no request.
-            new("MPI_COMM_WORLD", &[0, 1]).with(vec![Op::send(0, 0, 5, 100_000)], vec![], vec![]),
+            new("MPI_COMM_WORLD", &world).with(vec![Op::send(0, 0, 5, 100_000)], vec![], vec![]),
             new("MPI_COMM_SELF", &[1]),
-            new("mqs-dup", &[0, 1]).with(vec![], vec![Op::recv(0, 0, Some(11), 8)], vec![]),
-            new("mqs-split", &[1, 0]),
-            new("mqs-wait", &[0, 1]).with(vec![], vec![Op::recv(-1, -1, Some(1000), 1)], vec![]),
+            dup,
+            new("mqs-split", &reversed),
+            wait(),
         ],
     };
-    vec![rank0, rank1]
+    let others = (2..size).map(|r| Process {
+        rank: r,
+        comms: vec![
+            new("MPI_COMM_WORLD", &world),
+            new("MPI_COMM_SELF", &[r]),
+            // The eager send to rank 1 left at once: no request.
+            new("mqs-dup", &world),
+            // World rank 0 is split rank size - 1.
+            new("mqs-split", &reversed).with(
+                vec![],
+                vec![Op::recv(size - 1, 0, Some(20 + r), 2).of(PAIR)],
+                vec![],
+            ),
+            wait(),
+        ],
+    });
+    [rank0, rank1].into_iter().chain(others).collect()
 }
 
 /// `intercomm.c`, its 4 ranks, as Open MPI 4.1 names its hidden

@@ -15,7 +15,7 @@ mod nodes;
 mod procfs;
 mod shared_dir;
 
-pub use artifacts::{core_example, fresh_dll, mqs_dump_binary, our_dll};
+pub use artifacts::{core_example, dll_beside_test_binary, mqs_dump_binary, our_dll};
 pub use error::{Error, NotReady, Result};
 pub use job::{launcher_command, Job, LaunchOptions, JOB_ENV};
 pub use limit::{within, DUMP_LIMIT};

@@ -1106,6 +1106,131 @@ mod tests {
         }
     }
 
+    /// What a collector sends for one process.
+    fn dump(pid: i32, rank: i32) -> Box<ProcessDump> {
+        let mut job: JobDump = serde_json::from_str(
+            r#"{"schema_version":1,"launcher":null,"failures":[],"processes":[{"pid":0,
+            "global_rank":0,"executable":"a","dll":{"path":"d","version":"v",
+            "compatibility":2},"communicators":{"status":"ok","list":[]},
+            "stats":{"fetches":0,"fetched_bytes":0,"syscalls":0,"elapsed_ms":0.0}}]}"#,
+        )
+        .unwrap();
+        let mut p = job.processes.remove(0);
+        p.pid = pid;
+        p.global_rank = rank;
+        Box::new(p)
+    }
+
+    /// What a collector on a host (by its key) sends about one process.
+    type Report = (
+        &'static str,
+        std::result::Result<Box<ProcessDump>, RankFailure>,
+    );
+
+    /// What a collector sends when it could not dump one process.
+    fn failed(pid: i32, rank: usize) -> RankFailure {
+        RankFailure {
+            rank,
+            pid,
+            host: String::new(),
+            message: "permission denied".into(),
+            exit_code: 4,
+        }
+    }
+
+    /// The front end's results after each host reported `reports` and was
+    /// done, nodea holding ranks 0 (pid 7) and 1 (pid 8), nodeb rank 2
+    /// (pid 7 there too): (rank, host, what became of it).
+    fn merged(reports: Vec<Report>) -> Vec<(usize, String, String)> {
+        let (_tx, events) = mpsc::channel();
+        let hosts = [
+            ("nodea".to_string(), host("nodea", &[(7, 0), (8, 1)])),
+            ("nodeb".to_string(), host("nodeb", &[(7, 2)])),
+        ]
+        .into_iter()
+        .collect();
+        let mut run = Run::idle(events, hosts, Duration::from_secs(1));
+        for (key, report) in reports {
+            run.handle(match report {
+                Ok(process) => Event::Process {
+                    key: key.into(),
+                    process,
+                },
+                Err(failure) => Event::Failure {
+                    key: key.into(),
+                    failure,
+                },
+            });
+        }
+        for key in ["nodea", "nodeb"] {
+            run.handle(Event::Done { key: key.into() });
+        }
+        let mut results: Vec<(usize, String, String)> = run
+            .results()
+            .into_iter()
+            .map(|r| match r {
+                Ok(p) => (
+                    p.global_rank as usize,
+                    p.host.unwrap_or_default(),
+                    format!("dumped (pid {})", p.pid),
+                ),
+                Err((f, _)) => (f.rank, f.host, f.message),
+            })
+            .collect();
+        results.sort();
+        results
+    }
+
+    /// A report is a member's only if host, pid and rank all are: one
+    /// differing field, and the member counts as not reported.
+    #[test]
+    fn a_report_that_differs_from_a_member_in_one_field_is_not_merged() {
+        let not_reported = |rank: usize, pid: i32, host: &str| {
+            (
+                rank,
+                host.to_string(),
+                format!(
+                    "rank {rank} (pid {pid} on host '{host}'): the collector on host '{host}' did \
+                     not report it"
+                ),
+            )
+        };
+        let none = vec![
+            not_reported(0, 7, "nodea"),
+            not_reported(1, 8, "nodea"),
+            not_reported(2, 7, "nodeb"),
+        ];
+        let cases: Vec<(&str, Report)> = vec![
+            ("pid", ("nodea", Ok(dump(8, 0)))),
+            ("rank", ("nodea", Ok(dump(7, 1)))),
+            ("rank (not the host's)", ("nodea", Ok(dump(7, 2)))),
+            ("host", ("nodeb", Ok(dump(7, 0)))),
+            ("pid of a failure", ("nodea", Err(failed(7, 1)))),
+            ("rank of a failure", ("nodea", Err(failed(8, 0)))),
+            ("host of a failure", ("nodeb", Err(failed(8, 1)))),
+        ];
+        for (what, report) in cases {
+            assert_eq!(merged(vec![report]), none, "a report with another {what}");
+        }
+        // The same reports with every field right are merged.
+        assert_eq!(
+            merged(vec![
+                ("nodea", Ok(dump(7, 0))),
+                ("nodea", Err(failed(8, 1))),
+                ("nodeb", Ok(dump(7, 2))),
+            ]),
+            [
+                (0, "nodea".to_string(), "dumped (pid 7)".to_string()),
+                (
+                    1,
+                    "nodea".to_string(),
+                    "on host 'nodea': permission denied".to_string()
+                ),
+                (2, "nodeb".to_string(), "dumped (pid 7)".to_string()),
+            ]
+        );
+    }
+
     #[test]
     fn every_rank_ends_up_dumped_or_failed_with_its_hosts_reason() {
         let (_tx, events) = mpsc::channel();
@@ -1116,19 +1241,6 @@ mod tests {
         .into_iter()
         .collect();
         let mut run = Run::idle(events, hosts, Duration::from_secs(1));
-        let dump = |pid, rank| {
-            let mut job: JobDump = serde_json::from_str(
-                r#"{"schema_version":1,"launcher":null,"failures":[],"processes":[{"pid":0,
-                "global_rank":0,"executable":"a","dll":{"path":"d","version":"v",
-                "compatibility":2},"communicators":{"status":"ok","list":[]},
-                "stats":{"fetches":0,"fetched_bytes":0,"syscalls":0,"elapsed_ms":0.0}}]}"#,
-            )
-            .unwrap();
-            let mut p = job.processes.remove(0);
-            p.pid = pid;
-            p.global_rank = rank;
-            Box::new(p)
-        };
         run.handle(Event::Process {
             key: "nodea".into(),
             process: dump(7, 0),

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 use crate::members::MpiEnvironment;
 use crate::{Error, Result};
-use mqs_core::interface::{read_word, Target};
+use mqs_core::interface::{read_word, ImageSymbols, Target, TypeLayout};
 use mqs_core::symbols::{SymbolIndex, TypeSource};
 
 const WORLD: &str = "ompi_mpi_comm_world";
@@ -49,12 +49,34 @@ pub fn check(
     if in_use.is_empty() {
         return Ok(Vec::new());
     }
+    let typedefs = in_use.iter().find_map(|(_, pack, _)| {
+        mqs_core::symbols::typepack::TypePack::load(pack)
+            .ok()
+            .and_then(|p| p.checks.typedefs_sizeof)
+    });
+    check_packs(target, index, &in_use, typedefs.as_deref(), env)
+}
+
+/// The invariants of [`check`], with the process's symbols and types
+/// (answered from `in_use`, as [`packs_in_use`] lists them) behind the
+/// interfaces, and `typedefs` the sizes the packs' DWARF gave for
+/// `MPIR_debug_typedefs_sizeof`, if they say.
+pub fn check_packs(
+    target: &dyn Target,
+    symbols: &dyn ImageSymbols,
+    in_use: &[(PathBuf, PathBuf, String)],
+    typedefs: Option<&[i64]>,
+    env: &MpiEnvironment,
+) -> Result<Vec<String>> {
+    let Some(first) = in_use.first() else {
+        return Ok(Vec::new());
+    };
     let refuse = |detail: String| {
-        let (library, pack, id) = &in_use[0];
+        // The pack of the library the detail names, else the first.
         let (library, pack, id) = in_use
             .iter()
             .find(|(l, ..)| detail.contains(&*l.file_name().unwrap_or_default().to_string_lossy()))
-            .unwrap_or(&(library.clone(), pack.clone(), id.clone()))
+            .unwrap_or(first)
             .clone();
         Error::TypePackRefused(Box::new(crate::error::PackRefusal {
             pack,
@@ -64,7 +86,7 @@ pub fn check(
         }))
     };
     let mut done = Vec::new();
-    let world = index.find_symbol(WORLD).ok_or_else(|| {
+    let world = symbols.find_symbol(WORLD).ok_or_else(|| {
         refuse(format!(
             "{WORLD} is not found: the host knows no invariants for this library, and uses a \
              pack only where it can check it"
@@ -73,12 +95,7 @@ pub fn check(
     let word = target.pointer_size();
 
     // 1. The library's own record of its base types.
-    let expected = in_use.iter().find_map(|(_, pack, _)| {
-        mqs_core::symbols::typepack::TypePack::load(pack)
-            .ok()
-            .and_then(|p| p.checks.typedefs_sizeof)
-    });
-    if let (Some(expected), Some(addr)) = (expected, index.find_symbol(TYPEDEFS)) {
+    if let (Some(expected), Some(addr)) = (typedefs, symbols.find_symbol(TYPEDEFS)) {
         let mut actual = Vec::new();
         for i in 0..expected.len() as u64 {
             let mut b = [0u8; 4];
@@ -94,13 +111,15 @@ pub fn check(
     }
 
     // 2. MPI_COMM_WORLD's name.
-    let comm = index
-        .find_type("ompi_communicator_t")
-        .ok_or_else(|| refuse("the pack has no ompi_communicator_t".into()))?;
-    let field = |t: &mqs_core::symbols::TypeInfo, name: &str| {
-        t.field_offset(name)
+    let layout = |name: &'static str| symbols.find_type(name).map(|layout| Named { name, layout });
+    let find_type =
+        |name: &'static str| layout(name).ok_or_else(|| refuse(format!("the pack has no {name}")));
+    let field = |t: &Named, name: &str| {
+        t.layout
+            .field_offset(name)
             .ok_or_else(|| refuse(format!("the pack has no field {name} of {}", t.name)))
     };
+    let comm = find_type("ompi_communicator_t")?;
     let name_at = world + field(&comm, "c_name")?;
     let mut name = [0u8; 64];
     target.read(name_at, &mut name)?;
@@ -122,9 +141,7 @@ pub fn check(
     done.push("MPI_COMM_WORLD's name reads MPI_COMM_WORLD".into());
 
     // 3. Its group's size, and its rank.
-    let group = index
-        .find_type("ompi_group_t")
-        .ok_or_else(|| refuse("the pack has no ompi_group_t".into()))?;
+    let group = find_type("ompi_group_t")?;
     let group_addr = read_word(target, world + field(&comm, "c_local_group")?, word)?;
     let mut count = [0u8; 4];
     target.read(group_addr + field(&group, "grp_proc_count")?, &mut count)?;
@@ -143,7 +160,7 @@ pub fn check(
         }
         _ => done.push(format!("MPI_COMM_WORLD's group has {count} processes")),
     }
-    if let (Some(rank), Some(off)) = (env.rank, comm.field_offset("c_my_rank")) {
+    if let (Some(rank), Some(off)) = (env.rank, comm.layout.field_offset("c_my_rank")) {
         let mut r = [0u8; 4];
         target.read(world + off, &mut r)?;
         let mine = i32::from_le_bytes(r);
@@ -162,8 +179,8 @@ pub fn check(
     });
     if ob1_packed {
         if let (Some(pml), Some(ob1)) = (
-            comm.field_offset("c_pml_comm"),
-            index.find_type("mca_pml_ob1_comm_t"),
+            comm.layout.field_offset("c_pml_comm"),
+            layout("mca_pml_ob1_comm_t"),
         ) {
             let pml_comm = read_word(target, world + pml, word)?;
             let num = read_word(target, pml_comm + field(&ob1, "num_procs")?, word)?;
@@ -179,7 +196,385 @@ pub fn check(
     Ok(done)
 }
 
+/// A type of the pack, with the name it was looked up by (for messages).
+struct Named {
+    name: &'static str,
+    layout: TypeLayout,
+}
+
 fn c_text(bytes: &[u8]) -> String {
     let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
     String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use mqs_core::interface::{Environment, Liveness, MappedObject, Thread};
+
+    /// A process's memory as a byte map: what was written reads back,
+    /// anything else is unreadable.
+    #[derive(Debug, Default)]
+    struct Memory(BTreeMap<u64, u8>);
+
+    impl Memory {
+        fn write(&mut self, addr: u64, bytes: &[u8]) {
+            for (i, b) in bytes.iter().enumerate() {
+                self.0.insert(addr + i as u64, *b);
+            }
+        }
+    }
+
+    impl Target for Memory {
+        fn pid(&self) -> i32 {
+            7
+        }
+        fn read(&self, addr: u64, buf: &mut [u8]) -> mqs_core::Result<()> {
+            let len = buf.len();
+            for (at, b) in (addr..).zip(buf.iter_mut()) {
+                *b = *self.0.get(&at).ok_or_else(|| mqs_core::Error::Read {
+                    pid: 7,
+                    addr,
+                    len,
+                    detail: "not in the fake's memory".into(),
+                })?;
+            }
+            Ok(())
+        }
+        fn mapped_objects(&self) -> mqs_core::Result<Vec<MappedObject>> {
+            Ok(Vec::new())
+        }
+        fn executable(&self) -> mqs_core::Result<PathBuf> {
+            Ok("/bin/app".into())
+        }
+        fn environment(&self) -> mqs_core::Result<Environment> {
+            Ok(Environment::default())
+        }
+        fn threads(&self) -> mqs_core::Result<Vec<Thread>> {
+            Ok(Vec::new())
+        }
+        fn liveness(&self) -> Liveness {
+            Liveness::Offline
+        }
+    }
+
+    /// Symbols and types as a pack answers them.
+    #[derive(Debug, Default)]
+    struct Symbols {
+        symbols: BTreeMap<&'static str, u64>,
+        types: BTreeMap<&'static str, TypeLayout>,
+    }
+
+    impl ImageSymbols for Symbols {
+        fn find_symbol(&self, name: &str) -> Option<u64> {
+            self.symbols.get(name).copied()
+        }
+        fn find_function(&self, _: &str) -> Option<u64> {
+            None
+        }
+        fn find_type(&self, name: &str) -> Option<TypeLayout> {
+            self.types.get(name).cloned()
+        }
+    }
+
+    fn layout(fields: &[(&str, u64)]) -> TypeLayout {
+        TypeLayout {
+            size: None,
+            fields: fields.iter().map(|(f, o)| ((*f).to_owned(), *o)).collect(),
+        }
+    }
+
+    const WORLD_AT: u64 = 0x10000;
+    const GROUP_AT: u64 = 0x20000;
+    const OB1_AT: u64 = 0x30000;
+    const TYPEDEFS_AT: u64 = 0x40000;
+    const NAME_AT: u64 = 0x50000;
+    /// Where ompi_communicator_t keeps its fields, in the process and in a
+    /// right pack.
+    const C_NAME: u64 = 0x10;
+    const C_LOCAL_GROUP: u64 = 0x60;
+    const C_MY_RANK: u64 = 0x68;
+    const C_PML_COMM: u64 = 0x70;
+    const GRP_PROC_COUNT: u64 = 0x4;
+    const NUM_PROCS: u64 = 0x8;
+    const SIZES: [i32; 5] = [2, 4, 8, 8, 8];
+
+    /// Rank 2 of 4 of an Open MPI job, read through packs for libmpi and
+    /// ob1 that describe it right.
+    struct Case {
+        memory: Memory,
+        symbols: Symbols,
+        in_use: Vec<(PathBuf, PathBuf, String)>,
+        typedefs: Option<Vec<i64>>,
+        env: MpiEnvironment,
+    }
+
+    impl Case {
+        fn right() -> Self {
+            let mut memory = Memory::default();
+            let mut name = [0u8; 64];
+            name[..14].copy_from_slice(b"MPI_COMM_WORLD");
+            memory.write(WORLD_AT, &[0xaa; 0x80]);
+            memory.write(WORLD_AT + C_NAME, &name);
+            memory.write(WORLD_AT + C_LOCAL_GROUP, &GROUP_AT.to_le_bytes());
+            memory.write(WORLD_AT + C_MY_RANK, &2i32.to_le_bytes());
+            memory.write(WORLD_AT + C_PML_COMM, &OB1_AT.to_le_bytes());
+            memory.write(GROUP_AT, &[0; 0x10]);
+            memory.write(GROUP_AT + GRP_PROC_COUNT, &4i32.to_le_bytes());
+            memory.write(OB1_AT, &[0; 0x10]);
+            memory.write(OB1_AT + NUM_PROCS, &4u64.to_le_bytes());
+            for (i, size) in SIZES.iter().enumerate() {
+                memory.write(TYPEDEFS_AT + 4 * i as u64, &size.to_le_bytes());
+            }
+            let symbols = Symbols {
+                symbols: [(WORLD, WORLD_AT), (TYPEDEFS, TYPEDEFS_AT)].into(),
+                types: [
+                    (
+                        "ompi_communicator_t",
+                        layout(&[
+                            ("c_name", C_NAME),
+                            ("c_local_group", C_LOCAL_GROUP),
+                            ("c_my_rank", C_MY_RANK),
+                            ("c_pml_comm", C_PML_COMM),
+                        ]),
+                    ),
+                    (
+                        "ompi_group_t",
+                        layout(&[("grp_proc_count", GRP_PROC_COUNT)]),
+                    ),
+                    ("mca_pml_ob1_comm_t", layout(&[("num_procs", NUM_PROCS)])),
+                ]
+                .into(),
+            };
+            let pack = |library: &str, id: &str| {
+                (
+                    PathBuf::from(format!("/usr/lib/openmpi/{library}")),
+                    PathBuf::from(format!("/packs/{id}.json")),
+                    id.to_owned(),
+                )
+            };
+            Case {
+                memory,
+                symbols,
+                in_use: vec![
+                    pack("libmpi.so.40", "aaaa"),
+                    pack("openmpi3/mca_pml_ob1.so", "bbbb"),
+                ],
+                typedefs: Some(SIZES.iter().map(|s| i64::from(*s)).collect()),
+                env: MpiEnvironment {
+                    rank: Some(2),
+                    job: None,
+                    size: Some(4),
+                },
+            }
+        }
+
+        fn check(&self) -> Result<Vec<String>> {
+            check_packs(
+                &self.memory,
+                &self.symbols,
+                &self.in_use,
+                self.typedefs.as_deref(),
+                &self.env,
+            )
+        }
+
+        /// The refusal, which must name the library and pack of `id`.
+        fn refused(&self, id: &str) -> String {
+            match self.check() {
+                Err(Error::TypePackRefused(r)) => {
+                    assert_eq!(r.build_id, id, "{r}");
+                    assert_eq!(r.pack, PathBuf::from(format!("/packs/{id}.json")), "{r}");
+                    r.detail
+                }
+                other => panic!("not refused: {other:?}"),
+            }
+        }
+
+        fn field(&mut self, ty: &str, field: &str, offset: u64) {
+            let layout = self.symbols.types.get_mut(ty).unwrap();
+            layout
+                .fields
+                .iter_mut()
+                .find(|(f, _)| f == field)
+                .unwrap()
+                .1 = offset;
+        }
+    }
+
+    #[test]
+    fn a_pack_that_reads_the_process_right_passes_every_invariant() {
+        assert_eq!(
+            Case::right().check().unwrap(),
+            [
+                "MPIR_debug_typedefs_sizeof = [2, 4, 8, 8, 8]",
+                "MPI_COMM_WORLD's name reads MPI_COMM_WORLD",
+                "MPI_COMM_WORLD's group has 4 processes",
+                "MPI_COMM_WORLD's rank is 2",
+                "ob1's MPI_COMM_WORLD has 4 procs",
+            ]
+        );
+    }
+
+    #[test]
+    fn no_pack_in_use_is_nothing_to_check() {
+        let mut case = Case::right();
+        case.in_use.clear();
+        case.memory = Memory::default();
+        assert_eq!(case.check().unwrap(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_world_name_that_reads_wrong_is_refused() {
+        // The pack's c_name 8 bytes off: "_WORLD", a name, but not the one.
+        let mut case = Case::right();
+        case.field("ompi_communicator_t", "c_name", C_NAME + 8);
+        let detail = case.refused("aaaa");
+        assert!(
+            detail.contains(
+                "MPI_COMM_WORLD's name (ompi_communicator_t.c_name at offset 24) reads \"_WORLD\""
+            ),
+            "{detail}"
+        );
+        // Another communicator's name, and none (MPI not initialised).
+        for name in [&b"MPI_COMM_SELF\0"[..], &[0u8]] {
+            let mut case = Case::right();
+            case.memory.write(WORLD_AT + C_NAME, name);
+            let detail = case.refused("aaaa");
+            assert!(detail.contains("c_name"), "{detail}");
+            assert!(detail.contains("not \"MPI_COMM_WORLD\""), "{detail}");
+        }
+    }
+
+    /// Open MPI 5 keeps a pointer to the name: it must lead to the right one.
+    #[test]
+    fn a_world_name_behind_a_pointer_is_followed() {
+        let mut case = Case::right();
+        let mut pointer = [0u8; 64];
+        pointer[..8].copy_from_slice(&NAME_AT.to_le_bytes());
+        case.memory.write(WORLD_AT + C_NAME, &pointer);
+        case.memory.write(NAME_AT, b"MPI_COMM_WORLD\0");
+        case.memory.write(NAME_AT + 15, &[0; 49]);
+        assert!(case
+            .check()
+            .unwrap()
+            .contains(&"MPI_COMM_WORLD's name reads MPI_COMM_WORLD".to_string()));
+        case.memory.write(NAME_AT, b"MPI_COMM_SELF\0");
+        assert!(case.refused("aaaa").contains("c_name"));
+    }
+
+    #[test]
+    fn a_group_size_off_by_one_is_refused() {
+        for count in [3i32, 5] {
+            let mut case = Case::right();
+            case.memory
+                .write(GROUP_AT + GRP_PROC_COUNT, &count.to_le_bytes());
+            let detail = case.refused("aaaa");
+            assert_eq!(
+                detail,
+                format!(
+                    "MPI_COMM_WORLD's group has {count} processes (ompi_group_t.grp_proc_count), \
+                     the job 4"
+                )
+            );
+        }
+    }
+
+    /// Without the job's size from the environment, only a size that is
+    /// no job is refused.
+    #[test]
+    fn a_group_size_that_is_no_job_is_refused() {
+        for (count, right) in [
+            (4i32, true),
+            (1, true),
+            (0, false),
+            (-1, false),
+            (1 << 25, false),
+        ] {
+            let mut case = Case::right();
+            case.env.size = None;
+            case.memory
+                .write(GROUP_AT + GRP_PROC_COUNT, &count.to_le_bytes());
+            // ob1's count follows the group's, so only the group is judged.
+            case.memory
+                .write(OB1_AT + NUM_PROCS, &(count as u64).to_le_bytes());
+            if right {
+                assert!(case.check().is_ok(), "{count}: {:?}", case.check());
+            } else {
+                assert!(
+                    case.refused("aaaa").contains("ompi_group_t.grp_proc_count"),
+                    "{count}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_rank_that_disagrees_is_refused() {
+        let mut case = Case::right();
+        case.memory.write(WORLD_AT + C_MY_RANK, &3i32.to_le_bytes());
+        assert_eq!(
+            case.refused("aaaa"),
+            "MPI_COMM_WORLD's c_my_rank reads 3, the process is rank 2"
+        );
+        // Without a rank in the environment there is nothing to compare.
+        case.env.rank = None;
+        assert!(case.check().is_ok(), "{:?}", case.check());
+    }
+
+    #[test]
+    fn ob1s_process_count_that_disagrees_is_refused_naming_ob1s_pack() {
+        for num in [3u64, 5] {
+            let mut case = Case::right();
+            case.memory.write(OB1_AT + NUM_PROCS, &num.to_le_bytes());
+            assert_eq!(
+                case.refused("bbbb"),
+                format!(
+                    "mca_pml_ob1.so: ob1's MPI_COMM_WORLD has {num} procs \
+                     (mca_pml_ob1_comm_t.num_procs), its group 4"
+                )
+            );
+        }
+        // ob1's count is checked only through ob1's own pack.
+        let mut case = Case::right();
+        case.memory.write(OB1_AT + NUM_PROCS, &5u64.to_le_bytes());
+        case.in_use.truncate(1);
+        assert_eq!(case.check().unwrap().len(), 4, "{:?}", case.check());
+    }
+
+    #[test]
+    fn base_type_sizes_that_disagree_are_refused() {
+        let mut case = Case::right();
+        case.typedefs = Some(vec![2, 4, 4, 8, 8]);
+        assert_eq!(
+            case.refused("aaaa"),
+            "MPIR_debug_typedefs_sizeof holds [2, 4, 8, 8, 8] in the process, the pack says \
+             [2, 4, 4, 8, 8]"
+        );
+    }
+
+    #[test]
+    fn a_library_without_the_world_or_a_pack_without_a_field_is_refused() {
+        let mut case = Case::right();
+        case.symbols.symbols.remove(WORLD);
+        assert!(case
+            .refused("aaaa")
+            .starts_with("ompi_mpi_comm_world is not found"),);
+        let mut case = Case::right();
+        case.symbols
+            .types
+            .get_mut("ompi_communicator_t")
+            .unwrap()
+            .fields
+            .retain(|(f, _)| f != "c_local_group");
+        assert_eq!(
+            case.refused("aaaa"),
+            "the pack has no field c_local_group of ompi_communicator_t"
+        );
+        let mut case = Case::right();
+        case.symbols.types.remove("ompi_group_t");
+        assert_eq!(case.refused("aaaa"), "the pack has no ompi_group_t");
+    }
 }

@@ -29,29 +29,19 @@ use serde_json::Value;
 /// The interface level of this build: 3 with the `mpi2` feature, else 2.
 pub const COMPATIBILITY: i32 = if cfg!(feature = "mpi2") { 3 } else { 2 };
 
-/// The cdylib of this very build: cargo builds the library's cdylib with
-/// the rlib for this crate's tests, with the same features and profile, in
-/// the directory of the test binary. Checked to exist, to be newer than
-/// the DLL's sources and to be of this build's interface level.
+/// The cdylib of this very build, beside the test binary (checked to
+/// exist and to be newer than the DLL's sources; [`our_dll`] checks its
+/// interface level).
 pub fn our_dll_path() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let lib = exe
-        .parent()
-        .map(|deps| deps.join("libmqs_dll.so"))
-        .unwrap_or_default();
-    let build = if cfg!(feature = "mpi2") {
-        "cargo test -p mqs-dll --features mpi2"
-    } else {
-        "cargo test -p mqs-dll"
-    };
-    assert!(
-        lib.exists(),
-        "{} is missing: cargo builds it next to this crate's test binaries; run the tests \
-         with `{build}` (a test binary run by hand needs that build first)",
-        lib.display()
-    );
-    mqs_tests::fresh_dll(lib, build)
+    mqs_tests::dll_beside_test_binary(BUILD)
 }
+
+/// The command that builds the DLL this test binary runs.
+const BUILD: &str = if cfg!(feature = "mpi2") {
+    "cargo test -p mqs-dll --features mpi2"
+} else {
+    "cargo test -p mqs-dll"
+};
 
 /// [`our_dll_path`], loaded once for the whole test binary.
 pub fn our_dll() -> &'static Dll {

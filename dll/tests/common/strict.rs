@@ -15,10 +15,7 @@ use super::snapshot::{from_hex, Snapshot};
 
 /// The cdylib cargo built for this test run (next to the test binary).
 pub fn cdylib() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary");
-    let lib = exe.parent().expect("deps dir").join("libmqs_dll.so");
-    assert!(lib.exists(), "{} not built", lib.display());
-    lib
+    super::session::our_dll_path()
 }
 
 /// The strict host, compiled once per test binary for this build's

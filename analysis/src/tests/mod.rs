@@ -1,8 +1,9 @@
 //! The analyses on hand-made dumps and on stacks recorded from a real
 //! `barrier_mismatch` job (Open MPI 4.1.4 -g; addresses cut to their page
-//! offset, paths to their file names).
+//! offset, paths to their file names). [`differing`]: dumps whose ranks
+//! differ in one field at a time, for every analysis that compares them.
 
-use mqs_abi::{OpStatus, PendingOperation};
+use mqs_abi::{OpClass, OpStatus, PendingOperation};
 
 use super::confirm::persistent;
 use super::{tree, Analysis, Job, RankSet};
@@ -11,6 +12,8 @@ use mqs_core::model::{
     CommunicatorDump, CommunicatorList, DllInfo, DumpStats, JobDump, ProcessDump, Queue, Section,
     ThreadList, ThreadStack, SCHEMA_VERSION,
 };
+
+mod differing;
 
 const ANY: i64 = -1;
 
@@ -43,33 +46,44 @@ fn queue(ops: Vec<PendingOperation>) -> Section<Queue> {
     }
 }
 
-/// A job of `n` ranks; communicators as (name, group); each rank's ops.
-fn job(n: usize, comms: &[(&str, Vec<i64>)], ops: &[Vec<OpSpec>]) -> JobDump {
+/// One operation of a rank, where it is listed: the communicator (index
+/// into the job's list) and the queue.
+#[derive(Debug, Clone)]
+struct Placed {
+    comm: usize,
+    class: OpClass,
+    op: PendingOperation,
+}
+
+/// A job of `n` ranks; communicators as (name, group), each listed by the
+/// ranks its group holds, with every queue readable; each rank's ops.
+fn job_of(n: usize, comms: &[(&str, Vec<i64>)], ops: &[Vec<Placed>]) -> JobDump {
     let processes = (0..n)
         .map(|r| {
             let list = comms
                 .iter()
                 .enumerate()
-                .map(|(ci, (name, group))| {
-                    let mine = |send: bool| {
-                        ops[r]
-                            .iter()
-                            .filter(|o| o.0 == ci && o.1 == send)
-                            .map(|o| op(o.2, o.3, 0x1000 + r as u64))
-                            .collect()
+                .filter_map(|(ci, (name, group))| {
+                    let local_rank = group.iter().position(|g| *g == r as i64)?;
+                    let mine = |class: OpClass| {
+                        queue(
+                            ops[r]
+                                .iter()
+                                .filter(|o| o.comm == ci && o.class == class)
+                                .map(|o| o.op.clone())
+                                .collect(),
+                        )
                     };
-                    CommunicatorDump {
+                    Some(CommunicatorDump {
                         unique_id: ci as u64,
                         name: (*name).into(),
                         size: group.len() as i64,
-                        local_rank: group.iter().position(|g| *g == r as i64).unwrap() as i64,
+                        local_rank: local_rank as i64,
                         group: Some(group.clone()),
-                        sends: queue(mine(true)),
-                        receives: queue(mine(false)),
-                        unexpected: Section::NotAvailable {
-                            reason: "test".into(),
-                        },
-                    }
+                        sends: mine(OpClass::PendingSends),
+                        receives: mine(OpClass::PendingReceives),
+                        unexpected: mine(OpClass::UnexpectedMessages),
+                    })
                 })
                 .collect();
             ProcessDump {
@@ -97,6 +111,39 @@ fn job(n: usize, comms: &[(&str, Vec<i64>)], ops: &[Vec<OpSpec>]) -> JobDump {
         processes,
         failures: vec![],
     }
+}
+
+/// A job of `n` ranks; communicators as (name, group); each rank's ops;
+/// no unexpected queue readable (as Open MPI's DLL on a release build).
+fn job(n: usize, comms: &[(&str, Vec<i64>)], ops: &[Vec<OpSpec>]) -> JobDump {
+    let placed: Vec<Vec<Placed>> = ops
+        .iter()
+        .enumerate()
+        .map(|(r, ops)| {
+            ops.iter()
+                .map(|&(comm, send, peer, tag)| Placed {
+                    comm,
+                    class: if send {
+                        OpClass::PendingSends
+                    } else {
+                        OpClass::PendingReceives
+                    },
+                    op: op(peer, tag, 0x1000 + r as u64),
+                })
+                .collect()
+        })
+        .collect();
+    let mut dump = job_of(n, comms, &placed);
+    for p in &mut dump.processes {
+        if let Section::Ok { value } = &mut p.communicators {
+            for c in &mut value.list {
+                c.unexpected = Section::NotAvailable {
+                    reason: "test".into(),
+                };
+            }
+        }
+    }
+    dump
 }
 
 fn world(n: i64) -> (&'static str, Vec<i64>) {
@@ -177,7 +224,7 @@ fn recorded_stacks() -> Vec<(i64, ThreadStack)> {
         main: ThreadStack,
     }
     let recorded: Vec<Recorded> =
-        serde_json::from_str(include_str!("testdata/barrier_mismatch_stacks.json")).unwrap();
+        serde_json::from_str(include_str!("../testdata/barrier_mismatch_stacks.json")).unwrap();
     recorded.into_iter().map(|r| (r.rank, r.main)).collect()
 }
 
