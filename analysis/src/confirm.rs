@@ -82,13 +82,47 @@ pub fn persistent(first: &JobDump, second: &JobDump) -> JobDump {
     out
 }
 
+/// What watching a job found in two snapshots in a row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// The analysis in words.
+    pub words: String,
+    /// Not a deadlock: the same ranks could not be judged in both, and
+    /// the others hold no cycle.
+    pub cannot_tell: bool,
+}
+
+impl Finding {
+    /// The exit code a watch that ends on it gives.
+    pub fn exit_code(&self) -> i32 {
+        if self.cannot_tell {
+            mqs_core::exit_code::CANNOT_TELL
+        } else {
+            mqs_core::exit_code::DEADLOCK
+        }
+    }
+}
+
 /// What watching a job looks for, in two snapshots taken apart: a deadlock,
-/// or a wait chain that ends in a rank outside MPI, in what both share. The
-/// finding in words, if there is one.
-pub fn persistent_finding(first: &JobDump, second: &JobDump) -> Option<String> {
+/// or a wait chain that ends in a rank outside MPI, in what both share;
+/// else the same ranks that cannot be judged in both (a job whose queues
+/// cannot be read is never reported as fine).
+pub fn persistent_finding(first: &JobDump, second: &JobDump) -> Option<Finding> {
     let kept = persistent(first, second);
     let job = super::Job::new(&kept);
     let analysis = super::Analysis::new(&job);
     let stuck = analysis.chains.iter().any(|c| analysis.sink_outside_mpi(c));
-    (analysis.has_deadlock() || stuck).then(|| analysis.words())
+    if analysis.has_deadlock() || stuck {
+        return Some(Finding {
+            words: analysis.words(),
+            cannot_tell: false,
+        });
+    }
+    let (before, now) = (super::Job::new(first), super::Job::new(second));
+    let (before, now) = (super::Analysis::new(&before), super::Analysis::new(&now));
+    (before.cannot_tell() && now.cannot_tell() && before.unjudged_ranks() == now.unjudged_ranks())
+        .then(|| Finding {
+            words: now.words(),
+            cannot_tell: true,
+        })
 }

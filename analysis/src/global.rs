@@ -118,6 +118,8 @@ pub struct Job<'a> {
     pub ops: Vec<Op<'a>>,
     /// Sections the DLL could not list: (what, reason) -> ranks.
     pub not_available: BTreeMap<(String, String), RankSet>,
+    /// Queues the DLL listed only in part: (what, why) -> ranks.
+    pub cut_short: BTreeMap<(String, String), RankSet>,
     /// (rank, the DLL's `unique_id` there) -> index into `comms`.
     by_id: BTreeMap<(i64, u64), usize>,
 }
@@ -182,6 +184,7 @@ impl<'a> Job<'a> {
         let mut keys: Vec<CommKey> = Vec::new();
         let mut comms: Vec<JobComm> = Vec::new();
         let mut not_available: BTreeMap<(String, String), RankSet> = BTreeMap::new();
+        let mut cut_short: BTreeMap<(String, String), RankSet> = BTreeMap::new();
         let mut by_id = BTreeMap::new();
         let mut local_ops = Vec::new();
         for r in &ranks {
@@ -250,6 +253,12 @@ impl<'a> Job<'a> {
                             for op in &value.operations {
                                 local_ops.push((r.rank, index, class, op));
                             }
+                            if let Some(why) = &value.truncated {
+                                cut_short
+                                    .entry((class_name(class).into(), why.clone()))
+                                    .or_default()
+                                    .insert(r.rank);
+                            }
                         }
                         Section::NotAvailable { reason } => {
                             not_available
@@ -306,6 +315,7 @@ impl<'a> Job<'a> {
             comms,
             ops,
             not_available,
+            cut_short,
             by_id,
         }
     }
@@ -322,6 +332,25 @@ impl<'a> Job<'a> {
             .map(|i| &self.ranks[i])
     }
 
+    /// Why the waits of `rank` are not all known from its queues: its
+    /// communicators, sends or receives that the DLL could not list, or
+    /// listed only in part (unexpected messages are no waits). Empty when
+    /// they are known.
+    pub fn unknown_waits(&self, rank: i64) -> Vec<String> {
+        let waits = |what: &str| matches!(what, "communicators" | "sends" | "receives");
+        let listed = self
+            .not_available
+            .iter()
+            .filter(|((what, _), ranks)| waits(what) && ranks.contains(rank))
+            .map(|((what, why), _)| format!("{what} not available: {why}"));
+        let cut = self
+            .cut_short
+            .iter()
+            .filter(|((what, _), ranks)| waits(what) && ranks.contains(rank))
+            .map(|((what, why), _)| format!("{what} cut short: {why}"));
+        listed.chain(cut).collect()
+    }
+
     /// Every dumped rank.
     pub fn all_ranks(&self) -> RankSet {
         self.ranks.iter().map(|r| r.rank).collect()
@@ -335,13 +364,14 @@ impl<'a> Job<'a> {
             .filter(|o| o.class != OpClass::UnexpectedMessages && o.status() == OpStatus::Pending)
     }
 
-    /// Ranks with no pending send or receive.
+    /// Ranks with no pending send or receive (and whose queues were all
+    /// read: an unknown queue may hold some).
     pub fn idle_ranks(&self) -> RankSet {
         let busy: RankSet = self.waits().map(|o| o.rank).collect();
         self.ranks
             .iter()
             .map(|r| r.rank)
-            .filter(|r| !busy.contains(*r))
+            .filter(|r| !busy.contains(*r) && self.unknown_waits(*r).is_empty())
             .collect()
     }
 

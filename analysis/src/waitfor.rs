@@ -59,6 +59,13 @@ pub struct Chain {
     pub waiting: RankSet,
 }
 
+/// Ranks whose waits could not be judged, for one reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unjudged {
+    pub ranks: RankSet,
+    pub why: String,
+}
+
 /// The wait-for analysis of one dump.
 #[derive(Debug)]
 pub struct Analysis<'j, 'a> {
@@ -68,6 +75,11 @@ pub struct Analysis<'j, 'a> {
     /// Ranks that may move by themselves: nothing to wait for, or outside
     /// MPI.
     pub free: RankSet,
+    /// Ranks whose waits are not known: their queues could not be read
+    /// (and no stack says they run outside MPI), or they were not dumped.
+    /// They count as able to move, so they never make a deadlock; but
+    /// while there are any, "no deadlock" cannot be said.
+    pub unjudged: Vec<Unjudged>,
     pub deadlocked: RankSet,
     pub cycles: Vec<Vec<Step>>,
     /// Deadlocked ranks not on a cycle, with the first step of their path
@@ -122,20 +134,27 @@ impl<'j, 'a> Analysis<'j, 'a> {
                 });
             }
         }
+        let unjudged = unjudged(job);
+        let unknown: RankSet = unjudged.iter().flat_map(|u| u.ranks.iter()).collect();
         let waiting: RankSet = waits.iter().map(|w| w.rank).collect();
         let free: RankSet = job
             .ranks
             .iter()
-            .filter(|r| !waiting.contains(r.rank) || r.inside_mpi == Some(false))
+            .filter(|r| {
+                r.inside_mpi == Some(false)
+                    || !(waiting.contains(r.rank) || unknown.contains(r.rank))
+            })
             .map(|r| r.rank)
             .collect();
         let dumped = job.all_ranks();
 
-        // The ranks that may move: the free ones, the ones not dumped, and
-        // the ones with a wait that those can meet, until nothing changes.
-        // Each rank added keeps the step that let it in, towards a rank
-        // added before it: the chains follow those down to a free rank.
+        // The ranks that may move: the free ones, the ones not dumped or
+        // not judged, and the ones with a wait that those can meet, until
+        // nothing changes. Each rank added keeps the step that let it in,
+        // towards a rank added before it: the chains follow those down to
+        // a free rank.
         let mut may = free.clone();
+        may.extend(unknown.iter());
         let mut via: Vec<Step> = Vec::new();
         loop {
             let mut changed = false;
@@ -175,6 +194,7 @@ impl<'j, 'a> Analysis<'j, 'a> {
             collectives,
             waits,
             free,
+            unjudged,
             deadlocked,
             cycles: Vec::new(),
             feeders: Vec::new(),
@@ -188,6 +208,34 @@ impl<'j, 'a> Analysis<'j, 'a> {
     /// Whether any rank is deadlocked (then there is a cycle).
     pub fn has_deadlock(&self) -> bool {
         !self.cycles.is_empty()
+    }
+
+    /// Whether the answer is "cannot tell": no deadlock among the ranks
+    /// that could be judged, but some could not be.
+    pub fn cannot_tell(&self) -> bool {
+        self.cycles.is_empty() && !self.unjudged.is_empty()
+    }
+
+    /// How many ranks were not dumped (they are judged by nobody).
+    fn not_dumped(&self) -> usize {
+        let dumped = self.job.all_ranks();
+        self.unjudged_ranks()
+            .iter()
+            .filter(|r| !dumped.contains(*r))
+            .count()
+    }
+
+    /// Every rank that could not be judged.
+    pub fn unjudged_ranks(&self) -> RankSet {
+        self.unjudged.iter().flat_map(|u| u.ranks.iter()).collect()
+    }
+
+    /// Why `rank` could not be judged, if it could not.
+    fn unjudged_why(&self, rank: i64) -> Option<&str> {
+        self.unjudged
+            .iter()
+            .find(|u| u.ranks.contains(rank))
+            .map(|u| u.why.as_str())
     }
 
     /// The waits of `rank`, the specific ones (one peer) first, then
@@ -336,6 +384,9 @@ impl<'j, 'a> Analysis<'j, 'a> {
         let Some(r) = self.job.rank(rank) else {
             return format!("rank {rank} was not dumped");
         };
+        if let Some(why) = self.unjudged_why(rank) {
+            return format!("what rank {rank} waits for is not known ({why})");
+        }
         let pending = self.waits.iter().filter(|w| w.rank == rank).count();
         let place = whereabouts(r);
         match (pending, r.inside_mpi) {
@@ -465,28 +516,35 @@ impl<'j, 'a> Analysis<'j, 'a> {
                 chain.sink
             ));
         }
-        if !self.job.dump.failures.is_empty() {
-            let missing: RankSet = self
-                .job
-                .dump
-                .failures
-                .iter()
-                .map(|f| f.rank as i64)
-                .collect();
+        for u in &self.unjudged {
             out.push_str(&format!(
-                "not dumped: {} (counted as able to move: what they wait for is unknown)\n",
-                missing.labelled()
+                "not judged: {} ({}; counted as able to move: what they wait for is unknown)\n",
+                u.ranks.labelled(),
+                u.why
             ));
         }
-        if self.cycles.is_empty() {
+        let judged = self.job.ranks.len() - (self.unjudged_ranks().len() - self.not_dumped());
+        let waiting = self
+            .job
+            .ranks
+            .iter()
+            .filter(|r| self.waits.iter().any(|w| w.rank == r.rank))
+            .count();
+        if self.cannot_tell() {
+            let were = if judged == 1 {
+                "1 rank that was".to_owned()
+            } else {
+                format!("{judged} ranks that were")
+            };
             out.push_str(&format!(
-                "no deadlock: no cycle of waits among {} ranks ({} waiting)\n",
+                "cannot tell: {} not judged; no cycle of waits among the {were} ({waiting} \
+                 waiting)\n",
+                self.unjudged_ranks().labelled()
+            ));
+        } else if self.cycles.is_empty() {
+            out.push_str(&format!(
+                "no deadlock: no cycle of waits among {} ranks ({waiting} waiting)\n",
                 self.job.ranks.len(),
-                self.job
-                    .ranks
-                    .iter()
-                    .filter(|r| self.waits.iter().any(|w| w.rank == r.rank))
-                    .count()
             ));
         } else {
             out.push_str(&format!(
@@ -498,4 +556,34 @@ impl<'j, 'a> Analysis<'j, 'a> {
         }
         out
     }
+}
+
+/// The ranks whose waits are not known, grouped by why: dumped ranks whose
+/// communicators, sends or receives the DLL could not list (unless their
+/// stack shows them outside MPI: then they run, whatever is queued), and
+/// ranks not dumped.
+fn unjudged(job: &Job<'_>) -> Vec<Unjudged> {
+    let mut out: Vec<Unjudged> = Vec::new();
+    let mut add = |rank: i64, why: String| match out.iter_mut().find(|u| u.why == why) {
+        Some(u) => {
+            u.ranks.insert(rank);
+        }
+        None => out.push(Unjudged {
+            ranks: std::iter::once(rank).collect(),
+            why,
+        }),
+    };
+    for r in &job.ranks {
+        if r.inside_mpi == Some(false) {
+            continue;
+        }
+        let unknown = job.unknown_waits(r.rank);
+        if !unknown.is_empty() {
+            add(r.rank, unknown.join("; "));
+        }
+    }
+    for f in &job.dump.failures {
+        add(f.rank as i64, format!("not dumped: {}", f.message));
+    }
+    out
 }

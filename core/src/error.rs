@@ -165,6 +165,10 @@ pub mod exit_code {
     pub const DLL_HUNG: i32 = 15;
     /// A PMIx launcher could not be asked for its job.
     pub const PMIX: i32 = 16;
+    /// Given by `--deadlock` and `watch` when no deadlock was found among
+    /// the ranks that could be judged but some could not: not "no
+    /// deadlock".
+    pub const CANNOT_TELL: i32 = 17;
 }
 
 impl Error {

@@ -345,6 +345,11 @@ pub fn run(args: &DumpArgs) -> ExitCode {
         if analysis.has_deadlock() {
             return ExitCode::from(exit_code::DEADLOCK as u8);
         }
+        // Ranks not dumped say why with their own code; ranks dumped but
+        // not judged, with "cannot tell".
+        if analysis.cannot_tell() && job.failures.is_empty() {
+            return ExitCode::from(exit_code::CANNOT_TELL as u8);
+        }
         return failed();
     }
     match format {

@@ -126,8 +126,11 @@ impl launch::Analyst for JobAnalyst {
         mqs_analysis::view::job_view(job, &mqs_analysis::view::ViewOptions::default())
     }
 
-    fn persistent_finding(&self, before: &JobDump, now: &JobDump) -> Option<String> {
-        mqs_analysis::confirm::persistent_finding(before, now)
+    fn persistent_finding(&self, before: &JobDump, now: &JobDump) -> Option<(String, i32)> {
+        mqs_analysis::confirm::persistent_finding(before, now).map(|f| {
+            let code = f.exit_code();
+            (f.words, code)
+        })
     }
 }
 

@@ -79,7 +79,8 @@ fn ended(e: &mqs_acquire::Error, seen_before: bool) -> bool {
 /// finding (exit 12 if there was one).
 pub fn watch(pid: i32, options: &Options, every: Duration, keep_going: bool) -> ExitCode {
     let mut previous: Option<JobDump> = None;
-    let mut reported: Option<String> = None;
+    let mut reported: Option<(String, i32)> = None;
+    let mut ended_with: Option<i32> = None;
     let mut snapshots = 0u64;
     loop {
         let started = Instant::now();
@@ -97,8 +98,9 @@ pub fn watch(pid: i32, options: &Options, every: Duration, keep_going: bool) -> 
         };
         snapshots += 1;
         if let Some(previous) = &previous {
-            if let Some(words) = confirm::persistent_finding(previous, &job) {
-                if reported.as_deref() != Some(words.as_str()) {
+            if let Some(finding) = confirm::persistent_finding(previous, &job) {
+                let (words, code) = (finding.words.clone(), finding.exit_code());
+                if reported.as_ref().map(|r| &r.0) != Some(&words) {
                     crate::output::emit(&format!(
                         "mqs-dump watch: snapshot {snapshots} ({:.1} s apart) agrees with the one before:",
                         every.as_secs_f64()
@@ -109,9 +111,13 @@ pub fn watch(pid: i32, options: &Options, every: Duration, keep_going: bool) -> 
                         ..ViewOptions::default()
                     };
                     crate::output::emit(&view::job_view(&job, &view_options));
-                    reported = Some(words);
+                    // A deadlock seen once is what the watch ends with.
+                    if code == exit_code::DEADLOCK || ended_with.is_none() {
+                        ended_with = Some(code);
+                    }
+                    reported = Some((words, code));
                     if !keep_going {
-                        return ExitCode::from(exit_code::DEADLOCK as u8);
+                        return ExitCode::from(code as u8);
                     }
                 }
             }
@@ -119,9 +125,8 @@ pub fn watch(pid: i32, options: &Options, every: Duration, keep_going: bool) -> 
         previous = Some(job);
         std::thread::sleep(every.saturating_sub(started.elapsed()));
     }
-    if reported.is_some() {
-        ExitCode::from(exit_code::DEADLOCK as u8)
-    } else {
-        ExitCode::SUCCESS
+    match ended_with {
+        Some(code) => ExitCode::from(code as u8),
+        None => ExitCode::SUCCESS,
     }
 }

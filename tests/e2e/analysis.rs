@@ -766,3 +766,43 @@ fn queues_job_view_gives_each_rank_its_own_line_openmpi_g() {
         contents::check_ours(expected, &process["communicators"]).unwrap_or_else(|e| panic!("{e}"));
     }
 }
+
+/// MPICH ch4 in its default configuration matches receives in the OFI
+/// netmod, where no DLL sees them: the ring's receive queues cannot be
+/// read. Replayed from a snapshot (which records no stacks), nothing else
+/// tells what the ranks wait for: `--deadlock` says it cannot tell, names
+/// the ranks and why, and exits 17, never "no deadlock" (0).
+#[test]
+fn a_ring_whose_queues_cannot_be_read_is_cannot_tell_mpich_ch4() {
+    let job = Job::launch(Mpi::MpichCh4, "split_ring", 8, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let pid = job.launcher_pid().to_string();
+    let dir = std::env::temp_dir().join(format!("mqs-analysis-ch4-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let snapshot = dir.join("ring.mqs");
+    let snapshot = snapshot.to_str().unwrap();
+    // Once every rank is in its MPI_Recv, the job stays as it is.
+    let out = until(&["--pid", &pid, "--stacks", "--save", snapshot], |out| {
+        stdout(out).contains("ranks 0-7: main > MPI_Recv")
+    });
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = run(&["--snapshot", snapshot, "--deadlock"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(17), "{text}\n{}", stderr(&out));
+    assert!(!text.contains("no deadlock"), "{text}");
+    assert!(text.contains("cannot tell: ranks 0-7 not judged"), "{text}");
+    assert!(
+        text.contains("not judged: ranks 0-7 (receives not available: "),
+        "{text}"
+    );
+    // The job view says so too.
+    let out = run(&["--snapshot", snapshot]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("who waits for whom: cannot tell for ranks 0-7"),
+        "{}",
+        stdout(&out)
+    );
+    drop(job);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -138,24 +138,20 @@ pub fn launch(command: &[OsString], options: &LaunchOptions, analyst: &dyn Analy
                 if watch_due.is_some_and(|d| d <= now) {
                     watch_due = options.watch.map(|d| Instant::now() + d);
                     if front.watch_once(&rx) && !options.keep_going {
-                        break mqs_core::exit_code::DEADLOCK;
+                        break front.reported.as_ref().map_or(1, |r| r.1);
                     }
                 }
             }
         }
     };
-    let found = front.reported.is_some();
+    let found = front.reported.as_ref().map(|r| r.1);
     // Closing the socket (for the reader thread's copy too) tells the
     // tracer to let the job go, if it still runs (a watch that found a
     // deadlock leaves it for the user to see).
     let _ = front.socket.shutdown(std::net::Shutdown::Both);
     drop(front);
     let _ = tracer_child.wait();
-    Ok(if found {
-        mqs_core::exit_code::DEADLOCK
-    } else {
-        code
-    })
+    Ok(found.unwrap_or(code))
 }
 
 fn io_err(what: &str, source: std::io::Error) -> Error {
@@ -240,7 +236,8 @@ struct Monitor<'a> {
     spawned: bool,
     /// `--watch`: the snapshot before, and the finding reported last.
     previous: Option<JobDump>,
-    reported: Option<String>,
+    /// With the exit code it ends the watch with.
+    reported: Option<(String, i32)>,
 }
 
 impl Monitor<'_> {
@@ -411,14 +408,14 @@ impl Monitor<'_> {
             .and_then(|previous| self.analyst.persistent_finding(previous, &job));
         self.previous = Some(job);
         match finding {
-            Some(words) if self.reported.as_deref() != Some(words.as_str()) => {
+            Some((words, code)) if self.reported.as_ref().map(|r| &r.0) != Some(&words) => {
                 self.note("--watch: two snapshots in a row agree:");
                 self.out.write(&format!("{words}\n"));
                 if let Some(job) = self.previous.take() {
                     self.write_dump(&job);
                     self.previous = Some(job);
                 }
-                self.reported = Some(words);
+                self.reported = Some((words, code));
                 true
             }
             _ => false,

@@ -40,6 +40,7 @@ pub trait Analyst {
     /// A dump as text for the user (the job view).
     fn view(&self, job: &JobDump) -> String;
     /// A deadlock, or a wait chain ending outside MPI, found in both of two
-    /// snapshots in a row, in words.
-    fn persistent_finding(&self, before: &JobDump, now: &JobDump) -> Option<String>;
+    /// snapshots in a row (or ranks that could not be judged in both): in
+    /// words, with the exit code it ends a watch with.
+    fn persistent_finding(&self, before: &JobDump, now: &JobDump) -> Option<(String, i32)>;
 }

@@ -251,7 +251,7 @@ fn the_job_view_keeps_ranks_with_another_reason_apart() {
 /// A main thread whose stack is `path`, outermost first; each frame at an
 /// address of its own (`base` apart between ranks) that the tree does not
 /// show.
-fn stack(tid: i32, path: &[&str], base: u64) -> ThreadStack {
+pub(super) fn stack(tid: i32, path: &[&str], base: u64) -> ThreadStack {
     let frames = path
         .iter()
         .enumerate()

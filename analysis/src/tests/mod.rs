@@ -13,6 +13,7 @@ use mqs_core::model::{
     ThreadList, ThreadStack, SCHEMA_VERSION,
 };
 
+mod cannot_tell;
 mod differing;
 
 const ANY: i64 = -1;

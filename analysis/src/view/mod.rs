@@ -93,6 +93,14 @@ pub fn job_view(dump: &JobDump, options: &ViewOptions) -> String {
     summary(&job, options, &mut out);
     chosen(dump, &mut out);
     recognised(dump, &mut out);
+    if analysis.cannot_tell() {
+        let _ = writeln!(
+            out,
+            "who waits for whom: cannot tell for {} (their queues could not be read; \
+             --deadlock says why)",
+            analysis.unjudged_ranks().labelled()
+        );
+    }
 
     for (index, comm) in job.comms.iter().enumerate() {
         if !options.comm_ok(comm) {
