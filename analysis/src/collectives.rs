@@ -114,12 +114,7 @@ pub fn collectives(job: &Job<'_>) -> Vec<Collective> {
         let Some(name) = collective_of(rank) else {
             continue;
         };
-        // Our DLLs and Open MPI's give the id the MPI keeps; MPICH's own
-        // DLL gives the object's address.
-        let comm = rank.comm_arg.and_then(|c| {
-            job.comm_of(rank.rank, c.unique_id)
-                .or_else(|| job.comm_of(rank.rank, c.address))
-        });
+        let comm = rank.comm_arg.and_then(|c| job.frame_comm(rank.rank, &c));
         match groups.iter_mut().find(|(n, c, _)| *n == name && *c == comm) {
             Some((_, _, set)) => {
                 set.insert(rank.rank);

@@ -8,7 +8,7 @@ use mqs_abi::{OpClass, OpStatus};
 
 use super::ranks::RankSet;
 use mqs_core::model::{
-    CommunicatorDump, FrameComm, JobDump, Operation, ProcessDump, Section, ThreadStack,
+    CallArgs, CommunicatorDump, FrameComm, JobDump, Operation, ProcessDump, Section, ThreadStack,
 };
 
 /// What DLLs report for -1 read as a 32-bit unsigned (Open MPI's own
@@ -31,6 +31,8 @@ pub struct Rank<'a> {
     /// The communicator of the MPI call the main thread is in, from the
     /// outermost frame whose `comm` argument was read (debug builds).
     pub comm_arg: Option<FrameComm>,
+    /// The arguments of that call, where its frame gave them.
+    pub call_args: Option<&'a CallArgs>,
 }
 
 /// A communicator as the job knows it: the same name and group on every
@@ -325,11 +327,31 @@ impl<'a> Job<'a> {
         self.by_id.get(&(rank, unique_id)).copied()
     }
 
+    /// The job's communicator a frame's argument names on `rank`: our DLLs
+    /// and Open MPI's give the id the MPI keeps, MPICH's own DLL the
+    /// object's address.
+    pub fn frame_comm(&self, rank: i64, comm: &FrameComm) -> Option<usize> {
+        self.comm_of(rank, comm.unique_id)
+            .or_else(|| self.comm_of(rank, comm.address))
+    }
+
     pub fn rank(&self, rank: i64) -> Option<&Rank<'a>> {
         self.ranks
             .binary_search_by_key(&rank, |r| r.rank)
             .ok()
             .map(|i| &self.ranks[i])
+    }
+
+    /// The peer a rank's `local` names on communicator `comm`: its global
+    /// rank where the group tells it.
+    pub fn peer_of(&self, comm: usize, local: i64) -> Peer {
+        match usize::try_from(local)
+            .ok()
+            .and_then(|l| self.comms[comm].group.get(l))
+        {
+            Some(Some(g)) => Peer::Rank(*g),
+            _ => Peer::Local(local),
+        }
     }
 
     /// Why the waits of `rank` are not all known from its queues: its
@@ -430,6 +452,7 @@ fn rank_of(rank: i64, process: &ProcessDump) -> Rank<'_> {
     // Frames are innermost first: the outermost call's argument is the
     // user's communicator (inner ones may be the MPI's own).
     let comm_arg = main.and_then(|m| m.frames.iter().rev().find_map(|f| f.comm));
+    let call_args = main.and_then(|m| m.frames.iter().rev().find_map(|f| f.call.as_ref()));
     Rank {
         rank,
         process,
@@ -438,5 +461,6 @@ fn rank_of(rank: i64, process: &ProcessDump) -> Rank<'_> {
         entry,
         inside_mpi,
         comm_arg,
+        call_args,
     }
 }

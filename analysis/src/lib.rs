@@ -6,6 +6,7 @@
 //! wait-for graph as DOT ([`view`]), and one process's listing as text or
 //! JSON ([`render`]).
 
+pub mod calls;
 pub mod collectives;
 pub mod confirm;
 pub mod global;

@@ -16,6 +16,7 @@
 
 use mqs_abi::OpClass;
 
+use super::calls::{self, Blocked, Call, CallOp};
 use super::collectives::{self, whereabouts, Collective};
 use super::ranks::RankSet;
 use crate::global::{Job, Peer};
@@ -27,6 +28,9 @@ pub enum WaitKind {
     Op(usize),
     /// A collective: index into `Analysis::collectives`.
     Collective(usize),
+    /// An operation only the stack names (its queue was not read, or does
+    /// not list it): `op` of `Analysis::calls[call]`'s operations.
+    Stack { call: usize, op: usize },
 }
 
 /// One wait of one rank.
@@ -39,6 +43,8 @@ pub struct Wait {
     pub on: Option<RankSet>,
     /// Met only when all of `on` arrive (a collective), not any one.
     pub all: bool,
+    /// The rank's stack names it too (the blocking call it is in).
+    pub from_stack: bool,
 }
 
 /// One edge of a cycle or chain: `rank` waits for `to` through `wait`.
@@ -71,6 +77,8 @@ pub struct Unjudged {
 pub struct Analysis<'j, 'a> {
     pub job: &'j Job<'a>,
     pub collectives: Vec<Collective>,
+    /// The calls the ranks' stacks say they are in.
+    pub calls: Vec<Call>,
     pub waits: Vec<Wait>,
     /// Ranks that may move by themselves: nothing to wait for, or outside
     /// MPI.
@@ -119,7 +127,32 @@ impl<'j, 'a> Analysis<'j, 'a> {
                 kind: WaitKind::Op(i),
                 on,
                 all: false,
+                from_stack: false,
             });
+        }
+        let calls = calls::calls(job);
+        for (ci, call) in calls.iter().enumerate() {
+            let Blocked::Ops { ops, .. } = &call.blocked else {
+                continue;
+            };
+            for (oi, op) in ops.iter().enumerate() {
+                match op.listed {
+                    // The DLL lists it: one wait, named by both (or none,
+                    // where the DLL says it is matched already).
+                    Some(listed) => {
+                        if let Some(w) = waits.iter_mut().find(|w| w.kind == WaitKind::Op(listed)) {
+                            w.from_stack = true;
+                        }
+                    }
+                    None => waits.push(Wait {
+                        rank: call.rank,
+                        kind: WaitKind::Stack { call: ci, op: oi },
+                        on: reachable(job, call.rank, op),
+                        all: false,
+                        from_stack: true,
+                    }),
+                }
+            }
         }
         for (i, c) in collectives.iter().enumerate() {
             if c.missing.is_empty() {
@@ -131,10 +164,11 @@ impl<'j, 'a> Analysis<'j, 'a> {
                     kind: WaitKind::Collective(i),
                     on: Some(c.missing.clone()),
                     all: true,
+                    from_stack: true,
                 });
             }
         }
-        let unjudged = unjudged(job);
+        let unjudged = unjudged(job, &calls);
         let unknown: RankSet = unjudged.iter().flat_map(|u| u.ranks.iter()).collect();
         let waiting: RankSet = waits.iter().map(|w| w.rank).collect();
         let free: RankSet = job
@@ -192,6 +226,7 @@ impl<'j, 'a> Analysis<'j, 'a> {
         let mut analysis = Analysis {
             job,
             collectives,
+            calls,
             waits,
             free,
             unjudged,
@@ -367,6 +402,32 @@ impl<'j, 'a> Analysis<'j, 'a> {
                     None => c.name.clone(),
                 }
             }
+            WaitKind::Stack { call, op } => {
+                let call = &self.calls[call];
+                let Blocked::Ops { ops, .. } = &call.blocked else {
+                    return call.entry.clone();
+                };
+                let op = &ops[op];
+                let comm = op.comm.map_or("a communicator not known".to_string(), |c| {
+                    self.job.comms[c].label()
+                });
+                let tag = match op.tag {
+                    Some(t) => format!("tag {t}"),
+                    None => "any tag".into(),
+                };
+                let what = if op.class == OpClass::PendingSends {
+                    "send"
+                } else {
+                    "recv"
+                };
+                match op.peer {
+                    Peer::Any => format!(
+                        "{what} from ANY_SOURCE {tag} on {comm}, from its stack: {}",
+                        call.entry
+                    ),
+                    _ => format!("{what} {tag} on {comm}, from its stack: {}", call.entry),
+                }
+            }
         }
     }
 
@@ -386,6 +447,16 @@ impl<'j, 'a> Analysis<'j, 'a> {
         };
         if let Some(why) = self.unjudged_why(rank) {
             return format!("what rank {rank} waits for is not known ({why})");
+        }
+        let polling = self
+            .calls
+            .iter()
+            .find(|c| c.rank == rank && c.blocked == Blocked::Polling);
+        if let (Some(call), false) = (polling, self.job.unknown_waits(rank).is_empty()) {
+            return format!(
+                "rank {rank} is in {}, which returns by itself (its queues could not be read)",
+                call.entry
+            );
         }
         let pending = self.waits.iter().filter(|w| w.rank == rank).count();
         let place = whereabouts(r);
@@ -516,6 +587,11 @@ impl<'j, 'a> Analysis<'j, 'a> {
                 chain.sink
             ));
         }
+        for call in &self.calls {
+            if let Some(words) = &call.disagrees {
+                out.push_str(&format!("stack and queues disagree: {words}\n"));
+            }
+        }
         for u in &self.unjudged {
             out.push_str(&format!(
                 "not judged: {} ({}; counted as able to move: what they wait for is unknown)\n",
@@ -562,7 +638,7 @@ impl<'j, 'a> Analysis<'j, 'a> {
 /// communicators, sends or receives the DLL could not list (unless their
 /// stack shows them outside MPI: then they run, whatever is queued), and
 /// ranks not dumped.
-fn unjudged(job: &Job<'_>) -> Vec<Unjudged> {
+fn unjudged(job: &Job<'_>, calls: &[Call]) -> Vec<Unjudged> {
     let mut out: Vec<Unjudged> = Vec::new();
     let mut add = |rank: i64, why: String| match out.iter_mut().find(|u| u.why == why) {
         Some(u) => {
@@ -577,13 +653,53 @@ fn unjudged(job: &Job<'_>) -> Vec<Unjudged> {
         if r.inside_mpi == Some(false) {
             continue;
         }
-        let unknown = job.unknown_waits(r.rank);
-        if !unknown.is_empty() {
-            add(r.rank, unknown.join("; "));
+        let call = calls.iter().find(|c| c.rank == r.rank);
+        // The stack tells what it waits for, or that it moves.
+        if let Some(Call {
+            blocked: Blocked::Ops { .. } | Blocked::Polling,
+            ..
+        }) = call
+        {
+            continue;
         }
+        let mut unknown = job.unknown_waits(r.rank);
+        if unknown.is_empty() {
+            continue;
+        }
+        match call {
+            Some(Call {
+                blocked: Blocked::Unknown(why),
+                ..
+            }) => unknown.push(why.clone()),
+            None => unknown.extend(calls::arguments_missing(r)),
+            _ => {}
+        }
+        add(r.rank, unknown.join("; "));
     }
     for f in &job.dump.failures {
         add(f.rank as i64, format!("not dumped: {}", f.message));
     }
     out
+}
+
+/// The ranks that can meet an operation a stack names: its peer, or for
+/// ANY_SOURCE every other member of its communicator; None when not known.
+fn reachable(job: &Job<'_>, rank: i64, op: &CallOp) -> Option<RankSet> {
+    match op.peer {
+        Peer::Rank(g) => Some(std::iter::once(g).collect()),
+        Peer::Local(_) => None,
+        Peer::Any => {
+            let comm = &job.comms[op.comm?];
+            if comm.group.iter().any(Option::is_none) {
+                None
+            } else {
+                Some(
+                    comm.global_members()
+                        .iter()
+                        .filter(|&m| m != rank)
+                        .collect(),
+                )
+            }
+        }
+    }
 }

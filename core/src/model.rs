@@ -183,6 +183,43 @@ pub struct Frame {
     /// places it in this frame (debug builds of the MPI).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub comm: Option<FrameComm>,
+    /// The arguments of the MPI call this frame is (its outermost
+    /// `MPI_`/`PMPI_` frame), where DWARF places them: what a blocking call
+    /// waits for.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub call: Option<CallArgs>,
+}
+
+/// The arguments of an MPI call, read from its frame.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallArgs {
+    /// Which MPI's constants the values are in: `openmpi` or `mpich`
+    /// (`MPI_ANY_SOURCE` is -1 in one, -2 in the other).
+    pub mpi: String,
+    /// The integer arguments read, by their names in the MPI's source:
+    /// `source`, `dest`, `tag`, `sendtag`, `recvtag`, `count`, `incount`.
+    pub ints: Vec<(String, i64)>,
+    /// The requests the call waits on (`MPI_Wait*`), as the process holds
+    /// them: the request object's address (Open MPI) or its handle (MPICH).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub requests: Vec<u64>,
+}
+
+impl CallArgs {
+    /// The integer argument `name`, if it was read.
+    pub fn int(&self, name: &str) -> Option<i64> {
+        self.ints.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
+    }
+
+    /// Whether `MPI_ANY_SOURCE` is this value in this MPI.
+    pub fn is_any_source(&self, value: i64) -> bool {
+        value == if self.mpi == "mpich" { -2 } else { -1 }
+    }
+
+    /// Whether `MPI_PROC_NULL` is this value in this MPI.
+    pub fn is_proc_null(&self, value: i64) -> bool {
+        value == if self.mpi == "mpich" { -1 } else { -2 }
+    }
 }
 
 /// A communicator named by a frame's argument: its id as the MPI's DLLs

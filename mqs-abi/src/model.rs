@@ -352,6 +352,19 @@ impl ProcessLocation {
     }
 }
 
+/// The line of an operation's `extra_text` that names the MPI request it
+/// is (mqs's DLL writes one: `receive request 0x7f...`): how a host matches
+/// the requests a rank waits on in `MPI_Wait*` to the operations listed.
+pub fn request_line(what: &str, address: u64) -> String {
+    format!("{what} request {address:#x}")
+}
+
+/// The request address a [`request_line`] names.
+pub fn request_of(line: &str) -> Option<u64> {
+    let (_, hex) = line.rsplit_once(" request 0x")?;
+    u64::from_str_radix(hex, 16).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,8 +20,8 @@ use gimli::{
 };
 
 use mqs_core::interface::{Registers, Target};
-use mqs_core::model::FrameComm;
-use mqs_core::symbols::{ObjectSymbols, SymbolIndex, UnwindSections};
+use mqs_core::model::{CallArgs, FrameComm};
+use mqs_core::symbols::{ObjectSymbols, Parameter, SymbolIndex, UnwindSections};
 
 /// The names MPI functions give their communicator argument: the handle
 /// (`comm`, a pointer in Open MPI) or the object behind it (`comm_ptr`,
@@ -36,6 +36,26 @@ const COMM_TYPES: [(&str, &[&str]); 2] = [
     ("ompi_communicator_t", &["c_index", "c_contextid"]),
     ("MPIR_Comm", &["recvcontext_id"]),
 ];
+
+/// The integer arguments that say what a blocking MPI call waits for, by
+/// their names in both MPIs' sources.
+const INT_ARGUMENTS: [&str; 7] = [
+    "source", "dest", "tag", "sendtag", "recvtag", "count", "incount",
+];
+/// The request arguments of `MPI_Wait*`: one request's address (`MPI_Wait`),
+/// or an array of them (Open MPI names it `requests`, MPICH
+/// `array_of_requests`).
+const REQUEST_ARGUMENTS: [&str; 3] = ["request", "requests", "array_of_requests"];
+/// Requests read from one array at most.
+const MAX_REQUESTS: i64 = 4096;
+
+/// MPICH's communicator handles (`mpir_objects.h`): the kind in the top two
+/// bits, the index below, the objects in `MPIR_Comm_builtin` and
+/// `MPIR_Comm_direct` (indirect ones, past MPICH's preallocated handful,
+/// are not followed).
+const MPICH_HANDLE_KIND_SHIFT: u32 = 30;
+const MPICH_HANDLE_INDEX_MASK: u64 = 0x03ff_ffff;
+const MPICH_COMM_ARRAYS: [(u64, &str); 2] = [(1, "MPIR_Comm_builtin"), (2, "MPIR_Comm_direct")];
 
 /// x86-64's DWARF register numbers 0-16 (System V psABI), by their names
 /// in `user_regs_struct`; 16 is the return address.
@@ -294,12 +314,30 @@ fn communicator(
     let (object, bias) = index.object_at(lookup)?;
     let svma = lookup.wrapping_sub(bias);
     let param = object.parameter_at(svma, &COMM_ARGUMENTS, members)?;
-    let pointee = param.pointee.as_ref()?;
+    let pointee = param.pointee.clone();
+    let value = value_of(target, state, bias, param)?;
+    let Some(pointee) = pointee else {
+        // MPICH's `MPI_Comm` is an integer handle, not a pointer.
+        return mpich_communicator(target, index, value);
+    };
     let (_, fields) = COMM_TYPES.iter().find(|(name, _)| *name == pointee.name)?;
     let (_, offset, size) = fields
         .iter()
         .find_map(|f| pointee.members.iter().find(|(m, _, _)| m == f))?;
-    let address = evaluate(
+    let address = Some(value).filter(|a| *a != 0)?;
+    let size = usize::try_from(*size).ok()?;
+    let unique_id = read_word(target, address.checked_add(*offset)?, size)?;
+    Some(FrameComm { unique_id, address })
+}
+
+/// A parameter's value where DWARF places it in a frame.
+fn value_of(
+    target: &dyn Target,
+    state: &FrameState,
+    bias: u64,
+    param: Parameter<'_>,
+) -> Option<u64> {
+    evaluate(
         target,
         state,
         bias,
@@ -308,32 +346,134 @@ fn communicator(
         param.encoding,
         false,
     )
-    .filter(|a| *a != 0)?;
-    let size = usize::try_from(*size).ok()?;
-    let unique_id = read_word(target, address.checked_add(*offset)?, size)?;
+}
+
+/// The communicator behind an MPICH handle: the object in MPICH's builtin
+/// or preallocated array, and its id as MPICH's DLLs give it.
+fn mpich_communicator(target: &dyn Target, index: &SymbolIndex, handle: u64) -> Option<FrameComm> {
+    let handle = handle & 0xffff_ffff;
+    let kind = handle >> MPICH_HANDLE_KIND_SHIFT;
+    let (_, array) = MPICH_COMM_ARRAYS.iter().find(|(k, _)| *k == kind)?;
+    let base = index.find_symbol(array)?;
+    let layout = index.find_type("MPIR_Comm")?;
+    let size = layout.size.filter(|s| *s > 0)?;
+    let (_, fields) = COMM_TYPES.iter().find(|(name, _)| *name == "MPIR_Comm")?;
+    let offset = fields.iter().find_map(|f| layout.field_offset(f))?;
+    let address = base.checked_add((handle & MPICH_HANDLE_INDEX_MASK).checked_mul(size)?)?;
+    // MPICH's context ids are 16 bits wide.
+    let unique_id = read_word(target, address.checked_add(offset)?, 2)?;
     Some(FrameComm { unique_id, address })
 }
 
+/// Which MPI's constants a process's arguments are in, from the symbols
+/// each one's library always has.
+fn family(index: &SymbolIndex) -> Option<&'static str> {
+    if index.find_symbol("ompi_mpi_communicators").is_some() {
+        Some("openmpi")
+    } else if index.find_symbol("MPIR_Comm_builtin").is_some() {
+        Some("mpich")
+    } else {
+        None
+    }
+}
+
+/// The arguments of the MPI call a frame is (its peers, tags and
+/// requests), where DWARF places them at the frame's address.
+fn call_arguments(
+    target: &dyn Target,
+    index: &SymbolIndex,
+    frame: FrameAddress,
+    state: &FrameState,
+) -> Option<CallArgs> {
+    let mpi = family(index)?;
+    let lookup = frame.address_for_lookup();
+    let (object, bias) = index.object_at(lookup)?;
+    let svma = lookup.wrapping_sub(bias);
+    let mut ints = Vec::new();
+    for param in object.parameters_at(svma, &INT_ARGUMENTS, &[]) {
+        let name = param.name.clone();
+        let Some(value) = value_of(target, state, bias, param) else {
+            continue;
+        };
+        // C's int: the low 32 bits, signed (MPI_ANY_SOURCE is negative).
+        ints.push((name, i64::from(value as u32 as i32)));
+    }
+    let count = ints
+        .iter()
+        .find(|(n, _)| n == "count" || n == "incount")
+        .map(|(_, c)| *c);
+    // Open MPI's handles are pointers, MPICH's ints.
+    let handle_size = if mpi == "mpich" { 4 } else { 8 };
+    let mut requests = Vec::new();
+    for param in object.parameters_at(svma, &REQUEST_ARGUMENTS, &[]) {
+        let many = param.name != "request";
+        let Some(at) = value_of(target, state, bias, param).filter(|a| *a != 0) else {
+            continue;
+        };
+        let n = if many {
+            count
+                .filter(|c| (1..=MAX_REQUESTS).contains(c))
+                .unwrap_or(0)
+        } else {
+            1
+        };
+        for i in 0..n as u64 {
+            let Some(handle) = at
+                .checked_add(i * handle_size as u64)
+                .and_then(|a| read_word(target, a, handle_size))
+            else {
+                break;
+            };
+            requests.push(handle);
+        }
+    }
+    (!ints.is_empty() || !requests.is_empty()).then(|| CallArgs {
+        mpi: mpi.to_owned(),
+        ints,
+        requests,
+    })
+}
+
+/// What one frame's arguments tell.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FrameArguments {
+    /// The communicator its `comm` argument names.
+    pub comm: Option<FrameComm>,
+    /// For the outermost MPI call of the stack (the user's): its peers,
+    /// tags and requests.
+    pub call: Option<CallArgs>,
+}
+
 /// For each frame of a stack: the communicator its `comm` argument names,
-/// where the frame is an MPI function's and DWARF and CFI allow.
-pub(super) fn communicators(
+/// where the frame is an MPI function's, and the arguments of the
+/// outermost MPI call, where DWARF and CFI allow.
+pub(super) fn arguments(
     target: &dyn Target,
     index: &SymbolIndex,
     cfi: &mut Cfi,
     registers: &Registers,
     frames: &[FrameAddress],
-) -> Vec<Option<FrameComm>> {
-    let mpi: Vec<bool> = frames
+) -> Vec<FrameArguments> {
+    let names: Vec<Option<String>> = frames
         .iter()
         .map(|f| {
             index
                 .function_at(f.address_for_lookup())
-                .is_some_and(|(name, _)| mqs_core::model::is_mpi_function(&name))
+                .map(|(name, _)| name.to_string())
         })
         .collect();
+    let mpi: Vec<bool> = names
+        .iter()
+        .map(|n| n.as_deref().is_some_and(mqs_core::model::is_mpi_function))
+        .collect();
     if !mpi.contains(&true) {
-        return vec![None; frames.len()];
+        return vec![FrameArguments::default(); frames.len()];
     }
+    // Frames are innermost first: the user's call is the last entry point.
+    let entry = names.iter().rposition(|n| {
+        n.as_deref()
+            .is_some_and(|n| mqs_core::model::mpi_entry([n]).is_some())
+    });
     let states = frame_states(target, index, cfi, registers, frames);
     // The id members of every communicator type, asked of the pointee.
     let members: Vec<&str> = COMM_TYPES
@@ -345,8 +485,15 @@ pub(super) fn communicators(
         .zip(&mpi)
         .enumerate()
         .map(|(i, (frame, is_mpi))| {
-            let state = states.get(i).filter(|_| *is_mpi)?;
-            communicator(target, index, *frame, state, &members)
+            let Some(state) = states.get(i).filter(|_| *is_mpi) else {
+                return FrameArguments::default();
+            };
+            FrameArguments {
+                comm: communicator(target, index, *frame, state, &members),
+                call: (entry == Some(i))
+                    .then(|| call_arguments(target, index, *frame, state))
+                    .flatten(),
+            }
         })
         .collect()
 }

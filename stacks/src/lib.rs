@@ -10,5 +10,6 @@ mod arguments;
 mod symbolize;
 mod unwind;
 
+pub use arguments::FrameArguments;
 pub use symbolize::symbolize;
 pub use unwind::{unwind, RawStack, RawStacks};

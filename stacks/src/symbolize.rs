@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use framehop::FrameAddress;
 
+use super::arguments::FrameArguments;
 use super::unwind::RawStacks;
-use mqs_core::model::{Frame, FrameComm, ThreadList, ThreadStack};
+use mqs_core::model::{Frame, ThreadList, ThreadStack};
 use mqs_core::symbols::{LineTables, ObjectSymbols, SymbolIndex};
 
 /// The named stacks of one process. `lines` is shared by the processes of
@@ -30,8 +31,8 @@ pub fn symbolize<'a>(
                 .iter()
                 .enumerate()
                 .flat_map(|(i, &frame)| {
-                    let comm = thread.comms.get(i).copied().flatten();
-                    frames_at(frame, comm, index, objects, lines)
+                    let arguments = thread.arguments.get(i).cloned().unwrap_or_default();
+                    frames_at(frame, arguments, index, objects, lines)
                 })
                 .collect(),
             truncated: thread.truncated.clone(),
@@ -44,7 +45,7 @@ pub fn symbolize<'a>(
 /// function that holds them.
 fn frames_at<'a>(
     frame: FrameAddress,
-    comm: Option<FrameComm>,
+    arguments: FrameArguments,
     index: &SymbolIndex,
     objects: &'a [Arc<ObjectSymbols>],
     lines: &mut LineTables<'a>,
@@ -61,7 +62,8 @@ fn frames_at<'a>(
             object: None,
             file: None,
             line: None,
-            comm,
+            comm: arguments.comm,
+            call: arguments.call,
         }];
     };
     let svma = lookup.wrapping_sub(bias);
@@ -86,6 +88,7 @@ fn frames_at<'a>(
             file: s.file,
             line: s.line,
             comm: None,
+            call: None,
         })
         .collect();
     out.push(Frame {
@@ -96,7 +99,8 @@ fn frames_at<'a>(
         object: path,
         file: outer.file,
         line: outer.line,
-        comm,
+        comm: arguments.comm,
+        call: arguments.call,
     });
     out
 }

@@ -8,9 +8,8 @@ use std::time::Instant;
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{FrameAddress, Module, ModuleSectionInfo, Unwinder};
 
-use super::arguments::{communicators, Cfi};
+use super::arguments::{arguments, Cfi, FrameArguments};
 use mqs_core::interface::Target;
-use mqs_core::model::FrameComm;
 use mqs_core::symbols::{SectionBytes, SymbolIndex, UnwindSections};
 
 /// Frames per thread at most: a corrupt stack cannot make a walk long.
@@ -24,7 +23,7 @@ pub struct RawStack {
     pub name: Option<String>,
     pub frames: Vec<FrameAddress>,
     /// Per frame: the communicator its `comm` argument names, where known.
-    pub comms: Vec<Option<FrameComm>>,
+    pub arguments: Vec<FrameArguments>,
     pub truncated: Option<String>,
 }
 
@@ -117,7 +116,7 @@ pub fn unwind(target: &dyn Target, index: &SymbolIndex) -> mqs_core::Result<RawS
                 tid: thread.tid,
                 name: thread.name,
                 frames: Vec::new(),
-                comms: Vec::new(),
+                arguments: Vec::new(),
                 truncated: Some("no registers: the thread was not stopped".into()),
             });
             continue;
@@ -148,12 +147,12 @@ pub fn unwind(target: &dyn Target, index: &SymbolIndex) -> mqs_core::Result<RawS
         };
         // Arguments are read now, while the memory they point to is the
         // stopped process's.
-        let comms = communicators(target, index, &mut cfi, &regs, &frames);
+        let arguments = arguments(target, index, &mut cfi, &regs, &frames);
         out.push(RawStack {
             tid: thread.tid,
             name: thread.name,
             frames,
-            comms,
+            arguments,
             truncated,
         });
     }

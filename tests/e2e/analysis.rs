@@ -211,11 +211,20 @@ fn release(pid: u32) {
 fn check_chain(mpi: Mpi) {
     let job = Job::launch(mpi, "chain", 4, &[]).unwrap_or_else(|e| panic!("{e}"));
     let pid = job.launcher_pid().to_string();
-    let steps = [
-        "rank 0 waits for rank 1 (recv tag 20 on MPI_COMM_WORLD)",
-        "rank 1 waits for rank 2 (recv tag 20 on MPI_COMM_WORLD)",
-        "rank 2 waits for rank 3 (recv tag 20 on MPI_COMM_WORLD)",
-    ];
+    // ch4's receives are known from the stacks only.
+    let from = if mpi == Mpi::MpichCh4 {
+        ", from its stack: MPI_Recv"
+    } else {
+        ""
+    };
+    let steps: Vec<String> = (0..3)
+        .map(|r| {
+            format!(
+                "rank {r} waits for rank {} (recv tag 20 on MPI_COMM_WORLD{from})",
+                r + 1
+            )
+        })
+        .collect();
     let out = until(&["--pid", &pid, "--deadlock"], |out| {
         let text = stdout(out);
         steps.iter().all(|s| text.contains(s))
@@ -223,7 +232,12 @@ fn check_chain(mpi: Mpi) {
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(0), "{text}\n{}", stderr(&out));
     assert!(text.contains("the chain waits for rank 3"), "{text}");
-    assert!(text.contains("rank 3 has nothing pending"), "{text}");
+    let sink = if mpi == Mpi::MpichCh4 {
+        "rank 3 is in MPI_Iprobe, which returns by itself"
+    } else {
+        "rank 3 has nothing pending"
+    };
+    assert!(text.contains(sink), "{text}");
     assert!(text.contains("no deadlock"), "{text}");
     assert!(!text.lines().any(|l| l.starts_with("deadlock:")), "{text}");
 
@@ -235,6 +249,13 @@ fn check_chain(mpi: Mpi) {
 #[test]
 fn chain_is_no_deadlock_openmpi_g() {
     check_chain(Mpi::OpenMpiG);
+}
+
+/// ch4's receives are not in its queues: the stacks tell the chain, and
+/// that rank 3 polls (MPI_Iprobe) rather than waits.
+#[test]
+fn chain_is_no_deadlock_mpich_ch4() {
+    check_chain(Mpi::MpichCh4);
 }
 
 #[test]
@@ -805,4 +826,131 @@ fn a_ring_whose_queues_cannot_be_read_is_cannot_tell_mpich_ch4() {
     );
     drop(job);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// MPICH ch4 in its default configuration matches receives in the OFI
+/// netmod, where no DLL sees them; the 8-cycle of the ring is found from
+/// the blocking calls in the ranks' stacks (their `source`, `tag` and
+/// `comm` arguments, the peer translated through "ring"'s group), with our
+/// DLL and with MPICH's own, which lists the receive queues as empty: the
+/// stack and the queue disagree, and the output says so.
+#[test]
+fn ring_deadlock_from_the_stacks_mpich_ch4() {
+    let job = Job::launch(Mpi::MpichCh4, "split_ring", 8, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let pid = job.launcher_pid().to_string();
+    let edges: Vec<String> = (0..8)
+        .map(|r| {
+            format!(
+                "rank {r} waits for rank {} (recv tag 10 on \"ring\", from its stack: MPI_Recv)",
+                (r + 1) % 8
+            )
+        })
+        .collect();
+    for dll in ["ours", "mpi"] {
+        let out = until(&["--pid", &pid, "--deadlock", "--dll", dll], |out| {
+            out.status.code() == Some(12)
+        });
+        let text = stdout(&out);
+        assert_eq!(
+            out.status.code(),
+            Some(12),
+            "{dll}: {text}\n{}",
+            stderr(&out)
+        );
+        for e in &edges {
+            assert!(text.contains(e), "{dll}: {e} missing from {text}");
+        }
+        assert!(
+            text.contains("deadlocked: ranks 0-7 in 1 cycle"),
+            "{dll}: {text}"
+        );
+        let disagree = text.contains(
+            "stack and queues disagree: rank 0 is in MPI_Recv from rank 1 tag 10 on \"ring\", \
+             which its receive queue does not list",
+        );
+        // Ours says it cannot list ch4's receives; MPICH's lists none.
+        assert_eq!(disagree, dll == "mpi", "{dll}: {text}");
+    }
+    // The graph marks the waits only the stacks name.
+    let out = until(&["--pid", &pid, "--format", "dot"], |out| {
+        stdout(out).matches("(stack)\"").count() == 8
+    });
+    let dot = stdout(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(dot.matches("(stack)\"").count(), 8, "{dot}");
+    // Red, for the cycle's edges, in place of blue.
+    assert_eq!(dot.matches(", color=red, penwidth").count(), 8, "{dot}");
+    assert_eq!(dot.matches("color=blue").count(), 0, "{dot}");
+}
+
+/// Rank 0 waits in MPI_Waitall on two receives; rank 1's arrived, rank 2's
+/// never will (rank 2 waits for rank 0). Rank 0 is shown waiting for rank
+/// 2, the cycle 0 <-> 2 found.
+fn check_waitall(mpi: Mpi) {
+    let job = Job::launch(mpi, "waitall", 3, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let pid = job.launcher_pid().to_string();
+    let out = until(&["--pid", &pid, "--deadlock"], |out| {
+        out.status.code() == Some(12)
+    });
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(12), "{text}\n{}", stderr(&out));
+    assert!(
+        text.contains("rank 0 waits for rank 2 (recv tag 41 on MPI_COMM_WORLD)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("rank 2 waits for rank 0 (recv tag 42 on MPI_COMM_WORLD)"),
+        "{text}"
+    );
+    assert!(!text.contains("waits for rank 1 (recv"), "{text}");
+}
+
+#[test]
+fn waitall_waits_for_the_peer_that_never_sends_openmpi_g() {
+    check_waitall(Mpi::OpenMpiG);
+}
+
+#[test]
+fn waitall_waits_for_the_peer_that_never_sends_mpich() {
+    check_waitall(Mpi::Mpich);
+}
+
+/// The ring's 8-cycle from `--deadlock` alone, with `dll` (`ours`, `mpi`):
+/// each edge names "ring" and its source.
+fn check_ring_cycle(mpi: Mpi, dll: &str) {
+    let job = Job::launch(mpi, "split_ring", 8, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let pid = job.launcher_pid().to_string();
+    let expected = ring_cycle_words(8);
+    let out = until(&["--pid", &pid, "--deadlock", "--dll", dll], |out| {
+        out.status.code() == Some(12)
+    });
+    let text = stdout(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(12),
+        "{mpi} {dll}: {text}\n{}",
+        stderr(&out)
+    );
+    for w in &expected {
+        assert!(text.contains(w), "{mpi} {dll}: {w} missing from {text}");
+    }
+    assert!(text.contains("deadlocked: ranks 0-7 in 1 cycle"), "{text}");
+    assert!(!text.contains("disagree"), "{mpi} {dll}: {text}");
+}
+
+#[test]
+fn ring_deadlock_openmpi_5_g_with_both_dlls() {
+    check_ring_cycle(Mpi::OpenMpi5G, "ours");
+    check_ring_cycle(Mpi::OpenMpi5G, "mpi");
+}
+
+#[test]
+fn ring_deadlock_openmpi_release_with_both_dlls() {
+    check_ring_cycle(Mpi::OpenMpiRelease, "ours");
+    check_ring_cycle(Mpi::OpenMpiRelease, "mpi");
+}
+
+#[test]
+fn ring_deadlock_mpich_ch3_with_ours() {
+    check_ring_cycle(Mpi::Mpich, "ours");
 }

@@ -266,10 +266,10 @@ pub(super) fn index_symbols_with(
     cache: &Arc<SymbolCache>,
 ) -> Result<Arc<SymbolIndex>> {
     let objects = target.mapped_objects()?;
-    Ok(Arc::new(SymbolIndex::from_mapped_with_cache(
-        cache.clone(),
-        &objects,
-    )?))
+    let index = SymbolIndex::from_mapped_with_cache(cache.clone(), &objects)?;
+    // Stacks caught in clock_gettime and the like unwind through it.
+    index.add_vdso(target);
+    Ok(Arc::new(index))
 }
 
 /// The symbols of a process: every mapped object with its load bias.

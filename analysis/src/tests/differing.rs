@@ -265,6 +265,7 @@ pub(super) fn stack(tid: i32, path: &[&str], base: u64) -> ThreadStack {
             file: Some("recv.c".into()),
             line: Some(100 + depth as u32 + base as u32),
             comm: None,
+            call: None,
         })
         .collect();
     ThreadStack {

@@ -13,6 +13,7 @@ use mqs_core::model::{
     ThreadList, ThreadStack, SCHEMA_VERSION,
 };
 
+mod calls;
 mod cannot_tell;
 mod differing;
 

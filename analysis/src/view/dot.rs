@@ -2,13 +2,16 @@
 //! waited for (the others merged into one), an edge per wait labelled
 //! with its communicator and tag; receives solid, sends dashed, OR-waits
 //! (ANY_SOURCE) through a diamond, collectives bold, unexpected messages
-//! dotted grey from sender to receiver; the edges of a deadlock cycle red.
+//! dotted grey from sender to receiver; the edges of a deadlock cycle red;
+//! waits only a rank's stack names (the blocking call it is in) blue,
+//! labelled `(stack)`.
 
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
 use mqs_abi::OpClass;
 
+use crate::calls::Blocked;
 use crate::collectives::whereabouts;
 use crate::global::Peer;
 use crate::waitfor::WaitKind;
@@ -43,52 +46,30 @@ pub fn dot(analysis: &Analysis<'_, '_>) -> String {
         match w.kind {
             WaitKind::Op(o) => {
                 let op = &job.ops[o];
-                let comm = job.comms[op.comm].label();
-                let tag = op.tag.map_or("any tag".to_string(), |t| format!("tag {t}"));
-                let style = if op.class == OpClass::PendingSends {
-                    "style=dashed, arrowhead=empty"
-                } else {
-                    "style=solid"
+                let edge = Edge {
+                    class: op.class,
+                    comm: job.comms[op.comm].label(),
+                    tag: op.tag,
+                    any: op.peer == Peer::Any,
+                    stack: false,
                 };
-                let what = if op.class == OpClass::PendingSends {
-                    "send"
-                } else {
-                    "recv"
+                edge.draw(analysis, i, on, &cycle_edges, &mut involved, &mut edges);
+            }
+            WaitKind::Stack { call, op } => {
+                let Blocked::Ops { ops, .. } = &analysis.calls[call].blocked else {
+                    continue;
                 };
-                involved.insert(w.rank);
-                if op.peer == Peer::Any {
-                    let node = format!("any{i}");
-                    let _ = writeln!(
-                        edges,
-                        "  {node} [shape=diamond, label=\"ANY_SOURCE\\n{} {}\"];",
-                        escape(&comm),
-                        tag
-                    );
-                    let _ = writeln!(
-                        edges,
-                        "  r{} -> {node} [{style}, label=\"{what} (OR-wait)\"];",
-                        w.rank
-                    );
-                    for to in on.iter() {
-                        involved.insert(to);
-                        let _ = writeln!(edges, "  {node} -> r{to} [style=dotted];");
-                    }
-                } else {
-                    for to in on.iter() {
-                        involved.insert(to);
-                        let cycle = if cycle_edges.contains(&(w.rank, i, to)) {
-                            ", color=red, penwidth=2.5, fontcolor=red"
-                        } else {
-                            ""
-                        };
-                        let _ = writeln!(
-                            edges,
-                            "  r{} -> r{to} [{style}, label=\"{what} {} {tag}\"{cycle}];",
-                            w.rank,
-                            escape(&comm)
-                        );
-                    }
-                }
+                let op = &ops[op];
+                let edge = Edge {
+                    class: op.class,
+                    comm: op
+                        .comm
+                        .map_or("communicator not known".into(), |c| job.comms[c].label()),
+                    tag: op.tag,
+                    any: op.peer == Peer::Any,
+                    stack: true,
+                };
+                edge.draw(analysis, i, on, &cycle_edges, &mut involved, &mut edges);
             }
             WaitKind::Collective(c) => {
                 let name = &analysis.collectives[c].name;
@@ -159,4 +140,77 @@ pub fn dot(analysis: &Analysis<'_, '_>) -> String {
     out.push_str(&edges);
     let _ = writeln!(out, "}}");
     out
+}
+
+/// A wait on a point-to-point operation, as drawn: from the DLL's queues,
+/// or (blue, labelled so) from the blocking call a rank's stack is in.
+struct Edge {
+    class: OpClass,
+    comm: String,
+    tag: Option<i64>,
+    any: bool,
+    stack: bool,
+}
+
+impl Edge {
+    fn draw(
+        &self,
+        analysis: &Analysis<'_, '_>,
+        wait: usize,
+        on: &RankSet,
+        cycle_edges: &BTreeSet<(i64, usize, i64)>,
+        involved: &mut RankSet,
+        edges: &mut String,
+    ) {
+        let rank = analysis.waits[wait].rank;
+        let tag = self
+            .tag
+            .map_or("any tag".to_string(), |t| format!("tag {t}"));
+        let send = self.class == OpClass::PendingSends;
+        let style = if send {
+            "style=dashed, arrowhead=empty"
+        } else {
+            "style=solid"
+        };
+        // A cycle's red takes the place of a stack's blue.
+        let blue = if self.stack {
+            ", color=blue, fontcolor=blue"
+        } else {
+            ""
+        };
+        let what = if send { "send" } else { "recv" };
+        let from = if self.stack { " (stack)" } else { "" };
+        involved.insert(rank);
+        if self.any {
+            let node = format!("any{wait}");
+            let _ = writeln!(
+                edges,
+                "  {node} [shape=diamond, label=\"ANY_SOURCE\\n{} {}\"];",
+                escape(&self.comm),
+                tag
+            );
+            let _ = writeln!(
+                edges,
+                "  r{rank} -> {node} [{style}, label=\"{what} (OR-wait){from}\"{blue}];"
+            );
+            for to in on.iter() {
+                involved.insert(to);
+                let _ = writeln!(edges, "  {node} -> r{to} [style=dotted];");
+            }
+            return;
+        }
+        for to in on.iter() {
+            involved.insert(to);
+            let cycle = if cycle_edges.contains(&(rank, wait, to)) {
+                ", color=red, penwidth=2.5, fontcolor=red"
+            } else {
+                blue
+            };
+            let _ = writeln!(
+                edges,
+                "  r{rank} -> r{to} [{style}, label=\"{what} {} {tag}{from}\"{cycle}];",
+                escape(&self.comm)
+            );
+        }
+    }
 }

@@ -114,6 +114,13 @@ pub trait Target {
     fn syscalls(&self) -> u64 {
         0
     }
+
+    /// Where the kernel's vDSO is mapped, where the source knows: an image
+    /// with no file behind it, whose unwind tables a stack caught inside
+    /// it (`clock_gettime`) needs.
+    fn vdso(&self) -> Option<std::ops::Range<u64>> {
+        None
+    }
 }
 
 /// Reads a NUL-terminated string of at most `max` bytes, page by page so
@@ -187,6 +194,9 @@ macro_rules! forward_target {
     }
     fn syscalls(&self) -> u64 {
         (**self).syscalls()
+    }
+    fn vdso(&self) -> Option<std::ops::Range<u64>> {
+        (**self).vdso()
     }
         }
     };

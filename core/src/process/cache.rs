@@ -328,6 +328,10 @@ impl<T: Target> Target for PageCache<T> {
         self.inner.pointer_size()
     }
 
+    fn vdso(&self) -> Option<std::ops::Range<u64>> {
+        self.inner.vdso()
+    }
+
     fn release(&mut self) -> Result<()> {
         self.invalidate();
         self.inner.release()

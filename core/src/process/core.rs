@@ -341,9 +341,22 @@ impl CoreFile {
     }
 }
 
+/// The auxiliary vector's key for the vDSO's ELF header.
+const AT_SYSINFO_EHDR: u64 = 33;
+
 impl Target for CoreFile {
     fn pid(&self) -> i32 {
         self.pid
+    }
+
+    fn vdso(&self) -> Option<std::ops::Range<u64>> {
+        // The kernel writes the vDSO into the core: the segment holding
+        // the header the auxiliary vector names.
+        let start = self.aux(AT_SYSINFO_EHDR)?;
+        self.segments
+            .iter()
+            .find(|s| s.vaddr == start && s.filesz > 0)
+            .map(|s| s.vaddr..s.vaddr + s.filesz)
     }
 
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<()> {

@@ -310,6 +310,10 @@ impl Target for LiveProcess {
         maps::mapped_objects(self.pid)
     }
 
+    fn vdso(&self) -> Option<std::ops::Range<u64>> {
+        maps::vdso(self.pid)
+    }
+
     fn executable(&self) -> Result<PathBuf> {
         maps::exe_path(self.pid)
     }

@@ -140,6 +140,15 @@ pub(crate) fn mapped_objects(pid: i32) -> Result<Vec<MappedObject>> {
     Ok(objects)
 }
 
+/// Where the kernel's vDSO is mapped in process `pid`.
+pub(crate) fn vdso(pid: i32) -> Option<std::ops::Range<u64>> {
+    let maps = fs::read(format!("/proc/{pid}/maps")).ok()?;
+    maps.split(|&b| b == b'\n')
+        .filter_map(parse_line)
+        .find(|line| line.path == b"[vdso]")
+        .map(|line| line.range.start..line.range.end)
+}
+
 /// Maps an error from a /proc/PID file to the user-facing category.
 /// `known`: the process existed when we started with it.
 pub(crate) fn proc_error(pid: i32, err: io::Error, known: bool) -> Error {

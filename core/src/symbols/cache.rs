@@ -83,6 +83,25 @@ impl SymbolCache {
     }
 }
 
+impl SymbolCache {
+    /// An image that is no file (the vDSO), from its bytes, kept by its
+    /// build-id (every process of a kernel shares one).
+    pub(crate) fn image(&self, name: &Path, bytes: Vec<u8>) -> Result<Arc<ObjectSymbols>> {
+        let file = MappedFile::from_bytes(name.to_owned(), bytes);
+        let elf = ElfFile::parse(file.clone())?;
+        let identity = match &elf.build_id {
+            Some(id) => Identity::BuildId(id.clone()),
+            None => Identity::Stamp(None, file.stamp().1),
+        };
+        let key = (name.to_owned(), identity);
+        if let Some(hit) = lock(&self.objects).get(&key) {
+            return Ok(hit.clone());
+        }
+        let object = Arc::new(ObjectSymbols::from_elf(elf, self.dirs.clone())?);
+        Ok(lock(&self.objects).entry(key).or_insert(object).clone())
+    }
+}
+
 impl std::fmt::Debug for SymbolCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SymbolCache")

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use super::cache::SymbolCache;
 use super::object::{Lookup, ObjectSymbols, Symbol};
 use super::types::{TypeInfo, TypeQuery};
-use crate::interface::{ImageSymbols, MappedObject, TypeLayout};
+use crate::interface::{ImageSymbols, MappedObject, Target, TypeLayout};
 use crate::sync::{self, lock};
 use crate::Result;
 
@@ -112,6 +112,32 @@ impl SymbolIndex {
         let bias = object.load_bias(start, offset)?;
         self.push(object, bias);
         Ok(())
+    }
+
+    /// Adds the kernel's vDSO of `target`, read from its memory (it has no
+    /// file): stacks caught inside it are then unwound and named. Nothing
+    /// happens where the source does not know it or it cannot be read.
+    pub fn add_vdso(&self, target: &dyn Target) {
+        // The vDSO is a page or two; anything larger is not believed.
+        const MAX: u64 = 1 << 20;
+        let Some(range) = target
+            .vdso()
+            .filter(|r| r.end > r.start && r.end - r.start <= MAX)
+        else {
+            return;
+        };
+        let mut bytes = vec![0u8; (range.end - range.start) as usize];
+        if target.read(range.start, &mut bytes).is_err() {
+            return;
+        }
+        let added = self
+            .cache
+            .image(Path::new("[vdso]"), bytes)
+            .and_then(|object| Ok((object.load_bias(range.start, 0)?, object)));
+        match added {
+            Ok((bias, object)) => self.push(object, bias),
+            Err(e) => lock(&self.skipped).push(("[vdso]".into(), e.to_string())),
+        }
     }
 
     /// Mapped files that `from_mapped`/`add_mapped` left out, and why.

@@ -10,13 +10,20 @@ use memmap2::Mmap;
 
 use crate::{Error, Result};
 
-/// One file mapped into our address space.
+/// One file mapped into our address space (or, for an image that is no
+/// file, such as the kernel's vDSO, its bytes copied from a process).
 #[derive(Debug)]
 pub(crate) struct MappedFile {
     path: PathBuf,
-    map: Mmap,
+    map: Bytes,
     /// (mtime, size) when mapped: the cache key of files without a build-id.
     stamp: (Option<SystemTime>, u64),
+}
+
+#[derive(Debug)]
+enum Bytes {
+    Map(Mmap),
+    Owned(Box<[u8]>),
 }
 
 impl MappedFile {
@@ -43,9 +50,19 @@ impl MappedFile {
         let map = unsafe { Mmap::map(&file) }.map_err(io)?;
         Ok(Arc::new(Self {
             path: path.to_owned(),
-            map,
+            map: Bytes::Map(map),
             stamp: (meta.modified().ok(), meta.len()),
         }))
+    }
+
+    /// An image read from memory, named `path` in messages.
+    pub(crate) fn from_bytes(path: PathBuf, bytes: Vec<u8>) -> Arc<Self> {
+        let size = bytes.len() as u64;
+        Arc::new(Self {
+            path,
+            map: Bytes::Owned(bytes.into_boxed_slice()),
+            stamp: (None, size),
+        })
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -53,7 +70,10 @@ impl MappedFile {
     }
 
     pub(crate) fn bytes(&self) -> &[u8] {
-        &self.map
+        match &self.map {
+            Bytes::Map(map) => map,
+            Bytes::Owned(bytes) => bytes,
+        }
     }
 
     pub(crate) fn stamp(&self) -> (Option<SystemTime>, u64) {

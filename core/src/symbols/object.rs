@@ -505,6 +505,21 @@ impl ObjectSymbols {
         super::params::parameter_at(self.dwarf_data()?, svma, names, members)
     }
 
+    /// Every parameter named one of `names` of the function whose code
+    /// holds `svma` that DWARF places at that address, in the order of
+    /// `names`.
+    pub fn parameters_at(
+        &self,
+        svma: u64,
+        names: &[&str],
+        members: &[&str],
+    ) -> Vec<super::params::Parameter<'_>> {
+        match self.dwarf_data() {
+            Some(data) => super::params::parameters_at(data, svma, names, members),
+            None => Vec::new(),
+        }
+    }
+
     /// The sections an unwinder needs: `.eh_frame` and its header, and
     /// `.debug_frame` (from the debug file when the object has none).
     pub fn unwind_sections(&self) -> UnwindSections {

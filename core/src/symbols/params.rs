@@ -18,6 +18,10 @@ const MAX_ENTRIES: usize = 1 << 20;
 /// A parameter of the function at an address.
 #[derive(Debug)]
 pub struct Parameter<'a> {
+    /// Its name in the source.
+    pub name: String,
+    /// The size of its value in bytes (after typedefs), where DWARF says.
+    pub byte_size: Option<u64>,
     /// Where its value is at that address.
     pub location: gimli::Expression<Slice<'a>>,
     /// The function's `DW_AT_frame_base`, for `DW_OP_fbreg`.
@@ -48,6 +52,26 @@ pub(crate) fn parameter_at<'a>(
     names: &[&str],
     members: &[&str],
 ) -> Option<Parameter<'a>> {
+    parameters_at(data, svma, names, members).into_iter().next()
+}
+
+/// Every parameter named one of `names` of the function whose code holds
+/// `svma` that has a location there, in the order of `names`.
+pub(crate) fn parameters_at<'a>(
+    data: &'a DwarfData,
+    svma: u64,
+    names: &[&str],
+    members: &[&str],
+) -> Vec<Parameter<'a>> {
+    parameters_in(data, svma, names, members).unwrap_or_default()
+}
+
+fn parameters_in<'a>(
+    data: &'a DwarfData,
+    svma: u64,
+    names: &[&str],
+    members: &[&str],
+) -> Option<Vec<Parameter<'a>>> {
     let dwarf = data.dwarf();
     let offset = data.unit_for(svma)?;
     let header = dwarf.debug_info.header_from_offset(offset).ok()?;
@@ -81,11 +105,14 @@ pub(crate) fn parameter_at<'a>(
         else {
             continue;
         };
-        let pointee = attr_through_origin(&unit, entry, dw::DW_AT_type)
-            .and_then(|t| pointee(&dwarf, &unit, t, members));
+        let ty = attr_through_origin(&unit, entry, dw::DW_AT_type);
+        let pointee = ty.and_then(|t| pointee(&dwarf, &unit, t, members));
+        let byte_size = ty.and_then(|t| type_size(&unit, t));
         found.push((
             rank,
             Parameter {
+                name,
+                byte_size,
                 location,
                 frame_base,
                 encoding: unit.encoding(),
@@ -94,7 +121,26 @@ pub(crate) fn parameter_at<'a>(
         ));
     }
     found.sort_by_key(|(rank, _)| *rank);
-    found.into_iter().next().map(|(_, p)| p)
+    Some(found.into_iter().map(|(_, p)| p).collect())
+}
+
+/// The size of a type's values: its `DW_AT_byte_size` after typedefs and
+/// qualifiers (a pointer's is the address size).
+fn type_size(unit: &Unit<Slice<'_>>, ty: AttributeValue<Slice<'_>>) -> Option<u64> {
+    let AttributeValue::UnitRef(ty) = ty else {
+        return None;
+    };
+    let entry = unit.entry(strip(unit, ty)?).ok()?;
+    match entry
+        .attr_value(dw::DW_AT_byte_size)
+        .and_then(|v| v.udata_value())
+    {
+        Some(size) => Some(size),
+        None if entry.tag() == dw::DW_TAG_pointer_type => {
+            Some(u64::from(unit.encoding().address_size))
+        }
+        None => None,
+    }
 }
 
 impl DwarfData {

@@ -354,7 +354,7 @@ pub fn to_operation(
     let mut lines = Vec::new();
     match req.kind {
         Kind::Send => {
-            lines.push(format!("send request {:#x}", req.addr));
+            lines.push(mqs_abi::request_line("send", req.addr));
             lines.push(format!("mode: {}", send_mode_name(req.send_mode)));
             lines.push(count_line(req.count, dt, req.datatype));
             // Buffered sends (and packed non-contiguous data) send from a
@@ -392,7 +392,7 @@ pub fn to_operation(
                 Kind::Probe(6) => "mprobe",
                 _ => "receive",
             };
-            lines.push(format!("{what} request {:#x}", req.addr));
+            lines.push(mqs_abi::request_line(what, req.addr));
             lines.push(count_line(req.count, dt, req.datatype));
             let matched = req.st_tag != ANY_TAG;
             op.status = if req.complete {
