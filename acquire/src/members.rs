@@ -12,6 +12,7 @@ use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
+use crate::hosts::local_host_name;
 use crate::mpir::ProcDesc;
 use mqs_core::interface::{Environment, Target};
 
@@ -162,13 +163,6 @@ pub fn number(
         });
     }
     members
-}
-
-fn local_host_name() -> String {
-    nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .unwrap_or_else(|| "localhost".into())
 }
 
 #[cfg(test)]

@@ -380,20 +380,7 @@ impl<'j, 'a> Analysis<'j, 'a> {
         match self.waits[wait].kind {
             WaitKind::Op(i) => {
                 let op = &self.job.ops[i];
-                let comm = self.job.comms[op.comm].label();
-                let tag = match op.tag {
-                    Some(t) => format!("tag {t}"),
-                    None => "any tag".into(),
-                };
-                let what = if op.class == OpClass::PendingSends {
-                    "send"
-                } else {
-                    "recv"
-                };
-                match op.peer {
-                    Peer::Any => format!("{what} from ANY_SOURCE {tag} on {comm}"),
-                    _ => format!("{what} {tag} on {comm}"),
-                }
+                op_words(op.class, op.peer, op.tag, &self.job.comms[op.comm].label())
             }
             WaitKind::Collective(c) => {
                 let c = &self.collectives[c];
@@ -411,22 +398,11 @@ impl<'j, 'a> Analysis<'j, 'a> {
                 let comm = op.comm.map_or("a communicator not known".to_string(), |c| {
                     self.job.comms[c].label()
                 });
-                let tag = match op.tag {
-                    Some(t) => format!("tag {t}"),
-                    None => "any tag".into(),
-                };
-                let what = if op.class == OpClass::PendingSends {
-                    "send"
-                } else {
-                    "recv"
-                };
-                match op.peer {
-                    Peer::Any => format!(
-                        "{what} from ANY_SOURCE {tag} on {comm}, from its stack: {}",
-                        call.entry
-                    ),
-                    _ => format!("{what} {tag} on {comm}, from its stack: {}", call.entry),
-                }
+                format!(
+                    "{}, from its stack: {}",
+                    op_words(op.class, op.peer, op.tag, &comm),
+                    call.entry
+                )
             }
         }
     }
@@ -701,5 +677,23 @@ fn reachable(job: &Job<'_>, rank: i64, op: &CallOp) -> Option<RankSet> {
                 )
             }
         }
+    }
+}
+
+/// The words of a wait on one operation: `recv tag 10 on "ring"`, or for an
+/// OR-wait `recv from ANY_SOURCE tag 11 on MPI_COMM_WORLD`.
+fn op_words(class: OpClass, peer: Peer, tag: Option<i64>, comm: &str) -> String {
+    let tag = match tag {
+        Some(t) => format!("tag {t}"),
+        None => "any tag".into(),
+    };
+    let what = if class == OpClass::PendingSends {
+        "send"
+    } else {
+        "recv"
+    };
+    match peer {
+        Peer::Any => format!("{what} from ANY_SOURCE {tag} on {comm}"),
+        _ => format!("{what} {tag} on {comm}"),
     }
 }

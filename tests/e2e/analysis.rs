@@ -251,6 +251,16 @@ fn chain_is_no_deadlock_openmpi_g() {
     check_chain(Mpi::OpenMpiG);
 }
 
+#[test]
+fn chain_is_no_deadlock_openmpi_5_g() {
+    check_chain(Mpi::OpenMpi5G);
+}
+
+#[test]
+fn chain_is_no_deadlock_openmpi_release() {
+    check_chain(Mpi::OpenMpiRelease);
+}
+
 /// ch4's receives are not in its queues: the stacks tell the chain, and
 /// that rank 3 polls (MPI_Iprobe) rather than waits.
 #[test]
