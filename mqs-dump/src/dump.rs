@@ -53,7 +53,7 @@ pub struct DumpArgs {
     pub save: Option<PathBuf>,
 
     #[command(flatten)]
-    pub dll: crate::dll_arg::DllArgs,
+    pub read: crate::read_args::ReadArgs,
 
     /// Read the process while it runs instead of stopping it (the snapshot
     /// may then be inconsistent).
@@ -105,14 +105,6 @@ pub struct DumpArgs {
     /// what is in both (the same operations, the same place in MPI).
     #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     pub confirm: Option<f64>,
-
-    /// Also look for separate debug files here (repeatable); /usr/lib/debug
-    /// is always searched.
-    #[arg(long, value_name = "DIR")]
-    pub debug_dir: Vec<PathBuf>,
-
-    #[command(flatten)]
-    pub types: crate::typepack::TypeSourceArgs,
 
     /// Also show each thread's call stack, read while the process is
     /// stopped (function, and file:line where debug info has it); in the
@@ -267,20 +259,15 @@ pub fn run(args: &DumpArgs) -> ExitCode {
         (false, Some(f)) => f,
         (false, None) => Format::Text,
     };
-    let dll = match args.dll.choice() {
-        Ok(dll) => dll,
+    let options = match args.read.options() {
+        Ok(read) => Options {
+            no_stop: args.no_stop,
+            save: args.save.clone(),
+            // Collectives and blocking calls are found from the stacks.
+            stacks: args.stacks || args.deadlock || format == Format::Dot,
+            ..read
+        },
         Err(e) => return crate::output::fail(e),
-    };
-    let options = Options {
-        dll,
-        trust_dll: args.dll.trust_dll,
-        no_stop: args.no_stop,
-        debug_dirs: args.debug_dir.clone(),
-        typepack_dirs: args.types.typepack.clone(),
-        offline: args.types.offline,
-        save: args.save.clone(),
-        // Collectives are found from the stacks.
-        stacks: args.stacks || args.deadlock || format == Format::Dot,
     };
     let started = Instant::now();
     let mut job = match dump_once(args, &options) {

@@ -56,14 +56,7 @@ pub struct LaunchArgs {
     pub output: Option<PathBuf>,
 
     #[command(flatten)]
-    pub dll: crate::dll_arg::DllArgs,
-
-    /// Also look for separate debug files here (repeatable).
-    #[arg(long, value_name = "DIR")]
-    pub debug_dir: Vec<PathBuf>,
-
-    #[command(flatten)]
-    pub types: crate::typepack::TypeSourceArgs,
+    pub read: crate::read_args::ReadArgs,
 
     /// Ranks on other hosts are read by collectors there, started through
     /// the starter (its MPIR tool-daemon launch) or --launcher.
@@ -88,8 +81,8 @@ pub fn run(args: &LaunchArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return crate::output::fail(e),
     };
-    let dll = match args.dll.choice() {
-        Ok(dll) => dll,
+    let read = match args.read.options() {
+        Ok(read) => read,
         Err(e) => return crate::output::fail(e),
     };
     let options = LaunchOptions {
@@ -102,13 +95,8 @@ pub fn run(args: &LaunchArgs) -> ExitCode {
         output: args.output.clone(),
         collect,
         dump: Options {
-            dll,
-            trust_dll: args.dll.trust_dll,
-            debug_dirs: args.debug_dir.clone(),
-            typepack_dirs: args.types.typepack.clone(),
-            offline: args.types.offline,
             stacks: args.stacks,
-            ..Options::default()
+            ..read
         },
     };
     match launch::launch(&args.command, &options, &JobAnalyst) {

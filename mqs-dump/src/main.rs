@@ -7,11 +7,11 @@
 
 mod collector;
 mod cvars;
-mod dll_arg;
 mod dump;
 mod error;
 mod launch;
 mod output;
+mod read_args;
 mod typepack;
 mod watch;
 

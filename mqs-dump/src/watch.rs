@@ -33,29 +33,16 @@ pub struct WatchArgs {
     pub keep_going: bool,
 
     #[command(flatten)]
-    pub dll: crate::dll_arg::DllArgs,
-
-    /// Also look for separate debug files here (repeatable).
-    #[arg(long, value_name = "DIR")]
-    pub debug_dir: Vec<std::path::PathBuf>,
-
-    #[command(flatten)]
-    pub types: crate::typepack::TypeSourceArgs,
+    pub read: crate::read_args::ReadArgs,
 }
 
 pub fn run(args: &WatchArgs) -> ExitCode {
-    let dll = match args.dll.choice() {
-        Ok(dll) => dll,
+    let options = match args.read.options() {
+        Ok(read) => Options {
+            stacks: true,
+            ..read
+        },
         Err(e) => return crate::output::fail(e),
-    };
-    let options = Options {
-        dll,
-        trust_dll: args.dll.trust_dll,
-        debug_dirs: args.debug_dir.clone(),
-        typepack_dirs: args.types.typepack.clone(),
-        offline: args.types.offline,
-        stacks: true,
-        ..Options::default()
     };
     watch(
         args.pid,

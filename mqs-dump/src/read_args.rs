@@ -1,10 +1,11 @@
-//! `--dll` and `--trust-dll`, shared by every command that reads queues:
-//! which message-queue DLL reads the processes.
+//! How every command that reads queues reads a process: which
+//! message-queue DLL (`--dll`, `--trust-dll`), and where types come from
+//! besides the MPI's own DWARF (`--debug-dir`, `--typepack`, `--offline`).
 
 use std::path::PathBuf;
 
 use clap::Args;
-use mqs_acquire::inspect::DllChoice;
+use mqs_acquire::inspect::{DllChoice, Options};
 
 use crate::error::Error;
 
@@ -12,7 +13,7 @@ use crate::error::Error;
 const OURS: &str = "libmqs_dll.so";
 
 #[derive(Debug, Clone, Args)]
-pub struct DllArgs {
+pub struct ReadArgs {
     /// The message-queue DLL that reads the processes: `ours` (mqs's own,
     /// installed beside mqs-dump), `mpi` (the one the MPI names in
     /// MPIR_dll_name), or a path. Default: ours where it reads the MPI, else
@@ -24,9 +25,29 @@ pub struct DllArgs {
     /// you, or is writable by others.
     #[arg(long)]
     pub trust_dll: bool,
+
+    /// Also look for separate debug files here (repeatable); /usr/lib/debug
+    /// is always searched.
+    #[arg(long, value_name = "DIR")]
+    pub debug_dir: Vec<PathBuf>,
+
+    #[command(flatten)]
+    pub types: crate::typepack::TypeSourceArgs,
 }
 
-impl DllArgs {
+impl ReadArgs {
+    /// The dump options these make; the rest as their defaults.
+    pub fn options(&self) -> Result<Options, Error> {
+        Ok(Options {
+            dll: self.choice()?,
+            trust_dll: self.trust_dll,
+            debug_dirs: self.debug_dir.clone(),
+            typepack_dirs: self.types.typepack.clone(),
+            offline: self.types.offline,
+            ..Options::default()
+        })
+    }
+
     /// What `--dll` asks for (a file named `ours` or `mpi` is given as
     /// `./ours`).
     pub fn choice(&self) -> Result<DllChoice, Error> {
