@@ -328,6 +328,10 @@ impl<T: Target> Target for PageCache<T> {
         self.inner.pointer_size()
     }
 
+    fn held_by(&self) -> Option<crate::interface::HeldBy> {
+        self.inner.held_by()
+    }
+
     fn release(&mut self) -> Result<()> {
         self.invalidate();
         self.inner.release()
