@@ -396,11 +396,59 @@ fn lldb_lists_open_mpi_queues_as_mqs_dump_does_with_both_dlls() {
     debugger_matches_mqs_dump(Debugger::Lldb, Mpi::OpenMpiG, &contents::queues(3, true));
 }
 
-/// gdb on a core file it wrote of a rank (gcore): `mpi queues` with both
-/// DLLs prints what `mqs-dump --core` prints of that file.
-fn core_file_matches_mqs_dump(mpi: Mpi, expected: &[Process]) {
+#[test]
+fn lldb_lists_mpich_ch3_queues_as_mqs_dump_does_with_both_dlls() {
+    debugger_matches_mqs_dump(Debugger::Lldb, Mpi::Mpich, &contents::mpich_queues(2, 3));
+}
+
+/// gdb holding both ranks of a job as two inferiors: `mpi queues all`
+/// lists each as mqs-dump lists it, in rank order, and leaves the user's
+/// inferior selected.
+#[test]
+fn gdb_lists_every_inferior_with_all() {
+    let job = Job::launch(Mpi::OpenMpiG, "queues", 2, &["3"]).expect("launch queues");
+    let expected = contents::queues(3, true);
+    let pids: Vec<u32> = job.rank_pids().into_iter().map(|(_, pid)| pid).collect();
+    for (pid, expected) in pids.iter().zip(&expected) {
+        settle(*pid, expected);
+    }
+    let dir = scratch("all");
+    let (ours, mqs_dump) = (ours(), mqs_dump_path());
+    let session = Script::new(Debugger::Gdb)
+        .section("second", "add-inferior")
+        .section("switch", "inferior 2")
+        .section("attach", &format!("attach {}", pids[1]))
+        .section("back", "inferior 1")
+        .section("all", "mpi queues all --dll ours")
+        .section("current", "inferior")
+        .shell(
+            "dump0",
+            &format!("{mqs_dump} --pid {} --dll {ours}", pids[0]),
+        )
+        .shell(
+            "dump1",
+            &format!("{mqs_dump} --pid {} --dll {ours}", pids[1]),
+        )
+        .run(Subject::Pid(pids[0]), &dir);
+    let mut both = session.section("dump0");
+    both.extend(session.section("dump1"));
+    assert_same_listing("mpi queues all", &session.section("all"), &both);
+    let current = session.joined("current");
+    assert!(
+        current.contains("Current inferior is 1 "),
+        "the user's inferior: {current}"
+    );
+    for pid in pids {
+        assert_running_untraced(pid);
+    }
+    job.shutdown().expect("teardown");
+}
+
+/// A core file gdb wrote of a rank (gcore), loaded in `debugger`: `mpi
+/// queues` with both DLLs prints what `mqs-dump --core` prints of it.
+fn core_file_matches_mqs_dump(debugger: Debugger, mpi: Mpi, expected: &[Process]) {
     let job = Job::launch(mpi, "queues", 2, &["3"]).expect("launch queues");
-    let dir = scratch(&format!("core-{}", mpi.name()));
+    let dir = scratch(&format!("core-{debugger:?}-{}", mpi.name()));
     let pid = job.rank_pid(0).expect("rank 0");
     settle(pid, &expected[0]);
     let core = dir.join("rank0.core");
@@ -415,7 +463,7 @@ fn core_file_matches_mqs_dump(mpi: Mpi, expected: &[Process]) {
     assert_running_untraced(pid);
     let exe = job.executable().to_path_buf();
     let (ours, theirs) = (ours(), theirs(mpi));
-    let session = Script::new(Debugger::Gdb)
+    let session = Script::new(debugger)
         .section("ours", &format!("mpi queues --dll {ours}"))
         .section("theirs", &format!("mpi queues --dll {theirs}"))
         .section("json", &format!("mpi queues --dll {ours} --json"))
@@ -432,7 +480,7 @@ fn core_file_matches_mqs_dump(mpi: Mpi, expected: &[Process]) {
         assert!(out.status.success(), "mqs-dump --core: {}", stderr(&out));
         let dump: Vec<String> = stdout(&out).lines().map(String::from).collect();
         assert_same_listing(
-            &format!("gdb on a core of {mpi}, {name}"),
+            &format!("{debugger:?} on a core of {mpi}, {name}"),
             &session.section(name),
             &dump,
         );
@@ -445,19 +493,28 @@ fn core_file_matches_mqs_dump(mpi: Mpi, expected: &[Process]) {
         "{}",
         session.joined("ours")
     );
-    assert_contents("gdb on a core", &session.section("json"), &expected[0]);
+    assert_contents(
+        &format!("{debugger:?} on a core"),
+        &session.section("json"),
+        &expected[0],
+    );
     let _ = std::fs::remove_dir_all(&dir);
     job.shutdown().expect("teardown");
 }
 
 #[test]
 fn gdb_lists_the_queues_of_an_open_mpi_core_file_as_mqs_dump_does() {
-    core_file_matches_mqs_dump(Mpi::OpenMpiG, &contents::queues(3, true));
+    core_file_matches_mqs_dump(Debugger::Gdb, Mpi::OpenMpiG, &contents::queues(3, true));
 }
 
 #[test]
 fn gdb_lists_the_queues_of_an_mpich_core_file_as_mqs_dump_does() {
-    core_file_matches_mqs_dump(Mpi::Mpich, &contents::mpich_queues(2, 3));
+    core_file_matches_mqs_dump(Debugger::Gdb, Mpi::Mpich, &contents::mpich_queues(2, 3));
+}
+
+#[test]
+fn lldb_lists_the_queues_of_an_open_mpi_core_file_as_mqs_dump_does() {
+    core_file_matches_mqs_dump(Debugger::Lldb, Mpi::OpenMpiG, &contents::queues(3, true));
 }
 
 /// `mqs-dump --pid` on a rank gdb holds: its queues and its threads' stacks
