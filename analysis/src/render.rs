@@ -216,6 +216,12 @@ fn process_text(out: &mut impl Write, p: &ProcessDump) {
         .map(|h| format!(" on {h}"))
         .unwrap_or_default();
     let _ = writeln!(out, "Process {} ({rank}){host}: {}", p.pid, p.executable);
+    if let Some(held) = &p.held_by {
+        let _ = writeln!(
+            out,
+            "  Held stopped by {held}: read as that debugger holds it, without tracing it"
+        );
+    }
     let _ = writeln!(
         out,
         "  DLL {} [{}, interface {}]",
@@ -535,6 +541,7 @@ mod tests {
                 spawn_breakpoint: None,
                 unreadable: vec![],
                 dll_output: vec![],
+                held_by: None,
                 stacks: None,
                 stats: DumpStats::default(),
             }],
@@ -592,6 +599,11 @@ mod tests {
         p.spawn_breakpoint = Some("MPIR_Breakpoint".into());
         p.unreadable = vec!["8 bytes at 0x10: unmapped".into()];
         p.dll_output = vec!["warning".into()];
+        p.held_by = Some(mqs_core::interface::HeldBy {
+            pid: 77,
+            name: "gdb".into(),
+            for_debugger: None,
+        });
         p.stats = DumpStats {
             fetches: 3,
             fetched_bytes: u64::MAX,
@@ -656,6 +668,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("Process 42 (rank 0): /bin/app"), "{text}");
+        assert!(
+            text.contains("Process 43 (rank 1; spawned: rank 0 of job 12, by rank 0 of 11) on nodea: /bin/app\n  Held stopped by gdb (pid 77): read as that debugger holds it"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -121,7 +121,9 @@ impl fmt::Display for PermissionReason {
                 tracer_name,
             } => write!(
                 f,
-                "it is already traced by pid {tracer_pid} ({tracer_name}); detach that debugger first"
+                "it is already traced by pid {tracer_pid} ({tracer_name}); stop it in that \
+                 debugger (mqs-dump then reads it as the debugger holds it), detach that \
+                 debugger, or read it as it runs with --no-stop"
             ),
             Self::Other(detail) => f.write_str(detail),
         }

@@ -121,6 +121,10 @@ pub struct ProcessDump {
     /// lacks it, an unmapped address), each as `LEN bytes at ADDR: why`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unreadable: Vec<String>,
+    /// The debugger (gdb, lldb) that held the process stopped: it was read
+    /// as that debugger holds it, without being traced or let go.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_by: Option<crate::interface::HeldBy>,
     /// With `--stacks`: each thread's call stack, read while the process
     /// was stopped, or why there are none.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -83,10 +83,17 @@ const HOST_SOURCES: &[&str] = &[
     "mqs-dump/src",
     "mqs-abi/src",
     "mqs-abi/build.rs",
+    "mqs-abi/build",
     "include",
 ];
 /// The DLL's.
-const DLL_SOURCES: &[&str] = &["dll/src", "mqs-abi/src", "mqs-abi/build.rs", "include"];
+const DLL_SOURCES: &[&str] = &[
+    "dll/src",
+    "mqs-abi/src",
+    "mqs-abi/build.rs",
+    "mqs-abi/build",
+    "include",
+];
 
 /// The file name of our DLL.
 const DLL_FILE: &str = "libmqs_dll.so";

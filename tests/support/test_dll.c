@@ -12,11 +12,25 @@
  *                       (at most 120 s) until $MQS_TEST_BLOCK_DIR/release
  *                       exists: the host is then inside the DLL with every
  *                       process stopped, for as long as a test needs.
- * Otherwise it reports one communicator "test-world" of size 1 and empty
+ *   -DCRASH_IN_DLL      mqs_update_communicator_list, once it has fetched,
+ *                       writes through a NULL pointer: the host's process
+ *                       dies of SIGSEGV there (a debugger's helper).
+ *   -DBAD_ANSWERS       a DLL that misuses the callbacks and corrupts its
+ *                       answers: it passes handles that are not the host's
+ *                       (and NULL names) to find_type, field_offset, sizeof,
+ *                       find_symbol and fetch_data, fetches unmapped memory
+ *                       and a negative size; its communicator's name fills
+ *                       all 64 bytes without a NUL and its size is -5; its
+ *                       sends are 3 operations of status 77 whose first
+ *                       extra_text line has no NUL, then an error code
+ *                       (4321); its receives fail to set up (1234) and its
+ *                       unexpected queue has no information.
+ * Otherwise it reports one communicator "test" of size 1 and empty
  * queues, reading one byte of MPIR_dll_name per call to exercise fetch.
  */
 #include <fcntl.h>
 #include <signal.h>
+#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/types.h>
@@ -53,6 +67,27 @@ int mqs_setup_image(mqs_image *image, const mqs_image_callbacks *cb)
 int mqs_image_has_queues(mqs_image *image, char **message)
 {
     *message = NULL;
+#ifdef BAD_ANSWERS
+    {
+        /* Handles the host never gave, and NULL names: each must be refused. */
+        mqs_image *bogus_image = (mqs_image *)0x1234;
+        mqs_type *bogus_type = (mqs_type *)image;
+        mqs_taddr_t addr;
+        if (image_cb->mqs_find_type_fp(bogus_image, (char *)"int", mqs_lang_c) != NULL)
+            return mqs_first_user_code + 10;
+        if (image_cb->mqs_field_offset_fp(bogus_type, (char *)"x") != -1)
+            return mqs_first_user_code + 11;
+        if (image_cb->mqs_sizeof_fp(bogus_type) != -1)
+            return mqs_first_user_code + 12;
+        if (image_cb->mqs_find_symbol_fp(image, NULL, &addr) == mqs_ok)
+            return mqs_first_user_code + 13;
+        if (image_cb->mqs_find_type_fp(image, NULL, mqs_lang_c) != NULL)
+            return mqs_first_user_code + 14;
+        if (image_cb->mqs_find_function_fp(image, (char *)"mqs_no_such_function", mqs_lang_c,
+                                           NULL) == mqs_ok)
+            return mqs_first_user_code + 15;
+    }
+#endif
     if (image_cb->mqs_find_symbol_fp(image, (char *)"MPIR_dll_name", &name_addr) != mqs_ok) {
         *message = (char *)"test DLL: no MPIR_dll_name in %s";
         return mqs_first_user_code;
@@ -92,6 +127,20 @@ int mqs_update_communicator_list(mqs_process *process)
 #endif
     if (process_cb->mqs_fetch_data_fp(process, name_addr, 1, &byte) != mqs_ok)
         return mqs_first_user_code + 1;
+#ifdef CRASH_IN_DLL
+    *(volatile int *)0 = 1;
+#endif
+#ifdef BAD_ANSWERS
+    {
+        char buf[16];
+        if (process_cb->mqs_fetch_data_fp((mqs_process *)0x1234, name_addr, 1, buf) == mqs_ok)
+            return mqs_first_user_code + 20;
+        if (process_cb->mqs_fetch_data_fp(process, 8, (int)sizeof buf, buf) == mqs_ok)
+            return mqs_first_user_code + 21;
+        if (process_cb->mqs_fetch_data_fp(process, name_addr, -1, buf) == mqs_ok)
+            return mqs_first_user_code + 22;
+    }
+#endif
 #ifdef BLOCK_IN_DLL
     const char *dir = getenv("MQS_TEST_BLOCK_DIR");
     if (dir) {
@@ -126,6 +175,10 @@ int mqs_get_communicator(mqs_process *process, mqs_communicator *comm)
     comm->size = 1;
     comm->name[0] = 't'; comm->name[1] = 'e'; comm->name[2] = 's'; comm->name[3] = 't';
     comm->name[4] = 0;
+#ifdef BAD_ANSWERS
+    memset(comm->name, 'n', sizeof comm->name);
+    comm->size = -5;
+#endif
     return mqs_ok;
 }
 
@@ -136,16 +189,43 @@ int mqs_next_communicator(mqs_process *process)
     return mqs_end_of_list;
 }
 
+#ifdef BAD_ANSWERS
+static int op_index;
+#endif
+
 int mqs_setup_operation_iterator(mqs_process *process, int op)
 {
     (void)process;
+#ifdef BAD_ANSWERS
+    op_index = 0;
+    if (op == mqs_pending_receives)
+        return 1234;
+    if (op == mqs_unexpected_messages)
+        return mqs_no_information;
+    return mqs_ok;
+#else
     (void)op;
     return mqs_end_of_list;
+#endif
 }
 
 int mqs_next_operation(mqs_process *process, mqs_pending_operation *op)
 {
     (void)process;
+#ifdef BAD_ANSWERS
+    if (op_index == 3)
+        return 4321;
+    op->status = 77;
+    op->desired_local_rank = op_index;
+    op->desired_global_rank = -7;
+    op->desired_tag = 100 + op_index;
+    op->desired_length = 8;
+    op->buffer = 0x1000;
+    memset(op->extra_text[0], 'x', sizeof op->extra_text[0]);
+    op_index++;
+    return mqs_ok;
+#else
     (void)op;
     return mqs_end_of_list;
+#endif
 }

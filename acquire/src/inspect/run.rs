@@ -578,6 +578,7 @@ pub(super) fn process_dump(
         spawn_breakpoint,
         unreadable: session.unreadable(process),
         dll_output: Vec::new(),
+        held_by: session.target(process).held_by(),
         stacks: None,
         stats,
     }

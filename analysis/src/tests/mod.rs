@@ -100,6 +100,7 @@ fn job_of(n: usize, comms: &[(&str, Vec<i64>)], ops: &[Vec<Placed>]) -> JobDump 
                 },
                 new_processes: None,
                 dll_output: vec![],
+                held_by: None,
                 spawn_breakpoint: None,
                 unreadable: vec![],
                 stacks: None,

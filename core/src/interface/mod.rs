@@ -43,6 +43,31 @@ pub struct Relative {
     pub environment: Environment,
 }
 
+/// The debugger that holds a live process stopped under ptrace, when mqs
+/// reads that process as the debugger holds it: memory only, without
+/// tracing it (only the tracer may ask for its threads' registers).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldBy {
+    /// The tracing task (gdb itself; lldb's `lldb-server`).
+    pub pid: i32,
+    /// Its program's name.
+    pub name: String,
+    /// For a debug server (`lldb-server`, `gdbserver`): the debugger that
+    /// runs it, as `NAME (pid PID)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub for_debugger: Option<String>,
+}
+
+impl std::fmt::Display for HeldBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (pid {})", self.name, self.pid)?;
+        match &self.for_debugger {
+            Some(debugger) => write!(f, " for {debugger}"),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Somewhere a process's memory and state can be read from.
 pub trait Target {
     /// The process id (for a core file or snapshot: the pid it had).
@@ -121,6 +146,12 @@ pub trait Target {
     fn vdso(&self) -> Option<std::ops::Range<u64>> {
         None
     }
+
+    /// The debugger that holds this live process stopped, when it is read
+    /// as that debugger holds it instead of being stopped by us.
+    fn held_by(&self) -> Option<HeldBy> {
+        None
+    }
 }
 
 /// Reads a NUL-terminated string of at most `max` bytes, page by page so
@@ -197,6 +228,9 @@ macro_rules! forward_target {
     }
     fn vdso(&self) -> Option<std::ops::Range<u64>> {
         (**self).vdso()
+    }
+    fn held_by(&self) -> Option<HeldBy> {
+        (**self).held_by()
     }
         }
     };

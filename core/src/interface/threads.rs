@@ -47,6 +47,16 @@ impl Registers {
         Some(Self { values })
     }
 
+    /// Only the instruction and stack pointers, the rest zero: what
+    /// /proc/PID/task/TID/syscall tells of a thread that another tracer
+    /// holds. Frames whose CFA needs the frame pointer end the walk.
+    pub fn from_ip_sp(ip: u64, sp: u64) -> Self {
+        let mut values = [0u64; Self::COUNT];
+        values[Self::RIP] = ip;
+        values[Self::RSP] = sp;
+        Self { values }
+    }
+
     /// The instruction pointer.
     pub fn ip(&self) -> u64 {
         self.values[Self::RIP]

@@ -332,6 +332,10 @@ impl<T: Target> Target for PageCache<T> {
         self.inner.vdso()
     }
 
+    fn held_by(&self) -> Option<crate::interface::HeldBy> {
+        self.inner.held_by()
+    }
+
     fn release(&mut self) -> Result<()> {
         self.invalidate();
         self.inner.release()

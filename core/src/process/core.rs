@@ -5,8 +5,9 @@
 //!   back from files (the kernel's default `coredump_filter` skips private
 //!   file-backed pages that were never written, such as code and read-only
 //!   data); those are read from the mapped file, found through the
-//!   `NT_FILE` note. Other pages past a segment's file size were never
-//!   touched and read as zeros.
+//!   `NT_FILE` note, as are mappings with no segment at all (gdb's gcore
+//!   leaves read-only file mappings out whole). Other pages past a
+//!   segment's file size were never touched and read as zeros.
 //! - Mapped objects: `NT_FILE` (path and file offset of every mapping), with
 //!   permissions from the segment covering each mapping.
 //! - Threads and registers: one `NT_PRSTATUS` per thread.
@@ -366,11 +367,25 @@ impl Target for CoreFile {
                 .checked_add(done as u64)
                 .ok_or_else(|| self.read_error(addr, buf.len(), "range wraps around".into()))?;
             let Some(seg) = self.segment_at(at) else {
-                return Err(self.read_error(
-                    addr,
-                    buf.len(),
-                    format!("no memory at {at:#x} in the core"),
-                ));
+                // gdb's gcore leaves read-only file mappings out whole (no
+                // segment at all, where the kernel writes an empty one):
+                // NT_FILE still names the file that holds them.
+                let Some(mapping) = self.files.iter().find(|f| f.start <= at && at < f.end) else {
+                    return Err(self.read_error(
+                        addr,
+                        buf.len(),
+                        format!("no memory at {at:#x} in the core"),
+                    ));
+                };
+                let next = self.segments[self.segments.partition_point(|s| s.vaddr <= at)..]
+                    .first()
+                    .map_or(u64::MAX, |s| s.vaddr);
+                let piece = usize::try_from(mapping.end.min(next) - at)
+                    .unwrap_or(usize::MAX)
+                    .min(buf.len() - done);
+                self.read_mapped_file(mapping, at, &mut buf[done..done + piece])?;
+                done += piece;
+                continue;
             };
             let into_seg = at - seg.vaddr;
             // Stop at the end of the segment and at the end of the file part.

@@ -20,9 +20,9 @@ use std::path::PathBuf;
 use super::ptrace::StoppedThreads;
 use super::{maps, procfs};
 use crate::interface::{
-    Environment, Liveness, MappedObject, Registers, Relative, Target, Thread, PAGE_SIZE,
+    Environment, HeldBy, Liveness, MappedObject, Registers, Relative, Target, Thread, PAGE_SIZE,
 };
-use crate::{Error, Result};
+use crate::{Error, PermissionReason, Result};
 
 /// The most iovecs one `process_vm_readv` accepts (IOV_MAX).
 const IOV_MAX: usize = 1024;
@@ -30,7 +30,9 @@ const IOV_MAX: usize = 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     /// Stop every thread (PTRACE_SEIZE + PTRACE_INTERRUPT) for a consistent
-    /// snapshot; resume them on detach or drop.
+    /// snapshot; resume them on detach or drop. A process that a debugger
+    /// (gdb, lldb) already holds stopped is read as it holds it instead,
+    /// without tracing: see [`LiveProcess::held_by`].
     Stop,
     /// Read the running process: no ptrace, the process never pauses, but
     /// what is read may change between reads.
@@ -55,6 +57,9 @@ pub struct LiveProcess {
     start_time: u64,
     mode: Mode,
     stopped: Option<StoppedThreads>,
+    /// In [`Mode::Stop`], the debugger that already held the process
+    /// stopped: then nothing is stopped by us, and nothing let go.
+    held_by: Option<HeldBy>,
     /// /proc/PID/mem, opened when first needed.
     mem: OnceCell<File>,
     /// process_vm_readv failed with ENOSYS or EPERM: use `mem` from now on.
@@ -77,12 +82,22 @@ impl LiveProcess {
             start_time: stat.start_time,
             mode,
             stopped: None,
+            held_by: None,
             mem: OnceCell::new(),
             use_mem: Cell::new(false),
             syscalls: Cell::new(0),
         };
         match mode {
-            Mode::Stop => this.stopped = Some(StoppedThreads::stop(pid)?),
+            Mode::Stop => match held_by_debugger(pid)? {
+                // Memory needs no tracing (process_vm_readv and
+                // /proc/PID/mem ask for the same access as attaching);
+                // the process stays exactly as its debugger holds it.
+                Some(held) => {
+                    this.mem_file()?;
+                    this.held_by = Some(held);
+                }
+                None => this.stopped = Some(StoppedThreads::stop(pid)?),
+            },
             // Nothing else checks access up front: opening /proc/PID/mem
             // takes the same permission as reading, and we keep it.
             Mode::NoStop => {
@@ -94,6 +109,13 @@ impl LiveProcess {
 
     pub fn mode(&self) -> Mode {
         self.mode
+    }
+
+    /// The debugger that held the process stopped when it was opened in
+    /// [`Mode::Stop`]: it is read without being traced, never resumed or
+    /// let go by us, and its threads' registers are the tracer's alone.
+    pub fn held_by(&self) -> Option<&HeldBy> {
+        self.held_by.as_ref()
     }
 
     /// The ids of the stopped threads (none in [`Mode::NoStop`]).
@@ -336,7 +358,14 @@ impl Target for LiveProcess {
                 tid,
                 name: procfs::thread_comm(self.pid, tid),
                 state: procfs::thread_stat(self.pid, tid).ok().map(|s| s.state),
-                registers: self.stopped.as_ref().and_then(|_| registers(tid)),
+                registers: match (&self.stopped, &self.held_by) {
+                    (Some(_), _) => registers(tid),
+                    // The tracer alone may ask for the registers; the
+                    // kernel still tells where a stopped thread's stack is.
+                    (None, Some(_)) => procfs::thread_sp_pc(self.pid, tid)
+                        .map(|(sp, pc)| Registers::from_ip_sp(pc, sp)),
+                    (None, None) => None,
+                },
             })
             .collect();
         threads.sort_by_key(|t| (t.tid != self.pid, t.tid));
@@ -377,6 +406,55 @@ impl Target for LiveProcess {
     fn syscalls(&self) -> u64 {
         self.syscalls.get()
     }
+
+    fn held_by(&self) -> Option<HeldBy> {
+        self.held_by.clone()
+    }
+}
+
+/// The debugger that traces `pid` and holds every thread of it in a
+/// tracing stop, if one does. Traced by another process but running, it
+/// cannot be stopped by us (a task has one tracer) nor read consistently:
+/// that is an error which says so. Traced by ourselves, it is left to the
+/// attach, which reports it.
+fn held_by_debugger(pid: i32) -> Result<Option<HeldBy>> {
+    let status = procfs::status(pid).map_err(|e| maps::proc_error(pid, e, false))?;
+    let tracer = status.tracer_pid;
+    if tracer == 0 || procfs::tgid(tracer) == Some(std::process::id() as i32) {
+        return Ok(None);
+    }
+    let name = procfs::program_name(tracer).unwrap_or_else(|| "?".to_owned());
+    let tids = procfs::tasks(pid).map_err(|e| maps::proc_error(pid, e, true))?;
+    // 't': tracing stop; a thread exiting meanwhile holds nothing.
+    let running = tids.into_iter().any(|tid| {
+        procfs::thread_stat(pid, tid).is_ok_and(|s| !matches!(s.state, 't' | 'Z' | 'X'))
+    });
+    if running {
+        return Err(Error::PermissionDenied {
+            pid,
+            reason: PermissionReason::AlreadyTraced {
+                tracer_pid: tracer,
+                tracer_name: name,
+            },
+        });
+    }
+    // lldb traces through the lldb-server it starts: name lldb too.
+    let for_debugger = name
+        .contains("server")
+        .then(|| procfs::status(tracer).ok())
+        .flatten()
+        .and_then(|s| {
+            Some(format!(
+                "{} (pid {})",
+                procfs::program_name(s.ppid)?,
+                s.ppid
+            ))
+        });
+    Ok(Some(HeldBy {
+        pid: tracer,
+        name,
+        for_debugger,
+    }))
 }
 
 /// A process named by pid and start time: a later process that reuses the

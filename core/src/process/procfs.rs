@@ -136,6 +136,15 @@ pub(crate) fn comm(pid: i32) -> Option<String> {
     Some(name.trim_end_matches('\n').to_owned())
 }
 
+/// The file name of the program a process runs (its command name, which
+/// the kernel cuts to 15 bytes, where the link cannot be read).
+pub(crate) fn program_name(pid: i32) -> Option<String> {
+    fs::read_link(format!("/proc/{pid}/exe"))
+        .ok()
+        .and_then(|p| Some(p.file_name()?.to_string_lossy().into_owned()))
+        .or_else(|| comm(pid))
+}
+
 /// The thread group (process) a task belongs to.
 pub(crate) fn tgid(tid: i32) -> Option<i32> {
     let status = fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
@@ -145,6 +154,26 @@ pub(crate) fn tgid(tid: i32) -> Option<i32> {
         .trim()
         .parse()
         .ok()
+}
+
+/// The stack and instruction pointers of a thread that is not running,
+/// from /proc/PID/task/TID/syscall (`NR args... SP PC`, or `-1 SP PC`
+/// outside a system call); None for a running thread.
+pub(crate) fn thread_sp_pc(pid: i32, tid: i32) -> Option<(u64, u64)> {
+    let text = fs::read_to_string(format!("/proc/{pid}/task/{tid}/syscall")).ok()?;
+    parse_syscall(&text)
+}
+
+pub(crate) fn parse_syscall(text: &str) -> Option<(u64, u64)> {
+    let fields: Vec<&str> = text.split_whitespace().collect();
+    if fields.len() < 3 || fields[0] == "running" {
+        return None;
+    }
+    let hex = |s: &str| u64::from_str_radix(s.strip_prefix("0x")?, 16).ok();
+    Some((
+        hex(fields[fields.len() - 2])?,
+        hex(fields[fields.len() - 1])?,
+    ))
 }
 
 /// The name of a thread, if it still exists.
@@ -239,6 +268,22 @@ mod tests {
                 start_time: 123456
             })
         );
+    }
+
+    #[test]
+    fn syscall_gives_sp_and_pc() {
+        let in_call = "24 0x56484166ab10 0x20 0xbb78916 0x7f6e20afa428 0x1 0x1 \
+                       0x7fff24b790a8 0x7f6e20d3e017\n";
+        assert_eq!(
+            parse_syscall(in_call),
+            Some((0x7fff_24b7_90a8, 0x7f6e_20d3_e017))
+        );
+        assert_eq!(
+            parse_syscall("-1 0x7ffd1000 0x401000\n"),
+            Some((0x7ffd1000, 0x401000))
+        );
+        assert_eq!(parse_syscall("running\n"), None);
+        assert_eq!(parse_syscall(""), None);
     }
 
     #[test]
