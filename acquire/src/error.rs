@@ -70,6 +70,11 @@ pub enum Error {
     /// Options that do not fit together.
     #[error("{0}")]
     Usage(String),
+
+    /// A Slurm job or step that cannot be read: it does not exist, does
+    /// not run, is another user's, or Slurm's commands are not here.
+    #[error("{0}")]
+    Slurm(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -88,6 +93,7 @@ impl Error {
             Self::Usage(_) => USAGE,
             Self::Collect(_) => COLLECT,
             Self::Pmix { .. } => PMIX,
+            Self::Slurm(_) => SLURM,
             // Codes outside the table are not believed.
             Self::OnHost { code, .. } if (1..=COLLECT).contains(code) => *code,
             Self::OnHost { .. } => OTHER,

@@ -6,7 +6,8 @@
 //!   tool-daemon extension's variables), [`mpi2dd`] (the MPI-2 debugger
 //!   interface's directories), [`pmix`] (Open MPI 5's `prterun`), and
 //!   [`members`] (the processes of a job, spawned ones included, and their
-//!   identities);
+//!   identities), [`slurm`] (Slurm jobs and steps, and the overlapping step
+//!   collectors run in);
 //! - what each process needs before a DLL reads it: [`locate`] (the DLL it
 //!   names, and whether to trust it), [`typepack`] (type packs: made,
 //!   checked, guarded at run time), [`debuginfod`] (debug files fetched by
@@ -28,6 +29,7 @@ pub mod members;
 pub mod mpi2dd;
 pub mod mpir;
 pub mod pmix;
+pub mod slurm;
 pub mod snapshot;
 pub mod typepack;
 

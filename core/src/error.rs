@@ -171,6 +171,9 @@ pub mod exit_code {
     /// the ranks that could be judged but some could not: not "no
     /// deadlock".
     pub const CANNOT_TELL: i32 = 17;
+    /// A Slurm job or step that cannot be read (`--slurm`): it does not
+    /// exist, has ended, is another user's, or there is no `srun` here.
+    pub const SLURM: i32 = 18;
 }
 
 impl Error {

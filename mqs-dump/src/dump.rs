@@ -17,7 +17,7 @@ use mqs_core::model::JobDump;
 use mqs_core::process::CoreOptions;
 
 #[derive(Debug, Args)]
-#[command(group(ArgGroup::new("source").required(true).args(["pid", "core", "snapshot"])))]
+#[command(group(ArgGroup::new("source").required(true).args(["pid", "core", "snapshot", "slurm"])))]
 pub struct DumpArgs {
     /// The MPI process to inspect: a rank, or the job's starter (mpirun,
     /// mpiexec, an MPI2DD directory) to dump every local rank of the job,
@@ -27,6 +27,15 @@ pub struct DumpArgs {
     /// stopped together and numbered one after the other, job by job.
     #[arg(long, value_name = "PID")]
     pub pid: Vec<i32>,
+
+    /// A running Slurm job, JOBID or JOBID.STEP: its MPI processes on every
+    /// node of the job (of the step), each found and read by a collector
+    /// started there as a step of the job (srun --overlap; srun must be on
+    /// PATH here, mqs-dump at the same path on the nodes). Ranks are
+    /// numbered by their MPI_COMM_WORLD rank. Without a step: the MPI
+    /// processes of all of the job's steps.
+    #[arg(long, value_name = "JOBID[.STEP]", conflicts_with_all = ["pid", "save"])]
+    pub slurm: Option<String>,
 
     /// Read a core file instead of a live process (from gdb's gcore or the
     /// kernel). Repeat it, or give a directory of core files, for the ranks
@@ -219,7 +228,10 @@ pub fn dump_once(args: &DumpArgs, options: &Options) -> Result<JobDump, Error> {
         }
     };
     let result = collect_options(args).and_then(|collect| {
-        if let [pid] = args.pid[..] {
+        if let Some(spec) = &args.slurm {
+            let spec = mqs_acquire::slurm::StepSpec::parse(spec)?;
+            Ok(collect::dump_slurm(&spec, options, &collect)?)
+        } else if let [pid] = args.pid[..] {
             Ok(collect::dump(pid, options, &collect, &mut progress)?)
         } else if !args.pid.is_empty() {
             Ok(collect::dump_pids(
@@ -373,7 +385,12 @@ pub fn run(args: &DumpArgs) -> ExitCode {
 
 fn collect_options(args: &DumpArgs) -> Result<CollectOptions, Error> {
     let c = &args.collecting;
-    if c.given() && args.pid.is_empty() {
+    if args.slurm.is_some() && c.launcher.is_some() {
+        return Err(Error::Usage(
+            "--slurm starts its collectors as a step of the job itself: drop --launcher".into(),
+        ));
+    }
+    if c.given() && args.pid.is_empty() && args.slurm.is_none() {
         return Err(Error::Usage(
             "--collect, --launcher and --collector read a live job: give --pid of its starter"
                 .into(),

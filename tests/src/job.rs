@@ -194,13 +194,35 @@ impl Job {
         opts: &LaunchOptions,
     ) -> Result<Job> {
         let exe = build_fixture(mpi, fixture)?;
-        let mut cmd = launcher_command(mpi, &exe, nprocs, args)?;
+        let cmd = launcher_command(mpi, &exe, nprocs, args)?;
+        Job::launch_command(mpi, fixture, exe, nprocs, cmd, &Job::new_id(fixture), opts)
+    }
+
+    /// A new job id for [`Job::launch_command`], unique in this machine's
+    /// runs.
+    pub fn new_id(fixture: &str) -> String {
         static JOBS: AtomicU64 = AtomicU64::new(0);
-        let id = format!(
+        format!(
             "{}-{}-{fixture}",
             std::process::id(),
             JOBS.fetch_add(1, Ordering::Relaxed)
-        );
+        )
+    }
+
+    /// Runs `cmd`, a command that starts `nprocs` ranks of `fixture` (built
+    /// at `exe` for `mpi`) some other way (`srun`, `salloc mpirun`...), as
+    /// job `id`, and waits for every rank's READY line, as
+    /// [`Job::launch_with`] does.
+    pub fn launch_command(
+        mpi: Mpi,
+        fixture: &str,
+        exe: PathBuf,
+        nprocs: u32,
+        mut cmd: Command,
+        id: &str,
+        opts: &LaunchOptions,
+    ) -> Result<Job> {
+        let id = id.to_string();
         cmd.envs(opts.env.iter().map(|(k, v)| (k, v)))
             .env(JOB_ENV, &id)
             .stdin(Stdio::null())

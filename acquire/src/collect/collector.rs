@@ -1,16 +1,20 @@
 //! The collector: runs on a host of the job (started there by the job's
-//! starter or by `--launcher`), calls the front end back, proves the token
-//! it was given, dumps the ranks it is assigned with the usual pipeline,
-//! and streams the dumps back. It never holds the job longer than the
+//! starter, as a step of its Slurm job, or by `--launcher`), calls the
+//! front end back, proves the token it was given, dumps the ranks it is
+//! assigned (or, for `--slurm`, the MPI processes of the job it finds on
+//! its node) with the usual pipeline, and streams the dumps back. It never holds the job longer than the
 //! front end's limits, and a watchdog ends it (the kernel then lets go of
 //! every process it still traces) should anything hang.
 
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use super::protocol::{self, ShareOptions, ToCollector, ToFront, MAX_FRAME, PROTOCOL};
+use super::protocol::{
+    self, Discover, FoundProcess, ShareOptions, ToCollector, ToFront, MAX_FRAME, PROTOCOL,
+};
 use crate::inspect::{self, Options};
 use crate::members::{Member, MpiEnvironment};
+use crate::slurm::{self, StepSpec};
 use crate::Error;
 use mqs_core::exit_code;
 use mqs_core::interface::Target;
@@ -67,25 +71,50 @@ fn collect(args: &CollectorArgs, host: &str) -> Result<(), String> {
         // The front end assigns ranks once every host has called back.
         .and_then(|()| stream.set_read_timeout(Some(args.timeout * 3)))
         .map_err(|e| io("cannot talk to", e))?;
+    // A task of a Slurm step knows its node's Slurm name, which is what
+    // srun's table and Slurm's node lists say.
+    let node = std::env::var("SLURMD_NODENAME")
+        .ok()
+        .filter(|n| !n.is_empty());
     let hello = ToFront::Hello {
         protocol: PROTOCOL,
         token: args.token.clone(),
         host: host.to_string(),
+        node: node.clone(),
         pid: std::process::id() as i32,
     };
     protocol::send(&mut stream, &hello).map_err(|e| io("cannot greet", e))?;
-    let (members, options, go_timeout) = match protocol::receive(&mut stream, MAX_FRAME) {
-        Ok(ToCollector::Assignment {
-            members,
-            options,
-            go_timeout_ms,
-        }) => (members, options, Duration::from_millis(go_timeout_ms)),
-        Ok(ToCollector::Refused { reason }) => {
-            return Err(format!("refused by the front end at {peer}: {reason}"))
+    let (mut members, options, go_timeout, discover) =
+        match protocol::receive(&mut stream, MAX_FRAME) {
+            Ok(ToCollector::Assignment {
+                members,
+                options,
+                go_timeout_ms,
+                discover,
+            }) => (
+                members,
+                options,
+                Duration::from_millis(go_timeout_ms),
+                discover,
+            ),
+            Ok(ToCollector::Refused { reason }) => {
+                return Err(format!("refused by the front end at {peer}: {reason}"))
+            }
+            Ok(ToCollector::Go) => {
+                return Err(format!("the front end at {peer} said go too early"))
+            }
+            Err(e) => return Err(io("no answer from", e)),
+        };
+    if let Some(wanted) = &discover {
+        let (processes, problem) = find_processes(wanted, host, node.as_deref());
+        members = processes.iter().map(|p| p.member.clone()).collect();
+        protocol::send(&mut stream, &ToFront::Found { processes, problem })
+            .map_err(|e| io("cannot tell what it found to", e))?;
+        if members.is_empty() {
+            return protocol::send(&mut stream, &ToFront::Done)
+                .map_err(|e| io("cannot finish with", e));
         }
-        Ok(ToCollector::Go) => return Err(format!("the front end at {peer} said go too early")),
-        Err(e) => return Err(io("no answer from", e)),
-    };
+    }
     if members.is_empty() {
         return Ok(());
     }
@@ -173,6 +202,110 @@ fn connect(addresses: &[SocketAddr], timeout: Duration) -> Result<(TcpStream, So
         }
         std::thread::sleep(RETRY);
     }
+}
+
+/// The MPI processes of a Slurm job (or step) on this node: those its
+/// slurmd lists (`scontrol listpids`) that carry an MPI rank in their
+/// environment or map an MPI library, less the collectors' own step, a
+/// rank's own children and any mqs-dump. Each is numbered by the rank its
+/// environment gives, else -1 (the front end then takes MPI_COMM_WORLD's);
+/// its group is the MPI job it belongs to. With the reason, if the node's
+/// processes could not be listed.
+fn find_processes(
+    wanted: &Discover,
+    host: &str,
+    node: Option<&str>,
+) -> (Vec<FoundProcess>, Option<String>) {
+    let spec = StepSpec {
+        job: wanted.job.clone(),
+        step: wanted.step.clone(),
+    };
+    let listed = match slurm::listpids(&spec, node) {
+        Ok(listed) => listed,
+        Err(e) => {
+            return (
+                Vec::new(),
+                Some(format!(
+                    "cannot list the processes of Slurm job {}: {e}",
+                    spec.text()
+                )),
+            )
+        }
+    };
+    let own_step = std::env::var("SLURM_STEP_ID").ok();
+    let own_job = std::env::var("SLURM_JOB_ID").ok();
+    let ours = std::env::current_exe().ok();
+    let me = std::process::id() as i32;
+    struct Candidate {
+        pid: i32,
+        ppid: Option<i32>,
+        env: MpiEnvironment,
+        pmi_job: Option<String>,
+        step: String,
+    }
+    let mut candidates: Vec<Candidate> = Vec::new();
+    for entry in listed {
+        let our_step = own_job.as_deref() == Some(spec.job.as_str())
+            && own_step.as_deref() == Some(&entry.step);
+        if entry.pid == me || our_step || candidates.iter().any(|c| c.pid == entry.pid) {
+            continue;
+        }
+        let Ok(process) = LiveProcess::attach(entry.pid, Mode::NoStop) else {
+            continue;
+        };
+        if ours.is_some() && process.executable().ok() == ours {
+            continue;
+        }
+        let environment = process.environment().unwrap_or_default();
+        let env = MpiEnvironment::of(&environment);
+        let maps_mpi = || {
+            process.mapped_objects().is_ok_and(|objects| {
+                objects.iter().any(|o| {
+                    o.path
+                        .file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("libmpi"))
+                })
+            })
+        };
+        if env.rank.is_none() && !maps_mpi() {
+            continue;
+        }
+        candidates.push(Candidate {
+            pid: entry.pid,
+            ppid: process.parent_pid(),
+            pmi_job: environment.get("PMI_JOBID").map(str::to_string),
+            env,
+            step: entry.step,
+        });
+    }
+    let pids: Vec<i32> = candidates.iter().map(|c| c.pid).collect();
+    let found = candidates
+        .iter()
+        // A rank's own child (a helper it forked) inherits its environment:
+        // only the process the launcher started counts.
+        .filter(|c| c.ppid.is_none_or(|p| !pids.contains(&p)))
+        .map(|c| {
+            let rank = c.env.rank.unwrap_or(-1);
+            FoundProcess {
+                member: Member {
+                    pid: c.pid,
+                    host: host.to_string(),
+                    rank: usize::try_from(rank).unwrap_or(0),
+                    identity: rank,
+                    spawned_job: None,
+                    spawned_by: None,
+                },
+                group: c
+                    .env
+                    .job
+                    .clone()
+                    .or_else(|| c.pmi_job.clone())
+                    .unwrap_or_else(|| format!("step {}.{}", spec.job, c.step)),
+            }
+        })
+        .collect();
+    (found, None)
 }
 
 /// A pid of the starter's table is only believed if the process there is
@@ -276,6 +409,7 @@ mod tests {
             members: Vec::new(),
             options: ShareOptions::default(),
             go_timeout_ms: 0,
+            discover: None,
         });
         // The first address refuses connections: the next one is tried.
         let (_held, closed) = refusing();

@@ -1,9 +1,10 @@
 //! The front end ([`Front`]): listens, has collectors started on their
-//! hosts, checks each one's token, hands it its host's ranks, holds every
-//! host at the barrier until all are stopped, and merges what comes back
-//! with the ranks read here, reporting each rank not read with the reason.
+//! hosts, checks each one's token, hands it its host's ranks (or, for
+//! `--slurm`, has it find them), holds every host at the barrier until all
+//! are stopped, and merges what comes back with the ranks read here,
+//! reporting each rank not read with the reason.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -14,12 +15,16 @@ use std::time::{Duration, Instant};
 use crate::hosts::host_key;
 use crate::inspect::{self, Elsewhere, Options, Starter};
 use crate::members::Member;
+use crate::slurm::{self, Resolved, StarterJob};
 use crate::Error;
 #[cfg(test)]
 use mqs_core::exit_code;
 use mqs_core::model::{ProcessDump, RankFailure};
 
-use super::protocol::{ShareOptions, ToCollector, ToFront, Token, MAX_FRAME, MAX_HELLO, PROTOCOL};
+use super::protocol::{
+    Discover, FoundProcess, ShareOptions, ToCollector, ToFront, Token, MAX_FRAME, MAX_HELLO,
+    PROTOCOL,
+};
 use super::start::COLLECTOR_COMMAND;
 use super::start::{CollectorCommand, Launched, Poked, Template};
 use super::{protocol, start};
@@ -32,6 +37,9 @@ const LAUNCHER_GRACE: Duration = Duration::from_secs(5);
 const POLL: Duration = Duration::from_millis(20);
 /// The most addresses collectors are given to call back to.
 const MAX_CALLBACK_ADDRESSES: usize = 8;
+/// The rank of a failure that stands for a node's unknown ranks, until
+/// [`number_found`] numbers it after every known one.
+pub(super) const UNKNOWN_RANK: usize = usize::MAX;
 
 /// How ranks on other hosts are read.
 #[derive(Debug, Clone)]
@@ -101,9 +109,11 @@ struct Host {
     members: Vec<Member>,
     stage: Stage,
     commands: Option<Sender<Command>>,
-    /// Identities already reported, so each rank counts once.
+    /// Pids already reported, so each member counts once.
     reported: HashSet<i32>,
     results: Vec<std::result::Result<Box<ProcessDump>, RankFailure>>,
+    /// `--slurm`: the MPI job each member found belongs to, by pid.
+    groups: HashMap<i32, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,6 +137,11 @@ enum Event {
     Connected {
         key: String,
         commands: Sender<Command>,
+    },
+    Found {
+        key: String,
+        processes: Vec<FoundProcess>,
+        problem: Option<String>,
     },
     Stopped {
         key: String,
@@ -155,6 +170,7 @@ enum Command {
         members: Vec<Member>,
         options: ShareOptions,
         go_timeout: Duration,
+        discover: Option<Discover>,
     },
     Go,
 }
@@ -199,6 +215,8 @@ struct Run {
     poked: Option<Poked>,
     /// Why a host may not have called back, for its message.
     how: String,
+    /// `--slurm`: collectors find their hosts' members themselves.
+    discover: Option<Discover>,
     timeout: Duration,
     /// When collectors were asked for, and when each step ended (for -v).
     began: Instant,
@@ -223,6 +241,7 @@ impl Elsewhere for Front {
                 commands: None,
                 reported: HashSet::new(),
                 results: Vec::new(),
+                groups: HashMap::new(),
             });
             // One process, listed twice on its host: dumped once.
             if let Some(first) = host.members.iter().find(|m| m.pid == member.pid) {
@@ -238,7 +257,7 @@ impl Elsewhere for Front {
             }
             host.members.push(member);
         }
-        let mut run = match self.begin(starter, hosts) {
+        let mut run = match self.begin(Via::Starter(starter), hosts) {
             Ok(run) => run,
             Err((hosts, e)) => {
                 // Nothing was started: every rank fails the same way.
@@ -273,11 +292,79 @@ impl Elsewhere for Front {
     }
 }
 
+/// Whom collectors are asked of.
+enum Via<'a> {
+    /// The job's starter (or `--launcher`): through its tool-daemon
+    /// extension, else as a step of the Slurm job it runs in.
+    Starter(&'a Starter),
+    /// A step of this Slurm job (`--slurm`).
+    Slurm(&'a StarterJob),
+}
+
 impl Front {
+    /// `--slurm`: starts a collector on every node of the job (or step)
+    /// as a step of the job, each told to find the job's MPI processes on
+    /// its node, and waits until each has said what it found and stopped
+    /// it. [`Elsewhere::finish`] then has the dumps, numbered by
+    /// [`number_found`].
+    pub fn discover(&mut self, target: &Resolved, tools: &slurm::Tools) {
+        let hosts: BTreeMap<String, Host> = target
+            .nodes
+            .iter()
+            .map(|node| {
+                let host = Host {
+                    name: node.clone(),
+                    members: Vec::new(),
+                    stage: Stage::Waiting,
+                    commands: None,
+                    reported: HashSet::new(),
+                    results: Vec::new(),
+                    groups: HashMap::new(),
+                };
+                (host_key(node), host)
+            })
+            .collect();
+        let job = StarterJob {
+            job: target.spec.job.clone(),
+            conf: None,
+            srun: Some(tools.srun.clone()),
+        };
+        let mut run = match self.begin(Via::Slurm(&job), hosts) {
+            Ok(run) => run,
+            Err((hosts, e)) => {
+                let (_, events) = mpsc::channel();
+                let mut run = Run::idle(events, hosts, self.collect.timeout);
+                run.fail_hosts_all(&e.to_string());
+                self.run = Some(run);
+                return;
+            }
+        };
+        run.discover = Some(Discover {
+            job: target.spec.job.clone(),
+            step: target.spec.step.clone(),
+        });
+        run.await_callbacks();
+        run.assign(&self.share);
+        self.run = Some(run);
+        self.stopped();
+    }
+
+    /// `--slurm`: the MPI job each process found belongs to, by host name
+    /// and pid.
+    pub fn found_groups(&self) -> HashMap<(String, i32), String> {
+        let mut out = HashMap::new();
+        for host in self.run.iter().flat_map(|r| r.hosts.values()) {
+            for (pid, group) in &host.groups {
+                out.insert((host.name.clone(), *pid), group.clone());
+            }
+        }
+        out
+    }
+
     /// Listens, and starts collectors on every host of `hosts`.
     fn begin(
         &self,
-        starter: &Starter,
+        via: Via<'_>,
         hosts: BTreeMap<String, Host>,
     ) -> std::result::Result<Run, (BTreeMap<String, Host>, Error)> {
         let timeout = self.collect.timeout;
@@ -339,8 +426,9 @@ impl Front {
         run.stop = stop;
         run.acceptor = Some(acceptor);
 
-        let started = match &self.collect.launcher {
-            Some(template) => {
+        let names: Vec<String> = run.hosts.values().map(|h| h.name.clone()).collect();
+        let started = match (&self.collect.launcher, via) {
+            (Some(template), Via::Starter(_)) => {
                 let names: Vec<String> = run.hosts.values().map(|h| h.name.clone()).collect();
                 template.commands(&names, &command).map(|commands| {
                     for (covered, argv) in commands {
@@ -352,15 +440,37 @@ impl Front {
                     run.how = "started with --launcher".into();
                 })
             }
-            None => start::through_starter(starter.pid, &*starter.symbols, &command).map(|poked| {
-                run.how = match &poked.fifo {
-                    Some(fifo) => format!("asked of the starter through its attach FIFO {fifo}"),
-                    None => "asked of the starter, which has no attach FIFO and may not \
-                             poll MPIR_being_debugged"
-                        .into(),
-                };
-                run.poked = Some(poked);
+            (_, Via::Slurm(job)) => start::through_slurm(job, &names, &command).map(|launched| {
+                run.how = format!(
+                    "started as step '{}' of Slurm job {}",
+                    slurm::TOOL_STEP_NAME,
+                    job.job
+                );
+                run.launched.push(launched);
             }),
+            (None, Via::Starter(starter)) => match start::slurm_job_instead(starter) {
+                Some(job) => start::through_slurm(&job, &names, &command).map(|launched| {
+                    run.how = format!(
+                        "started as step '{}' of the starter's Slurm job {}",
+                        slurm::TOOL_STEP_NAME,
+                        job.job
+                    );
+                    run.launched.push(launched);
+                }),
+                None => {
+                    start::through_starter(starter.pid, &*starter.symbols, &command).map(|poked| {
+                        run.how = match &poked.fifo {
+                            Some(fifo) => {
+                                format!("asked of the starter through its attach FIFO {fifo}")
+                            }
+                            None => "asked of the starter, which has no attach FIFO and may \
+                                     not poll MPIR_being_debugged"
+                                .into(),
+                        };
+                        run.poked = Some(poked);
+                    })
+                }
+            },
         };
         match started {
             Ok(()) => Ok(run),
@@ -383,6 +493,7 @@ impl Run {
             launched: Vec::new(),
             poked: None,
             how: String::new(),
+            discover: None,
             timeout,
             began: Instant::now(),
             steps: Vec::new(),
@@ -391,6 +502,12 @@ impl Run {
 
     fn step(&mut self, name: &'static str) {
         self.steps.push((name, self.began.elapsed()));
+    }
+
+    fn fail_hosts_all(&mut self, reason: &str) {
+        for host in self.hosts.values_mut() {
+            host.stage = Stage::Failed(reason.to_string());
+        }
     }
 
     fn fail_hosts(&mut self, names: &[String], reason: &str) {
@@ -482,6 +599,7 @@ impl Run {
                     members: host.members.clone(),
                     options: share.clone(),
                     go_timeout: self.timeout,
+                    discover: self.discover.clone(),
                 })
                 .is_ok()
             });
@@ -593,6 +711,25 @@ impl Run {
                     }
                 }
             }
+            Event::Found {
+                key,
+                processes,
+                problem,
+            } => {
+                if let Some(host) = self.hosts.get_mut(&key) {
+                    for found in processes {
+                        // One process listed twice: dumped once.
+                        if host.members.iter().any(|m| m.pid == found.member.pid) {
+                            continue;
+                        }
+                        host.groups.insert(found.member.pid, found.group);
+                        host.members.push(found.member);
+                    }
+                    if let (Some(problem), true) = (problem, host.members.is_empty()) {
+                        host.stage = Stage::Failed(format!("on host '{}': {problem}", host.name));
+                    }
+                }
+            }
             Event::Stopped { key } => {
                 if let Some(host) = self.hosts.get_mut(&key) {
                     if host.stage == Stage::Assigned {
@@ -635,7 +772,7 @@ impl Run {
             .members
             .iter()
             .any(|m| m.pid == pid && m.identity == identity);
-        if !member || !host.reported.insert(identity) {
+        if !member || !host.reported.insert(pid) {
             eprintln!(
                 "mqs-dump: warning: the collector on host '{}' reported pid {pid} as rank \
                  {identity}, which it was not asked for: ignored",
@@ -674,13 +811,36 @@ impl Run {
                 _ => format!("the collector on host '{}' did not report it", host.name),
             };
             for member in &host.members {
-                if !host.reported.contains(&member.identity) {
-                    let error = Error::Collect(format!(
-                        "rank {} (pid {} on host '{}'): {reason}",
-                        member.identity, member.pid, host.name
-                    ));
+                if !host.reported.contains(&member.pid) {
+                    let who = if member.identity >= 0 {
+                        format!(
+                            "rank {} (pid {} on host '{}')",
+                            member.identity, member.pid, host.name
+                        )
+                    } else {
+                        format!("pid {} on host '{}'", member.pid, host.name)
+                    };
+                    let error = Error::Collect(format!("{who}: {reason}"));
                     out.push(Err((inspect::failure(member, &error), error)));
                 }
+            }
+            // --slurm: a node whose collector never said what it found has
+            // ranks nobody knows; it fails as a whole, numbered later.
+            if let (Some(_), true, Stage::Failed(reason)) =
+                (&self.discover, host.members.is_empty(), &host.stage)
+            {
+                let error = Error::Collect(format!(
+                    "the MPI processes on host '{}' (unknown): {reason}",
+                    host.name
+                ));
+                let failure = RankFailure {
+                    rank: UNKNOWN_RANK,
+                    pid: 0,
+                    host: host.name.clone(),
+                    message: error.to_string(),
+                    exit_code: error.exit_code(),
+                };
+                out.push(Err((failure, error)));
             }
         }
         out
@@ -769,13 +929,14 @@ fn serve(
     if let Err(e) = configured {
         return refused(e.to_string());
     }
-    let (given, host, pid) = match protocol::receive::<ToFront>(&mut stream, MAX_HELLO) {
+    let (given, host, node, pid) = match protocol::receive::<ToFront>(&mut stream, MAX_HELLO) {
         Ok(ToFront::Hello {
             protocol,
             token: given,
             host,
+            node,
             pid,
-        }) if protocol == PROTOCOL => (given, host, pid),
+        }) if protocol == PROTOCOL => (given, host, node, pid),
         Ok(ToFront::Hello { protocol, host, .. }) => {
             let reason = format!(
                 "protocol {protocol}, this mqs-dump speaks {PROTOCOL}: use the same \
@@ -803,11 +964,26 @@ fn serve(
             "wrong token (it says it is pid {pid} on host {host:?})"
         ));
     }
-    let key = host_key(&host);
-    let claim = registry
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .claim(&key);
+    // Slurm's name for its node first (what srun's table and Slurm's node
+    // lists say), then its host name.
+    let (key, claim) = {
+        let mut registry = registry.lock().unwrap_or_else(|p| p.into_inner());
+        let mut keys: Vec<String> = node.iter().map(|n| host_key(n)).collect();
+        keys.push(host_key(&host));
+        keys.dedup();
+        let mut outcome = (host_key(&host), Claim::Nothing);
+        for k in keys {
+            match registry.claim(&k) {
+                Claim::Mine => {
+                    outcome = (k, Claim::Mine);
+                    break;
+                }
+                Claim::TooLate => outcome = (k, Claim::TooLate),
+                Claim::Nothing => {}
+            }
+        }
+        outcome
+    };
     match claim {
         Claim::Mine => {}
         Claim::Nothing => {
@@ -819,6 +995,7 @@ fn serve(
                     members: Vec::new(),
                     options: ShareOptions::default(),
                     go_timeout_ms: 0,
+                    discover: None,
                 },
             );
             return;
@@ -853,28 +1030,50 @@ fn serve(
     // The front end assigns once every host has called back (or the
     // callback time is up), and tells it to go once every host's ranks are
     // stopped.
-    let (members, options, go_timeout) = match commands.recv_timeout(timeout * 3) {
+    let (members, options, go_timeout, discover) = match commands.recv_timeout(timeout * 3) {
         Ok(Command::Assign {
             members,
             options,
             go_timeout,
-        }) => (members, options, go_timeout),
+            discover,
+        }) => (members, options, go_timeout, discover),
         _ => {
             let reason = "too late: the dump went on without this host".to_string();
             let _ = protocol::send(&mut stream, &ToCollector::Refused { reason });
             return lost("never assigned".into());
         }
     };
+    let looks = discover.is_some();
     let assignment = ToCollector::Assignment {
         members,
         options,
         go_timeout_ms: u64::try_from(go_timeout.as_millis()).unwrap_or(u64::MAX),
+        discover,
     };
     if let Err(e) = protocol::send(&mut stream, &assignment) {
         return lost(format!("cannot send it its ranks: {e}"));
     }
     // Stopping a rank may take up to 10 s per thread that is slow to stop.
     let _ = stream.set_read_timeout(Some(timeout * 2));
+    if looks {
+        // What it found comes first; nothing found, it is done.
+        match protocol::receive::<ToFront>(&mut stream, MAX_FRAME) {
+            Ok(ToFront::Found { processes, problem }) => {
+                let none = processes.is_empty();
+                let _ = events.send(Event::Found {
+                    key: key.clone(),
+                    processes,
+                    problem,
+                });
+                if none {
+                    let _ = events.send(Event::Done { key });
+                    return;
+                }
+            }
+            Ok(other) => return lost(format!("it sent {other:?} instead of what it found")),
+            Err(e) => return lost(format!("it did not say what it found in time: {e}")),
+        }
+    }
     match protocol::receive::<ToFront>(&mut stream, MAX_FRAME) {
         Ok(ToFront::Stopped) => {
             let _ = events.send(Event::Stopped { key: key.clone() });
@@ -972,6 +1171,7 @@ mod tests {
             protocol: PROTOCOL,
             token: token.into(),
             host: host.into(),
+            node: None,
             pid: 42,
         };
         protocol::send(&mut s, &hello).unwrap();
@@ -1018,6 +1218,7 @@ mod tests {
                         members: vec![Member::single(7, 0)],
                         options: ShareOptions::default(),
                         go_timeout: Duration::from_secs(1),
+                        discover: None,
                     })
                     .unwrap();
             }
@@ -1079,6 +1280,7 @@ mod tests {
             protocol: PROTOCOL + 1,
             token: front.token.as_str().into(),
             host: "nodea".into(),
+            node: None,
             pid: 1,
         };
         protocol::send(&mut s, &hello).unwrap();
@@ -1103,6 +1305,7 @@ mod tests {
             commands: None,
             reported: HashSet::new(),
             results: Vec::new(),
+            groups: HashMap::new(),
         }
     }
 

@@ -10,8 +10,11 @@
 //! ranks it read itself into one job, rank by rank.
 //!
 //! Collectors are started by the job's own starter through the MPIR
-//! tool-daemon launch extension ([`start::through_starter`]), or by a
-//! command template the user gives ([`start::Template`]). Each is
+//! tool-daemon launch extension ([`start::through_starter`]), as a step of
+//! the Slurm job the starter runs in ([`start::through_slurm`]: srun,
+//! hydra, prterun in an allocation), or by a command template the user
+//! gives ([`start::Template`]). [`dump_slurm`] needs no starter: one
+//! collector per node of a Slurm job finds the job's MPI processes there. Each is
 //! authenticated by a one-time token passed in its arguments
 //! ([`protocol::Token`]); a wrong token is refused and logged. All hosts'
 //! ranks are stopped before any is read (a barrier: every collector reports
@@ -24,9 +27,12 @@ mod front;
 pub mod protocol;
 pub mod start;
 
+use std::collections::{BTreeMap, HashMap};
+
 use crate::inspect::{self, Elsewhere, Options, Progress};
-use crate::Result;
-use mqs_core::model::JobDump;
+use crate::slurm::{self, StepSpec};
+use crate::{Error, Result};
+use mqs_core::model::{JobDump, Section, SCHEMA_VERSION};
 
 pub use collector::{run as run_collector, CollectorArgs};
 pub use front::{CollectOptions, Front};
@@ -57,4 +63,95 @@ pub fn dump_pids(
     inspect::dump_pids_with(pids, options, progress, &mut || {
         Some(Box::new(Front::new(options, collect.clone())) as Box<dyn Elsewhere>)
     })
+}
+
+/// Dumps the MPI processes of a running Slurm job (or of one step of it),
+/// wherever they run: a collector on every node of the job, started as a
+/// step of the job, finds them there as the node's slurmd lists them and
+/// dumps them; all are stopped together. Numbered as [`number_found`] says.
+pub fn dump_slurm(spec: &StepSpec, options: &Options, collect: &CollectOptions) -> Result<JobDump> {
+    let tools = slurm::Tools::find()?;
+    let target = slurm::resolve(&tools, spec)?;
+    let mut front = Front::new(options, collect.clone());
+    front.discover(&target, &tools);
+    let groups = front.found_groups();
+    let mut job = JobDump {
+        schema_version: SCHEMA_VERSION,
+        launcher: None,
+        processes: Vec::new(),
+        failures: Vec::new(),
+    };
+    let mut first_error = None;
+    for result in front.finish() {
+        match result {
+            Ok(process) => job.processes.push(process),
+            Err((failure, error)) => {
+                first_error.get_or_insert(error);
+                job.failures.push(failure);
+            }
+        }
+    }
+    number_found(&mut job, &groups);
+    if job.processes.is_empty() {
+        return Err(first_error.unwrap_or_else(|| {
+            Error::Slurm(format!(
+                "Slurm job {} runs no MPI processes on its nodes ({}): none of the processes \
+                 its slurmds list has an MPI rank in its environment or an MPI library mapped",
+                spec.text(),
+                target.nodes.join(", ")
+            ))
+        }));
+    }
+    Ok(job)
+}
+
+/// Numbers what collectors found, as for core files: by the rank each
+/// process's environment gives, else by its MPI_COMM_WORLD rank as its DLL
+/// reads it. Processes of different MPI jobs (`groups`, by host and pid)
+/// are numbered one job after the other, and the nodes whose processes
+/// are unknown after all of them; then the job is in rank order.
+pub fn number_found(job: &mut JobDump, groups: &HashMap<(String, i32), String>) {
+    for p in &mut job.processes {
+        if p.global_rank >= 0 {
+            continue;
+        }
+        if let Section::Ok { value } = &p.communicators {
+            if let Some(world) = value.list.iter().find(|c| c.name == "MPI_COMM_WORLD") {
+                p.global_rank = i32::try_from(world.local_rank).unwrap_or(-1);
+            }
+        }
+    }
+    let group_of = |host: &Option<String>, pid: i32| {
+        groups
+            .get(&(host.clone().unwrap_or_default(), pid))
+            .cloned()
+            .unwrap_or_default()
+    };
+    // Jobs in the order their names sort (numbers as numbers).
+    let mut order: BTreeMap<(Option<u64>, String), i32> = BTreeMap::new();
+    for p in &job.processes {
+        let group = group_of(&p.host, p.pid);
+        let top = order.entry((group.parse().ok(), group)).or_insert(-1);
+        *top = (*top).max(p.global_rank);
+    }
+    let mut offsets: HashMap<String, i32> = HashMap::new();
+    let mut next = 0;
+    for ((_, group), top) in order {
+        offsets.insert(group, next);
+        next += top + 1;
+    }
+    for p in &mut job.processes {
+        if p.global_rank >= 0 {
+            p.global_rank += offsets.get(&group_of(&p.host, p.pid)).copied().unwrap_or(0);
+        }
+    }
+    let mut unknown = usize::try_from(next).unwrap_or(0);
+    for f in &mut job.failures {
+        if f.rank == front::UNKNOWN_RANK {
+            f.rank = unknown;
+            unknown += 1;
+        }
+    }
+    job.processes
+        .sort_by_key(|p| (p.global_rank < 0, p.global_rank));
 }

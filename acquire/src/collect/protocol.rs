@@ -11,6 +11,8 @@
 //! collector                         front end
 //!   Hello {token, host} ───────────▶  token checked, host matched
 //!                      ◀─────────── Assignment {members, options} | Refused
+//!   (--slurm: finds its node's processes of the job itself)
+//!   Found {processes} ─────────────▶  they become the host's members
 //!   (stops its members)
 //!   Stopped ───────────────────────▶  waits for every host
 //!                      ◀─────────── Go
@@ -28,7 +30,7 @@ use crate::members::Member;
 use mqs_core::model::{ProcessDump, RankFailure};
 
 /// Bumped on any incompatible change of the messages.
-pub const PROTOCOL: u32 = 2;
+pub const PROTOCOL: u32 = 3;
 
 /// The largest frame read before the collector has proven its token.
 pub const MAX_HELLO: usize = 64 << 10;
@@ -46,7 +48,17 @@ pub enum ToFront {
         token: String,
         /// Its host's name (what the starter's table is matched against).
         host: String,
+        /// Its node's name in Slurm, when it runs as a task of a Slurm step
+        /// (a table written by Slurm names nodes so).
+        #[serde(default)]
+        node: Option<String>,
         pid: i32,
+    },
+    /// What it found to dump on its host, when told to look itself.
+    Found {
+        processes: Vec<FoundProcess>,
+        /// Why it could not look, if it could not.
+        problem: Option<String>,
     },
     /// Every member assigned is stopped (or failed to stop).
     Stopped,
@@ -74,9 +86,28 @@ pub enum ToCollector {
         /// How long to wait for [`ToCollector::Go`] with the members
         /// stopped before letting them go unread.
         go_timeout_ms: u64,
+        /// Find the members on this host: the MPI processes of this Slurm
+        /// job (or step), as the node's slurmd lists them.
+        #[serde(default)]
+        discover: Option<Discover>,
     },
     /// Every host's members are stopped: dump.
     Go,
+}
+
+/// A Slurm job or step whose processes a collector finds on its node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Discover {
+    pub job: String,
+    pub step: Option<String>,
+}
+
+/// A process a collector found, with the MPI job it belongs to (ranks of
+/// different MPI jobs are numbered one job after the other).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FoundProcess {
+    pub member: Member,
+    pub group: String,
 }
 
 /// The dump options that travel to collectors: paths are as the nodes see
@@ -162,6 +193,7 @@ mod tests {
             protocol: PROTOCOL,
             token: "abc".into(),
             host: "nodea".into(),
+            node: None,
             pid: 7,
         };
         send(&mut wire, &hello).unwrap();

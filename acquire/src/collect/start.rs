@@ -1,14 +1,18 @@
 //! Starting collectors on the hosts of a job: through the job's own starter
 //! (the MPIR tool-daemon launch extension: the starter starts the program
-//! once on every node of the job), or with a command template the user
-//! gives for starters without it (`ssh {host}`, `srun ... -w {hosts}`).
+//! once on every node of the job), as a step of the Slurm job the starter
+//! runs in (`srun --overlap`, for starters without the extension: srun
+//! itself, hydra, prterun inside an allocation), or with a command template
+//! the user gives (`ssh {host}`, `srun ... -w {hosts}`).
 
 use std::io::Read;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
+use crate::inspect::Starter;
 use crate::mpir::{self, ToolDaemonSymbols};
+use crate::slurm::{self, StarterJob};
 use crate::{Error, Result};
 use mqs_core::interface::{ImageSymbols, Target};
 use mqs_core::process::{LiveProcess, Mode};
@@ -19,6 +23,9 @@ pub const COLLECTOR_COMMAND: &str = "__collector";
 
 /// The most of a launcher command's stderr kept for messages.
 const STDERR_KEPT: usize = 4096;
+/// How long a launcher command gets to end after SIGTERM (srun then ends
+/// its step) before it is killed.
+const TERM_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// A collector's command line: the program as the nodes see it, and its
 /// arguments.
@@ -107,7 +114,18 @@ pub struct Launched {
 
 impl Launched {
     pub fn spawn(hosts: Vec<String>, argv: Vec<String>) -> Result<Self> {
-        let mut child = Command::new(&argv[0])
+        Self::spawn_with(hosts, argv, |_| {})
+    }
+
+    /// [`Launched::spawn`], the command adjusted first (its environment).
+    pub fn spawn_with(
+        hosts: Vec<String>,
+        argv: Vec<String>,
+        adjust: impl FnOnce(&mut Command),
+    ) -> Result<Self> {
+        let mut command = Command::new(&argv[0]);
+        adjust(&mut command);
+        let mut child = command
             .args(&argv[1..])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -155,10 +173,25 @@ impl Launched {
         kept.split_whitespace().collect::<Vec<_>>().join(" ")
     }
 
-    /// Ends it if it still runs (our own child, by its handle) and reaps it.
+    /// Ends it if it still runs (our own child, by its handle) and reaps
+    /// it: SIGTERM first, which srun passes to its step's tasks before it
+    /// ends the step, then SIGKILL.
     pub fn end(&mut self) {
         if self.exited().is_none() {
-            let _ = self.child.kill();
+            if let Ok(pid) = i32::try_from(self.child.id()) {
+                // Our child, not reaped yet: the pid is still its.
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGTERM,
+                );
+            }
+            let deadline = std::time::Instant::now() + TERM_GRACE;
+            while self.exited().is_none() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            if self.exited().is_none() {
+                let _ = self.child.kill();
+            }
         }
         let _ = self.child.wait();
     }
@@ -254,6 +287,44 @@ impl Poked {
         self.write(s.server_arguments, &self.before[1])?;
         self.write(s.executable_path, &self.before[0])
     }
+}
+
+/// The Slurm job to start collectors in, for a starter without the
+/// tool-daemon extension (srun, hydra's mpiexec, prterun) that runs one.
+pub fn slurm_job_instead(starter: &Starter) -> Option<StarterJob> {
+    if ToolDaemonSymbols::find(&*starter.symbols).is_some() {
+        return None;
+    }
+    let target = LiveProcess::attach(starter.pid, Mode::NoStop).ok()?;
+    slurm::job_of_starter(&target, &*starter.symbols)
+}
+
+/// Starts one collector on each of `hosts` as a step of Slurm job `job`
+/// (`srun --overlap`, taking nothing from the job's steps), with srun from
+/// `PATH` (else the starter's own srun) and the cluster the starter names
+/// when we name none.
+pub fn through_slurm(
+    job: &StarterJob,
+    hosts: &[String],
+    collector: &CollectorCommand,
+) -> Result<Launched> {
+    let srun = slurm::find_program("srun")
+        .or_else(|| job.srun.clone())
+        .ok_or_else(|| {
+            Error::Collect(format!(
+                "the job runs in Slurm job {}, but there is no srun on PATH to start \
+                 collectors in it: add Slurm's commands to PATH, or give --launcher",
+                job.job
+            ))
+        })?;
+    let argv = slurm::tool_step_argv(&srun, &job.job, hosts, &collector.program, &collector.args);
+    let conf = job.conf.clone();
+    Launched::spawn_with(hosts.to_vec(), argv, |cmd| {
+        slurm::clean_environment(cmd);
+        if let (None, Some(conf)) = (std::env::var_os("SLURM_CONF"), conf) {
+            cmd.env("SLURM_CONF", conf);
+        }
+    })
 }
 
 /// The collector program on this machine: this very executable.

@@ -35,6 +35,7 @@ use crate::{mpir, pmix, Error, Result};
 use mqs_core::interface::{ImageSymbols, Target};
 use mqs_core::model::{JobDump, Launcher, ProcessDump};
 use mqs_core::process::{CoreFile, CoreOptions, LiveProcess, Mode, SnapshotProcess};
+use mqs_core::symbols::SymbolIndex;
 
 /// Dumps `pid`: one MPI process, or, for an MPI starter (or an MPI2DD
 /// directory or metadirectory), every local process of its job. A job whose
@@ -57,6 +58,9 @@ pub fn dump_with(
     {
         let probe = LiveProcess::attach(pid, Mode::NoStop)?;
         let symbols = index_symbols_with(&probe, &cache)?;
+        if let Some(parent) = srun_helper_parent(&probe, &symbols) {
+            return dump_with(parent, options, progress, elsewhere);
+        }
         if pmix::launcher_library(&probe, &*symbols).is_some() {
             let job = find_job(&probe, &symbols, options)?.ok_or_else(|| Error::NotMpi {
                 pid,
@@ -106,6 +110,26 @@ pub fn dump_with(
     finish(&mut target, Ok(()))?;
     let starter = Starter { pid, symbols };
     dump_found(job, &cache, options, progress, (&starter, elsewhere))
+}
+
+/// srun forks a helper of itself whose process table stays empty: given
+/// that one, the parent srun that lists the job is meant.
+fn srun_helper_parent(probe: &LiveProcess, symbols: &SymbolIndex) -> Option<i32> {
+    if !mpir::is_starter(symbols) || symbols.find_symbol("totalview_jobid").is_none() {
+        return None;
+    }
+    if !mpir::read_proctable(probe, symbols).ok()?.is_empty() {
+        return None;
+    }
+    let parent = LiveProcess::attach(probe.parent_pid()?, Mode::NoStop).ok()?;
+    if parent.executable().ok()? != probe.executable().ok()? {
+        return None;
+    }
+    let parent_symbols = index_symbols(&parent, &[]).ok()?;
+    let listed = !mpir::read_proctable(&parent, &*parent_symbols)
+        .ok()?
+        .is_empty();
+    listed.then(|| parent.pid())
 }
 
 /// Dumps several processes at once (ranks, starters, directories), each

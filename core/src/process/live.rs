@@ -199,6 +199,11 @@ impl LiveProcess {
             .map_err(|e| refuse(format!("cannot write it: {e}")))
     }
 
+    /// Its parent's pid, if it still has one we can see.
+    pub fn parent_pid(&self) -> Option<i32> {
+        procfs::stat(self.pid).ok().map(|s| s.ppid)
+    }
+
     /// The process as pid and start time, which outlives this handle.
     pub fn identity(&self) -> ProcessIdentity {
         ProcessIdentity {
