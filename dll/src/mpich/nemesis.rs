@@ -30,7 +30,7 @@
 
 use crate::access::ProcessAccess;
 use crate::mpich::layout::NemesisLayout;
-use crate::target::{sign_extend, Target, View};
+use crate::target::{sign_extend, Spans, Target, View};
 use crate::transit::{self, Message, Protocol, Scan};
 use crate::walk::{AddrSet, Stop, MAX_LIST_ITEMS};
 
@@ -63,7 +63,7 @@ pub const SYM_BASE: &str = "MPID_nem_asymm_base_addr";
 pub const SYM_SEQNO: &str = "MPID_nem_recv_seqno";
 
 /// One cell found, before it is put in order.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Cell {
     at: u64,
     /// The sender's global rank.
@@ -73,6 +73,8 @@ struct Cell {
     datalen: u64,
     fast_box: bool,
     note: Option<&'static str>,
+    /// The first bytes of its payload, read with its header: the packet.
+    packet: Vec<u8>,
 }
 
 /// What a cell's packet says.
@@ -250,7 +252,7 @@ fn cells<P: ProcessAccess + ?Sized>(
         // The box's cell starts a cache line after its flag, the line
         // `my_head` of a queue starts (`MPID_NEM_CACHE_LINE_LEN`).
         let at = fbox.checked_add(n.q_my_head).ok_or(Stop::Corrupt)?;
-        if let Some(c) = cell(t, n, at, Some((i, source)), None, &expected)? {
+        if let (_, Some(c)) = cell(t, n, at, Some((i, source)), None, &expected)? {
             boxed.push(c);
         }
     }
@@ -279,32 +281,23 @@ fn cells<P: ProcessAccess + ?Sized>(
             break;
         }
         let at = rel.wrapping_add(base);
-        let next = t
-            .check_ptr(at, t.ptr_align(), n.cell_payload)
-            .and_then(|a| t.read_ptr(a.saturating_add(n.cell_next)));
-        let next = match next {
-            Ok(v) => v,
-            Err(e) => {
-                stop = Some(Stop::from_read(e, at));
-                break;
-            }
-        };
         match cell(t, n, at, None, None, &expected) {
-            Ok(Some(c)) => queued.push(c),
-            Ok(None) => {}
+            Ok((next, found)) => {
+                queued.extend(found);
+                last = rel;
+                rel = next;
+            }
             Err(s) => {
                 stop = Some(s);
                 break;
             }
         }
-        last = rel;
-        rel = next;
     }
     // A sender that took the tail and has not linked its cell yet.
     if stop.is_none() && tail != 0 && tail != last && !seen.contains(&tail) {
         let at = tail.wrapping_add(base);
         let note = Some("not linked yet: its writer stopped");
-        if let Some(c) = cell(t, n, at, None, note, &expected)? {
+        if let (_, Some(c)) = cell(t, n, at, None, note, &expected)? {
             queued.push(c);
         }
     }
@@ -324,7 +317,8 @@ fn cells<P: ProcessAccess + ?Sized>(
     })
 }
 
-/// The cell at `at`: its header checked against the region (None: one the
+/// The cell at `at`, its header and packet in one fetch: its `next`, and
+/// the cell with its header checked against the region (None: one the
 /// receiver is handling now, or has). A queued cell names its sender by
 /// global rank; a fast box's by local rank, `boxed` (the box's local rank
 /// and the global rank it stands for).
@@ -335,12 +329,14 @@ fn cell<P: ProcessAccess + ?Sized>(
     boxed: Option<(u64, u64)>,
     note: Option<&'static str>,
     expected: &dyn Fn(u64) -> Option<u64>,
-) -> Result<Option<Cell>, Stop> {
+) -> Result<(u64, Option<Cell>), Stop> {
+    let len = n.cell_payload + n.pkt_size;
     let v = t
-        .check_ptr(at, t.ptr_align(), n.cell_payload)
-        .and_then(|a| t.view(a, n.cell_payload))
+        .check_ptr(at, t.ptr_align(), len)
+        .and_then(|a| t.view(a, len))
         .map_err(|e| Stop::from_read(e, at))?;
     let corrupt = |_| Stop::Corrupt;
+    let next = v.ptr(n.cell_next).map_err(corrupt)?;
     let named = u64::try_from(v.int(n.cell_source).map_err(corrupt)?).map_err(|_| Stop::Corrupt)?;
     let source = match boxed {
         Some((local, global)) if named == local => global,
@@ -354,21 +350,29 @@ fn cell<P: ProcessAccess + ?Sized>(
         t.sizes.pointer,
     ))
     .map_err(|_| Stop::Corrupt)?;
-    let next = expected(source).ok_or(Stop::Corrupt)?;
-    let ahead = seqno.wrapping_sub(next) & 0xffff;
+    let first = expected(source).ok_or(Stop::Corrupt)?;
+    let ahead = seqno.wrapping_sub(first) & 0xffff;
     if ahead >= 0x8000 {
         // Behind the next expected: the receiver took it already (a fast
         // box is freed only once its packet is handled).
-        return Ok(None);
+        return Ok((next, None));
     }
-    Ok(Some(Cell {
-        at,
-        source,
-        ahead,
-        datalen,
-        fast_box: boxed.is_some(),
-        note,
-    }))
+    let packet = v
+        .bytes(n.cell_payload, n.pkt_size)
+        .map_err(corrupt)?
+        .to_vec();
+    Ok((
+        next,
+        Some(Cell {
+            at,
+            source,
+            ahead,
+            datalen,
+            fast_box: boxed.is_some(),
+            note,
+            packet,
+        }),
+    ))
 }
 
 /// The packet a cell starts with, never read past the cell's data.
@@ -382,9 +386,7 @@ fn packet<P: ProcessAccess + ?Sized>(
         return Packet::Short;
     }
     let payload = c.at.saturating_add(n.cell_payload);
-    let Ok(v) = t.view(payload, n.pkt_size) else {
-        return Packet::Short;
-    };
+    let v = t.view_within(payload, &c.packet, &Spans::whole(n.pkt_size));
     let Ok(kind) = v.u32(0) else {
         return Packet::Short;
     };

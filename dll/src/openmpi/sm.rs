@@ -456,10 +456,21 @@ impl<'t, 'a, P: ProcessAccess + ?Sized> Reader<'_, 't, 'a, P> {
         let t = self.t;
         let sm = self.sm;
         let addr = self.relative(value)?;
-        let hv = t
-            .check_ptr(addr, 8, sm.hdr_size)
-            .and_then(|a| t.view(a, sm.hdr_size))
+        // The header and the first bytes of its data in one fetch (the
+        // data follows the header in the fragment's buffer); the header
+        // alone where that cannot be read.
+        let at = t
+            .check_ptr(addr, 8, sm.hdr_size + HEADER_READ)
             .map_err(|e| Stop::from_read(e, addr))?;
+        let (hv, joined) = match t.view(at, sm.hdr_size + HEADER_READ) {
+            Ok(v) => (v, true),
+            Err(ReadError::Budget) => return Err(Stop::Budget),
+            Err(_) => (
+                t.view(at, sm.hdr_size)
+                    .map_err(|e| Stop::from_read(e, addr))?,
+                false,
+            ),
+        };
         let field = |r: Result<u64, ReadError>| r.map_err(|_| Stop::Corrupt);
         let next = field(hv.ptr(sm.hdr_next))?;
         let flags = field(hv.u8(sm.hdr_flags))?;
@@ -483,6 +494,14 @@ impl<'t, 'a, P: ProcessAccess + ?Sized> Reader<'_, 't, 'a, P> {
         let want = len.min(HEADER_READ);
         let entry = if want == 0 {
             Entry::Short
+        } else if joined {
+            match hv.bytes(sm.hdr_size, want) {
+                Ok(raw) => {
+                    let dv = t.view_within(data, raw, &Spans::whole(want));
+                    self.decode(&dv, len, tag, extra)
+                }
+                Err(_) => Entry::Short,
+            }
         } else {
             match t.view(data, want) {
                 Ok(dv) => self.decode(&dv, len, tag, extra),
