@@ -105,22 +105,28 @@ const MAX_LINE: usize = 63;
 /// Why messages in transit may be missing from what was listed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Unlisted {
-    /// Each reason, in full.
-    reasons: Vec<String>,
+    /// Each reason: in full, and in short for a line of its own.
+    reasons: Vec<(String, String)>,
 }
 
 impl Unlisted {
     pub fn add(&mut self, reason: impl Into<String>) {
         let reason = reason.into();
-        if !self.reasons.contains(&reason) {
-            self.reasons.push(reason);
+        self.add_detailed(reason.clone(), reason);
+    }
+
+    /// A reason whose full text does not fit a line: `short` goes on the
+    /// line, `full` in the reason of an empty queue.
+    pub fn add_detailed(&mut self, short: String, full: String) {
+        if !self.reasons.iter().any(|(f, _)| *f == full) {
+            self.reasons.push((full, short));
         }
     }
 
     /// Adds the reasons of `other` not said yet.
     pub fn merge(&mut self, other: &Unlisted) {
-        for r in &other.reasons {
-            self.add(r.clone());
+        for (full, short) in &other.reasons {
+            self.add_detailed(short.clone(), full.clone());
         }
     }
 
@@ -130,12 +136,18 @@ impl Unlisted {
 
     /// Every reason, for an empty queue's "no information" reason.
     pub fn why(&self) -> Option<String> {
-        (!self.reasons.is_empty()).then(|| self.reasons.join("; "))
+        (!self.reasons.is_empty()).then(|| {
+            self.reasons
+                .iter()
+                .map(|(full, _)| full.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
     }
 
     /// One line for the last operation of a queue (at most 63 bytes).
     pub fn line(&self) -> Option<String> {
-        let first = self.reasons.first()?;
+        let (_, first) = self.reasons.first()?;
         let mut line = if self.reasons.len() > 1 {
             format!("{first} (+{} more)", self.reasons.len() - 1)
         } else {
@@ -168,6 +180,20 @@ impl Scan {
     /// Why the walk of a transport ended early, keeping the first reason.
     pub fn cut(&mut self, stop: Stop) {
         self.stop = self.stop.or(Some(stop));
+    }
+
+    /// Why the walk of `transport` ended early. Memory that cannot be read
+    /// is said of the transport, not as a cut list: a core file leaves a
+    /// process's shared mappings out (the segments messages wait in), and
+    /// the MPI's own queues read from it are whole.
+    pub fn cut_in(&mut self, transport: &str, stop: Stop) {
+        match stop {
+            Stop::Unreadable(at) => self.unlisted.add_detailed(
+                format!("{} (memory unreadable)", not_listed(transport)),
+                format!("{} ({at:#x} unreadable)", not_listed(transport)),
+            ),
+            other => self.cut(other),
+        }
     }
 }
 

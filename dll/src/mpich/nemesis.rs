@@ -112,7 +112,7 @@ pub fn scan<P: ProcessAccess + ?Sized>(
     let found = match cells(t, n, syms, region) {
         Ok(f) => f,
         Err(s) => {
-            out.cut(s);
+            out.cut_in("nemesis", s);
             return out;
         }
     };
@@ -121,7 +121,7 @@ pub fn scan<P: ProcessAccess + ?Sized>(
             .add(transit::not_listed("the nemesis netmod (other nodes)"));
     }
     if let Some(s) = found.stop {
-        out.cut(s);
+        out.cut_in("nemesis", s);
     }
     let mut short = 0usize;
     let mut order = 0u32;

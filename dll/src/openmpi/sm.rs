@@ -203,7 +203,7 @@ pub fn scan<P: ProcessAccess + ?Sized>(
     {
         Ok(v) => v,
         Err(e) => {
-            out.cut(Stop::from_read(e, component));
+            out.cut_in(sm.name, Stop::from_read(e, component));
             return (out, Vec::new());
         }
     };
@@ -243,6 +243,10 @@ pub fn scan<P: ProcessAccess + ?Sized>(
 }
 
 impl<'t, 'a, P: ProcessAccess + ?Sized> Reader<'_, 't, 'a, P> {
+    fn cut(&mut self, stop: Stop) {
+        self.scan.cut_in(self.sm.name, stop);
+    }
+
     fn place(&self, fast_box: bool) -> &'static str {
         match (self.sm.name, fast_box) {
             ("sm", true) => "sm fast box",
@@ -259,14 +263,14 @@ impl<'t, 'a, P: ProcessAccess + ?Sized> Reader<'_, 't, 'a, P> {
             self.component.ptr(self.sm.comp_fbox_in_endpoints),
             self.component.u32(self.sm.comp_num_fbox_in),
         ) else {
-            self.scan.cut(Stop::Corrupt);
+            self.cut(Stop::Corrupt);
             return;
         };
         if count == 0 {
             return;
         }
         if count > self.ranks {
-            self.scan.cut(Stop::Corrupt);
+            self.cut(Stop::Corrupt);
             return;
         }
         let psize = u64::from(t.sizes.pointer);
@@ -276,7 +280,7 @@ impl<'t, 'a, P: ProcessAccess + ?Sized> Reader<'_, 't, 'a, P> {
         {
             Ok(v) => v,
             Err(e) => {
-                self.scan.cut(Stop::from_read(e, list));
+                self.cut(Stop::from_read(e, list));
                 return;
             }
         };
@@ -284,7 +288,7 @@ impl<'t, 'a, P: ProcessAccess + ?Sized> Reader<'_, 't, 'a, P> {
         let int = u64::from(t.sizes.int);
         for i in 0..count {
             let Ok(ep) = table.ptr(i * psize) else {
-                self.scan.cut(Stop::Corrupt);
+                self.cut(Stop::Corrupt);
                 return;
             };
             // fbox_in: { unsigned char *buffer; uint32_t *startp;
@@ -297,14 +301,14 @@ impl<'t, 'a, P: ProcessAccess + ?Sized> Reader<'_, 't, 'a, P> {
             {
                 Ok(v) => v,
                 Err(e) => {
-                    self.scan.cut(Stop::from_read(e, at));
+                    self.cut(Stop::from_read(e, at));
                     continue;
                 }
             };
             let (Ok(buffer), Ok(start), Ok(seq)) =
                 (fbox.ptr(0), fbox.u32(2 * ptr), fbox.u16(2 * ptr + int))
             else {
-                self.scan.cut(Stop::Corrupt);
+                self.cut(Stop::Corrupt);
                 continue;
             };
             if buffer != 0 {
@@ -370,7 +374,7 @@ impl<'t, 'a, P: ProcessAccess + ?Sized> Reader<'_, 't, 'a, P> {
     fn fifo(&mut self) {
         let t = self.t;
         let Ok(fifo) = self.component.ptr(self.sm.comp_my_fifo) else {
-            self.scan.cut(Stop::Corrupt);
+            self.cut(Stop::Corrupt);
             return;
         };
         if fifo == 0 {
@@ -384,14 +388,14 @@ impl<'t, 'a, P: ProcessAccess + ?Sized> Reader<'_, 't, 'a, P> {
         {
             Ok(v) => v,
             Err(e) => {
-                self.scan.cut(Stop::from_read(e, fifo));
+                self.cut(Stop::from_read(e, fifo));
                 return;
             }
         };
         let free = self.free();
         let (Ok(head), Ok(tail)) = (view.ptr(self.sm.fifo_head), view.ptr(self.sm.fifo_tail))
         else {
-            self.scan.cut(Stop::Corrupt);
+            self.cut(Stop::Corrupt);
             return;
         };
         let mut seen = AddrSet::default();
@@ -399,15 +403,15 @@ impl<'t, 'a, P: ProcessAccess + ?Sized> Reader<'_, 't, 'a, P> {
         let mut last = free;
         while cur != free {
             if !seen.insert(cur) {
-                self.scan.cut(Stop::Cycle(cur));
+                self.cut(Stop::Cycle(cur));
                 return;
             }
             if seen.len() > MAX_LIST_ITEMS {
-                self.scan.cut(Stop::Limit(MAX_LIST_ITEMS));
+                self.cut(Stop::Limit(MAX_LIST_ITEMS));
                 return;
             }
             if t.exhausted() {
-                self.scan.cut(Stop::Budget);
+                self.cut(Stop::Budget);
                 return;
             }
             match self.fragment(cur, false, None) {
@@ -416,7 +420,7 @@ impl<'t, 'a, P: ProcessAccess + ?Sized> Reader<'_, 't, 'a, P> {
                     cur = next;
                 }
                 Err(stop) => {
-                    self.scan.cut(stop);
+                    self.cut(stop);
                     return;
                 }
             }
@@ -428,7 +432,7 @@ impl<'t, 'a, P: ProcessAccess + ?Sized> Reader<'_, 't, 'a, P> {
             if let Err(stop) =
                 self.fragment(tail, false, Some("not linked yet: its writer stopped"))
             {
-                self.scan.cut(stop);
+                self.cut(stop);
             }
         }
     }
@@ -528,7 +532,7 @@ impl<'t, 'a, P: ProcessAccess + ?Sized> Reader<'_, 't, 'a, P> {
         let t = self.t;
         let size = self.fbox_size;
         if !(2 * FBOX_ALIGN..=MAX_FBOX).contains(&size) || !size.is_multiple_of(FBOX_ALIGN) {
-            self.scan.cut(Stop::Corrupt);
+            self.cut(Stop::Corrupt);
             return;
         }
         if !self.boxes.insert(buffer) {
@@ -537,14 +541,14 @@ impl<'t, 'a, P: ProcessAccess + ?Sized> Reader<'_, 't, 'a, P> {
         let ring = match t.check_ptr(buffer, 8, size).and_then(|a| t.view(a, size)) {
             Ok(v) => v,
             Err(e) => {
-                self.scan.cut(Stop::from_read(e, buffer));
+                self.cut(Stop::from_read(e, buffer));
                 return;
             }
         };
         let first = start & !FBOX_LAP;
         if first < FBOX_ALIGN || first >= size || !first.is_multiple_of(FBOX_ALIGN) {
             // A read position outside the ring.
-            self.scan.cut(Stop::Corrupt);
+            self.cut(Stop::Corrupt);
             return;
         }
         let mut pos = first;
@@ -554,7 +558,7 @@ impl<'t, 'a, P: ProcessAccess + ?Sized> Reader<'_, 't, 'a, P> {
             let (Ok(len), Ok(tag), Ok(hseq)) =
                 (ring.u32(pos), ring.u16(pos + 4), ring.u16(pos + 6))
             else {
-                self.scan.cut(Stop::Corrupt);
+                self.cut(Stop::Corrupt);
                 return;
             };
             if tag == 0 {
@@ -581,7 +585,7 @@ impl<'t, 'a, P: ProcessAccess + ?Sized> Reader<'_, 't, 'a, P> {
             let data = pos + 8;
             let Some(end) = data.checked_add(len).filter(|&e| e <= size) else {
                 // An entry past the ring's end.
-                self.scan.cut(Stop::Corrupt);
+                self.cut(Stop::Corrupt);
                 return;
             };
             if pending {
@@ -591,7 +595,7 @@ impl<'t, 'a, P: ProcessAccess + ?Sized> Reader<'_, 't, 'a, P> {
                         Ok(raw) if len >= u64::from(t.sizes.pointer) => {
                             let value = t.decode(raw).unwrap_or(0);
                             if let Err(stop) = self.fragment(value, true, None) {
-                                self.scan.cut(stop);
+                                self.cut(stop);
                                 return;
                             }
                         }
