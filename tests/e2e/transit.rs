@@ -135,8 +135,14 @@ fn check_spin(mpi: Mpi, size: u32, which: SpinMpi) {
             want.entry(key).or_default().push(place);
         }
         if got != want {
-            let missing: Vec<_> = want.iter().filter(|(k, v)| got.get(*k) != Some(v)).collect();
-            let extra: Vec<_> = got.iter().filter(|(k, v)| want.get(*k) != Some(v)).collect();
+            let missing: Vec<_> = want
+                .iter()
+                .filter(|(k, v)| got.get(*k) != Some(v))
+                .collect();
+            let extra: Vec<_> = got
+                .iter()
+                .filter(|(k, v)| want.get(*k) != Some(v))
+                .collect();
             errors.push(format!(
                 "rank {rank}: messages sent to it not shown as expected: {missing:?}; shown otherwise: {extra:?}"
             ));

@@ -472,10 +472,15 @@ pub fn progress() -> Vec<Process> {
 }
 
 /// [`mpich_queues`] as MPICH's ch4 leaves it: its active-message path
-/// keeps an eager unexpected message pending (ch3 completes it).
+/// keeps an eager unexpected message pending (ch3 completes it). Our DLL
+/// does not read ch4's transport: an empty unexpected queue is "not
+/// available" (messages in transit may be there).
 pub fn mpich_ch4_queues(size: i64, n: i64) -> Vec<Process> {
     let mut procs = mpich_queues(size, n);
     for c in procs.iter_mut().flat_map(|p| p.comms.iter_mut()) {
+        if c.unexpected.ops().is_empty() {
+            c.unexpected = Queue::Unavailable;
+        }
         if let Queue::Ops(ops) | Queue::AnyOrder(ops) = &mut c.unexpected {
             for op in ops
                 .iter_mut()
