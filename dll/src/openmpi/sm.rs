@@ -39,14 +39,11 @@
 use crate::access::ProcessAccess;
 use crate::openmpi::layout::{CidLayout, Layout, Ob1Layout, SmLayout};
 use crate::openmpi::lists;
+use crate::openmpi::unexpected::{HDR_MATCH, HDR_RGET, HDR_RNDV};
 use crate::target::{ReadError, Spans, Target, View};
 use crate::transit::{self, Message, Protocol, Scan};
 use crate::walk::{AddrSet, Stop, MAX_LIST_ITEMS};
 
-/// ob1's header types (BTL tags `MCA_BTL_TAG_PML + n`).
-const HDR_MATCH: u64 = 0x41;
-const HDR_RNDV: u64 = 0x42;
-const HDR_RGET: u64 = 0x43;
 /// Open MPI 5: a match or rendezvous header behind a CID header.
 const HDR_CID: u64 = 0x4a;
 
