@@ -191,3 +191,41 @@ fn mpich_4_ranks_show_every_message_in_queues_or_transport() {
 fn mpich_8_ranks_show_every_message_in_queues_or_transport() {
     check_spin(Mpi::Mpich, 8, SpinMpi::Mpich);
 }
+
+/// The job view of the spinning ring names every rank that is outside MPI
+/// with messages waiting in its transport, with how many and from whom.
+fn check_view_names_ranks_outside_mpi(mpi: Mpi) {
+    let size = 4;
+    let job = Job::launch(mpi, "spin_ring", size, &[]).expect("launch spin_ring");
+    let messages = contents::spin_messages(i64::from(size));
+    let out = run(&["--pid", &job.launcher_pid().to_string(), "--stacks"]);
+    let view = stdout(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for rank in 0..i64::from(size) {
+        let n = messages
+            .iter()
+            .filter(|m| m.to == rank && m.in_transit)
+            .count();
+        assert!(
+            n > 0,
+            "the fixture leaves messages in transit to rank {rank}"
+        );
+        let named = format!(
+            "rank {rank} is not calling MPI: {n} message{} wait{} in its transport: ",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "s" } else { "" }
+        );
+        assert!(view.contains(&named), "{named} missing from {view}");
+    }
+    job.shutdown().expect("shutdown");
+}
+
+#[test]
+fn the_job_view_names_the_ranks_outside_mpi_with_messages_waiting_open_mpi() {
+    check_view_names_ranks_outside_mpi(Mpi::OpenMpiG);
+}
+
+#[test]
+fn the_job_view_names_the_ranks_outside_mpi_with_messages_waiting_mpich() {
+    check_view_names_ranks_outside_mpi(Mpi::Mpich);
+}
