@@ -107,6 +107,16 @@ impl Op<'_> {
     pub fn status(&self) -> OpStatus {
         self.op.status
     }
+
+    /// Where the message waits, for one that arrived but that its
+    /// receiver's MPI has not looked at yet (in its transport): what the
+    /// DLL wrote after [`mqs_abi::IN_TRANSIT`] (`vader FIFO`).
+    pub fn in_transit(&self) -> Option<&str> {
+        self.op
+            .extra_text
+            .first()
+            .and_then(|l| l.strip_prefix(mqs_abi::IN_TRANSIT))
+    }
 }
 
 /// Rank, communicators and operations of a dump.

@@ -83,6 +83,13 @@ pub struct Analysis<'j, 'a> {
     /// Ranks that may move by themselves: nothing to wait for, or outside
     /// MPI.
     pub free: RankSet,
+    /// Receives (or blocking calls) that a message already in the rank's
+    /// transport will meet once its MPI looks: (the wait's words, the
+    /// index of that message in `Job::ops`). They are no waits.
+    pub met_in_transit: Vec<(i64, String, usize)>,
+    /// Ranks outside MPI with messages waiting in their transport: likely
+    /// the ones the others wait for. (rank, the messages' indices.)
+    pub stalled: Vec<(i64, Vec<usize>)>,
     /// Ranks whose waits are not known: their queues could not be read
     /// (and no stack says they run outside MPI), or they were not dumped.
     /// They count as able to move, so they never make a deadlock; but
@@ -100,10 +107,18 @@ impl<'j, 'a> Analysis<'j, 'a> {
     pub fn new(job: &'j Job<'a>) -> Self {
         let collectives = collectives::collectives(job);
         let mut waits = Vec::new();
+        let mut met_in_transit = Vec::new();
         for (i, op) in job.ops.iter().enumerate() {
             if op.class == OpClass::UnexpectedMessages || op.status() != mqs_abi::OpStatus::Pending
             {
                 continue;
+            }
+            if op.class == OpClass::PendingReceives {
+                if let Some(m) = in_transit_for(job, op.rank, Some(op.comm), op.peer, op.tag) {
+                    let words = op_words(op.class, op.peer, op.tag, &job.comms[op.comm].label());
+                    met_in_transit.push((op.rank, words, m));
+                    continue;
+                }
             }
             let on = match op.peer {
                 Peer::Rank(g) => Some(std::iter::once(g).collect()),
@@ -143,6 +158,16 @@ impl<'j, 'a> Analysis<'j, 'a> {
                         if let Some(w) = waits.iter_mut().find(|w| w.kind == WaitKind::Op(listed)) {
                             w.from_stack = true;
                         }
+                    }
+                    None if op.class == OpClass::PendingReceives
+                        && in_transit_for(job, call.rank, op.comm, op.peer, op.tag).is_some() =>
+                    {
+                        let m = in_transit_for(job, call.rank, op.comm, op.peer, op.tag);
+                        let comm = op
+                            .comm
+                            .map_or("a communicator not known".into(), |c| job.comms[c].label());
+                        let words = op_words(op.class, op.peer, op.tag, &comm);
+                        met_in_transit.extend(m.map(|m| (call.rank, words, m)));
                     }
                     None => waits.push(Wait {
                         rank: call.rank,
@@ -229,6 +254,8 @@ impl<'j, 'a> Analysis<'j, 'a> {
             calls,
             waits,
             free,
+            met_in_transit,
+            stalled: stalled(job),
             unjudged,
             deadlocked,
             cycles: Vec::new(),
@@ -258,6 +285,38 @@ impl<'j, 'a> Analysis<'j, 'a> {
             .iter()
             .filter(|r| !dumped.contains(*r))
             .count()
+    }
+
+    /// `rank 2 is not calling MPI: 3 messages wait in its transport: 2 from
+    /// rank 3 (vader fast box), 1 from rank 1 (vader FIFO)`, for a rank
+    /// outside MPI (by its stack) with messages in its transport.
+    pub fn stalled_words(&self, rank: i64) -> Option<String> {
+        let (_, messages) = self.stalled.iter().find(|(r, _)| *r == rank)?;
+        let mut by: Vec<(String, &str, usize)> = Vec::new();
+        for &m in messages {
+            let op = &self.job.ops[m];
+            let from = match op.peer {
+                Peer::Rank(g) => format!("rank {g}"),
+                Peer::Local(l) => format!("{} rank {l}", self.job.comms[op.comm].label()),
+                Peer::Any => "a rank not known".into(),
+            };
+            let place = op.in_transit().unwrap_or("transport");
+            match by.iter_mut().find(|(f, p, _)| *f == from && *p == place) {
+                Some(entry) => entry.2 += 1,
+                None => by.push((from, place, 1)),
+            }
+        }
+        let parts: Vec<String> = by
+            .iter()
+            .map(|(from, place, n)| format!("{n} from {from} ({place})"))
+            .collect();
+        let n = messages.len();
+        Some(format!(
+            "rank {rank} is not calling MPI: {n} message{} wait{} in its transport: {}",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "s" } else { "" },
+            parts.join(", ")
+        ))
     }
 
     /// Every rank that could not be judged.
@@ -434,6 +493,9 @@ impl<'j, 'a> Analysis<'j, 'a> {
                 call.entry
             );
         }
+        if let Some(words) = self.stalled_words(rank) {
+            return format!("{words}: it is probably the one the others wait for");
+        }
         let pending = self.waits.iter().filter(|w| w.rank == rank).count();
         let place = whereabouts(r);
         match (pending, r.inside_mpi) {
@@ -561,6 +623,19 @@ impl<'j, 'a> Analysis<'j, 'a> {
                 steps.join(", "),
                 self.sink_words(chain.sink),
                 chain.sink
+            ));
+        }
+        for (rank, _) in &self.stalled {
+            if let Some(words) = self.stalled_words(*rank) {
+                out.push_str(&format!("not calling MPI: {words}\n"));
+            }
+        }
+        for (rank, wait, m) in &self.met_in_transit {
+            let message = &self.job.ops[*m];
+            out.push_str(&format!(
+                "in transit: rank {rank}'s {wait} is met by a message already in its {} (its \
+                 MPI has not looked yet): not a wait\n",
+                message.in_transit().unwrap_or("transport")
             ));
         }
         for call in &self.calls {
@@ -696,4 +771,44 @@ fn op_words(class: OpClass, peer: Peer, tag: Option<i64>, comm: &str) -> String 
         Peer::Any => format!("{what} from ANY_SOURCE {tag} on {comm}"),
         _ => format!("{what} {tag} on {comm}"),
     }
+}
+
+/// The message in `rank`'s transport that a receive on `comm` from `peer`
+/// with `tag` will match once the rank's MPI looks (index into
+/// `Job::ops`).
+fn in_transit_for(
+    job: &Job<'_>,
+    rank: i64,
+    comm: Option<usize>,
+    peer: Peer,
+    tag: Option<i64>,
+) -> Option<usize> {
+    let comm = comm?;
+    job.ops.iter().position(|m| {
+        m.rank == rank
+            && m.comm == comm
+            && m.class == OpClass::UnexpectedMessages
+            && m.in_transit().is_some()
+            && (peer == Peer::Any || m.peer == peer)
+            && tag.is_none_or(|t| m.tag == Some(t))
+    })
+}
+
+/// Ranks outside MPI (by their stacks) with messages waiting in their
+/// transport.
+fn stalled(job: &Job<'_>) -> Vec<(i64, Vec<usize>)> {
+    job.ranks
+        .iter()
+        .filter(|r| r.inside_mpi == Some(false))
+        .filter_map(|r| {
+            let messages: Vec<usize> = job
+                .ops
+                .iter()
+                .enumerate()
+                .filter(|(_, o)| o.rank == r.rank && o.in_transit().is_some())
+                .map(|(i, _)| i)
+                .collect();
+            (!messages.is_empty()).then_some((r.rank, messages))
+        })
+        .collect()
 }

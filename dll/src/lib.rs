@@ -52,6 +52,7 @@ pub mod names;
 pub mod openmpi;
 mod process;
 pub mod target;
+pub mod transit;
 pub mod types;
 pub mod walk;
 

@@ -36,6 +36,24 @@ fn layout_facts_of_open_mpi_4_1_4() {
         assert_eq!(ob1.rndv_hdr_len, 32);
         assert_eq!(ob1.frag_max_segments, 16);
     }
+    // vader: what the transport reader relies on (seen with gdb on a live
+    // job): a 48-byte fragment header with the data after it, 352-byte
+    // endpoints with fbox_in at 40 and its seq at 60 by C's rules.
+    let sm = l.sm.as_ref().map_err(|m| m.to_string());
+    assert!(sm.is_ok(), "{sm:?}");
+    if let Ok(sm) = sm {
+        assert_eq!((sm.name, sm.symbol), ("vader", "mca_btl_vader_component"));
+        assert_eq!(sm.hdr_size, 48);
+        assert_eq!(
+            (sm.hdr_next, sm.hdr_tag, sm.hdr_flags, sm.hdr_len),
+            (0, 16, 17, 20)
+        );
+        assert_eq!((sm.hdr_sc_iov, sm.hdr_fbox_base), (Some(24), 40));
+        assert_eq!((sm.ep_size, sm.ep_fbox_in), (352, 40));
+        assert_eq!(sm.ep_fbox_in + 2 * 8 + 4, 60);
+        assert_eq!((sm.fifo_head, sm.fifo_tail), (0, 8));
+        assert!(sm.num_local_peers.is_some());
+    }
 }
 
 const GROUP: u64 = 0x10_0000;

@@ -229,6 +229,15 @@ impl Communicator {
 /// receive's `desired_tag` holds next to `tag_wild`.
 pub const ANY_TAG: i64 = -1;
 
+/// How an unexpected message that arrived but was not yet handled by its
+/// rank's progress engine is told apart: the first line of its
+/// `extra_text` starts with this marker, followed by where it was found
+/// (`in transit: vader fast box`, `in transit: nemesis receive queue`).
+/// Such a message waits in the receiver's transport, not in the MPI's own
+/// queues: the receiver has not called MPI since it arrived. DLLs that read
+/// transports put it there; hosts look for it to tell the two apart.
+pub const IN_TRANSIT: &str = "in transit: ";
+
 /// A pending send, posted receive or unexpected message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -256,6 +265,14 @@ impl Default for PendingOperation {
 }
 
 impl PendingOperation {
+    /// Whether this operation waits in its receiver's transport: the first
+    /// line of its `extra_text` starts with [`IN_TRANSIT`].
+    pub fn is_in_transit(&self) -> bool {
+        self.extra_text
+            .first()
+            .is_some_and(|l| l.starts_with(IN_TRANSIT))
+    }
+
     pub fn from_raw(raw: &mqs_pending_operation) -> Self {
         // Exactly as many lines as there are, in one allocation of the
         // exact size: a dump holds 100,000s. (c_char is i8 or u8 depending
@@ -403,6 +420,17 @@ mod tests {
             ReturnCode::from_raw(c::mqs_end_of_list as i32),
             ReturnCode::EndOfList
         );
+    }
+
+    #[test]
+    fn only_a_first_line_with_the_marker_is_in_transit() {
+        let op = |lines: &[&str]| PendingOperation {
+            extra_text: lines.iter().collect(),
+            ..PendingOperation::default()
+        };
+        assert!(op(&["in transit: vader FIFO", "eager message"]).is_in_transit());
+        assert!(!op(&["eager message", "in transit: vader FIFO"]).is_in_transit());
+        assert!(!op(&[]).is_in_transit());
     }
 
     #[test]

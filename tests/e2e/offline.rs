@@ -240,8 +240,27 @@ fn cores_and_snapshots_equal_the_live_dump() {
     let kernel = kernel_cores(&job, &workdir);
     drop(job);
 
+    // A core leaves shared mappings out, the shared-memory BTL's segments
+    // among them (a kernel core may have them back from their files, if
+    // those are still there): where our DLL cannot read them, it says
+    // messages in transit are not listed, and lists the rest as live; the
+    // host names the reads that failed (`unreadable`).
+    let transport_left_out = |dump: &mut Value| {
+        let (_, said) = as_if_transport_read(dump, "vader");
+        for reason in &said {
+            assert!(reason.contains("unreadable"), "{reason}");
+        }
+        if !said.is_empty() {
+            for p in dump["processes"].as_array_mut().into_iter().flatten() {
+                if let Some(p) = p.as_object_mut() {
+                    p.remove("unreadable");
+                }
+            }
+        }
+    };
     for (dll, expected) in dlls.iter().zip(&live) {
-        let from_gcore = json_of(&["--core", s(&gcores), "--dll", s(dll), "--json"]);
+        let mut from_gcore = json_of(&["--core", s(&gcores), "--dll", s(dll), "--json"]);
+        transport_left_out(&mut from_gcore);
         assert_eq!(
             &comparable(&from_gcore),
             expected,
@@ -250,7 +269,7 @@ fn cores_and_snapshots_equal_the_live_dump() {
         );
         // Kernel cores, named in reverse order: ranks come from the MPI
         // state, not from the order of the files.
-        let from_kernel = json_of(&[
+        let mut from_kernel = json_of(&[
             "--core",
             s(&kernel[1]),
             "--core",
@@ -259,6 +278,7 @@ fn cores_and_snapshots_equal_the_live_dump() {
             s(dll),
             "--json",
         ]);
+        transport_left_out(&mut from_kernel);
         assert_eq!(
             &comparable(&from_kernel),
             expected,

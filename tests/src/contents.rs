@@ -75,6 +75,10 @@ pub struct Op {
     pub actual: Option<Actual>,
     /// A matched receive of which only part of the data has arrived.
     pub partial: bool,
+    /// An unexpected message waiting in its receiver's transport, not in
+    /// the MPI's queues: the first line of its `extra_text` starts with
+    /// [`mqs_abi::IN_TRANSIT`] (and no other's does).
+    pub in_transit: bool,
 }
 
 impl Op {
@@ -97,6 +101,7 @@ impl Op {
             unexpected: None,
             actual: None,
             partial: false,
+            in_transit: false,
         }
     }
 
@@ -115,6 +120,12 @@ impl Op {
             unexpected: Some(how),
             ..Op::recv(source, global, Some(tag), count)
         }
+    }
+
+    /// This unexpected message, waiting in the transport.
+    pub fn in_transit(mut self) -> Op {
+        self.in_transit = true;
+        self
     }
 
     /// Of elements of `datatype` (name, size in bytes), not MPI_INT.
@@ -461,10 +472,15 @@ pub fn progress() -> Vec<Process> {
 }
 
 /// [`mpich_queues`] as MPICH's ch4 leaves it: its active-message path
-/// keeps an eager unexpected message pending (ch3 completes it).
+/// keeps an eager unexpected message pending (ch3 completes it). Our DLL
+/// does not read ch4's transport: an empty unexpected queue is "not
+/// available" (messages in transit may be there).
 pub fn mpich_ch4_queues(size: i64, n: i64) -> Vec<Process> {
     let mut procs = mpich_queues(size, n);
     for c in procs.iter_mut().flat_map(|p| p.comms.iter_mut()) {
+        if c.unexpected.ops().is_empty() {
+            c.unexpected = Queue::Unavailable;
+        }
         if let Queue::Ops(ops) | Queue::AnyOrder(ops) = &mut c.unexpected {
             for op in ops
                 .iter_mut()
@@ -545,6 +561,162 @@ pub fn mpich_queues(size: i64, n: i64) -> Vec<Process> {
                     dup,
                 ],
             }
+        })
+        .collect()
+}
+
+/// Which MPI holds a `spin_ring` job, as far as its contents differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpinMpi {
+    /// Open MPI (ob1 over its shared-memory BTL), with ob1's debug
+    /// information (`true`) or without (a release build: no unexpected
+    /// queue can be read, and receives come in posting order).
+    OpenMpi(bool),
+    /// MPICH 4.0 ch3:nemesis.
+    Mpich,
+}
+
+/// `spin_ring.c`'s small and medium messages per pair (its defaults), and
+/// the counts of its three sizes of message.
+pub const SPIN_SMALL: i64 = 20;
+pub const SPIN_MEDIUM: i64 = 2;
+const MEDIUM_INTS: i64 = 500;
+const BIG_INTS: i64 = 100_000;
+
+/// One message `spin_ring.c` sends: on which communicator, from and to
+/// which rank (world ranks, which are the ranks of both communicators),
+/// its tag and count of ints, whether it waits in the transport (phase B)
+/// rather than in the MPI's queues (phase A), and whether a receive posted
+/// before it arrived matched it (then it is no unexpected message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpinMessage {
+    pub comm: &'static str,
+    pub from: i64,
+    pub to: i64,
+    pub tag: i64,
+    pub count: i64,
+    pub in_transit: bool,
+    pub matched: bool,
+}
+
+/// Every message of a `spin_ring` job of `size` ranks (3 or more), in the
+/// order each sender sent them.
+pub fn spin_messages(size: i64) -> Vec<SpinMessage> {
+    let mut out = Vec::new();
+    for from in 0..size {
+        let right = (from + 1) % size;
+        let right2 = (from + 2) % size;
+        let m = |comm, to, tag, count, in_transit| SpinMessage {
+            comm,
+            from,
+            to,
+            tag,
+            count,
+            in_transit,
+            matched: !in_transit && tag == 100,
+        };
+        for i in 0..SPIN_SMALL {
+            out.push(m("MPI_COMM_WORLD", right, 100 + i, 1, false));
+        }
+        for i in 0..SPIN_MEDIUM {
+            out.push(m("MPI_COMM_WORLD", right, 300 + i, MEDIUM_INTS, true));
+        }
+        for i in 0..SPIN_SMALL {
+            out.push(m("mqs-spin", right, 200 + i, 1, true));
+        }
+        out.push(m("mqs-spin", right, 400, BIG_INTS, true));
+        for i in 0..SPIN_MEDIUM {
+            out.push(m("MPI_COMM_WORLD", right2, 500 + i, MEDIUM_INTS, true));
+        }
+        for i in 0..SPIN_SMALL {
+            out.push(m("MPI_COMM_WORLD", right2, 600 + i, 1, true));
+        }
+    }
+    out
+}
+
+/// `spin_ring.c` with `size` ranks (3 or more) and its default counts,
+/// every rank once READY: the receives it posted, what MPI moved into its
+/// unexpected queue before the rank left MPI, then what waits in the
+/// transport (in an order of the transport's: by tag here), and its
+/// sends as the MPI keeps them.
+pub fn spin_ring(size: i64, mpi: SpinMpi) -> Vec<Process> {
+    let world: Vec<i64> = (0..size).collect();
+    let messages = spin_messages(size);
+    let readable = mpi != SpinMpi::OpenMpi(false);
+    let mpich = mpi == SpinMpi::Mpich;
+    (0..size)
+        .map(|rank| {
+            let left = (rank + size - 1) % size;
+            let left2 = (rank + size - 2) % size;
+            let new = |name: &str| Comm::new(name, &world, readable);
+            let mut comms = vec![new("MPI_COMM_WORLD"), new("MPI_COMM_SELF"), new("mqs-spin")];
+            comms[1].group = vec![rank];
+            // Receives: tag 600 pending; tag 100 matched by phase A and
+            // complete (MPICH keeps no request of a complete receive on
+            // any queue). With ob1's queues pending ones come first; from
+            // the free list, in posting order.
+            let pending = Op::recv(left2, left2, Some(600), 1);
+            let complete = Op::recv(left, left, Some(100), 1).complete();
+            comms[0].receives = Queue::Ops(match mpi {
+                SpinMpi::Mpich => vec![pending],
+                SpinMpi::OpenMpi(true) => vec![pending, complete],
+                SpinMpi::OpenMpi(false) => vec![complete, pending],
+            });
+            comms[2].receives = Queue::Ops(vec![
+                Op::recv(left, left, Some(200), 1),
+                Op::recv(left, left, Some(400), BIG_INTS),
+            ]);
+            if readable {
+                for (i, name) in [(0, "MPI_COMM_WORLD"), (2, "mqs-spin")] {
+                    let mut held = Vec::new();
+                    let mut waiting = Vec::new();
+                    for m in messages
+                        .iter()
+                        .filter(|m| m.to == rank && m.comm == name && !m.matched)
+                    {
+                        let how = if m.count == BIG_INTS {
+                            Protocol::Rendezvous
+                        } else {
+                            Protocol::Eager
+                        };
+                        let op = Op::unexpected(m.from, m.from, m.tag, m.count, how);
+                        if m.in_transit {
+                            waiting.push(op.in_transit());
+                        } else if mpich {
+                            held.push(op.mpich_arrived());
+                        } else {
+                            held.push(op);
+                        }
+                    }
+                    // Tags are distinct per queue and the checker sorts both
+                    // sides by them: that the MPI's own come first is for
+                    // the caller to check.
+                    held.extend(waiting);
+                    comms[i].unexpected = Queue::AnyOrder(held);
+                }
+            }
+            // Sends: the phase B Isends the MPI keeps requests of. ob1
+            // keeps none of a small eager message sent inline; MPICH
+            // keeps every one, an eager one complete.
+            for (i, name) in [(0, "MPI_COMM_WORLD"), (2, "mqs-spin")] {
+                let sends: Vec<Op> = messages
+                    .iter()
+                    .filter(|m| m.from == rank && m.comm == name && m.in_transit)
+                    .filter(|m| mpich || m.count > 1)
+                    .map(|m| {
+                        let op = Op::send(m.to, m.to, m.tag, m.count);
+                        let op = if mpich { op.mpich_send() } else { op };
+                        if m.count == BIG_INTS {
+                            op
+                        } else {
+                            op.eager()
+                        }
+                    })
+                    .collect();
+                comms[i].sends = Queue::AnyOrder(sends);
+            }
+            Process { rank, comms }
         })
         .collect()
 }
@@ -682,6 +854,18 @@ fn op_problems(op: &Op, got: &Value) -> Vec<String> {
         .unwrap_or_default();
     let has = |line: &str| lines.contains(&line);
     let starts = |prefix: &str| lines.iter().any(|l| l.starts_with(prefix));
+    if op.unexpected.is_some() {
+        let transit = lines
+            .first()
+            .is_some_and(|l| l.starts_with(mqs_abi::IN_TRANSIT));
+        if transit != op.in_transit {
+            p.push(if op.in_transit {
+                "not said to be in transit".into()
+            } else {
+                "said to be in transit, but the MPI holds it".into()
+            });
+        }
+    }
     match op.unexpected {
         Some(Protocol::Eager) if !starts("eager message") => {
             p.push("extra_text does not say eager".into())

@@ -16,6 +16,7 @@ use mqs_core::model::{
 mod calls;
 mod cannot_tell;
 mod differing;
+mod transit;
 
 const ANY: i64 = -1;
 

@@ -72,9 +72,10 @@ fn op_text(job: &Job<'_>, op: &Op<'_>) -> String {
         Some(t) => format!("tag {t}"),
         None => "any tag".into(),
     };
-    let status = match op.status() {
-        OpStatus::Pending => String::new(),
-        other => format!(" ({})", other.name()),
+    let status = match (op.status(), op.in_transit()) {
+        (_, Some(place)) => format!(" (in transit: {place})"),
+        (OpStatus::Pending, None) => String::new(),
+        (other, None) => format!(" ({})", other.name()),
     };
     format!(
         "{} {peer} {tag}, {} bytes{status}",
@@ -93,6 +94,11 @@ pub fn job_view(dump: &JobDump, options: &ViewOptions) -> String {
     summary(&job, options, &mut out);
     chosen(dump, &mut out);
     recognised(dump, &mut out);
+    for (rank, _) in &analysis.stalled {
+        if let Some(words) = analysis.stalled_words(*rank) {
+            let _ = writeln!(out, "{words}");
+        }
+    }
     if analysis.cannot_tell() {
         let _ = writeln!(
             out,

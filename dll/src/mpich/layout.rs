@@ -222,6 +222,57 @@ pub struct Ch4Layout {
     pub n_vcis: Option<u64>,
 }
 
+/// ch3's `MPIDI_Message_match_parts_t`: how a request and a packet name
+/// a message (offsets within the struct).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MatchParts {
+    pub tag: u64,
+    pub rank: u64,
+    pub rank_size: u8,
+    pub ctx: u64,
+}
+
+/// ch3:nemesis's shared-memory transport: the region that describes it,
+/// its queues of cells, its fast boxes, and the ch3 packets a cell starts
+/// with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NemesisLayout {
+    /// `MPID_nem_mem_region_t`: bytes read of it, and its fields.
+    pub region_read: u64,
+    pub num_local: u64,
+    pub num_procs: u64,
+    pub local_procs: u64,
+    pub local_rank: u64,
+    pub ext_procs: u64,
+    /// `mailboxes.in`: the fast boxes from each local rank.
+    pub mailboxes_in: u64,
+    pub my_recvq: u64,
+    /// `MPID_nem_queue_t`: `head`, `tail` and the consumer's own
+    /// `my_head` (a cache line in: where a fast box's cell starts too).
+    pub q_head: u64,
+    pub q_tail: u64,
+    pub q_my_head: u64,
+    /// `MPID_nem_cell_t` and its `MPID_nem_pkt_header_t`.
+    pub cell_next: u64,
+    pub cell_source: u64,
+    pub cell_datalen: u64,
+    pub cell_seqno: u64,
+    pub cell_payload: u64,
+    /// `MPID_nem_fastbox_t.flag`.
+    pub fbox_flag: u64,
+    /// `sizeof(MPIDI_CH3_Pkt_t)`: every packet's size in a cell.
+    pub pkt_size: u64,
+    /// `match` and `data_sz` of the packets that start a message: an
+    /// eager, synchronous, ready or rendezvous send
+    /// (`MPIDI_CH3_Pkt_send_t`), a short eager one with its data inside
+    /// (`MPIDI_CH3_Pkt_eagershort_send_t`), nemesis's large-message
+    /// request to send (`MPID_nem_pkt_lmt_rts_t`).
+    pub send: (u64, u64),
+    pub short: (u64, u64),
+    pub lmt_rts: (u64, u64),
+    pub parts: MatchParts,
+}
+
 /// Everything, for one image.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
@@ -240,6 +291,9 @@ pub struct Layout {
     /// `sizeof(MPI_Aint)`.
     pub aint_size: u8,
     pub ch4: Ch4Layout,
+    /// ch3:nemesis's transport (4.0's device queues only), or what is
+    /// missing for it.
+    pub nemesis: Result<NemesisLayout, Missing>,
 }
 
 fn size_u8(n: Option<u64>, default: u8) -> u8 {
@@ -263,7 +317,7 @@ impl Layout {
             2,
         );
         let aint_size = size_u8(ty(image, "MPI_Aint").ok().and_then(|t| t.size().ok()), 8);
-        let (device, request_device) = resolve_request_device(image, ctx_size)?;
+        let (device, request_device, parts) = resolve_request_device(image, ctx_size)?;
         let comm = resolve_comm(image, ctx_size, device)?;
         let group = ty(image, "MPIR_Group").ok().and_then(|g| {
             let pmap = ty(image, "MPII_Group_pmap_t").ok()?;
@@ -328,6 +382,10 @@ impl Layout {
         } else {
             Ch4Layout::default()
         };
+        let nemesis = match (parts, queues) {
+            (Some(parts), Queues::Device) => resolve_nemesis(image, parts),
+            _ => Err(Missing::Type("MPID_nem_mem_region_t")),
+        };
         Ok(Layout {
             device,
             comm_list,
@@ -341,8 +399,57 @@ impl Layout {
             alloc,
             aint_size,
             ch4,
+            nemesis,
         })
     }
+}
+
+/// ch3:nemesis's region, queues, cells, fast boxes and packets.
+fn resolve_nemesis<I: ImageAccess>(image: &I, parts: MatchParts) -> Result<NemesisLayout, Missing> {
+    let region = ty(image, "MPID_nem_mem_region_t")?;
+    let boxes = ty(image, "MPID_nem_fbox_arrays_t")?;
+    let queue = ty(image, "MPID_nem_queue_t")?;
+    let cell = ty(image, "MPID_nem_cell_t")?;
+    let header = ty(image, "MPID_nem_pkt_header_t")?;
+    let fbox = ty(image, "MPID_nem_fastbox_t")?;
+    let pkt = ty(image, "MPIDI_CH3_Pkt_t")?;
+    let send = ty(image, "MPIDI_CH3_Pkt_send_t")?;
+    let short = ty(image, "MPIDI_CH3_Pkt_eagershort_send_t")?;
+    let rts = ty(image, "MPID_nem_pkt_lmt_rts_t")?;
+    let fields = [
+        region.field("num_local")?,
+        region.field("num_procs")?,
+        region.field("local_procs")?,
+        region.field("local_rank")?,
+        region.field("ext_procs")?,
+        region.field("mailboxes")? + boxes.field("in")?,
+        region.field("my_recvQ")?,
+    ];
+    let at = cell.field("header")?;
+    Ok(NemesisLayout {
+        region_read: fields.iter().max().copied().unwrap_or(0) + 8,
+        num_local: fields[0],
+        num_procs: fields[1],
+        local_procs: fields[2],
+        local_rank: fields[3],
+        ext_procs: fields[4],
+        mailboxes_in: fields[5],
+        my_recvq: fields[6],
+        q_head: queue.field("head")?,
+        q_tail: queue.field("tail")?,
+        q_my_head: queue.field("my_head")?,
+        cell_next: cell.field("next")?,
+        cell_source: at + header.field("source")?,
+        cell_datalen: at + header.field("datalen")?,
+        cell_seqno: at + header.field("seqno")?,
+        cell_payload: cell.field("payload")?,
+        fbox_flag: fbox.field("flag")?,
+        pkt_size: pkt.size()?,
+        send: (send.field("match")?, send.field("data_sz")?),
+        short: (short.field("match")?, short.field("data_sz")?),
+        lmt_rts: (rts.field("match")?, rts.field("data_sz")?),
+        parts,
+    })
 }
 
 fn resolve_entry<I: ImageAccess>(image: &I, name: &'static str) -> Option<EntryLayout> {
@@ -365,10 +472,10 @@ fn resolve_entry<I: ImageAccess>(image: &I, name: &'static str) -> Option<EntryL
 fn resolve_request_device<I: ImageAccess>(
     image: &I,
     ctx_size: u8,
-) -> Result<(Device, RequestDevice), Missing> {
+) -> Result<(Device, RequestDevice, Option<MatchParts>), Missing> {
     let req = ty(image, "MPIR_Request")?;
     let Some(dev) = req.opt("dev") else {
-        return Ok((Device::Unknown, RequestDevice::None));
+        return Ok((Device::Unknown, RequestDevice::None, None));
     };
     // ch3's type is not asked for on ch4 (which has ch3's queue-head
     // symbols too), where it would be found nowhere.
@@ -380,20 +487,27 @@ fn resolve_request_device<I: ImageAccess>(
             ty(image, "MPIDI_Rank_t").ok().and_then(|t| t.size().ok()),
             2,
         );
+        let parts = MatchParts {
+            tag: parts.field("tag")?,
+            rank: parts.field("rank")?,
+            rank_size,
+            ctx: parts.field("context_id")?,
+        };
         // `match` is a union whose `parts` member starts it.
         return Ok((
             Device::Ch3,
             RequestDevice::Ch3 {
-                tag: matched + parts.field("tag")?,
-                rank: matched + parts.field("rank")?,
+                tag: matched + parts.tag,
+                rank: matched + parts.rank,
                 rank_size,
-                ctx: matched + parts.field("context_id")?,
+                ctx: matched + parts.ctx,
                 user_buf: dev + d.field("user_buf")?,
                 user_count: dev + d.field("user_count")?,
                 datatype: dev + d.field("datatype")?,
                 recv_data_sz: d.opt("recv_data_sz").map(|o| dev + o),
                 state: d.opt("state").map(|o| dev + o),
             },
+            Some(parts),
         ));
     }
     if let (Ok(d), Ok(am)) = (ty(image, "MPIDI_Devreq_t"), ty(image, "MPIDIG_req_t")) {
@@ -420,9 +534,10 @@ fn resolve_request_device<I: ImageAccess>(
                 ext,
                 ext_status,
             },
+            None,
         ));
     }
-    Ok((Device::Unknown, RequestDevice::None))
+    Ok((Device::Unknown, RequestDevice::None, None))
 }
 
 fn resolve_request<I: ImageAccess>(

@@ -13,6 +13,7 @@
 pub mod communicators;
 pub mod datatypes;
 pub mod layout;
+pub mod nemesis;
 pub mod requests;
 
 #[cfg(test)]
@@ -24,10 +25,11 @@ use mqs_abi::{OpClass, PendingOperation, ProcessLocation};
 
 use crate::access::{ImageAccess, ProcessAccess, TypeSizes};
 use crate::errors::DllError;
-use crate::iteration::{Call, Listed, Made, MpiBackend, Queue, Setup};
+use crate::iteration::{Call, CommInfo, Listed, Made, MpiBackend, Queue, Setup};
 use crate::messages::{self, Failure};
 use crate::names::ProcName;
 use crate::target::{ByteOrder, ReadError, Sizes, Target};
+use crate::transit;
 use crate::types::Missing;
 
 use communicators::{Comm, ListHead, OWN_JOB};
@@ -156,6 +158,17 @@ struct Cache {
     posted: Option<Scan>,
     unexpected: Option<Scan>,
     datatypes: datatypes::Cache,
+    /// What waits in the transport, read once per stop.
+    transit: Option<transit::Scan>,
+}
+
+/// How messages in transit are found in a process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Transport {
+    /// ch3:nemesis of MPICH 4.0: its fast boxes and receive queue.
+    Nemesis(nemesis::NemesisSymbols),
+    /// Not read: why.
+    NotListed(String),
 }
 
 impl Cache {
@@ -179,6 +192,7 @@ pub struct Mpich {
     cache: Cache,
     /// MPI_COMM_WORLD's size and this process's rank in it.
     world: Option<(u64, i64)>,
+    transport: Transport,
 }
 
 impl Mpich {
@@ -189,7 +203,42 @@ impl Mpich {
             incomplete: None,
             cache: Cache::default(),
             world: None,
+            transport: Transport::NotListed(transit::not_listed("this device")),
         }
+    }
+
+    /// Where messages in transit can be read in a process of MPICH
+    /// `version` on `device` (as MPICH names them).
+    fn transport<I: ImageAccess>(
+        &self,
+        image: &I,
+        version: Option<&str>,
+        device: Option<&str>,
+    ) -> Transport {
+        let layout = &self.layout;
+        let device = device.unwrap_or_else(|| layout.device.name());
+        if layout.device != Device::Ch3 || layout.queues != Queues::Device {
+            return Transport::NotListed(transit::not_listed(device));
+        }
+        if let Err(m) = &layout.nemesis {
+            return Transport::NotListed(format!(
+                "{} (no debug information: {m} missing)",
+                transit::not_listed(device)
+            ));
+        }
+        // The packet types are the values of 4.0's enumeration.
+        let version = version.unwrap_or("(version not recorded)");
+        if !version.starts_with("4.0.") && version != "4.0" {
+            return Transport::NotListed(format!(
+                "{} (packet types of MPICH {version} not known)",
+                transit::not_listed(device)
+            ));
+        }
+        Transport::Nemesis(nemesis::NemesisSymbols {
+            region: image.find_symbol(nemesis::SYM_REGION),
+            base: image.find_symbol(nemesis::SYM_BASE),
+            seqno: image.find_symbol(nemesis::SYM_SEQNO),
+        })
     }
 
     /// The backend's name, for the version string.
@@ -239,6 +288,50 @@ impl Mpich {
                     .to_string(),
             ),
         }
+    }
+
+    /// The messages in transit to `comm` (its context, and its collective
+    /// one when MPICH's own traffic is shown), read once per stop; why the
+    /// walk ended early; what could not be read.
+    fn transit<P: ProcessAccess + ?Sized>(
+        &mut self,
+        t: &Target<'_, P>,
+        comm: &Comm,
+        internal: bool,
+        ctx_size: u8,
+    ) -> (
+        Vec<transit::Message>,
+        Option<crate::walk::Stop>,
+        transit::Unlisted,
+    ) {
+        let ctx = comm.recvcontext_id;
+        let slot = &mut self.cache.transit;
+        if slot
+            .as_ref()
+            .is_some_and(|s| s.by_key.was_taken(ctx) || s.by_key.was_taken(ctx + 1))
+        {
+            *slot = None;
+        }
+        let scan = slot.get_or_insert_with(|| match (&self.transport, &self.layout.nemesis) {
+            (Transport::Nemesis(syms), Ok(n)) => nemesis::scan(t, n, syms, ctx_size),
+            (Transport::NotListed(why), _) => {
+                let mut s = transit::Scan::default();
+                s.unlisted.add(why.clone());
+                s
+            }
+            (Transport::Nemesis(_), Err(m)) => {
+                let mut s = transit::Scan::default();
+                s.unlisted
+                    .add(format!("{} ({m} missing)", transit::not_listed("nemesis")));
+                s
+            }
+        });
+        let mut found = scan.by_key.take(ctx);
+        if internal {
+            found.extend(scan.by_key.take(ctx + 1));
+            found.sort_by_key(|m| m.order);
+        }
+        (found, scan.stop, scan.unlisted.clone())
     }
 
     /// The scan of one queue, made once per stop.
@@ -330,6 +423,10 @@ impl MpiBackend for Mpich {
                 .unwrap_or_else(|| self.layout.device.name())
         );
         self.incomplete = self.ch4_incompleteness(image, &t);
+        self.transport = self.transport(image, version.as_deref(), device.as_deref());
+        if let Transport::NotListed(why) = &self.transport {
+            cx.say_once("transit", format!("mqs DLL: {why}"));
+        }
         self.symbols = Some(syms);
         if let Some(why) = self.incomplete.clone() {
             cx.say_once("ch4-incomplete", format!("mqs DLL: {why}"));
@@ -482,11 +579,35 @@ impl MpiBackend for Mpich {
             };
             ops.push(requests::to_operation(&f, class, &oc));
         }
+        let mut stop = stop;
+        let mut unlisted = None;
+        if class == Class::Unexpected {
+            // What waits in the transport comes after MPICH's own: its
+            // progress engine hands it over after those.
+            let (found, cut, why) = self.transit(&t, comm, cx.show_internal, layout.comm.ctx_size);
+            ops.extend(
+                found
+                    .iter()
+                    .map(|m| m.to_operation(comm.peer_global(m.source))),
+            );
+            stop = stop.or(cut);
+            unlisted = Some(why);
+        }
         let mut queue = Queue::new((), ops, stop);
         if class != Class::Send {
             // Empty only on the path ch4 records: the operations it does
             // not record may be there.
             queue.unseen = incomplete.map(|why| format!("{why}; none on that path here"));
+        }
+        if let Some(u) = unlisted {
+            // Messages in transit this DLL cannot read may be there too.
+            if let Some(why) = u.why() {
+                queue.unseen = Some(match queue.unseen.take() {
+                    Some(other) => format!("{other}; {why}"),
+                    None => format!("no unexpected message in MPICH's queues, but {why}"),
+                });
+            }
+            queue.partial = u.line();
         }
         Ok(Some(queue))
     }

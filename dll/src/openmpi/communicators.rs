@@ -39,6 +39,9 @@ pub struct Comm {
     pub remote_ranks: Vec<i64>,
     /// ob1's `mca_pml_ob1_comm_t`, 0 if none.
     pub pml_comm: u64,
+    /// Open MPI 5's 128-bit id (`cid_base`, `cid_sub`): how a CID header
+    /// names the communicator.
+    pub extended_id: Option<(u64, u64)>,
 }
 
 impl CommInfo for Comm {
@@ -277,6 +280,7 @@ pub fn build<P: ProcessAccess + ?Sized>(
             local_ranks: local,
             remote_ranks: remote,
             pml_comm: raw.pml_comm,
+            extended_id: raw.extended_id,
         });
     }
     built.comms.sort_by_key(|c| (c.id, c.addr));

@@ -253,6 +253,126 @@ pub struct Ob1Layout {
     pub send_bytes_delivered: Option<u64>,
     /// ob1 receive request: bytes received so far.
     pub recv_bytes_received: Option<u64>,
+    /// Open MPI 5: the CID header that names a communicator by its
+    /// 128-bit id in the first message to a peer.
+    pub cid: Option<CidLayout>,
+}
+
+/// The BTL's types, as Open MPI 4.1 (`vader`) or 5.0 (`sm`) names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SmLayout {
+    /// The BTL's name: `vader` or `sm`.
+    pub name: &'static str,
+    /// Its component, a data symbol.
+    pub symbol: &'static str,
+    pub comp_segment_size: Option<u64>,
+    pub comp_endpoints: u64,
+    pub comp_fbox_in_endpoints: u64,
+    pub comp_num_fbox_in: u64,
+    pub comp_my_fifo: u64,
+    pub comp_fbox_size: u64,
+    /// `sizeof` an endpoint: `endpoints` is an array of them by local rank.
+    pub ep_size: u64,
+    /// The endpoint's anonymous `fbox_in` struct (`buffer`, `startp`,
+    /// `start`, `seq`: their offsets follow from C's rules).
+    pub ep_fbox_in: u64,
+    pub ep_segment_base: u64,
+    pub hdr_size: u64,
+    pub hdr_next: u64,
+    pub hdr_tag: u64,
+    pub hdr_flags: u64,
+    pub hdr_len: u64,
+    /// `struct iovec sc_iov`: its length is the pointer after the base.
+    pub hdr_sc_iov: Option<u64>,
+    pub hdr_fbox_base: u64,
+    pub fifo_head: u64,
+    pub fifo_tail: u64,
+    /// `opal_process_info_t.num_local_peers`: bounds every local rank.
+    pub num_local_peers: Option<u64>,
+}
+
+/// Type names: Open MPI 4.1's `vader` and 5.0's `sm`.
+struct Names {
+    btl: &'static str,
+    symbol: &'static str,
+    component: &'static str,
+    endpoint: &'static str,
+    hdr: &'static str,
+    fifo: &'static str,
+}
+
+const VADER: Names = Names {
+    btl: "vader",
+    symbol: "mca_btl_vader_component",
+    component: "mca_btl_vader_component_t",
+    endpoint: "mca_btl_vader_endpoint_t",
+    hdr: "mca_btl_vader_hdr_t",
+    fifo: "vader_fifo_t",
+};
+
+const SM: Names = Names {
+    btl: "sm",
+    symbol: "mca_btl_sm_component",
+    component: "mca_btl_sm_component_t",
+    endpoint: "mca_btl_sm_endpoint_t",
+    hdr: "mca_btl_sm_hdr_t",
+    fifo: "sm_fifo_t",
+};
+
+/// The name of the shared-memory BTL of Open MPI 5 (`five`) or 4.1.
+pub fn btl_name(five: bool) -> &'static str {
+    if five {
+        SM.btl
+    } else {
+        VADER.btl
+    }
+}
+
+/// The BTL's types in an image of Open MPI 5 (`five`, its types named
+/// `sm`) or 4.1 (`vader`): only a build with `-g` everywhere has them.
+pub fn resolve_sm<I: ImageAccess>(image: &I, five: bool) -> Result<SmLayout, Missing> {
+    let n = if five { SM } else { VADER };
+    let comp = ty(image, n.component)?;
+    let ep = ty(image, n.endpoint)?;
+    let hdr = ty(image, n.hdr)?;
+    let fifo = ty(image, n.fifo)?;
+    let num_local_peers = ty(image, "opal_process_info_t")
+        .ok()
+        .and_then(|t| t.opt("num_local_peers"));
+    Ok(SmLayout {
+        name: n.btl,
+        symbol: n.symbol,
+        comp_segment_size: comp.opt("segment_size"),
+        comp_endpoints: comp.field("endpoints")?,
+        comp_fbox_in_endpoints: comp.field("fbox_in_endpoints")?,
+        comp_num_fbox_in: comp.field("num_fbox_in_endpoints")?,
+        comp_my_fifo: comp.field("my_fifo")?,
+        comp_fbox_size: comp.field("fbox_size")?,
+        ep_size: ep.size()?,
+        ep_fbox_in: ep.field("fbox_in")?,
+        ep_segment_base: ep.field("segment_base")?,
+        hdr_size: hdr.size()?,
+        hdr_next: hdr.field("next")?,
+        hdr_tag: hdr.field("tag")?,
+        hdr_flags: hdr.field("flags")?,
+        hdr_len: hdr.field("len")?,
+        hdr_sc_iov: hdr.opt("sc_iov"),
+        hdr_fbox_base: hdr.field("fbox_base")?,
+        fifo_head: fifo.field("fifo_head")?,
+        fifo_tail: fifo.field("fifo_tail")?,
+        num_local_peers,
+    })
+}
+
+/// Open MPI 5's CID header (`mca_pml_ob1_cid_hdr_t`): where its 128-bit
+/// communicator id lies, and where the match header behind it starts
+/// (`mca_pml_ob1_ext_match_hdr_t.hdr_match`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CidLayout {
+    pub cid: u64,
+    pub cid_base: u64,
+    pub cid_sub: u64,
+    pub inner: u64,
 }
 
 /// Everything, for one image.
@@ -270,6 +390,10 @@ pub struct Layout {
     pub proc_: ProcLayout,
     /// ob1's queues, or what is missing for them.
     pub ob1: Result<Ob1Layout, Missing>,
+    /// The shared-memory BTL (messages in transit), or what is missing for
+    /// it; asked for only where ob1's types are there (without them no
+    /// unexpected message is shown at all).
+    pub sm: Result<SmLayout, Missing>,
 }
 
 impl Layout {
@@ -308,7 +432,13 @@ impl Layout {
                 hostname: None,
             },
         };
-        let ob1 = resolve_ob1(image);
+        // Open MPI 5 has c_index, and names its BTL sm.
+        let five = comm.index.is_some();
+        let ob1 = resolve_ob1(image, five);
+        let sm = match &ob1 {
+            Ok(_) => resolve_sm(image, five),
+            Err(m) => Err(*m),
+        };
         Ok(Layout {
             list,
             free_list,
@@ -320,6 +450,7 @@ impl Layout {
             datatype,
             proc_,
             ob1,
+            sm,
         })
     }
 }
@@ -483,7 +614,7 @@ fn resolve_datatype<I: ImageAccess>(image: &I) -> Result<DatatypeLayout, Missing
     })
 }
 
-fn resolve_ob1<I: ImageAccess>(image: &I) -> Result<Ob1Layout, Missing> {
+fn resolve_ob1<I: ImageAccess>(image: &I, five: bool) -> Result<Ob1Layout, Missing> {
     let comm = ty(image, "mca_pml_ob1_comm_t")?;
     let proc_ = ty(image, "mca_pml_ob1_comm_proc_t")?;
     let frag = ty(image, "mca_pml_ob1_recv_frag_t")?;
@@ -515,6 +646,8 @@ fn resolve_ob1<I: ImageAccess>(image: &I) -> Result<Ob1Layout, Missing> {
         .filter(|&n| n > 0)
         .unwrap_or(16)
         .min(64);
+    // Only Open MPI 5 has the CID header; 4.1 is not asked for it.
+    let cid = if five { resolve_cid(image) } else { None };
     let send = ty(image, "mca_pml_ob1_send_request_t").ok();
     let recv = ty(image, "mca_pml_ob1_recv_request_t").ok();
     Ok(Ob1Layout {
@@ -546,5 +679,19 @@ fn resolve_ob1<I: ImageAccess>(image: &I) -> Result<Ob1Layout, Missing> {
         send_req_recv: send.as_ref().and_then(|s| s.opt("req_recv")),
         send_bytes_delivered: send.as_ref().and_then(|s| s.opt("req_bytes_delivered")),
         recv_bytes_received: recv.as_ref().and_then(|r| r.opt("req_bytes_received")),
+        cid,
+    })
+}
+
+/// Open MPI 5's CID header and the match header after it.
+fn resolve_cid<I: ImageAccess>(image: &I) -> Option<CidLayout> {
+    let cid = ty(image, "mca_pml_ob1_cid_hdr_t").ok()?;
+    let ext = ty(image, "mca_pml_ob1_ext_match_hdr_t").ok()?;
+    let id = ty(image, "ompi_comm_extended_cid_t").ok()?;
+    Some(CidLayout {
+        cid: cid.opt("hdr_cid")?,
+        cid_base: id.opt("cid_base")?,
+        cid_sub: id.opt("cid_sub")?,
+        inner: ext.opt("hdr_match")?,
     })
 }

@@ -8,6 +8,7 @@ pub mod layout;
 pub mod lists;
 pub mod ob1;
 pub mod requests;
+pub mod sm;
 pub mod unexpected;
 
 use std::sync::Arc;
@@ -16,15 +17,16 @@ use mqs_abi::{OpClass, ProcessLocation};
 
 use crate::access::{ImageAccess, ProcessAccess, TypeSizes};
 use crate::errors::DllError;
-use crate::iteration::{Call, Context, Listed, Made, MpiBackend, Queue, Setup};
+use crate::iteration::{Call, CommInfo, Context, Listed, Made, MpiBackend, Queue, Setup};
 use crate::messages::{self, Failure};
 use crate::names::ProcName;
 use crate::target::{ByteOrder, ReadError, Sizes, Target};
+use crate::transit::{self, Message};
 use crate::types::Missing;
 use crate::walk::{AddrSet, Stop};
 
 use communicators::{Comm, Signature, Table};
-use layout::Layout;
+use layout::{Layout, Ob1Layout};
 use requests::{DatatypeCache, Request, Scan};
 
 /// Data symbols the DLL reads.
@@ -81,6 +83,9 @@ pub struct Symbols {
     /// MPI-2 only: the processes of other jobs, and our own process name.
     pub proc_list: Option<u64>,
     pub local_proc: Option<u64>,
+    /// What the transport reader needs (looked up only where ob1's types
+    /// are there: without them no unexpected message is read).
+    pub sm: sm::SmSymbols,
 }
 
 pub fn resolve_symbols<I: ImageAccess>(image: &I) -> Result<Symbols, Missing> {
@@ -95,7 +100,31 @@ pub fn resolve_symbols<I: ImageAccess>(image: &I) -> Result<Symbols, Missing> {
         ob1_comm_class: None,
         proc_list: mpi2.then(|| image.find_symbol(SYM_PROC_LIST)).flatten(),
         local_proc: mpi2.then(|| image.find_symbol(SYM_LOCAL_PROC)).flatten(),
+        sm: sm::SmSymbols::default(),
     })
+}
+
+/// The transport reader's symbols, for an image whose layout has ob1's
+/// types: the BTLs in use always, the shared-memory BTL's only where its
+/// types are there too.
+pub fn resolve_sm_symbols<I: ImageAccess>(image: &I, layout: &Layout) -> sm::SmSymbols {
+    if layout.ob1.is_err() {
+        return sm::SmSymbols::default();
+    }
+    let btls = image.find_symbol(sm::SYM_BTLS);
+    match &layout.sm {
+        Ok(l) => sm::SmSymbols {
+            component: image.find_symbol(l.symbol),
+            process_info: l
+                .num_local_peers
+                .and_then(|_| image.find_symbol(sm::SYM_PROCESS_INFO)),
+            btls,
+        },
+        Err(_) => sm::SmSymbols {
+            btls,
+            ..sm::SmSymbols::default()
+        },
+    }
 }
 
 /// The basic sizes of a process: the debugger's, refined by the MPI's own
@@ -134,21 +163,30 @@ pub struct PmlInfo {
 /// whose layout is fixed by the MCA ABI: three ints, a 16-byte project
 /// name, three ints, a 32-byte type name, three ints, a 64-byte name).
 fn read_pml<P: ProcessAccess + ?Sized>(t: &Target<'_, P>, addr: u64) -> Option<PmlInfo> {
+    let (name, project, version) = read_component(t, addr, "pml")?;
+    let version = (project == "ompi").then_some(version);
+    Some(PmlInfo { name, version })
+}
+
+/// An MCA component of `kind` at `addr` (`mca_base_component_t`, laid out
+/// by the MCA ABI as [`read_pml`] says): its name, project and version.
+pub(crate) fn read_component<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    addr: u64,
+    kind: &str,
+) -> Option<(String, String, (i64, i64, i64))> {
     let v = t.view(t.check_ptr(addr, 4, 160).ok()?, 160).ok()?;
-    let project = v.chars(12, 16).ok()?;
-    let kind = v.chars(40, 32).ok()?;
-    if kind != "pml" {
+    if v.chars(40, 32).ok()? != kind {
         return None;
     }
+    let project = v.chars(12, 16).ok()?;
     let name = v.chars(84, 64).ok()?;
-    let version = (project == "ompi").then(|| {
-        (
-            v.i32(28).unwrap_or(0),
-            v.i32(32).unwrap_or(0),
-            v.i32(36).unwrap_or(0),
-        )
-    });
-    Some(PmlInfo { name, version })
+    let version = (
+        v.i32(28).unwrap_or(0),
+        v.i32(32).unwrap_or(0),
+        v.i32(36).unwrap_or(0),
+    );
+    Some((name, project, version))
 }
 
 /// One operation of a queue as read, made into a
@@ -163,6 +201,8 @@ pub enum Pending {
         order: Order,
     },
     Frag(unexpected::Frag),
+    /// A message waiting in the transport.
+    Transit(Message),
 }
 
 /// The line that says how a request's queue is ordered.
@@ -189,6 +229,17 @@ pub struct Cache {
     pub sends: Option<Scan>,
     pub recvs: Option<Scan>,
     pub datatypes: DatatypeCache,
+    /// What waits in the transports, read once per stop.
+    pub transit: Option<Transit>,
+}
+
+/// What waits in the transports, as read in this stop: messages by
+/// context, or by the 128-bit communicator ids Open MPI 5's CID headers
+/// name ([`sm::CID_KEY`] plus the index into `cids`).
+#[derive(Debug, Default)]
+pub struct Transit {
+    pub scan: transit::Scan,
+    pub cids: Vec<sm::Cid>,
 }
 
 /// What the Open MPI backend keeps per process.
@@ -408,12 +459,14 @@ impl OpenMpi {
         layout: &Layout,
         syms: &Symbols,
         comm: &Comm,
-    ) -> Option<Built> {
+    ) -> Option<(Built, transit::Unlisted)> {
         let ob1l = match &layout.ob1 {
             Ok(l) => l,
             Err(m) => {
+                let btl = layout::btl_name(layout.comm.index.is_some());
                 messages::set_no_information_reason(&format!(
-                    "ob1 has no debug information ({m} missing): build Open MPI with -g to see unexpected messages"
+                    "ob1 has no debug information ({m} missing): build Open MPI with -g to see unexpected messages ({} either)",
+                    transit::not_listed(btl)
                 ));
                 let line = format!(
                     "mqs DLL: unexpected messages not available: ob1 has no debug information ({m} missing)"
@@ -429,22 +482,100 @@ impl OpenMpi {
             );
             return None;
         }
-        let oc = match ob1::read_comm(t, layout, comm, syms.ob1_comm_class) {
-            Ok(oc) => oc,
-            Err(ob1::NotUsable::Read(e)) => {
-                return Some((Vec::new(), Vec::new(), Some(read_stop(e))))
-            }
+        let (frags, stop) = match ob1::read_comm(t, layout, comm, syms.ob1_comm_class) {
+            Ok(oc) => unexpected::frags(t, layout, ob1l, &oc),
+            Err(ob1::NotUsable::Read(e)) => (Vec::new(), Some(read_stop(e))),
             // No PML data on this communicator: it never communicated.
-            Err(_) => return Some((Vec::new(), Vec::new(), None)),
+            Err(_) => (Vec::new(), None),
         };
-        let (frags, stop) = unexpected::frags(t, layout, ob1l, &oc);
-        let ops = frags
+        let mut ops: Vec<Pending> = frags
             .into_iter()
             .filter(|f| keep_tag(cx, f.tag))
             .map(Pending::Frag)
             .collect();
-        Some((Vec::new(), ops, stop))
+        // What waits in the transport comes after what ob1 holds: the
+        // progress engine hands it to ob1 after those.
+        let (waiting, cut, unlisted) = self.transit(t, layout, ob1l, syms, comm);
+        ops.extend(
+            waiting
+                .into_iter()
+                .filter(|m| keep_tag(cx, m.tag))
+                .map(Pending::Transit),
+        );
+        Some(((Vec::new(), ops, stop.or(cut)), unlisted))
     }
+
+    /// The messages in transit to `comm` (read once per stop, each
+    /// communicator's taken out once), why the walk of the transport ended
+    /// early, and what could not be read.
+    fn transit<P: ProcessAccess + ?Sized>(
+        &mut self,
+        t: &Target<'_, P>,
+        layout: &Layout,
+        ob1: &Ob1Layout,
+        syms: &Symbols,
+        comm: &Comm,
+    ) -> (Vec<Message>, Option<Stop>, transit::Unlisted) {
+        let slot = &mut self.cache.transit;
+        if slot
+            .as_ref()
+            .is_some_and(|tr| tr.scan.by_key.was_taken(comm.id))
+        {
+            *slot = None;
+        }
+        let tr = slot.get_or_insert_with(|| read_transit(t, layout, ob1, syms));
+        let mut found = tr.scan.by_key.take(comm.id);
+        let cid = comm
+            .extended_id
+            .and_then(|id| tr.cids.iter().position(|&c| c == id));
+        if let Some(i) = cid {
+            found.extend(tr.scan.by_key.take(sm::CID_KEY + i as u64));
+            found.sort_by_key(|m| m.order);
+        }
+        (found, tr.scan.stop, tr.scan.unlisted.clone())
+    }
+}
+
+/// Reads what waits in the process's transports: the shared-memory BTL
+/// when it is in use and its types are there; every other BTL in use
+/// (but `self`, which hands a message over at once) is said not listed.
+fn read_transit<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    layout: &Layout,
+    ob1: &Ob1Layout,
+    syms: &Symbols,
+) -> Transit {
+    let shared = layout::btl_name(layout.comm.index.is_some());
+    let mut unlisted = transit::Unlisted::default();
+    let btls = syms.sm.btls.and_then(|l| sm::btls_in_use(t, layout, l));
+    let Some(btls) = btls else {
+        unlisted.add("messages in transit not listed: the BTLs in use are unknown");
+        return Transit {
+            scan: transit::Scan {
+                unlisted,
+                ..transit::Scan::default()
+            },
+            cids: Vec::new(),
+        };
+    };
+    for btl in btls.iter().filter(|b| *b != "self" && *b != shared) {
+        unlisted.add(transit::not_listed(btl));
+    }
+    let mut out = Transit::default();
+    if btls.iter().any(|b| b == shared) {
+        match &layout.sm {
+            Ok(l) => {
+                let (scan, cids) = sm::scan(t, l, ob1, ob1.cid, &syms.sm);
+                out = Transit { scan, cids };
+            }
+            Err(m) => unlisted.add(format!(
+                "{} (no debug information: {m} missing)",
+                transit::not_listed(shared)
+            )),
+        }
+    }
+    out.scan.unlisted.merge(&unlisted);
+    out
 }
 
 impl MpiBackend for OpenMpi {
@@ -470,6 +601,7 @@ impl MpiBackend for OpenMpi {
         if self.pml.is_none() {
             syms.ob1_comm_class = image.find_symbol(SYM_OB1_COMM_CLASS);
         }
+        syms.sm = resolve_sm_symbols(image, &layout);
         self.symbols = Some(syms);
         communicators::read_table(&t, &layout, syms.communicators).map_err(|e| Failure {
             code: e.into(),
@@ -540,16 +672,26 @@ impl MpiBackend for OpenMpi {
         let syms = self.symbols()?;
         let t = call.target();
         let cx = &mut *call.cx;
-        let built = match class {
-            OpClass::PendingSends => self.sends(cx, &t, &layout, &syms, comm),
-            OpClass::PendingReceives => self.receives(cx, &t, &layout, &syms, comm),
-            OpClass::UnexpectedMessages => self.unexpected(cx, &t, &layout, &syms, comm),
+        let (built, unlisted) = match class {
+            OpClass::PendingSends => (self.sends(cx, &t, &layout, &syms, comm), None),
+            OpClass::PendingReceives => (self.receives(cx, &t, &layout, &syms, comm), None),
+            OpClass::UnexpectedMessages => match self.unexpected(cx, &t, &layout, &syms, comm) {
+                Some((built, unlisted)) => (Some(built), Some(unlisted)),
+                None => (None, None),
+            },
         };
         let Some((requests, ops, stop)) = built else {
             return Ok(None);
         };
         let mut queue = Queue::new(requests, ops, stop);
-        if class != OpClass::UnexpectedMessages {
+        if let Some(unlisted) = unlisted {
+            // Messages in transit this DLL cannot read may be there:
+            // "cannot tell" for an empty queue, a last line otherwise.
+            queue.unseen = unlisted
+                .why()
+                .map(|why| format!("no unexpected message in ob1's queues, but {why}"));
+            queue.partial = unlisted.line();
+        } else {
             // Requests this DLL cannot see may be there: "cannot tell",
             // never "empty"; what it does see is said to be partial. A
             // line of extra_text holds 63 characters: the PML's name only
@@ -587,6 +729,7 @@ impl MpiBackend for OpenMpi {
                 requests::to_operation(request, comm, dt, order)
             }
             Pending::Frag(frag) => unexpected::to_operation(&frag, comm, Some(comm.id)),
+            Pending::Transit(m) => m.to_operation(comm.peer_global(m.source)),
         })
     }
 

@@ -19,10 +19,11 @@ use crate::openmpi::ob1::{list_is_empty, peer_view, Ob1Comm};
 use crate::target::{ReadError, Sizes, Spans, Target, View};
 use crate::walk::{self, Stop};
 
-/// ob1 header types (`MCA_BTL_TAG_PML + n`).
-const HDR_MATCH: u64 = 0x41;
-const HDR_RNDV: u64 = 0x42;
-const HDR_RGET: u64 = 0x43;
+/// ob1 header types (`MCA_BTL_TAG_PML + n`), also the BTL tags its
+/// fragments are sent with.
+pub(crate) const HDR_MATCH: u64 = 0x41;
+pub(crate) const HDR_RNDV: u64 = 0x42;
+pub(crate) const HDR_RGET: u64 = 0x43;
 
 /// One unexpected message.
 #[derive(Debug, Clone, PartialEq, Eq)]

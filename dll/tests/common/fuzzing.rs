@@ -57,6 +57,21 @@ pub struct ListLink {
 /// session read.
 pub type FindLinks = dyn Fn(&Recorded, &[(u64, usize)]) -> Vec<ListLink>;
 
+/// A field of a transport the DLL reads in transit: a ring's read position
+/// or sequence number, a queue's head or tail, an entry's size, tag or
+/// link, a count of boxes or ranks. Set to edge values (a position inside
+/// an entry, at or past a ring's end, a lap bit, a size past the end,
+/// -2, all ones).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    pub at: u64,
+    /// Its width in bytes (1, 2, 4 or 8).
+    pub width: u8,
+}
+
+/// Finds the transport fields of a recorded process.
+pub type FindPositions = dyn Fn(&Recorded) -> Vec<Position>;
+
 /// One recorded process, ready to corrupt.
 pub struct Base {
     pub name: &'static str,
@@ -67,6 +82,8 @@ pub struct Base {
     pub links: Vec<ListLink>,
     /// Addresses of pointer words whose value lies in `regions`.
     pub pointers: Vec<u64>,
+    /// The transport fields the DLL reads messages in transit through.
+    pub positions: Vec<Position>,
     /// Fetches of a clean session.
     pub clean_fetches: u64,
 }
@@ -142,28 +159,35 @@ pub fn symbol(log: &SymbolLog, name: &str) -> Option<u64> {
 /// A clean session of `process` (it must succeed), what it read, and the
 /// links `find_links` finds in it (given the process and the merged
 /// regions read).
-pub fn base(name: &'static str, process: &'static Recorded, find_links: &FindLinks) -> Base {
+pub fn base(
+    name: &'static str,
+    process: &'static Recorded,
+    find_links: &FindLinks,
+    find_positions: &FindPositions,
+) -> Base {
     let (regions, clean_fetches) = clean_regions(name, process);
     let pointers = pointers_in(process, &regions);
     let links = find_links(process, &regions);
+    let positions = find_positions(process);
     Base {
         name,
         process,
         regions,
         links,
         pointers,
+        positions,
         clean_fetches,
     }
 }
 
 /// [`base`] of every process of every recording of `family`.
-pub fn bases(family: Family, find_links: &FindLinks) -> Vec<Base> {
+pub fn bases(family: Family, find_links: &FindLinks, find_positions: &FindPositions) -> Vec<Base> {
     recordings(family)
         .flat_map(|plan| {
             recording(plan.name)
                 .processes
                 .iter()
-                .map(|p| base(plan.name, p, find_links))
+                .map(|p| base(plan.name, p, find_links, find_positions))
         })
         .collect()
 }
@@ -307,6 +331,32 @@ enum Mutation {
     Link(usize, Bend),
     /// A pointer moved `8 * n` bytes into the object it points to.
     Pointer(usize, u8),
+    /// A transport field set to an edge value.
+    Edge(usize, u64),
+}
+
+/// Values that put a ring position, size, sequence or link at an edge: in
+/// an entry, at and past a 4 KiB ring's end (Open MPI's default), with
+/// the lap bit, an empty FIFO's -2, all ones, or anything.
+fn edge() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        Just(0u64),
+        Just(1),
+        Just(31),
+        Just(32),
+        Just(33),
+        Just(4064),
+        Just(4096),
+        Just(4128),
+        Just(0x7fff_ffff),
+        Just(0x8000_0000),
+        Just(0x8000_0020),
+        Just(0xffff),
+        Just(u64::from(u32::MAX)),
+        Just(u64::MAX - 1),
+        Just(u64::MAX),
+        any::<u64>(),
+    ]
 }
 
 fn value() -> impl Strategy<Value = Value> {
@@ -346,6 +396,7 @@ fn mutation() -> impl Strategy<Value = Mutation> {
         )
             .prop_map(|(l, k)| Mutation::Link(l, k)),
         2 => (any::<usize>(), 1u8..8).prop_map(|(p, d)| Mutation::Pointer(p, d)),
+        3 => (any::<usize>(), edge()).prop_map(|(p, v)| Mutation::Edge(p, v)),
     ]
 }
 
@@ -445,6 +496,14 @@ fn apply(base: &Base, p: &mut SnapshotProcess, log: &mut SymbolLog, m: &Mutation
             let addr = base.pointers[w % base.pointers.len()];
             let to = read_u64(p, addr).unwrap_or(0) + 8 * u64::from(*n);
             write(p, addr, &to.to_le_bytes());
+        }
+        Mutation::Edge(w, v) => {
+            if base.positions.is_empty() {
+                return;
+            }
+            let pos = base.positions[w % base.positions.len()];
+            let width = usize::from(pos.width.clamp(1, 8));
+            write(p, pos.at, &v.to_le_bytes()[..width]);
         }
     }
 }
@@ -670,11 +729,13 @@ pub fn fuzz(label: &'static str, bases: &'static [Base]) {
     }
     let secs = started.elapsed().as_secs_f64();
     let links: usize = bases.iter().map(|b| b.links.len()).sum();
+    let positions: usize = bases.iter().map(|b| b.positions.len()).sum();
     let clean = bases.iter().map(|b| b.clean_fetches).max().unwrap_or(0);
     eprintln!(
         "{label}: {cases} corrupted sessions over {} recorded processes ({links} list links \
-         found) in {secs:.1} s ({:.0} cases/s), at most {max_fetches} fetches in one (a clean \
-         one: at most {clean}); stops seen: cycle {}, bad pointer {}, budget {}",
+         and {positions} transport fields found) in {secs:.1} s ({:.0} cases/s), at most \
+         {max_fetches} fetches in one (a clean one: at most {clean}); stops seen: cycle {}, \
+         bad pointer {}, budget {}",
         bases.len(),
         cases as f64 / secs,
         total.cycle,

@@ -224,6 +224,37 @@ pub const RECORDINGS: &[Plan] = &[
         mpi2_only: false,
         env: &[("MPIR_CVAR_CH4_OFI_ENABLE_TAGGED", "0")],
     },
+    // Ranks that left MPI with messages waiting in the shared-memory
+    // transport (tests/fixtures/spin_ring.c, 3 ranks: every kind of entry
+    // the readers know): Open MPI 4.1.4's vader, 5.0.7's sm, MPICH 4.0.2's
+    // nemesis.
+    Plan {
+        name: "spin-ring",
+        fixture: "spin_ring",
+        ranks: 3,
+        args: &[],
+        mpi: Mpi::OpenMpiG,
+        mpi2_only: false,
+        env: &[],
+    },
+    Plan {
+        name: "ompi5-spin-ring",
+        fixture: "spin_ring",
+        ranks: 3,
+        args: &[],
+        mpi: Mpi::OpenMpi5G,
+        mpi2_only: false,
+        env: &[],
+    },
+    Plan {
+        name: "mpich-spin-ring",
+        fixture: "spin_ring",
+        ranks: 3,
+        args: &[],
+        mpi: Mpi::Mpich,
+        mpi2_only: false,
+        env: &[],
+    },
 ];
 
 /// The recordings of this build, of one MPI family.

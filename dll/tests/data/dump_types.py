@@ -15,6 +15,8 @@ ompi_group_bitmap_data_t ompi_datatype_t opal_datatype_t opal_proc_t
 mca_pml_ob1_comm_t mca_pml_ob1_comm_proc_t mca_pml_ob1_recv_frag_t mca_btl_base_segment_t
 mca_pml_ob1_common_hdr_t mca_pml_ob1_match_hdr_t mca_pml_ob1_rendezvous_hdr_t
 mca_pml_ob1_hdr_t mca_pml_ob1_send_request_t mca_pml_ob1_recv_request_t
+mca_btl_vader_component_t mca_btl_vader_endpoint_t mca_btl_vader_hdr_t vader_fifo_t
+opal_process_info_t
 """.split()
 
 SYMBOLS = """
@@ -22,6 +24,7 @@ ompi_mpi_communicators mca_pml_base_send_requests mca_pml_base_recv_requests
 ompi_mpi_comm_world ompi_mpi_comm_null MPIR_debug_typedefs_sizeof MPIR_Ignore_queues
 mca_pml_base_selected_component mca_pml_ob1_comm_t_class ompi_proc_list
 ompi_proc_local_proc ompi_debugger_setup_dlls
+mca_btl_vader_component opal_process_info mca_btl_base_modules_initialized
 """.split()
 
 

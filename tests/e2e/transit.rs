@@ -1,0 +1,231 @@
+//! Messages in transit (`tests/fixtures/spin_ring.c`): every rank sends to
+//! its neighbours, then leaves MPI for good. What arrived before it left is
+//! in the MPI's queues; what arrived after waits in the shared-memory
+//! transport (Open MPI's FIFO and fast boxes, in use and not yet known to
+//! the receiver; MPICH nemesis' fast boxes and receive queue). Dumped
+//! through its launcher with our DLL, every rank must show every message
+//! sent to it, with source, tag, communicator and length: as a receive it
+//! matched, in the MPI's unexpected queue, or after those, in transit (the
+//! marker `mqs_abi::IN_TRANSIT` starting its first line), a rendezvous
+//! message with its full length. Where the DLL cannot read the transport
+//! (Open MPI without debug information) it says so instead of an empty
+//! queue.
+//!
+//! That a job whose messages MPI handled shows nothing in transit (no
+//! duplicate of the MPI's own unexpected messages) is checked wherever the
+//! `queues` fixture's contents are (`mqs_tests::contents::check_ours`
+//! refuses the marker on any operation not expected in transit, and extra
+//! operations): `dll_crosscheck`, `mpich_dll`, `analysis` and the DLL's
+//! replays.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use mqs_tests::contents::{self, SpinMpi};
+use mqs_tests::{Job, Mpi};
+use serde_json::Value;
+use support::*;
+
+/// (communicator, source, tag, length in bytes) of one message.
+type Key = (String, i64, i64, i64);
+
+fn ops(queue: &Value) -> Vec<Value> {
+    queue["operations"].as_array().cloned().unwrap_or_default()
+}
+
+fn in_transit(op: &Value) -> bool {
+    op["extra_text"][0]
+        .as_str()
+        .is_some_and(|l| l.starts_with(mqs_abi::IN_TRANSIT))
+}
+
+/// The messages a process shows as received: complete or matched receives
+/// (what matched them) and unexpected messages, each with where it is.
+fn shown(process: &Value) -> BTreeMap<Key, Vec<&'static str>> {
+    let mut out: BTreeMap<Key, Vec<&'static str>> = BTreeMap::new();
+    for c in process["communicators"]["list"].as_array().unwrap() {
+        let name = c["name"].as_str().unwrap().to_string();
+        for op in ops(&c["receives"]) {
+            if op["status"] != "pending" {
+                let key = (
+                    name.clone(),
+                    op["actual_global_rank"].as_i64().unwrap(),
+                    op["actual_tag"].as_i64().unwrap(),
+                    op["actual_length"].as_i64().unwrap(),
+                );
+                out.entry(key).or_default().push("matched receive");
+            }
+        }
+        for op in ops(&c["unexpected"]) {
+            let key = (
+                name.clone(),
+                op["desired_global_rank"].as_i64().unwrap(),
+                op["desired_tag"].as_i64().unwrap(),
+                op["desired_length"].as_i64().unwrap(),
+            );
+            let place = if in_transit(&op) {
+                "in transit"
+            } else {
+                "MPI's unexpected queue"
+            };
+            out.entry(key).or_default().push(place);
+        }
+    }
+    out
+}
+
+/// Dumps a `spin_ring` job of `size` ranks on `mpi` and checks every rank.
+fn check_spin(mpi: Mpi, size: u32, which: SpinMpi) {
+    let job = Job::launch(mpi, "spin_ring", size, &[]).expect("launch spin_ring");
+    let dll = mqs_tests::our_dll(false).display().to_string();
+    let dump = dump_json(job.launcher_pid(), &["--dll", &dll]);
+    let processes = dump["processes"].as_array().cloned().unwrap_or_default();
+    assert_eq!(processes.len(), size as usize, "{dump:#}");
+    let expected = contents::spin_ring(i64::from(size), which);
+    let messages = contents::spin_messages(i64::from(size));
+    let mut errors = Vec::new();
+    for p in &processes {
+        let rank = p["global_rank"].as_i64().unwrap();
+        let want = &expected[usize::try_from(rank).unwrap()];
+        if let Err(e) = contents::check_ours(want, &p["communicators"]) {
+            errors.push(e);
+        }
+        for c in p["communicators"]["list"].as_array().unwrap() {
+            let what = format!("rank {rank} {}", c["name"]);
+            let unexpected = &c["unexpected"];
+            if which == SpinMpi::OpenMpi(false) {
+                // No debug information: said, never an empty list.
+                let reason = unexpected["reason"].as_str().unwrap_or_default();
+                if unexpected["status"] != "not_available"
+                    || !reason.contains("messages in transit on vader not listed")
+                {
+                    errors.push(format!("{what}: unexpected {unexpected}"));
+                }
+                continue;
+            }
+            // The MPI's own first, then what waits in the transport.
+            let list = ops(unexpected);
+            if let Some(first) = list.iter().position(in_transit) {
+                if list[first..].iter().any(|op| !in_transit(op)) {
+                    errors.push(format!("{what}: MPI's own after transit: {unexpected}"));
+                }
+            }
+        }
+        if which == SpinMpi::OpenMpi(false) {
+            continue;
+        }
+        // Every message sent to this rank, once, where the fixture says.
+        // MPICH keeps no request of a complete receive on any queue: the
+        // message that matched one is gone from sight.
+        let got = shown(p);
+        let mut want: BTreeMap<Key, Vec<&'static str>> = BTreeMap::new();
+        for m in messages.iter().filter(|m| m.to == rank) {
+            if m.matched && which == SpinMpi::Mpich {
+                continue;
+            }
+            let key = (m.comm.to_string(), m.from, m.tag, 4 * m.count);
+            let place = if m.matched {
+                "matched receive"
+            } else if m.in_transit {
+                "in transit"
+            } else {
+                "MPI's unexpected queue"
+            };
+            want.entry(key).or_default().push(place);
+        }
+        if got != want {
+            let missing: Vec<_> = want
+                .iter()
+                .filter(|(k, v)| got.get(*k) != Some(v))
+                .collect();
+            let extra: Vec<_> = got
+                .iter()
+                .filter(|(k, v)| want.get(*k) != Some(v))
+                .collect();
+            errors.push(format!(
+                "rank {rank}: messages sent to it not shown as expected: {missing:?}; shown otherwise: {extra:?}"
+            ));
+        }
+    }
+    job.shutdown().expect("shutdown");
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+}
+
+#[test]
+fn open_mpi_4_ranks_show_every_message_in_queues_or_transport() {
+    check_spin(Mpi::OpenMpiG, 4, SpinMpi::OpenMpi(true));
+}
+
+#[test]
+fn open_mpi_8_ranks_show_every_message_in_queues_or_transport() {
+    check_spin(Mpi::OpenMpiG, 8, SpinMpi::OpenMpi(true));
+}
+
+#[test]
+fn open_mpi_release_says_messages_in_transit_are_not_listed() {
+    check_spin(Mpi::OpenMpiRelease, 4, SpinMpi::OpenMpi(false));
+}
+
+#[test]
+fn open_mpi_release_8_ranks_say_messages_in_transit_are_not_listed() {
+    check_spin(Mpi::OpenMpiRelease, 8, SpinMpi::OpenMpi(false));
+}
+
+#[test]
+fn open_mpi_5_ranks_show_every_message_in_queues_or_transport() {
+    check_spin(Mpi::OpenMpi5G, 4, SpinMpi::OpenMpi(true));
+}
+
+#[test]
+fn open_mpi_5_8_ranks_show_every_message_in_queues_or_transport() {
+    check_spin(Mpi::OpenMpi5G, 8, SpinMpi::OpenMpi(true));
+}
+
+#[test]
+fn mpich_4_ranks_show_every_message_in_queues_or_transport() {
+    check_spin(Mpi::Mpich, 4, SpinMpi::Mpich);
+}
+
+#[test]
+fn mpich_8_ranks_show_every_message_in_queues_or_transport() {
+    check_spin(Mpi::Mpich, 8, SpinMpi::Mpich);
+}
+
+/// The job view of the spinning ring names every rank that is outside MPI
+/// with messages waiting in its transport, with how many and from whom.
+fn check_view_names_ranks_outside_mpi(mpi: Mpi) {
+    let size = 4;
+    let job = Job::launch(mpi, "spin_ring", size, &[]).expect("launch spin_ring");
+    let messages = contents::spin_messages(i64::from(size));
+    let out = run(&["--pid", &job.launcher_pid().to_string(), "--stacks"]);
+    let view = stdout(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for rank in 0..i64::from(size) {
+        let n = messages
+            .iter()
+            .filter(|m| m.to == rank && m.in_transit)
+            .count();
+        assert!(
+            n > 0,
+            "the fixture leaves messages in transit to rank {rank}"
+        );
+        let named = format!(
+            "rank {rank} is not calling MPI: {n} message{} wait{} in its transport: ",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "s" } else { "" }
+        );
+        assert!(view.contains(&named), "{named} missing from {view}");
+    }
+    job.shutdown().expect("shutdown");
+}
+
+#[test]
+fn the_job_view_names_the_ranks_outside_mpi_with_messages_waiting_open_mpi() {
+    check_view_names_ranks_outside_mpi(Mpi::OpenMpiG);
+}
+
+#[test]
+fn the_job_view_names_the_ranks_outside_mpi_with_messages_waiting_mpich() {
+    check_view_names_ranks_outside_mpi(Mpi::Mpich);
+}
