@@ -13,7 +13,7 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mqs_core::interface::Target;
@@ -33,66 +33,6 @@ fn job_on(nodes: &Nodes, fixture: &str, ranks: u32, slots: u32, args: &[&str]) -
         ..LaunchOptions::default()
     };
     Job::launch_with(Mpi::OpenMpiG, fixture, ranks, args, &options).expect("a job on the nodes")
-}
-
-/// Runs mqs-dump; its output, and how long it took.
-fn timed(args: &[&str]) -> (Output, Duration) {
-    let start = Instant::now();
-    let out = run(args);
-    (out, start.elapsed())
-}
-
-fn json(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}\nstderr: {}", stdout(out), stderr(out)))
-}
-
-fn succeeded(out: Output, what: &str) -> Value {
-    assert!(
-        out.status.success(),
-        "{what} failed ({}): {}\n{}",
-        out.status,
-        stderr(&out),
-        stdout(&out)
-    );
-    json(&out)
-}
-
-/// A process as read, less what differs from one reading to the next
-/// (counters, times) and where it was read from (`host`).
-fn comparable(process: &Value) -> Value {
-    let mut p = process.clone();
-    let map = p.as_object_mut().expect("a process object");
-    map.remove("stats");
-    map.remove("host");
-    p
-}
-
-/// The processes of a dump by global rank.
-fn by_rank(dump: &Value) -> BTreeMap<i64, Value> {
-    dump["processes"]
-        .as_array()
-        .expect("processes")
-        .iter()
-        .map(|p| (p["global_rank"].as_i64().expect("global_rank"), p.clone()))
-        .collect()
-}
-
-/// Every rank of `merged` equals the same rank of `direct`.
-fn assert_same_ranks(merged: &Value, direct: &BTreeMap<i64, Value>, what: &str) {
-    let merged = by_rank(merged);
-    assert_eq!(
-        merged.keys().collect::<Vec<_>>(),
-        direct.keys().collect::<Vec<_>>(),
-        "{what}: not the same ranks"
-    );
-    for (rank, process) in &merged {
-        assert_eq!(
-            comparable(process),
-            comparable(&direct[rank]),
-            "{what}: rank {rank} differs"
-        );
-    }
 }
 
 /// The queues fixture's state, as far as needed to know a dump is not
@@ -146,14 +86,6 @@ fn direct_in_nodes(
             let dump = succeeded(out, &format!("a direct dump of rank {rank} in {node}"));
             (i64::from(rank), dump["processes"][0].clone())
         })
-        .collect()
-}
-
-/// Each process's `host`, by rank.
-fn hosts_of(dump: &Value) -> BTreeMap<i64, String> {
-    by_rank(dump)
-        .into_iter()
-        .map(|(r, p)| (r, p["host"].as_str().unwrap_or("").to_string()))
         .collect()
 }
 

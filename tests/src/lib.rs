@@ -14,6 +14,7 @@ mod mpi;
 mod nodes;
 mod procfs;
 mod shared_dir;
+mod slurm;
 
 pub use artifacts::{core_example, dll_beside_test_binary, mqs_dump_binary, our_dll};
 pub use error::{Error, NotReady, Result};
@@ -24,6 +25,8 @@ pub use mpi::{
 };
 pub use nodes::Nodes;
 pub use procfs::{
-    descendants, parent_pid, process_alive, process_cmdline, processes_with_env, ProcessRecord,
+    descendants, namespace_processes, parent_pid, process_alive, process_cmdline,
+    processes_with_env, ProcessRecord,
 };
 pub use shared_dir::shared_dir;
+pub use slurm::{Slurm, SLURM_CPUS, SLURM_NODES};

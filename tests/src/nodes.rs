@@ -158,33 +158,8 @@ impl Nodes {
     /// `local` in node `name`.
     pub fn global_pid(&self, name: &str, local: u32) -> Result<Option<u32>> {
         let node = self.node(name)?;
-        let ns = fs::read_link(format!("/proc/{}/ns/pid", node.init.pid))
-            .map_err(|e| Error::io(format!("reading node {name}'s namespace"), e))?;
-        let Ok(dir) = fs::read_dir("/proc") else {
-            return Ok(None);
-        };
-        for entry in dir.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if fs::read_link(format!("/proc/{pid}/ns/pid")).ok().as_ref() != Some(&ns) {
-                continue;
-            }
-            // NSpid: our pid first, the innermost (node-local) one last.
-            let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-            let inner = status
-                .lines()
-                .find_map(|l| l.strip_prefix("NSpid:"))
-                .and_then(|l| l.split_whitespace().last()?.parse::<u32>().ok());
-            if inner == Some(local) {
-                return Ok(Some(pid));
-            }
-        }
-        Ok(None)
+        procfs::pid_in_namespace_of(node.init.pid, local)
+            .map_err(|e| Error::io(format!("reading node {name}'s namespace"), e))
     }
 
     fn node(&self, name: &str) -> Result<&Node> {

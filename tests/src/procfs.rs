@@ -194,6 +194,44 @@ pub(crate) fn record_alive(rec: ProcessRecord) -> bool {
         if s.start_time == rec.start_time && s.state != 'Z' && s.state != 'X')
 }
 
+/// The processes in the PID namespace of `member` (a process inside it, as
+/// we see it), with their pids inside the namespace: (ours, theirs).
+pub fn namespace_processes(member: u32) -> io::Result<Vec<(u32, u32)>> {
+    let ns = fs::read_link(format!("/proc/{member}/ns/pid"))?;
+    let mut out = Vec::new();
+    for entry in fs::read_dir("/proc")?.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if fs::read_link(format!("/proc/{pid}/ns/pid")).ok().as_ref() != Some(&ns) {
+            continue;
+        }
+        // NSpid: our pid first, the innermost (namespace-local) one last.
+        let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        if let Some(inner) = status
+            .lines()
+            .find_map(|l| l.strip_prefix("NSpid:"))
+            .and_then(|l| l.split_whitespace().last()?.parse::<u32>().ok())
+        {
+            out.push((pid, inner));
+        }
+    }
+    Ok(out)
+}
+
+/// Our pid of the process whose pid is `local` in the PID namespace of
+/// `member`.
+pub fn pid_in_namespace_of(member: u32, local: u32) -> io::Result<Option<u32>> {
+    Ok(namespace_processes(member)?
+        .into_iter()
+        .find(|&(_, inner)| inner == local)
+        .map(|(ours, _)| ours))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)] // each test binary uses its own part
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -341,4 +342,74 @@ pub fn as_if_transport_read(dump: &mut Value, transport: &str) -> (usize, Vec<St
         }
     }
     (said.len(), said)
+}
+
+// Dumps of a job read in several places (collectors, nodes), compared.
+
+/// Runs mqs-dump; its output, and how long it took.
+pub fn timed(args: &[&str]) -> (Output, Duration) {
+    let start = Instant::now();
+    let out = run(args);
+    (out, start.elapsed())
+}
+
+pub fn json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}\nstderr: {}", stdout(out), stderr(out)))
+}
+
+pub fn succeeded(out: Output, what: &str) -> Value {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}): {}\n{}",
+        out.status,
+        stderr(&out),
+        stdout(&out)
+    );
+    json(&out)
+}
+
+/// A process as read, less what differs from one reading to the next
+/// (counters, times) and where it was read from (`host`).
+pub fn comparable(process: &Value) -> Value {
+    let mut p = process.clone();
+    let map = p.as_object_mut().expect("a process object");
+    map.remove("stats");
+    map.remove("host");
+    p
+}
+
+/// The processes of a dump by global rank.
+pub fn by_rank(dump: &Value) -> BTreeMap<i64, Value> {
+    dump["processes"]
+        .as_array()
+        .expect("processes")
+        .iter()
+        .map(|p| (p["global_rank"].as_i64().expect("global_rank"), p.clone()))
+        .collect()
+}
+
+/// Every rank of `merged` equals the same rank of `direct`.
+pub fn assert_same_ranks(merged: &Value, direct: &BTreeMap<i64, Value>, what: &str) {
+    let merged = by_rank(merged);
+    assert_eq!(
+        merged.keys().collect::<Vec<_>>(),
+        direct.keys().collect::<Vec<_>>(),
+        "{what}: not the same ranks"
+    );
+    for (rank, process) in &merged {
+        assert_eq!(
+            comparable(process),
+            comparable(&direct[rank]),
+            "{what}: rank {rank} differs"
+        );
+    }
+}
+
+/// Each process's `host`, by rank.
+pub fn hosts_of(dump: &Value) -> BTreeMap<i64, String> {
+    by_rank(dump)
+        .into_iter()
+        .map(|(r, p)| (r, p["host"].as_str().unwrap_or("").to_string()))
+        .collect()
 }
