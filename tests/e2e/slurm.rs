@@ -1,11 +1,242 @@
-//! The test Slurm itself (`Slurm`: a munged, a slurmctld and two slurmds
-//! on this machine, each node its own PID, UTS and mount namespace): it
-//! runs steps on both nodes, and takes everything down whatever happens to
-//! its test.
+//! Slurm jobs, on a real two-node Slurm of this machine (`Slurm`: a
+//! slurmctld and two slurmds, each node its own PID, UTS and mount
+//! namespace, so the pids srun's table lists mean something only inside
+//! their node, as on a cluster).
+//!
+//! A hung job of the queues fixture started by `srun` directly (Open MPI
+//! 4.1.4 through PMIx, MPICH ch3 through Slurm's PMI-2 plugin), read by
+//! `mqs-dump --pid <srun>` (collectors started as an overlapping step of the
+//! job) and by `mqs-dump --slurm JOBID` (collectors that find the ranks on
+//! their node): every rank equals a direct dump made inside its node and the
+//! fixture's exact contents; the tool step has ended afterwards and the job
+//! runs on, and completes when released.
 
 mod support;
 
-use mqs_tests::{Mpi, Slurm, JOB_ENV};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use mqs_tests::contents::{self, Process};
+use mqs_tests::{Job, Mpi, Slurm, JOB_ENV};
+use serde_json::Value;
+use support::*;
+
+/// The name of the collectors' step (acquire/src/slurm.rs).
+const TOOL_STEP: &str = "mqs-dump-collectors";
+
+/// mqs-dump run against the cluster (`SLURM_CONF` names it).
+fn dump_slurm(slurm: &Slurm, args: &[&str]) -> (std::process::Output, Duration) {
+    let conf = slurm.conf().to_str().expect("a UTF-8 path").to_string();
+    let start = Instant::now();
+    let out = run_env(args, &[("SLURM_CONF", &conf)]);
+    (out, start.elapsed())
+}
+
+/// The id of the one Slurm job running.
+fn the_job(slurm: &Slurm) -> String {
+    let jobs = slurm.jobs().expect("squeue");
+    assert_eq!(jobs.len(), 1, "one job expected: {jobs:?}");
+    jobs[0].clone()
+}
+
+/// The node of each rank: `per_node` ranks on each node, nodea first.
+fn node_of(rank: i64, per_node: i64) -> String {
+    mqs_tests::SLURM_NODES[usize::try_from(rank / per_node).expect("a rank")].to_string()
+}
+
+/// Direct dumps of each rank, made inside its node by its node-local pid.
+fn direct_in_nodes(slurm: &Slurm, job: &Job, per_node: i64) -> BTreeMap<i64, Value> {
+    job.rank_pids()
+        .into_iter()
+        .map(|(rank, pid)| {
+            let node = node_of(i64::from(rank), per_node);
+            let out = slurm
+                .command_in(&node, mqs_dump())
+                .expect("nsenter")
+                .args(["--pid", &pid.to_string(), "--json"])
+                .stdin(Stdio::null())
+                .output()
+                .expect("run mqs-dump in a node");
+            let dump = succeeded(out, &format!("a direct dump of rank {rank} in {node}"));
+            (i64::from(rank), dump["processes"][0].clone())
+        })
+        .collect()
+}
+
+/// Every rank of `dump` on its node, without failures, with exactly the
+/// fixture's queues, and equal to the direct dumps.
+fn assert_every_rank(
+    dump: &Value,
+    expected: &[Process],
+    direct: &BTreeMap<i64, Value>,
+    per_node: i64,
+    what: &str,
+) {
+    assert_eq!(dump["failures"], serde_json::json!([]), "{what}: {dump}");
+    let hosts = hosts_of(dump);
+    let wanted: BTreeMap<i64, String> = (0..expected.len() as i64)
+        .map(|r| (r, node_of(r, per_node)))
+        .collect();
+    assert_eq!(hosts, wanted, "{what}: each rank on its node");
+    let ranks = by_rank(dump);
+    for process in expected {
+        contents::check_ours(process, &ranks[&process.rank]["communicators"])
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+    }
+    assert_same_ranks(dump, direct, what);
+}
+
+/// What a dump leaves: no tool step, no collector, every rank running
+/// untraced, the job still running.
+fn assert_left_running(slurm: &Slurm, job: &Job, jobid: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let steps = slurm.steps().expect("squeue -s");
+        let collectors: Vec<u32> = slurm
+            .node_processes()
+            .into_iter()
+            .filter(|(_, pid, _)| {
+                mqs_tests::process_cmdline(*pid)
+                    .is_some_and(|c| c.iter().any(|a| a == "__collector"))
+            })
+            .map(|(_, pid, _)| pid)
+            .collect();
+        if collectors.is_empty() && steps.iter().all(|(_, name)| name != TOOL_STEP) {
+            assert_eq!(
+                steps.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(),
+                [format!("{jobid}.0")],
+                "the job's own step, running on"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the tool step is still there: steps {steps:?}, collectors {collectors:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        mqs_tests::process_alive(job.launcher_pid()),
+        "srun has ended"
+    );
+    let per_node = i64::from(job.size()) / mqs_tests::SLURM_NODES.len() as i64;
+    for (rank, local) in job.rank_pids() {
+        let node = node_of(i64::from(rank), per_node);
+        let pid = slurm
+            .global_pid(&node, local)
+            .expect("the node's processes")
+            .unwrap_or_else(|| panic!("rank {rank} (pid {local} in {node}) is gone"));
+        assert_running_untraced(pid);
+    }
+}
+
+/// A hung queues job of `mpi` with 2 ranks on each node, read through srun
+/// and through `--slurm`.
+fn srun_job_read_whole(mpi: Mpi, expected: &[Process]) {
+    let per_node = 2;
+    let slurm = Slurm::start().expect("a two-node Slurm");
+    let job = slurm
+        .srun_job(mpi, "queues", per_node as u32, &[])
+        .expect("a queues job under srun");
+    let jobid = the_job(&slurm);
+    let direct = direct_in_nodes(&slurm, &job, per_node);
+
+    // Through srun's table, with no SLURM_CONF of our own: the collectors'
+    // step goes to the cluster srun names.
+    let srun = job.launcher_pid().to_string();
+    let (out, by_pid) = timed(&["--pid", &srun, "--json"]);
+    let dump = succeeded(out, "mqs-dump --pid <srun>");
+    assert_every_rank(&dump, expected, &direct, per_node, "--pid <srun>");
+    assert_left_running(&slurm, &job, &jobid);
+
+    // srun's forked helper (its table is empty) leads to its parent.
+    let helper = mqs_tests::descendants(job.launcher_pid())
+        .into_iter()
+        .find(|p| {
+            mqs_tests::process_cmdline(p.pid)
+                .and_then(|c| c.first().cloned())
+                .is_some_and(|a| Path::new(&a).file_name().is_some_and(|n| n == "srun"))
+        })
+        .expect("srun's helper");
+    let out = run(&["--pid", &helper.pid.to_string(), "--json"]);
+    let through_helper = succeeded(out, "mqs-dump --pid <srun's helper>");
+    assert_same_ranks(&through_helper, &direct, "--pid <srun's helper>");
+    assert_left_running(&slurm, &job, &jobid);
+
+    // By job id: collectors find the ranks on their nodes themselves.
+    let (out, by_id) = dump_slurm(&slurm, &["--slurm", &jobid, "--json"]);
+    let dump = succeeded(out, "mqs-dump --slurm JOBID");
+    assert_every_rank(&dump, expected, &direct, per_node, "--slurm JOBID");
+    assert_left_running(&slurm, &job, &jobid);
+    let (out, _) = dump_slurm(&slurm, &["--slurm", &format!("{jobid}.0"), "--json"]);
+    let dump = succeeded(out, "mqs-dump --slurm JOBID.0");
+    assert_every_rank(&dump, expected, &direct, per_node, "--slurm JOBID.0");
+    assert_left_running(&slurm, &job, &jobid);
+    eprintln!(
+        "{} ranks of {}: --pid <srun> {by_pid:?}, --slurm {by_id:?}",
+        expected.len(),
+        mpi.name()
+    );
+    job.shutdown().expect("teardown");
+}
+
+#[test]
+fn open_mpi_under_srun_pmix_every_rank_through_srun_and_by_job_id() {
+    srun_job_read_whole(Mpi::OpenMpiG, &contents::queues_on_nodes(4, 2, 0));
+}
+
+#[test]
+fn mpich_under_srun_pmi2_every_rank_through_srun_and_by_job_id() {
+    srun_job_read_whole(
+        Mpi::Mpich,
+        &contents::over_network(contents::mpich_queues(4, 0)),
+    );
+}
+
+/// A job dumped both ways runs on: released, it completes, and srun exits
+/// with its status.
+#[test]
+fn a_job_dumped_through_slurm_runs_on_and_completes() {
+    let slurm = Slurm::start().expect("a two-node Slurm");
+    let stop = slurm.dir().join("stop");
+    let job = slurm
+        .srun_job(Mpi::OpenMpiG, "finish", 1, &[stop.to_str().unwrap(), "300"])
+        .expect("a finish job under srun");
+    let jobid = the_job(&slurm);
+    let srun = job.launcher_pid().to_string();
+    for (out, what) in [
+        (timed(&["--pid", &srun, "--json"]).0, "--pid <srun>"),
+        (
+            dump_slurm(&slurm, &["--slurm", &jobid, "--json"]).0,
+            "--slurm",
+        ),
+    ] {
+        let dump = succeeded(out, what);
+        assert_eq!(dump["failures"], serde_json::json!([]), "{what}: {dump}");
+        assert_eq!(
+            hosts_of(&dump).into_values().collect::<Vec<_>>(),
+            mqs_tests::SLURM_NODES,
+            "{what}"
+        );
+        assert_left_running(&slurm, &job, &jobid);
+    }
+    std::fs::write(&stop, "").expect("the stop file");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while job.output().0.matches("DONE rank=").count() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the job did not complete: {:?}",
+            job.output()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let status = job
+        .wait_for_exit(Duration::from_secs(60))
+        .expect("srun ends");
+    assert!(status.success(), "{status}");
+}
 
 /// The cluster itself: it runs steps on both nodes, in their own
 /// namespaces; a test that panics with the cluster up and a job running

@@ -365,6 +365,39 @@ pub fn queues_of(size: i64, n: i64, unexpected_readable: bool) -> Vec<Process> {
     [rank0, rank1].into_iter().chain(others).collect()
 }
 
+/// `procs` as our DLL shows them when messages may wait in a transport it
+/// does not read (a network: TCP between nodes, OFI): an empty unexpected
+/// queue cannot be told empty, so it is "not available".
+pub fn over_network(mut procs: Vec<Process>) -> Vec<Process> {
+    for c in procs.iter_mut().flat_map(|p| p.comms.iter_mut()) {
+        if c.unexpected.ops().is_empty() {
+            c.unexpected = Queue::Unavailable;
+        }
+    }
+    procs
+}
+
+/// [`queues_of`] across nodes of `per_node` ranks each, world ranks 0..
+/// on the first (as `srun --distribution=block` places them). Between
+/// nodes Open MPI's ob1 goes over TCP, where it keeps the request of an
+/// eager send (complete once TCP sent it; nobody waits for it): a world
+/// rank r >= 2 on another node than rank 1 lists its send to rank 1. Every
+/// rank has peers on the other node: [`over_network`].
+pub fn queues_on_nodes(size: i64, per_node: i64, n: i64) -> Vec<Process> {
+    let mut procs = queues_of(size, n, true);
+    let node = |rank: i64| rank / per_node.max(1);
+    for p in procs
+        .iter_mut()
+        .filter(|p| p.rank >= 2 && node(p.rank) != node(1))
+    {
+        let r = p.rank;
+        if let Some(dup) = p.comms.iter_mut().find(|c| c.name == "mqs-dup") {
+            dup.sends = Queue::Ops(vec![Op::send(1, 1, 40 + r, 1).of(VEC).eager()]);
+        }
+    }
+    over_network(procs)
+}
+
 /// `intercomm.c`, its 4 ranks, as Open MPI 4.1 names its hidden
 /// communicator.
 pub fn intercomm() -> Vec<Process> {
@@ -476,11 +509,8 @@ pub fn progress() -> Vec<Process> {
 /// does not read ch4's transport: an empty unexpected queue is "not
 /// available" (messages in transit may be there).
 pub fn mpich_ch4_queues(size: i64, n: i64) -> Vec<Process> {
-    let mut procs = mpich_queues(size, n);
+    let mut procs = over_network(mpich_queues(size, n));
     for c in procs.iter_mut().flat_map(|p| p.comms.iter_mut()) {
-        if c.unexpected.ops().is_empty() {
-            c.unexpected = Queue::Unavailable;
-        }
         if let Queue::Ops(ops) | Queue::AnyOrder(ops) = &mut c.unexpected {
             for op in ops
                 .iter_mut()
