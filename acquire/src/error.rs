@@ -71,10 +71,35 @@ pub enum Error {
     #[error("{0}")]
     Usage(String),
 
-    /// A Slurm job or step that cannot be read: it does not exist, does
-    /// not run, is another user's, or Slurm's commands are not here.
-    #[error("{0}")]
-    Slurm(String),
+    /// `--slurm`: a Slurm job or step that cannot be read, and why.
+    #[error("{message}")]
+    Slurm { why: SlurmRefusal, message: String },
+}
+
+/// Why a Slurm job or step cannot be read; each is acted on differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlurmRefusal {
+    /// Slurm knows no such job, or the job no such step.
+    NoSuchJob,
+    /// The job is pending, suspended or has ended.
+    NotRunning,
+    /// Another user's job.
+    NotYours,
+    /// Slurm's commands (`srun`, `scontrol`) are not here.
+    NoSlurm,
+    /// The job runs, but no MPI process of it was found on its nodes.
+    NoMpi,
+    /// Slurm did not answer, or answered what we cannot read.
+    Unanswered,
+}
+
+impl Error {
+    pub(crate) fn slurm(why: SlurmRefusal, message: impl Into<String>) -> Self {
+        Self::Slurm {
+            why,
+            message: message.into(),
+        }
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -93,7 +118,14 @@ impl Error {
             Self::Usage(_) => USAGE,
             Self::Collect(_) => COLLECT,
             Self::Pmix { .. } => PMIX,
-            Self::Slurm(_) => SLURM,
+            Self::Slurm { why, .. } => match why {
+                SlurmRefusal::NoSuchJob => SLURM_NO_JOB,
+                SlurmRefusal::NotRunning => SLURM_NOT_RUNNING,
+                SlurmRefusal::NotYours => PERMISSION_DENIED,
+                SlurmRefusal::NoSlurm => NO_SLURM,
+                SlurmRefusal::NoMpi => NOT_MPI,
+                SlurmRefusal::Unanswered => OTHER,
+            },
             // Codes outside the table are not believed.
             Self::OnHost { code, .. } if (1..=COLLECT).contains(code) => *code,
             Self::OnHost { .. } => OTHER,

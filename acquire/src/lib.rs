@@ -33,4 +33,4 @@ pub mod slurm;
 pub mod snapshot;
 pub mod typepack;
 
-pub use error::{Error, MissingTypes, PackRefusal, Result};
+pub use error::{Error, MissingTypes, PackRefusal, Result, SlurmRefusal};

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::error::SlurmRefusal;
 use crate::{Error, Result};
 use mqs_core::interface::{read_c_string, read_word, ImageSymbols, Target};
 
@@ -101,11 +102,14 @@ impl Tools {
     pub fn find() -> Result<Self> {
         let find = |name: &str| {
             find_program(name).ok_or_else(|| {
-                Error::Slurm(format!(
+                Error::slurm(
+                    SlurmRefusal::NoSlurm,
+                    format!(
                     "no {name} on PATH: mqs-dump reaches a Slurm job's nodes through a step of \
                      the job; run it where Slurm's commands are (a login or compute node), or \
                      add their directory to PATH"
-                ))
+                ),
+                )
             })
         };
         Ok(Self {
@@ -242,26 +246,35 @@ pub fn resolve(tools: &Tools, spec: &StepSpec) -> Result<Resolved> {
     match state.as_str() {
         "RUNNING" => {}
         "PENDING" | "CONFIGURING" | "REQUEUED" | "RESV_DEL_HOLD" => {
-            return Err(Error::Slurm(format!(
-                "Slurm job {} is {state}: it runs no processes yet; try again once squeue \
+            return Err(Error::slurm(
+                SlurmRefusal::NotRunning,
+                format!(
+                    "Slurm job {} is {state}: it runs no processes yet; try again once squeue \
                  shows it running (R)",
-                spec.job
-            )))
+                    spec.job
+                ),
+            ))
         }
         "SUSPENDED" | "STOPPED" => {
-            return Err(Error::Slurm(format!(
-                "Slurm job {} is {state}: its processes are held by Slurm; resume it first \
+            return Err(Error::slurm(
+                SlurmRefusal::NotRunning,
+                format!(
+                    "Slurm job {} is {state}: its processes are held by Slurm; resume it first \
                  (scontrol resume {})",
-                spec.job, spec.job
-            )))
+                    spec.job, spec.job
+                ),
+            ))
         }
         other => {
-            return Err(Error::Slurm(format!(
-                "Slurm job {} has ended ({}): there is nothing left to read; dump a job while \
+            return Err(Error::slurm(
+                SlurmRefusal::NotRunning,
+                format!(
+                    "Slurm job {} has ended ({}): there is nothing left to read; dump a job while \
                  it runs (squeue lists the running ones)",
-                spec.job,
-                if other.is_empty() { "no state" } else { other }
-            )))
+                    spec.job,
+                    if other.is_empty() { "no state" } else { other }
+                ),
+            ))
         }
     }
     let list = match &spec.step {
@@ -273,11 +286,14 @@ pub fn resolve(tools: &Tools, spec: &StepSpec) -> Result<Resolved> {
                     .arg(&id),
             )
             .map_err(|said| {
-                Error::Slurm(format!(
-                    "Slurm job {} has no step {id} running ({said}): give the job alone, or a \
+                Error::slurm(
+                    SlurmRefusal::NoSuchJob,
+                    format!(
+                        "Slurm job {} has no step {id} running ({said}): give the job alone, or a \
                      step 'squeue -s -j {}' lists",
-                    spec.job, spec.job
-                ))
+                        spec.job, spec.job
+                    ),
+                )
             })?;
             let step = fields(step_text.lines().next().unwrap_or_default());
             step.get("NodeList").cloned().unwrap_or_default()
@@ -285,9 +301,10 @@ pub fn resolve(tools: &Tools, spec: &StepSpec) -> Result<Resolved> {
     };
     let nodes = hostnames(tools, &list)?;
     if nodes.is_empty() {
-        return Err(Error::Slurm(format!(
-            "Slurm job {id} has no nodes (NodeList={list:?})"
-        )));
+        return Err(Error::slurm(
+            SlurmRefusal::Unanswered,
+            format!("Slurm job {id} has no nodes (NodeList={list:?})"),
+        ));
     }
     Ok(Resolved {
         spec: spec.clone(),
@@ -297,16 +314,22 @@ pub fn resolve(tools: &Tools, spec: &StepSpec) -> Result<Resolved> {
 
 fn not_found(spec: &StepSpec, said: &str) -> Error {
     if said.contains("Invalid job id") {
-        Error::Slurm(format!(
-            "Slurm job {} does not exist (or ended a while ago): check the id with squeue",
-            spec.job
-        ))
+        Error::slurm(
+            SlurmRefusal::NoSuchJob,
+            format!(
+                "Slurm job {} does not exist (or ended a while ago): check the id with squeue",
+                spec.job
+            ),
+        )
     } else {
-        Error::Slurm(format!(
-            "cannot ask Slurm about job {}: {said}; check that slurmctld answers (squeue) \
+        Error::slurm(
+            SlurmRefusal::Unanswered,
+            format!(
+                "cannot ask Slurm about job {}: {said}; check that slurmctld answers (squeue) \
              and SLURM_CONF names the cluster",
-            spec.job
-        ))
+                spec.job
+            ),
+        )
     }
 }
 
@@ -318,11 +341,14 @@ fn check_owner(spec: &StepSpec, user: &str) -> Result<()> {
         .and_then(|(_, rest)| rest.trim_end_matches(')').parse::<u32>().ok());
     let me = nix::unistd::geteuid().as_raw();
     match uid {
-        Some(uid) if uid != me && me != 0 => Err(Error::Slurm(format!(
-            "Slurm job {} belongs to user {user}, not to you (uid {me}): run mqs-dump as that \
+        Some(uid) if uid != me && me != 0 => Err(Error::slurm(
+            SlurmRefusal::NotYours,
+            format!(
+                "Slurm job {} belongs to user {user}, not to you (uid {me}): run mqs-dump as that \
              user, or as root",
-            spec.job
-        ))),
+                spec.job
+            ),
+        )),
         _ => Ok(()),
     }
 }
@@ -337,7 +363,12 @@ fn hostnames(tools: &Tools, list: &str) -> Result<Vec<String>> {
             .args(["show", "hostnames"])
             .arg(list),
     )
-    .map_err(|said| Error::Slurm(format!("cannot expand the node list {list:?}: {said}")))?;
+    .map_err(|said| {
+        Error::slurm(
+            SlurmRefusal::Unanswered,
+            format!("cannot expand the node list {list:?}: {said}"),
+        )
+    })?;
     Ok(text.split_whitespace().map(str::to_string).collect())
 }
 

@@ -171,9 +171,13 @@ pub mod exit_code {
     /// the ranks that could be judged but some could not: not "no
     /// deadlock".
     pub const CANNOT_TELL: i32 = 17;
-    /// A Slurm job or step that cannot be read (`--slurm`): it does not
-    /// exist, has ended, is another user's, or there is no `srun` here.
-    pub const SLURM: i32 = 18;
+    /// `--slurm`: Slurm knows no such job, or the job no such step.
+    pub const SLURM_NO_JOB: i32 = 18;
+    /// `--slurm`: the job is not running (pending, suspended, or ended).
+    pub const SLURM_NOT_RUNNING: i32 = 19;
+    /// Slurm's commands (`srun`, `scontrol`) are not on PATH where mqs-dump
+    /// runs (past `cvars`' codes: the dump's own ran out below 20).
+    pub const NO_SLURM: i32 = 25;
 }
 
 impl Error {

@@ -83,8 +83,9 @@ pub const EXIT_CODES: &str = "Exit codes: 0 ok, 1 other error, 2 usage, 3 no suc
 13 unreadable core or snapshot file, 14 ranks on other hosts not reached (no collector \
 called back), 15 the DLL is stuck (a call took longer than --dll-timeout), 16 a PMIx launcher \
 (prterun) did not tell its job, 17 cannot tell (--deadlock, watch: some ranks' queues could not \
-be read and no cycle was found among the others), 18 a Slurm job that cannot be read (--slurm: \
-no such job, ended, another user's, or no srun here); for `cvars`, see `mqs-dump cvars --help`";
+be read and no cycle was found among the others), 18 no such Slurm job or step (--slurm), 19 the \
+Slurm job is not running (pending, suspended or ended), 25 no Slurm commands (srun, scontrol) on \
+PATH; for `cvars`, see `mqs-dump cvars --help`";
 
 fn main() -> ExitCode {
     // The subprocess `cvars` loads MPI libraries in: not a command.

@@ -9,7 +9,8 @@
 //! job) and by `mqs-dump --slurm JOBID` (collectors that find the ranks on
 //! their node): every rank equals a direct dump made inside its node and the
 //! fixture's exact contents; the tool step has ended afterwards and the job
-//! runs on, and completes when released.
+//! runs on, and completes when released. And the errors of `--slurm`, each
+//! with its exit code.
 
 mod support;
 
@@ -236,6 +237,57 @@ fn a_job_dumped_through_slurm_runs_on_and_completes() {
         .wait_for_exit(Duration::from_secs(60))
         .expect("srun ends");
     assert!(status.success(), "{status}");
+}
+
+/// `--slurm` with a job that cannot be read: one line naming the fix, and
+/// an exit code of its own for each case.
+#[test]
+fn slurm_jobs_that_cannot_be_read_are_one_line_errors_with_their_own_codes() {
+    let slurm = Slurm::start().expect("a two-node Slurm");
+    let (out, _) = dump_slurm(&slurm, &["--slurm", "4242"]);
+    assert_error(&out, 18, &["Slurm job 4242 does not exist", "squeue"]);
+    let (out, _) = dump_slurm(&slurm, &["--slurm", "4242.0"]);
+    assert_error(&out, 18, &["Slurm job 4242 does not exist"]);
+
+    // A job that has ended: Slurm still knows it (MinJobAge), as completed.
+    let out = slurm
+        .run("srun", &["-N1", "sh", "-c", "echo $SLURM_JOB_ID"])
+        .expect("a short job");
+    assert!(out.status.success(), "{out:?}");
+    let ended = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let (out, _) = dump_slurm(&slurm, &["--slurm", &ended]);
+    assert_error(
+        &out,
+        19,
+        &[&format!("Slurm job {ended} has ended"), "running"],
+    );
+
+    // A step the running job does not have.
+    let job = slurm
+        .srun_job(Mpi::OpenMpiG, "queues", 1, &[])
+        .expect("a queues job under srun");
+    let jobid = the_job(&slurm);
+    let (out, _) = dump_slurm(&slurm, &["--slurm", &format!("{jobid}.7")]);
+    assert_error(&out, 18, &[&format!("no step {jobid}.7"), "squeue -s"]);
+    job.shutdown().expect("teardown");
+
+    assert_error(&run(&["--slurm", "12x"]), 2, &["--slurm \"12x\""]);
+}
+
+#[test]
+fn slurm_without_srun_on_path_says_where_to_run_it() {
+    let empty = std::env::temp_dir().join(format!("mqs-no-slurm-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).expect("an empty dir");
+    let out = run_env(
+        &["--slurm", "12"],
+        &[("PATH", empty.to_str().expect("a UTF-8 path"))],
+    );
+    let _ = std::fs::remove_dir(&empty);
+    assert_error(
+        &out,
+        25,
+        &["no srun on PATH", "add their directory to PATH"],
+    );
 }
 
 /// The cluster itself: it runs steps on both nodes, in their own

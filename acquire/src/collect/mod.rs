@@ -94,12 +94,15 @@ pub fn dump_slurm(spec: &StepSpec, options: &Options, collect: &CollectOptions) 
     number_found(&mut job, &groups);
     if job.processes.is_empty() {
         return Err(first_error.unwrap_or_else(|| {
-            Error::Slurm(format!(
-                "Slurm job {} runs no MPI processes on its nodes ({}): none of the processes \
+            Error::slurm(
+                crate::error::SlurmRefusal::NoMpi,
+                format!(
+                    "Slurm job {} runs no MPI processes on its nodes ({}): none of the processes \
                  its slurmds list has an MPI rank in its environment or an MPI library mapped",
-                spec.text(),
-                target.nodes.join(", ")
-            ))
+                    spec.text(),
+                    target.nodes.join(", ")
+                ),
+            )
         }));
     }
     Ok(job)
