@@ -9,7 +9,9 @@
 //! job) and by `mqs-dump --slurm JOBID` (collectors that find the ranks on
 //! their node): every rank equals a direct dump made inside its node and the
 //! fixture's exact contents; the tool step has ended afterwards and the job
-//! runs on, and completes when released. And the errors of `--slurm`, each
+//! runs on, and completes when released. The same for `mpirun` (Open MPI
+//! 4.1.4 and 5.0.7) and hydra's `mpiexec` (MPICH) inside `salloc`, through
+//! the starter and by job id. And the errors of `--slurm`, each
 //! with its exit code.
 
 mod support;
@@ -191,6 +193,54 @@ fn open_mpi_under_srun_pmix_every_rank_through_srun_and_by_job_id() {
 #[test]
 fn mpich_under_srun_pmi2_every_rank_through_srun_and_by_job_id() {
     srun_job_read_whole(
+        Mpi::Mpich,
+        &contents::over_network(contents::mpich_queues(4, 0)),
+    );
+}
+
+/// A hung queues job of `mpi` started by the MPI's own starter inside
+/// `salloc` (2 ranks on each node), read through the starter and through
+/// `--slurm`.
+fn salloc_job_read_whole(mpi: Mpi, expected: &[Process]) {
+    let per_node = 2;
+    let slurm = Slurm::start().expect("a two-node Slurm");
+    let job = slurm
+        .salloc_job(mpi, "queues", per_node as u32, &[])
+        .expect("a queues job under salloc");
+    let starter = Slurm::starter_of(&job).expect("the starter salloc runs");
+    let jobid = the_job(&slurm);
+    let direct = direct_in_nodes(&slurm, &job, per_node);
+
+    let (out, by_pid) = timed(&["--pid", &starter.to_string(), "--json"]);
+    let dump = succeeded(out, "mqs-dump --pid <starter>");
+    assert_every_rank(&dump, expected, &direct, per_node, "--pid <starter>");
+    assert_left_running(&slurm, &job, &jobid);
+
+    let (out, by_id) = dump_slurm(&slurm, &["--slurm", &jobid, "--json"]);
+    let dump = succeeded(out, "mqs-dump --slurm JOBID");
+    assert_every_rank(&dump, expected, &direct, per_node, "--slurm JOBID");
+    assert_left_running(&slurm, &job, &jobid);
+    eprintln!(
+        "{} ranks of {} in salloc: --pid <starter> {by_pid:?}, --slurm {by_id:?}",
+        expected.len(),
+        mpi.name()
+    );
+    job.shutdown().expect("teardown");
+}
+
+#[test]
+fn open_mpi_mpirun_in_salloc_every_rank_through_mpirun_and_by_job_id() {
+    salloc_job_read_whole(Mpi::OpenMpiG, &contents::queues_on_nodes(4, 2, 0));
+}
+
+#[test]
+fn open_mpi_5_mpirun_in_salloc_every_rank_through_prterun_and_by_job_id() {
+    salloc_job_read_whole(Mpi::OpenMpi5G, &contents::queues_on_nodes(4, 2, 0));
+}
+
+#[test]
+fn mpich_mpiexec_in_salloc_every_rank_through_mpiexec_and_by_job_id() {
+    salloc_job_read_whole(
         Mpi::Mpich,
         &contents::over_network(contents::mpich_queues(4, 0)),
     );

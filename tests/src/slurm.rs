@@ -206,6 +206,67 @@ impl Slurm {
         )
     }
 
+    /// `fixture` built for `mpi`, started by the MPI's own starter
+    /// (`mpirun`, hydra's `mpiexec`) inside an allocation of both nodes
+    /// (`salloc`), `per_node` ranks on each: the starter runs here, as on a
+    /// login node, and reaches the nodes through srun (Open MPI's `orted`s,
+    /// hydra's proxies, PRRTE's daemons). A [`Job`] whose launcher is
+    /// `salloc`; the starter is its child ([`Slurm::starter_of`]).
+    pub fn salloc_job(&self, mpi: Mpi, fixture: &str, per_node: u32, args: &[&str]) -> Result<Job> {
+        let exe = build_fixture(mpi, fixture)?;
+        let nodes = SLURM_NODES.len() as u32;
+        let ranks = per_node * nodes;
+        let mut cmd = self.command("salloc");
+        cmd.arg(format!("--nodes={nodes}"))
+            .arg(format!("--ntasks-per-node={per_node}"))
+            .arg(mpi.launcher()?)
+            .arg(if mpi.family() == Family::Mpich {
+                "-n"
+            } else {
+                "-np"
+            })
+            .arg(ranks.to_string())
+            .arg(&exe)
+            .args(args)
+            .envs([
+                ("OMPI_ALLOW_RUN_AS_ROOT", "1"),
+                ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+                ("PRTE_ALLOW_RUN_AS_ROOT", "1"),
+                ("PRTE_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+                ("OMPI_MCA_pml", "ob1"),
+                ("OMPI_MCA_btl", "self,vader,tcp"),
+                ("OMPI_MCA_mpi_yield_when_idle", "1"),
+                ("OMPI_MCA_hwloc_base_binding_policy", "none"),
+                ("OMPI_MCA_btl_base_warn_component_unused", "0"),
+                ("OMPI_MPIR_DO_NOT_WARN", "1"),
+            ]);
+        if mpi.is_open_mpi_5() {
+            // Open MPI 5 names vader sm.
+            cmd.env("OMPI_MCA_btl", "self,sm,tcp");
+        }
+        let options = LaunchOptions {
+            node_local_pids: true,
+            ..LaunchOptions::default()
+        };
+        Job::launch_command(
+            mpi,
+            fixture,
+            exe,
+            ranks,
+            cmd,
+            &Job::new_id(fixture),
+            &options,
+        )
+    }
+
+    /// The MPI starter `salloc` (the job's launcher) runs: its child.
+    pub fn starter_of(job: &Job) -> Option<u32> {
+        procfs::descendants(job.launcher_pid())
+            .into_iter()
+            .find(|p| procfs::parent_pid(p.pid) == Some(job.launcher_pid()))
+            .map(|p| p.pid)
+    }
+
     /// The job's steps as `squeue -s` lists them: (step id, name).
     pub fn steps(&self) -> Result<Vec<(String, String)>> {
         let out = self.run("squeue", &["-h", "-s", "-o", "%i %j"])?;
