@@ -40,15 +40,21 @@ fn place(p: &ProcessDump) -> Option<(Option<String>, bool)> {
     ))
 }
 
-/// `second`, keeping only what `first` has too: processes (by pid),
+/// Whether two snapshots' processes are the same: a pid means something on
+/// its host only (ranks on two nodes often have the same pid).
+fn same_process(a: &ProcessDump, b: &ProcessDump) -> bool {
+    a.pid == b.pid && a.host == b.host
+}
+
+/// `second`, keeping only what `first` has too: processes (by host and pid),
 /// operations (same communicator, queue and identity) and stacks (same
 /// MPI entry point; a stack that moved is marked not available).
 pub fn persistent(first: &JobDump, second: &JobDump) -> JobDump {
     let mut out = second.clone();
     out.processes
-        .retain(|p| first.processes.iter().any(|f| f.pid == p.pid));
+        .retain(|p| first.processes.iter().any(|f| same_process(f, p)));
     for p in &mut out.processes {
-        let Some(before) = first.processes.iter().find(|f| f.pid == p.pid) else {
+        let Some(before) = first.processes.iter().find(|f| same_process(f, p)) else {
             continue;
         };
         if let (Section::Ok { value: now }, Section::Ok { value: then }) =

@@ -403,6 +403,29 @@ fn confirm_keeps_only_what_both_snapshots_have() {
     assert!(Analysis::new(&j1).has_deadlock());
 }
 
+/// Ranks on two nodes with the same node-local pids (as collectors read
+/// them): each is compared with itself in the snapshot before, not with
+/// the first rank of that pid, so a ring across the nodes stays a
+/// deadlock.
+#[test]
+fn confirm_tells_ranks_of_equal_pids_apart_by_their_host() {
+    let n = 4;
+    let ops: Vec<Vec<OpSpec>> = (0..n)
+        .map(|r| vec![(0, false, (r + n - 1) % n, 42)])
+        .collect();
+    let mut first = job(n as usize, &[world(n)], &ops);
+    for (r, p) in first.processes.iter_mut().enumerate() {
+        p.pid = 17 + (r as i32 % 2);
+        p.host = Some(if r < 2 { "nodea" } else { "nodeb" }.into());
+    }
+    let second = first.clone();
+    let kept = persistent(&first, &second);
+    assert_eq!(kept.processes.len(), 4);
+    let j = Job::new(&kept);
+    assert_eq!(j.waits().count(), 4);
+    assert!(Analysis::new(&j).has_deadlock());
+}
+
 #[test]
 fn dot_marks_the_cycle_and_the_or_wait() {
     let n = 4;
