@@ -414,3 +414,135 @@ fn the_cluster_runs_steps_and_leaves_nothing_behind_when_its_test_panics() {
     );
     assert!(!dir.exists(), "{} is left", dir.display());
 }
+
+/// `mqs-dump launch ... -- srun ...` on the cluster, its output in files;
+/// what it started is killed when dropped (by pid, through the job tag).
+struct Launched {
+    child: std::process::Child,
+    tag: String,
+    dir: std::path::PathBuf,
+}
+
+impl Launched {
+    fn start(slurm: &Slurm, mpi: Mpi, fixture: &str, args: &[&str], options: &[&str]) -> Self {
+        let tag = mqs_tests::Job::new_id("launch");
+        let dir = slurm.dir().join(&tag);
+        std::fs::create_dir_all(&dir).expect("a dir");
+        let exe = mqs_tests::build_fixture(mpi, fixture).expect("fixture");
+        let srun = slurm.srun_command(mpi, &exe, 2, args);
+        let mut cmd = slurm.command(mqs_dump());
+        cmd.arg("launch")
+            .args(options)
+            .arg("--output")
+            .arg(dir.join("dumps"))
+            .arg("--")
+            .arg(srun.get_program())
+            .args(srun.get_args())
+            .current_dir(exe.parent().expect("a dir"));
+        for (k, v) in srun.get_envs() {
+            if let Some(v) = v {
+                cmd.env(k, v);
+            }
+        }
+        let child = cmd
+            .env(JOB_ENV, &tag)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(dir.join("stdout")).expect("stdout"))
+            .stderr(std::fs::File::create(dir.join("stderr")).expect("stderr"))
+            .spawn()
+            .expect("start mqs-dump launch");
+        Launched { child, tag, dir }
+    }
+
+    fn file(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.join(name)).unwrap_or_default()
+    }
+
+    /// Waits for mqs-dump's exit; its code.
+    fn wait(&mut self, limit: Duration) -> i32 {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status.code().unwrap_or(-1);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "mqs-dump launch did not end within {limit:?}\nstdout:\n{}\nstderr:\n{}\n\
+                 dumps:\n{}",
+                self.file("stdout"),
+                self.file("stderr"),
+                self.file("dumps").chars().take(3000).collect::<String>()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Launched {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let left = mqs_tests::processes_with_env(JOB_ENV, &self.tag);
+            if left.is_empty() || Instant::now() > deadline {
+                break;
+            }
+            for p in left {
+                p.kill();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// `launch --dump-after` through srun: srun traced from its start (its
+/// MPIR breakpoint; Slurm wakes the tasks it holds for the debugger), the
+/// dump of every rank on both nodes, then the job runs to its end and
+/// mqs-dump exits with its status.
+#[test]
+fn launch_through_srun_dumps_every_rank_and_exits_with_the_jobs_status() {
+    let slurm = Slurm::start().expect("a two-node Slurm");
+    let mut run = Launched::start(
+        &slurm,
+        Mpi::OpenMpiG,
+        "finish",
+        &["/nonexistent", "20"],
+        &["--dump-after", "5", "--json"],
+    );
+    let code = run.wait(Duration::from_secs(120));
+    let (out, err) = (run.file("stdout"), run.file("stderr"));
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert_eq!(out.matches("DONE rank=").count(), 4, "{out}");
+    let dumps: Vec<Value> = run
+        .file("dumps")
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).expect("a JSON dump per line"))
+        .collect();
+    assert_eq!(dumps.len(), 1, "{err}");
+    assert_eq!(dumps[0]["failures"], serde_json::json!([]), "{}", dumps[0]);
+    let hosts: Vec<String> = hosts_of(&dumps[0]).into_values().collect();
+    assert_eq!(hosts, ["nodea", "nodea", "nodeb", "nodeb"], "{}", dumps[0]);
+}
+
+/// `launch --watch` through srun: the ring's deadlock across both nodes,
+/// exit 12.
+#[test]
+fn launch_watch_through_srun_finds_the_ring_across_both_nodes() {
+    let slurm = Slurm::start().expect("a two-node Slurm");
+    let mut run = Launched::start(&slurm, Mpi::OpenMpiG, "ring", &[], &["--watch", "1"]);
+    let started = Instant::now();
+    let code = run.wait(Duration::from_secs(180));
+    eprintln!("launch --watch through srun: {:?}", started.elapsed());
+    let err = run.file("stderr");
+    assert_eq!(code, 12, "stderr:\n{err}\nstdout:\n{}", run.file("stdout"));
+    assert!(err.contains("two snapshots in a row agree"), "{err}");
+    let report = run.file("dumps");
+    assert!(
+        report.contains("deadlocked: ranks 0-3 in 1 cycle"),
+        "{report}"
+    );
+    // The job is left as it was found, for the user to see: its step runs.
+    assert_eq!(slurm.jobs().expect("squeue").len(), 1, "{report}");
+}

@@ -169,28 +169,7 @@ impl Slurm {
     pub fn srun_job(&self, mpi: Mpi, fixture: &str, per_node: u32, args: &[&str]) -> Result<Job> {
         let exe = build_fixture(mpi, fixture)?;
         let nodes = SLURM_NODES.len() as u32;
-        let mut cmd = self.command("srun");
-        // The executable as a user types it, relative to the working
-        // directory (srun's table says it so; each node resolves it).
-        let dir = exe.parent().unwrap_or(Path::new("/"));
-        cmd.current_dir(dir)
-            .arg(format!("--nodes={nodes}"))
-            .arg(format!("--ntasks-per-node={per_node}"))
-            .arg("--distribution=block")
-            .arg(match mpi.family() {
-                Family::OpenMpi => "--mpi=pmix",
-                Family::Mpich => "--mpi=pmi2",
-            })
-            .arg(Path::new(".").join(exe.file_name().unwrap_or(fixture.as_ref())))
-            .args(args)
-            .envs([
-                // ob1 (the queues the DLLs read): shared memory in a node,
-                // TCP between nodes.
-                ("OMPI_MCA_pml", "ob1"),
-                ("OMPI_MCA_btl", "self,vader,tcp"),
-                ("OMPI_MCA_mpi_yield_when_idle", "1"),
-                ("OMPI_MCA_btl_base_warn_component_unused", "0"),
-            ]);
+        let cmd = self.srun_command(mpi, &exe, per_node, args);
         let options = LaunchOptions {
             node_local_pids: true,
             ..LaunchOptions::default()
@@ -204,6 +183,36 @@ impl Slurm {
             &Job::new_id(fixture),
             &options,
         )
+    }
+
+    /// The `srun` command of [`Slurm::srun_job`], for `exe` (a fixture
+    /// built for `mpi`): run it in the fixture's directory.
+    pub fn srun_command(&self, mpi: Mpi, exe: &Path, per_node: u32, args: &[&str]) -> Command {
+        let nodes = SLURM_NODES.len() as u32;
+        let mut cmd = self.command("srun");
+        // The executable as a user types it, relative to the working
+        // directory (srun's table says it so; each node resolves it).
+        let dir = exe.parent().unwrap_or(Path::new("/"));
+        let name = exe.file_name().unwrap_or(exe.as_os_str());
+        cmd.current_dir(dir)
+            .arg(format!("--nodes={nodes}"))
+            .arg(format!("--ntasks-per-node={per_node}"))
+            .arg("--distribution=block")
+            .arg(match mpi.family() {
+                Family::OpenMpi => "--mpi=pmix",
+                Family::Mpich => "--mpi=pmi2",
+            })
+            .arg(Path::new(".").join(name))
+            .args(args)
+            .envs([
+                // ob1 (the queues the DLLs read): shared memory in a node,
+                // TCP between nodes.
+                ("OMPI_MCA_pml", "ob1"),
+                ("OMPI_MCA_btl", "self,vader,tcp"),
+                ("OMPI_MCA_mpi_yield_when_idle", "1"),
+                ("OMPI_MCA_btl_base_warn_component_unused", "0"),
+            ]);
+        cmd
     }
 
     /// `fixture` built for `mpi`, started by the MPI's own starter
