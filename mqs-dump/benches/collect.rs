@@ -12,9 +12,15 @@
 //!   namespaces, as the `collect` tests run them), one collector per node
 //!   started by mpirun, the two working side by side.
 //!
+//! And a Slurm job: the same ring started by `srun --mpi=pmix` on the
+//! two-node Slurm of the tests (half the ranks on each node), dumped with
+//! `--pid <srun>` and with `--slurm JOBID`, both through one collector per
+//! node started as an overlapping step of the job.
+//!
 //! `cargo bench -p mqs-dump --bench collect [-- --rounds R] [--sizes 8,16]
-//! [--no-nodes]`: R rounds per figure (default 3, the median is shown).
-//! Needs the Open MPI 4.1.4 -g build (scripts/setup-mpis) and root (for the
+//! [--no-nodes] [--no-slurm] [--slurm-only]`: R rounds per figure (default
+//! 3, the median is shown). Needs the Open MPI 4.1.4 -g build
+//! (scripts/setup-mpis), Slurm and munge (the same) and root (for the
 //! nodes' namespaces and /etc/hosts). The machine's load is printed with
 //! the figures: the ranks of a hung job poll, and on a small machine they
 //! and everything else running compete with the dump.
@@ -23,7 +29,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mqs_tests::{Job, LaunchOptions, Mpi, Nodes};
+use mqs_tests::{Job, LaunchOptions, Mpi, Nodes, Slurm};
 
 fn main() {
     if let Err(e) = run() {
@@ -36,6 +42,9 @@ struct Args {
     rounds: usize,
     sizes: Vec<u32>,
     nodes: bool,
+    /// The mpirun ways (one node, two nodes).
+    mpirun: bool,
+    slurm: bool,
 }
 
 fn parse_args() -> Result<Args, Box<dyn std::error::Error>> {
@@ -43,6 +52,8 @@ fn parse_args() -> Result<Args, Box<dyn std::error::Error>> {
         rounds: 3,
         sizes: vec![8, 16, 32, 64],
         nodes: true,
+        mpirun: true,
+        slurm: true,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -57,6 +68,8 @@ fn parse_args() -> Result<Args, Box<dyn std::error::Error>> {
                     .collect::<Result<_, _>>()?
             }
             "--no-nodes" => args.nodes = false,
+            "--no-slurm" => args.slurm = false,
+            "--slurm-only" => args.mpirun = false,
             // cargo bench passes --bench.
             _ => {}
         }
@@ -83,6 +96,107 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         "whole-job dump of a hung ring, {} rounds each (median), {cores} cores",
         args.rounds
     );
+    if args.mpirun {
+        mpirun_ways(&args, &mqs_dump)?;
+    }
+    if args.slurm {
+        slurm_ways(&args, &mqs_dump)?;
+    }
+    Ok(())
+}
+
+/// A ring started by srun on the test Slurm, through `--pid <srun>` and
+/// `--slurm JOBID`.
+fn slurm_ways(args: &Args, mqs_dump: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let slurm = Slurm::start()?;
+    let conf = slurm.conf().to_path_buf();
+    let exe = mqs_tests::build_fixture(Mpi::OpenMpiG, "ring")?;
+    let mut rows = Vec::new();
+    for &ranks in &args.sizes {
+        let per_node = (ranks / 2).max(1);
+        let cmd = slurm.srun_command(Mpi::OpenMpiG, &exe, per_node, &[]);
+        let options = LaunchOptions {
+            timeout: Duration::from_secs(600),
+            node_local_pids: true,
+            ..LaunchOptions::default()
+        };
+        let job = Job::launch_command(
+            Mpi::OpenMpiG,
+            "ring",
+            exe.clone(),
+            per_node * 2,
+            cmd,
+            &Job::new_id("ring"),
+            &options,
+        )?;
+        let jobid = slurm.jobs()?.first().cloned().ok_or("no Slurm job")?;
+        let srun = job.launcher_pid().to_string();
+        let (mut by_pid, mut by_id) = (Vec::new(), Vec::new());
+        for round in 0..args.rounds {
+            for slurm_first in [round % 2 == 0, round % 2 != 0] {
+                if slurm_first {
+                    by_id.push(timed_dump(
+                        mqs_dump,
+                        &["--slurm", &jobid],
+                        &conf,
+                        per_node * 2,
+                    )?);
+                } else {
+                    by_pid.push(timed_dump(
+                        mqs_dump,
+                        &["--pid", &srun],
+                        &conf,
+                        per_node * 2,
+                    )?);
+                }
+            }
+        }
+        println!(
+            "{:>3} ranks, Slurm job {jobid}: load average {}",
+            per_node * 2,
+            load_average()
+        );
+        job.shutdown()?;
+        rows.push((per_node * 2, median(by_pid), median(by_id)));
+    }
+    println!();
+    println!(
+        "{:>5} | {:>12} {:>10} | {:>12} {:>10}",
+        "ranks", "--pid srun s", "ms/rank", "--slurm s", "ms/rank"
+    );
+    for &(ranks, by_pid, by_id) in &rows {
+        let per = |s: Seconds| s * 1e3 / f64::from(ranks);
+        println!(
+            "{ranks:>5} | {by_pid:>12.2} {:>10.1} | {by_id:>12.2} {:>10.1}",
+            per(by_pid),
+            per(by_id)
+        );
+    }
+    if let Some(&(ranks, by_pid, by_id)) = rows.last() {
+        println!(
+            "goal: a {ranks}-rank Slurm job in under 2 s: --pid <srun> {by_pid:.2} s, \
+             --slurm {by_id:.2} s"
+        );
+    }
+    Ok(())
+}
+
+/// Times one `mqs-dump ARGS --json` against the test Slurm (`conf`),
+/// checking that it dumped `ranks` ranks.
+fn timed_dump(
+    mqs_dump: &Path,
+    args: &[&str],
+    conf: &Path,
+    ranks: u32,
+) -> Result<Seconds, Box<dyn std::error::Error>> {
+    let mut cmd = Command::new(mqs_dump);
+    cmd.args(args).arg("--json").env("SLURM_CONF", conf);
+    finish_timed(cmd, ranks)
+}
+
+/// One node, and two nodes of `Nodes`, through mpirun.
+fn mpirun_ways(args: &Args, mqs_dump: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let mqs_dump = mqs_dump.to_path_buf();
     let nodes = if args.nodes {
         Some(Nodes::start(&["nodea", "nodeb"])?)
     } else {
@@ -209,11 +323,17 @@ fn dump(
     collect: bool,
 ) -> Result<Seconds, Box<dyn std::error::Error>> {
     let mut cmd = Command::new(mqs_dump);
-    cmd.args(["--pid", &mpirun.to_string(), "--json"])
-        .stdin(Stdio::null());
+    cmd.args(["--pid", &mpirun.to_string(), "--json"]);
     if collect {
         cmd.arg("--collect");
     }
+    finish_timed(cmd, ranks)
+}
+
+/// Runs `cmd` (an mqs-dump --json); how long it took, once it is known to
+/// have dumped `ranks` ranks.
+fn finish_timed(mut cmd: Command, ranks: u32) -> Result<Seconds, Box<dyn std::error::Error>> {
+    cmd.stdin(Stdio::null());
     let start = Instant::now();
     let out = cmd.output()?;
     let took = start.elapsed().as_secs_f64();

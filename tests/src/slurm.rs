@@ -194,10 +194,17 @@ impl Slurm {
         // directory (srun's table says it so; each node resolves it).
         let dir = exe.parent().unwrap_or(Path::new("/"));
         let name = exe.file_name().unwrap_or(exe.as_os_str());
-        cmd.current_dir(dir)
-            .arg(format!("--nodes={nodes}"))
-            .arg(format!("--ntasks-per-node={per_node}"))
-            .arg("--distribution=block")
+        cmd.current_dir(dir).arg(format!("--nodes={nodes}"));
+        if per_node > SLURM_CPUS {
+            // More tasks than CPUs (benches): Slurm refuses
+            // --ntasks-per-node then, even with --overcommit; block
+            // distribution still puts per_node on each node.
+            cmd.arg(format!("--ntasks={}", per_node * nodes))
+                .arg("--overcommit");
+        } else {
+            cmd.arg(format!("--ntasks-per-node={per_node}"));
+        }
+        cmd.arg("--distribution=block")
             .arg(match mpi.family() {
                 Family::OpenMpi => "--mpi=pmix",
                 Family::Mpich => "--mpi=pmi2",
