@@ -294,10 +294,11 @@ fn a_job_dumped_through_slurm_runs_on_and_completes() {
 #[test]
 fn slurm_jobs_that_cannot_be_read_are_one_line_errors_with_their_own_codes() {
     let slurm = Slurm::start().expect("a two-node Slurm");
-    let (out, _) = dump_slurm(&slurm, &["--slurm", "4242"]);
-    assert_error(&out, 18, &["Slurm job 4242 does not exist", "squeue"]);
-    let (out, _) = dump_slurm(&slurm, &["--slurm", "4242.0"]);
-    assert_error(&out, 18, &["Slurm job 4242 does not exist"]);
+    // The test clusters number their jobs from 1000 on.
+    let (out, _) = dump_slurm(&slurm, &["--slurm", "999"]);
+    assert_error(&out, 18, &["Slurm job 999 does not exist", "squeue"]);
+    let (out, _) = dump_slurm(&slurm, &["--slurm", "999.0"]);
+    assert_error(&out, 18, &["Slurm job 999 does not exist"]);
 
     // A job that has ended: Slurm still knows it (MinJobAge), as completed.
     let out = slurm

@@ -438,6 +438,7 @@ impl Slurm {
         let mut text = format!(
             "# A two-node test cluster of the mqs tests (tests/src/slurm.rs).\n\
              ClusterName=mqs\n\
+             FirstJobId={first_job}\n\
              SlurmctldHost={host}(127.0.0.1)\n\
              SlurmctldPort={ctld}\n\
              SlurmUser=root\n\
@@ -468,6 +469,7 @@ impl Slurm {
              SlurmdParameters=config_overrides\n",
             ctld = ports[0],
             socket = self.socket().display(),
+            first_job = first_job_id(),
         );
         for (i, name) in SLURM_NODES.iter().enumerate() {
             text.push_str(&format!(
@@ -677,6 +679,18 @@ fn run_bounded(mut cmd: Command, limit: Duration, what: &str) -> Result<Output> 
             ))
         }
     }
+}
+
+/// The first job id of a cluster: its own range, so that two clusters on
+/// this machine never run jobs of the same id, whose MPI processes would
+/// name their shared-memory files alike (Open MPI's vader segments in
+/// /dev/shm carry the node name and the job's PMIx namespace, which has
+/// the Slurm job id). Never below 1000: lower ids are never jobs.
+fn first_job_id() -> u32 {
+    static CLUSTERS: AtomicU64 = AtomicU64::new(0);
+    let run = CLUSTERS.fetch_add(1, Ordering::Relaxed) % 100;
+    // Slurm's job ids end at 0x3ffffff; leave each cluster 1000 jobs.
+    1000 + ((std::process::id() % 600) * 100 + run as u32) * 1000
 }
 
 /// `n` distinct TCP ports free right now.
