@@ -248,12 +248,11 @@ fn mpich_mpiexec_in_salloc_every_rank_through_mpiexec_and_by_job_id() {
 
 /// A job dumped both ways runs on: released, it completes, and srun exits
 /// with its status.
-#[test]
-fn a_job_dumped_through_slurm_runs_on_and_completes() {
+fn a_job_dumped_through_slurm_runs_on_and_completes(mpi: Mpi) {
     let slurm = Slurm::start().expect("a two-node Slurm");
     let stop = slurm.dir().join("stop");
     let job = slurm
-        .srun_job(Mpi::OpenMpiG, "finish", 1, &[stop.to_str().unwrap(), "300"])
+        .srun_job(mpi, "finish", 1, &[stop.to_str().unwrap(), "300"])
         .expect("a finish job under srun");
     let jobid = the_job(&slurm);
     let srun = job.launcher_pid().to_string();
@@ -287,6 +286,16 @@ fn a_job_dumped_through_slurm_runs_on_and_completes() {
         .wait_for_exit(Duration::from_secs(60))
         .expect("srun ends");
     assert!(status.success(), "{status}");
+}
+
+#[test]
+fn open_mpi_job_dumped_through_slurm_runs_on_and_completes() {
+    a_job_dumped_through_slurm_runs_on_and_completes(Mpi::OpenMpiG);
+}
+
+#[test]
+fn mpich_job_dumped_through_slurm_runs_on_and_completes() {
+    a_job_dumped_through_slurm_runs_on_and_completes(Mpi::Mpich);
 }
 
 /// `--slurm` with a job that cannot be read: one line naming the fix, and
