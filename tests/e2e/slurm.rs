@@ -11,7 +11,8 @@
 //! fixture's exact contents; the tool step has ended afterwards and the job
 //! runs on, and completes when released. The same for `mpirun` (Open MPI
 //! 4.1.4 and 5.0.7) and hydra's `mpiexec` (MPICH) inside `salloc`, through
-//! the starter and by job id. And the errors of `--slurm`, each
+//! the starter and by job id; a batch job's `mpirun` on a node, by job id;
+//! launch mode through srun. And the errors of `--slurm`, each
 //! with its exit code.
 
 mod support;
@@ -244,6 +245,102 @@ fn mpich_mpiexec_in_salloc_every_rank_through_mpiexec_and_by_job_id() {
         Mpi::Mpich,
         &contents::over_network(contents::mpich_queues(4, 0)),
     );
+}
+
+/// A batch job: its script runs `mpirun` on the first node, inside it, so
+/// no pid of it means anything here; `--slurm JOBID` reads every rank on
+/// both nodes, equal to direct dumps and to the queues fixture.
+#[test]
+fn a_batch_jobs_mpirun_on_a_node_is_read_by_job_id() {
+    let per_node = 2;
+    let slurm = Slurm::start().expect("a two-node Slurm");
+    let exe = mqs_tests::build_fixture(Mpi::OpenMpiG, "queues").expect("fixture");
+    let mpirun = Mpi::OpenMpiG.launcher().expect("mpirun");
+    let output = slurm.dir().join("batch.out");
+    let tag = Job::new_id("batch");
+    let mut cmd = slurm.command("sbatch");
+    cmd.arg("--parsable")
+        .arg(format!("--nodes={}", mqs_tests::SLURM_NODES.len()))
+        .arg(format!("--ntasks-per-node={per_node}"))
+        .arg(format!("--output={}", output.display()))
+        .arg(format!(
+            "--wrap=exec {} -np {} {}",
+            mpirun.display(),
+            per_node * 2,
+            exe.display()
+        ))
+        .envs([
+            ("OMPI_ALLOW_RUN_AS_ROOT", "1"),
+            ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+            ("OMPI_MCA_pml", "ob1"),
+            ("OMPI_MCA_btl", "self,vader,tcp"),
+            ("OMPI_MCA_mpi_yield_when_idle", "1"),
+            ("OMPI_MCA_hwloc_base_binding_policy", "none"),
+            ("OMPI_MCA_btl_base_warn_component_unused", "0"),
+            ("OMPI_MPIR_DO_NOT_WARN", "1"),
+        ])
+        .env(JOB_ENV, &tag)
+        .stdin(Stdio::null());
+    let out = cmd.output().expect("sbatch");
+    assert!(out.status.success(), "sbatch: {}", stderr(&out));
+    let jobid = stdout(&out).trim().to_string();
+
+    // Each rank's READY line, in the job's output file (node-local pids).
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let pids: BTreeMap<i64, u32> = loop {
+        let text = std::fs::read_to_string(&output).unwrap_or_default();
+        let ready: BTreeMap<i64, u32> = text
+            .lines()
+            .filter_map(|l| {
+                let mut rank = None;
+                let mut pid = None;
+                for word in l.strip_prefix("READY ")?.split_whitespace() {
+                    match word.split_once('=')? {
+                        ("rank", v) => rank = v.parse().ok(),
+                        ("pid", v) => pid = v.parse().ok(),
+                        _ => {}
+                    }
+                }
+                Some((rank?, pid?))
+            })
+            .collect();
+        if ready.len() == (per_node * 2) as usize {
+            break ready;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the batch job did not get ready: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let direct: BTreeMap<i64, Value> = pids
+        .iter()
+        .map(|(&rank, pid)| {
+            let node = node_of(rank, per_node);
+            let out = slurm
+                .command_in(&node, mqs_dump())
+                .expect("nsenter")
+                .args(["--pid", &pid.to_string(), "--json"])
+                .stdin(Stdio::null())
+                .output()
+                .expect("run mqs-dump in a node");
+            let dump = succeeded(out, &format!("a direct dump of rank {rank} in {node}"));
+            (rank, dump["processes"][0].clone())
+        })
+        .collect();
+    let expected = contents::queues_on_nodes(per_node * 2, per_node, 0);
+    let (out, took) = dump_slurm(&slurm, &["--slurm", &jobid, "--json"]);
+    let dump = succeeded(out, "mqs-dump --slurm <batch job>");
+    assert_every_rank(&dump, &expected, &direct, per_node, "--slurm <batch job>");
+    eprintln!("a batch job's 4 ranks by job id: {took:?}");
+    let steps = slurm.steps().expect("squeue -s");
+    assert!(
+        steps.iter().all(|(_, name)| name != TOOL_STEP),
+        "the tool step is still there: {steps:?}"
+    );
+    assert_eq!(slurm.jobs().expect("squeue"), std::slice::from_ref(&jobid));
+    let out = slurm.run("scancel", &[&jobid]).expect("scancel");
+    assert!(out.status.success(), "{out:?}");
 }
 
 /// A job dumped both ways runs on: released, it completes, and srun exits
