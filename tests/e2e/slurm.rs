@@ -247,6 +247,32 @@ fn mpich_mpiexec_in_salloc_every_rank_through_mpiexec_and_by_job_id() {
     );
 }
 
+/// A ring across both nodes: `--deadlock` with stacks finds the cycle of
+/// all four ranks through srun and by job id (exit 12).
+#[test]
+fn a_ring_across_the_nodes_is_a_deadlock_both_ways() {
+    let slurm = Slurm::start().expect("a two-node Slurm");
+    let job = slurm
+        .srun_job(Mpi::OpenMpiG, "ring", 2, &[])
+        .expect("a ring under srun");
+    let jobid = the_job(&slurm);
+    let srun = job.launcher_pid().to_string();
+    for args in [
+        ["--pid", srun.as_str(), "--stacks", "--deadlock"],
+        ["--slurm", jobid.as_str(), "--stacks", "--deadlock"],
+    ] {
+        let (out, _) = dump_slurm(&slurm, &args);
+        assert_eq!(out.status.code(), Some(12), "{args:?}: {}", stderr(&out));
+        let text = stdout(&out);
+        assert!(
+            text.contains("deadlocked: ranks 0-3 in 1 cycle"),
+            "{args:?}: {text}"
+        );
+        assert_left_running(&slurm, &job, &jobid);
+    }
+    job.shutdown().expect("teardown");
+}
+
 /// A batch job: its script runs `mpirun` on the first node, inside it, so
 /// no pid of it means anything here; `--slurm JOBID` reads every rank on
 /// both nodes, equal to direct dumps and to the queues fixture.
