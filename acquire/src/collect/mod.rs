@@ -158,3 +158,97 @@ pub fn number_found(job: &mut JobDump, groups: &HashMap<(String, i32), String>) 
     job.processes
         .sort_by_key(|p| (p.global_rank < 0, p.global_rank));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mqs_core::model::{CommunicatorDump, CommunicatorList, ProcessDump, RankFailure};
+
+    /// A process read on `host`: its rank from its environment
+    /// (`global_rank`, -1 if none), its MPI_COMM_WORLD rank as its DLL
+    /// reads it.
+    fn process(host: &str, pid: i32, global_rank: i32, world_rank: i64) -> ProcessDump {
+        let mut job: JobDump = serde_json::from_str(
+            r#"{"schema_version":1,"launcher":null,"failures":[],"processes":[{"pid":0,
+            "global_rank":0,"executable":"a","dll":{"path":"d","version":"v",
+            "compatibility":2},"communicators":{"status":"ok","list":[]},
+            "stats":{"fetches":0,"fetched_bytes":0,"syscalls":0,"elapsed_ms":0.0}}]}"#,
+        )
+        .unwrap();
+        let mut p = job.processes.remove(0);
+        p.pid = pid;
+        p.host = Some(host.into());
+        p.global_rank = global_rank;
+        let empty = || Section::NotAvailable {
+            reason: "test".into(),
+        };
+        p.communicators = Section::Ok {
+            value: CommunicatorList {
+                list: vec![CommunicatorDump {
+                    unique_id: 0,
+                    name: "MPI_COMM_WORLD".into(),
+                    size: 4,
+                    local_rank: world_rank,
+                    group: None,
+                    sends: empty(),
+                    receives: empty(),
+                    unexpected: empty(),
+                }],
+            },
+        };
+        p
+    }
+
+    /// Two MPI jobs in one Slurm job (steps 0 and 1, the second's one rank
+    /// on nodeb), the same pids on two nodes, one node whose processes are
+    /// unknown: ranks come from the
+    /// environment or MPI_COMM_WORLD, the second job's after the first's,
+    /// the unknown node's after all, and the job is in rank order.
+    #[test]
+    fn what_collectors_found_is_numbered_job_after_job() {
+        let mut job = JobDump {
+            schema_version: SCHEMA_VERSION,
+            launcher: None,
+            processes: vec![
+                process("nodeb", 30, -1, 0),
+                process("nodea", 18, 1, 1),
+                process("nodea", 17, -1, 0),
+                process("nodeb", 18, 3, 3),
+                process("nodeb", 17, -1, 2),
+            ],
+            failures: vec![RankFailure {
+                rank: front::UNKNOWN_RANK,
+                pid: 0,
+                host: "nodec".into(),
+                message: "unknown".into(),
+                exit_code: 14,
+            }],
+        };
+        let groups: HashMap<(String, i32), String> = [
+            (("nodea".to_string(), 17), "5.0".to_string()),
+            (("nodea".to_string(), 18), "5.0".to_string()),
+            (("nodeb".to_string(), 17), "5.0".to_string()),
+            (("nodeb".to_string(), 18), "5.0".to_string()),
+            (("nodeb".to_string(), 30), "5.1".to_string()),
+        ]
+        .into_iter()
+        .collect();
+        number_found(&mut job, &groups);
+        let order: Vec<(String, i32, i32)> = job
+            .processes
+            .iter()
+            .map(|p| (p.host.clone().unwrap_or_default(), p.pid, p.global_rank))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                ("nodea".to_string(), 17, 0),
+                ("nodea".to_string(), 18, 1),
+                ("nodeb".to_string(), 17, 2),
+                ("nodeb".to_string(), 18, 3),
+                ("nodeb".to_string(), 30, 4),
+            ]
+        );
+        assert_eq!(job.failures[0].rank, 5);
+    }
+}
