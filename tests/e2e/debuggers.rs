@@ -444,6 +444,15 @@ fn gdb_lists_every_inferior_with_all() {
     job.shutdown().expect("teardown");
 }
 
+/// Sets bit 3 (file-backed shared mappings) of a process's coredump filter,
+/// which gdb's gcore honours.
+fn keep_shared_mappings_in_cores(pid: u32) {
+    let path = format!("/proc/{pid}/coredump_filter");
+    let filter = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let filter = u32::from_str_radix(filter.trim(), 16).unwrap_or_else(|e| panic!("{path}: {e}"));
+    std::fs::write(&path, format!("{:#x}", filter | 0x8)).unwrap_or_else(|e| panic!("{path}: {e}"));
+}
+
 /// A core file gdb wrote of a rank (gcore), loaded in `debugger`: `mpi
 /// queues` with both DLLs prints what `mqs-dump --core` prints of it.
 fn core_file_matches_mqs_dump(debugger: Debugger, mpi: Mpi, expected: &[Process]) {
@@ -451,6 +460,11 @@ fn core_file_matches_mqs_dump(debugger: Debugger, mpi: Mpi, expected: &[Process]
     let dir = scratch(&format!("core-{debugger:?}-{}", mpi.name()));
     let pid = job.rank_pid(0).expect("rank 0");
     settle(pid, &expected[0]);
+    // gcore leaves file-backed shared mappings out (the coredump filter's
+    // default); gdb and mqs-dump then read them from their files, which lldb
+    // cannot, and lldb rightly says the transport was unreadable. The core
+    // here holds them, so all three read the same bytes.
+    keep_shared_mappings_in_cores(pid);
     let core = dir.join("rank0.core");
     let session = Script::new(Debugger::Gdb)
         .section("gcore", &format!("gcore {}", core.display()))
