@@ -524,6 +524,8 @@ fn stock_open_mpi_without_packs_fetches_debug_files_from_debuginfod() {
             .is_file());
     }
 
+    ring_arguments_from_fetched_debug_files(&server, &scratch_dir);
+
     // --offline never asks; with the cache removed that leaves nothing.
     std::fs::remove_dir_all(cache.join("debuginfod")).unwrap();
     let pid = job.rank_pid(0).unwrap().to_string();
@@ -542,6 +544,109 @@ fn stock_open_mpi_without_packs_fetches_debug_files_from_debuginfod() {
         &out,
         NO_DEBUG_INFO,
         &[STOCK_LIBMPI_ID, "debuginfod", &nobody],
+    );
+    job.shutdown().expect("shutdown");
+}
+
+/// The arguments of each rank's blocking `MPI_Recv` in a stock Open MPI
+/// ring deadlock, as `--stacks` reads them for waits from the stacks: the
+/// committed packs answer every type the DLL asks, but packs hold no
+/// parameter locations, so libmpi's debug file is fetched from debuginfod
+/// for them. Open MPI's `MPI_Recv` keeps only `count` where it waits
+/// (`source` and `tag` are entry values there, which an -O0 caller gives
+/// no call-site values for), so `count` is what shows they were read.
+/// `--offline` reads the same queues and stacks without the arguments, and
+/// the cycle is found either way.
+fn ring_arguments_from_fetched_debug_files(server: &Debuginfod, scratch_dir: &Path) {
+    const RANKS: usize = 4;
+    let job = Job::launch(Mpi::DebianOpenMpi, "split_ring", RANKS as u32, &[])
+        .expect("launch split_ring on stock");
+    let cache = scratch_dir.join("ring-cache");
+    let env = isolated(&workspace_root(), &cache, Some(&server.url));
+    let pid = job.launcher_pid().to_string();
+    // The arguments of each rank's MPI_Recv, once every rank is in it.
+    let recv_arguments = |json: &Value| -> Vec<Option<Vec<(String, i64)>>> {
+        let processes = json["processes"].as_array().cloned().unwrap_or_default();
+        let mut by_rank = vec![None; RANKS];
+        for p in &processes {
+            let rank = p["global_rank"].as_u64().unwrap_or(u64::MAX) as usize;
+            let frames = p["stacks"]["list"]
+                .as_array()
+                .and_then(|threads| {
+                    threads
+                        .iter()
+                        .find(|t| t["tid"] == p["pid"])
+                        .and_then(|t| t["frames"].as_array())
+                })
+                .cloned()
+                .unwrap_or_default();
+            let call = frames
+                .iter()
+                .find(|f| f["function"] == "MPI_Recv")
+                .map(|f| f["call"].clone());
+            if let (Some(call), Some(slot)) = (call, by_rank.get_mut(rank)) {
+                let ints = call["ints"].as_array().cloned().unwrap_or_default();
+                *slot = Some(
+                    ints.iter()
+                        .filter_map(|pair| Some((pair[0].as_str()?.to_owned(), pair[1].as_i64()?)))
+                        .collect(),
+                );
+            }
+        }
+        by_rank
+    };
+    let in_recv = |args: &[&str]| -> Vec<Option<Vec<(String, i64)>>> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let out = run_in(Some(&server.netns), args, &env);
+            assert!(out.status.success(), "mqs-dump {args:?}: {}", stderr(&out));
+            let json: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+            let got = recv_arguments(&json);
+            if got.iter().all(Option::is_some) || Instant::now() > deadline {
+                return got;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    };
+    // Every rank receives 1 int.
+    let expected = vec![Some(vec![("count".to_owned(), 1)]); RANKS];
+    let got = in_recv(&["--pid", &pid, "--json", "--stacks"]);
+    assert_eq!(got, expected, "the arguments of each rank's MPI_Recv");
+    assert!(
+        cache
+            .join("debuginfod")
+            .join(STOCK_LIBMPI_ID)
+            .join("debuginfo")
+            .is_file(),
+        "libmpi's debug file was fetched for them"
+    );
+    // The waits from the stacks and the queues agree: one cycle, no
+    // disagreement.
+    let out = run_in(Some(&server.netns), &["--pid", &pid, "--deadlock"], &env);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(12), "{text}\n{}", stderr(&out));
+    assert!(
+        text.contains(&format!("deadlocked: ranks 0-{} in 1 cycle", RANKS - 1)),
+        "{text}"
+    );
+    assert!(!text.contains("disagree"), "{text}");
+    // Offline, nothing fetched: the stacks have no arguments.
+    std::fs::remove_dir_all(cache.join("debuginfod")).unwrap();
+    let out = run_in(
+        Some(&server.netns),
+        &["--pid", &pid, "--json", "--stacks", "--offline"],
+        &env,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        recv_arguments(&json),
+        vec![Some(Vec::new()); RANKS],
+        "no arguments offline"
+    );
+    assert!(
+        !cache.join("debuginfod").exists(),
+        "--offline fetched nothing"
     );
     job.shutdown().expect("shutdown");
 }
