@@ -5,7 +5,8 @@
 //! the 400,000-byte rendezvous) must be listed exactly, per communicator,
 //! with global peers, tags and lengths in bytes, and be the same as the
 //! same job's under ob1; sends, which this DLL does not read from UCX yet,
-//! must be "cannot tell" with the reason, never an empty list.
+//! must be "cannot tell" with the reason, never an empty list. A ring
+//! deadlock under pml ucx must be found by `mqs-dump --deadlock`.
 
 mod support;
 
@@ -218,4 +219,31 @@ fn queues_under_pml_ucx_are_listed_exactly_and_as_under_ob1() {
         ob1.keys().collect::<Vec<_>>(),
         "the same communicators"
     );
+}
+
+#[test]
+fn a_ring_deadlock_under_pml_ucx_is_found() {
+    let job = launch("ring", 3, true);
+    let pid = job.launcher_pid().to_string();
+    let words = [
+        "rank 0 waits for rank 2 (recv tag 42 on MPI_COMM_WORLD)",
+        "rank 1 waits for rank 0 (recv tag 42 on MPI_COMM_WORLD)",
+        "rank 2 waits for rank 1 (recv tag 42 on MPI_COMM_WORLD)",
+    ];
+    let start = Instant::now();
+    loop {
+        let out = run(&["--pid", &pid, "--deadlock"]);
+        let text = stdout(&out);
+        if out.status.code() == Some(12) && words.iter().all(|w| text.contains(w)) {
+            assert!(text.contains("deadlocked: ranks 0-2 in 1 cycle"), "{text}");
+            break;
+        }
+        assert!(
+            start.elapsed() < SETTLE,
+            "no deadlock found: exit {}\n{text}\n{}",
+            out.status,
+            stderr(&out)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }

@@ -221,7 +221,11 @@ impl Op {
                 let peer = decoded.source.unwrap_or(-1);
                 let mut lines = vec![match mpi_request {
                     Some(r) => mqs_abi::request_line("receive", *r),
-                    None => format!("blocking receive, UCP request {:#x}", posted.request),
+                    None => format!(
+                        "{}UCP request on the stack at {:#x}",
+                        mqs_abi::BLOCKING_RECEIVE,
+                        posted.request
+                    ),
                 }];
                 let queue = if posted.wild {
                     "wildcard queue"
