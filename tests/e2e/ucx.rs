@@ -5,7 +5,8 @@
 //! the 400,000-byte rendezvous) must be listed exactly, per communicator,
 //! with global peers, tags and lengths in bytes, and be the same as the
 //! same job's under ob1; sends, which this DLL does not read from UCX yet,
-//! must be "cannot tell" with the reason, never an empty list. A ring
+//! must be "cannot tell" with the reason, never an empty list. Open MPI's
+//! own DLL lists nothing on the same job. A ring
 //! deadlock under pml ucx must be found by `mqs-dump --deadlock`.
 
 mod support;
@@ -14,7 +15,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
-use mqs_tests::{Job, LaunchOptions, Mpi};
+use mqs_tests::{Job, LaunchOptions, Mpi, PML_UCX_ENV};
 use serde_json::Value;
 use support::*;
 
@@ -22,19 +23,11 @@ use support::*;
 /// (the blocking receives come after it) on a loaded 2-core machine.
 const SETTLE: Duration = Duration::from_secs(90);
 
-/// What runs pml ucx on one machine without InfiniBand: Open MPI 4.1's pml
-/// ucx declines itself unless told any transport and device will do, and
-/// UCX then uses shared memory.
 fn ucx_env() -> Vec<(OsString, OsString)> {
-    [
-        ("OMPI_MCA_pml", "ucx"),
-        ("OMPI_MCA_pml_ucx_tls", "any"),
-        ("OMPI_MCA_pml_ucx_devices", "any"),
-        ("UCX_TLS", "self,sm"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.into(), v.into()))
-    .collect()
+    PML_UCX_ENV
+        .into_iter()
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect()
 }
 
 fn launch(fixture: &str, size: u32, ucx: bool) -> Job {
@@ -157,10 +150,21 @@ fn settled(job: &Job) -> Value {
 
 #[test]
 fn queues_under_pml_ucx_are_listed_exactly_and_as_under_ob1() {
-    let ucx_dump = {
+    let (ucx_dump, theirs) = {
         let job = launch("queues", 2, true);
-        settled(&job)
+        let dump = settled(&job);
+        (dump, dump_json(job.launcher_pid(), &["--dll", "mpi"]))
     };
+    // Open MPI's own DLL walks ob1's lists, which pml ucx never fills: it
+    // lists nothing at all.
+    let listed: usize = queues(&theirs)
+        .values()
+        .map(|l| match l {
+            Listed::Rows(rows) => rows.len(),
+            Listed::NotAvailable(_) => 0,
+        })
+        .sum();
+    assert_eq!(listed, 0, "Open MPI's DLL under pml ucx: {theirs:#}");
     let text = ucx_dump.to_string();
     assert!(text.contains("pml ucx, UCX 1.13.1"), "{ucx_dump:#}");
     let ucx = queues(&ucx_dump);
