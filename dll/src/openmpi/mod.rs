@@ -707,7 +707,9 @@ impl MpiBackend for OpenMpi {
             None => format!("{pml}, {ob1}"),
         };
         cx.detect(format!("{version}, {transport}"), "openmpi");
-        if let Err(m) = &layout.ob1 {
+        // Under another PML ob1's component is not even loaded: its types
+        // missing then say nothing about the build.
+        if let (Err(m), true) = (&layout.ob1, self.ob1_selected()) {
             cx.say_once(
                 "no-ob1",
                 format!(
