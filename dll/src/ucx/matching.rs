@@ -7,7 +7,7 @@
 
 use crate::access::ProcessAccess;
 use crate::target::{ReadError, Target};
-use crate::walk::{ring, AddrSet, Stop, MAX_LIST_ITEMS};
+use crate::walk::{AddrSet, Stop, MAX_LIST_ITEMS};
 
 use super::layout::{rdesc_flags, UcxLayout, HASH_BUCKETS, RDESC_ALL_LIST};
 use super::layout::{RD_FLAGS_BYTES, RD_LENGTH_BYTES, RD_PAYLOAD_BYTES};
@@ -230,7 +230,8 @@ impl<P: ProcessAccess + ?Sized> Queues<'_, '_, P> {
 }
 
 /// Reads the worker's unexpected descriptors in arrival order, at most
-/// `cap`.
+/// `cap`: one read per descriptor (its list link is inside it, the payload
+/// header right behind it).
 pub fn unexpected<P: ProcessAccess + ?Sized>(
     t: &Target<'_, P>,
     l: &UcxLayout,
@@ -240,22 +241,26 @@ pub fn unexpected<P: ProcessAccess + ?Sized>(
     let head = worker
         .saturating_add(l.worker_tm)
         .saturating_add(l.tm_unexpected);
-    // The list's head is an element of the ring too: one more.
-    let cap = cap.min(MAX_LIST_ITEMS - 1);
-    let walk = ring(t, head, l.list_next, l.list_size, cap + 1);
-    let mut stop = match walk.stop {
-        Some(Stop::Limit(_)) => Some(Stop::Limit(cap)),
-        other => other,
-    };
+    let cap = cap.min(MAX_LIST_ITEMS);
     let link = l.rd_tag_list + RDESC_ALL_LIST * l.list_size;
     let len = l.descriptor_read();
     let mut out = Vec::new();
-    for &at in walk.items.iter().skip(1) {
+    let mut seen = AddrSet::default();
+    let mut at = match t.read_ptr(head + l.list_next) {
+        Ok(next) => next,
+        Err(e) => return (out, Some(Stop::from_read(e, head))),
+    };
+    while at != head {
         let Some(desc) = at.checked_sub(link) else {
-            stop = Some(Stop::BadPointer(at));
-            break;
+            return (out, Some(Stop::BadPointer(at)));
         };
-        match t
+        if !seen.insert(at) {
+            return (out, Some(Stop::Cycle(at)));
+        }
+        if out.len() >= cap {
+            return (out, Some(Stop::Limit(cap)));
+        }
+        let read = t
             .check_ptr(desc, t.ptr_align(), len)
             .and_then(|a| t.view(a, len))
             .and_then(|v| {
@@ -272,22 +277,24 @@ pub fn unexpected<P: ProcessAccess + ?Sized>(
                 } else {
                     (Protocol::Other(flags), None)
                 };
-                Ok(Unexpected {
+                let message = Unexpected {
                     descriptor: desc,
                     tag: v.u64(hdr)?,
                     protocol,
                     length: size,
                     sync: flags & rdesc_flags::EAGER_SYNC != 0,
-                })
-            }) {
-            Ok(u) => out.push(u),
-            Err(e) => {
-                stop = Some(Stop::from_read(e, desc));
-                break;
+                };
+                Ok((message, v.ptr(link + l.list_next)?))
+            });
+        match read {
+            Ok((message, next)) => {
+                out.push(message);
+                at = next;
             }
+            Err(e) => return (out, Some(Stop::from_read(e, desc))),
         }
     }
-    (out, stop)
+    (out, None)
 }
 
 #[cfg(test)]
@@ -547,8 +554,11 @@ mod tests {
                 (0x40_4000, 0, 0, 0, 8, 0),
             ],
         );
-        let (u, stop) = unexpected(&target(&p), &l, WORKER, 100);
+        let t = target(&p);
+        let (u, stop) = unexpected(&t, &l, WORKER, 100);
         assert_eq!(stop, None);
+        // The head's link, then one read per descriptor.
+        assert_eq!(t.fetches(), 1 + 5);
         let got: Vec<_> = u
             .iter()
             .map(|m| (m.tag, m.protocol, m.length, m.sync))
