@@ -129,16 +129,16 @@ fn fixture_contents() -> BTreeMap<(i64, &'static str, &'static str), Vec<Row>> {
 }
 
 /// Dumps `job` with our DLL until both ranks wait in their blocking
-/// receive on "mqs-wait" (posted after READY).
-fn settled(job: &Job) -> Value {
+/// receive on `comm` (posted after READY).
+fn settled(job: &Job, comm: &str) -> Value {
     let dll = mqs_tests::our_dll(false).display().to_string();
     let start = Instant::now();
     loop {
         let dump = dump_json(job.launcher_pid(), &["--dll", &dll]);
         let q = queues(&dump);
         let waiting = (0..2).all(|r| {
-            matches!(q.get(&(r, "mqs-wait".to_string(), "receives")),
-                     Some(Listed::Rows(rows)) if !rows.is_empty())
+            matches!(q.get(&(r, comm.to_string(), "receives")),
+                     Some(Listed::Rows(rows)) if rows.iter().any(|row| row.3 == Some(1000)))
         });
         if waiting {
             return dump;
@@ -152,7 +152,7 @@ fn settled(job: &Job) -> Value {
 fn queues_under_pml_ucx_are_listed_exactly_and_as_under_ob1() {
     let (ucx_dump, theirs) = {
         let job = launch("queues", 2, true);
-        let dump = settled(&job);
+        let dump = settled(&job, "mqs-wait");
         (dump, dump_json(job.launcher_pid(), &["--dll", "mpi"]))
     };
     // Open MPI's own DLL walks ob1's lists, which pml ucx never fills: it
@@ -204,7 +204,7 @@ fn queues_under_pml_ucx_are_listed_exactly_and_as_under_ob1() {
     // messages; only the sends differ, and pml ucx says why.
     let ob1_dump = {
         let job = launch("queues", 2, false);
-        settled(&job)
+        settled(&job, "mqs-wait")
     };
     let ob1 = queues(&ob1_dump);
     for (key, listed) in &ucx {
@@ -250,4 +250,68 @@ fn a_ring_deadlock_under_pml_ucx_is_found() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// `mprobe.c` under pml ucx: the started persistent receive, the blocking
+/// receives and the 400,000-byte synchronous rendezvous message from
+/// `MPI_Issend`, exactly; the same as under ob1 but for the message taken
+/// by `MPI_Mprobe` (ob1 keeps a request for it, pml ucx an
+/// `ompi_message_t` this DLL does not read yet: docs say so) and the
+/// sender's `MPI_Issend` (said not listed).
+#[test]
+fn persistent_mprobe_and_issend_under_pml_ucx() {
+    let world = "MPI_COMM_WORLD".to_string();
+    let ucx = {
+        let job = launch("mprobe", 2, true);
+        queues(&settled(&job, &world))
+    };
+    let rows =
+        |q: &Queues, rank: i64, queue: &'static str| match q.get(&(rank, world.clone(), queue)) {
+            Some(Listed::Rows(rows)) => rows.clone(),
+            other => panic!("rank {rank} {queue}: {other:?}"),
+        };
+    assert_eq!(
+        rows(&ucx, 0, "receives"),
+        [pending(1, 1, Some(78), 8), pending(-1, -1, Some(1000), 4)]
+    );
+    assert_eq!(
+        rows(&ucx, 0, "unexpected"),
+        [pending(1, 1, Some(79), 400_000)]
+    );
+    assert_eq!(rows(&ucx, 1, "receives"), [pending(-1, -1, Some(1000), 4)]);
+    assert_eq!(rows(&ucx, 1, "unexpected"), []);
+    for rank in 0..2 {
+        match ucx.get(&(rank, world.clone(), "sends")) {
+            Some(Listed::NotAvailable(why)) => assert!(
+                why.contains("sends completed locally under UCX are not listed"),
+                "{why}"
+            ),
+            other => panic!("rank {rank} sends: {other:?}"),
+        }
+    }
+
+    let ob1 = {
+        let job = launch("mprobe", 2, false);
+        queues(&settled(&job, &world))
+    };
+    // ob1: the same, and the Mprobe'd message's request (complete).
+    let mut ob1_receives = rows(&ob1, 0, "receives");
+    let mprobed = ob1_receives
+        .iter()
+        .position(|r| r.3 == Some(77))
+        .expect("ob1 lists the Mprobe'd message's request");
+    assert_eq!(ob1_receives.remove(mprobed).0, "complete");
+    assert_eq!(ob1_receives, rows(&ucx, 0, "receives"));
+    for (rank, queue) in [(0, "unexpected"), (1, "receives"), (1, "unexpected")] {
+        assert_eq!(
+            rows(&ob1, rank, queue),
+            rows(&ucx, rank, queue),
+            "rank {rank} {queue}"
+        );
+    }
+    assert_eq!(
+        rows(&ob1, 1, "sends"),
+        [pending(0, 0, Some(79), 400_000)],
+        "ob1 lists the Issend the UCX reader says it cannot"
+    );
 }
