@@ -253,11 +253,12 @@ fn a_ring_deadlock_under_pml_ucx_is_found() {
 }
 
 /// `mprobe.c` under pml ucx: the started persistent receive, the blocking
-/// receives and the 400,000-byte synchronous rendezvous message from
-/// `MPI_Issend`, exactly; the same as under ob1 but for the message taken
-/// by `MPI_Mprobe` (ob1 keeps a request for it, pml ucx an
-/// `ompi_message_t` this DLL does not read yet: docs say so) and the
-/// sender's `MPI_Issend` (said not listed).
+/// receives, the message taken by `MPI_Mprobe` (held in Open MPI's
+/// `ompi_message_t`, out of UCX's lists) and the 400,000-byte synchronous
+/// rendezvous message from `MPI_Issend`, exactly; the same as under ob1 but
+/// for the sender's `MPI_Issend` (said not listed) and the Mprobe'd
+/// message's length (ob1's request for it counts 0 bytes; the message has
+/// 16).
 #[test]
 fn persistent_mprobe_and_issend_under_pml_ucx() {
     let world = "MPI_COMM_WORLD".to_string();
@@ -270,9 +271,14 @@ fn persistent_mprobe_and_issend_under_pml_ucx() {
             Some(Listed::Rows(rows)) => rows.clone(),
             other => panic!("rank {rank} {queue}: {other:?}"),
         };
+    let mprobed = |length| ("complete".to_string(), 1, 1, Some(77), length);
     assert_eq!(
         rows(&ucx, 0, "receives"),
-        [pending(1, 1, Some(78), 8), pending(-1, -1, Some(1000), 4)]
+        [
+            pending(1, 1, Some(78), 8),
+            pending(-1, -1, Some(1000), 4),
+            mprobed(16)
+        ]
     );
     assert_eq!(
         rows(&ucx, 0, "unexpected"),
@@ -294,14 +300,14 @@ fn persistent_mprobe_and_issend_under_pml_ucx() {
         let job = launch("mprobe", 2, false);
         queues(&settled(&job, &world))
     };
-    // ob1: the same, and the Mprobe'd message's request (complete).
-    let mut ob1_receives = rows(&ob1, 0, "receives");
-    let mprobed = ob1_receives
-        .iter()
-        .position(|r| r.3 == Some(77))
-        .expect("ob1 lists the Mprobe'd message's request");
-    assert_eq!(ob1_receives.remove(mprobed).0, "complete");
-    assert_eq!(ob1_receives, rows(&ucx, 0, "receives"));
+    assert_eq!(
+        rows(&ob1, 0, "receives"),
+        [
+            pending(1, 1, Some(78), 8),
+            pending(-1, -1, Some(1000), 4),
+            mprobed(0)
+        ]
+    );
     for (rank, queue) in [(0, "unexpected"), (1, "receives"), (1, "unexpected")] {
         assert_eq!(
             rows(&ob1, rank, queue),

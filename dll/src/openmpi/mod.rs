@@ -338,13 +338,18 @@ impl OpenMpi {
         }) {
             *slot = None;
         }
-        let scan = slot.get_or_insert_with(|| pml_ucx::scan(t, pml));
+        let layout = &self.layout;
+        let scan = slot.get_or_insert_with(|| pml_ucx::scan(t, pml, layout));
         if let Some(why) = &scan.no_worker {
             messages::set_no_information_reason(&format!("pml ucx ({ucx}): {why}"));
             return Ok(None);
         }
         let (ops, stop) = if posted {
-            (scan.posted.take(comm.id), scan.posted_stop)
+            // Receives in UCX's order, then the messages matched probes
+            // took (matched already, as ob1's DLL view shows them).
+            let mut ops = scan.posted.take(comm.id);
+            ops.extend(scan.probed.take(comm.addr));
+            (ops, scan.posted_stop)
         } else {
             (scan.unexpected.take(comm.id), scan.unexpected_stop)
         };

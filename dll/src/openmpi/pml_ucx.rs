@@ -9,17 +9,19 @@ use std::collections::HashMap;
 use crate::access::{ImageAccess, ProcessAccess};
 use crate::by_key::ByKey;
 use crate::iteration::CommInfo;
+use crate::target::Spans;
 use crate::target::Target;
 use crate::types::{ty, Missing};
 use crate::ucx::layout::{names as ucx_names, UcxLayout};
 use crate::ucx::matching::{self, Protocol};
 use crate::ucx::read_version;
-use crate::walk::{Stop, MAX_LIST_ITEMS};
+use crate::walk::{AddrSet, Stop, MAX_LIST_ITEMS};
 
 use mqs_abi::{OpStatus, PendingOperation};
 
 use super::communicators::Comm;
 use super::layout::Layout;
+use super::lists::{self, FreeListSpec};
 
 /// The PML's module, a data symbol, and the field that holds the worker.
 pub const SYM_MODULE: &str = "ompi_pml_ucx";
@@ -62,6 +64,53 @@ pub fn decode(tag: u64, mask: u64) -> Tag {
     }
 }
 
+/// Messages a matched probe took out of UCX's lists (`MPI_Mprobe`,
+/// `MPI_Improbe`): Open MPI keeps each in an `ompi_message_t` from this
+/// free list until `MPI_Mrecv`, its `req_ptr` UCX's descriptor.
+pub const SYM_MESSAGES: &str = "ompi_message_free_list";
+pub const MESSAGE_TYPE: &str = "ompi_message_t";
+pub const MESSAGE_COMM: &str = "comm";
+pub const MESSAGE_REQ: &str = "req_ptr";
+pub const LIFO_TYPE: &str = "opal_lifo_t";
+pub const LIFO_HEAD: &str = "opal_lifo_head";
+pub const LIFO_GHOST: &str = "opal_lifo_ghost";
+/// The head is an `opal_counted_pointer_t`, a union whose `data` struct
+/// holds the item pointer beside a counter (in an order of its own).
+pub const COUNTED_TYPE: &str = "opal_counted_pointer_t";
+pub const COUNTED_ITEM: &str = "data.item";
+
+/// Where the messages a matched probe holds are, and their layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Messages {
+    /// `&ompi_message_free_list`.
+    pub free_list: u64,
+    pub size: u64,
+    pub comm: u64,
+    pub req_ptr: u64,
+    /// `opal_lifo_t`, the free list's first member (so at its offset 0):
+    /// the free elements' stack; `lifo_head` is where its top item's
+    /// pointer lies.
+    pub lifo_head: u64,
+    pub lifo_ghost: u64,
+}
+
+fn resolve_messages<I: ImageAccess>(image: &I) -> Result<Messages, Missing> {
+    let free_list = image
+        .find_symbol(SYM_MESSAGES)
+        .ok_or(Missing::Symbol(SYM_MESSAGES))?;
+    let m = ty(image, MESSAGE_TYPE)?;
+    let lifo = ty(image, LIFO_TYPE)?;
+    let counted = ty(image, COUNTED_TYPE)?;
+    Ok(Messages {
+        free_list,
+        size: m.size()?,
+        comm: m.field(MESSAGE_COMM)?,
+        req_ptr: m.field(MESSAGE_REQ)?,
+        lifo_head: lifo.field(LIFO_HEAD)? + counted.field(COUNTED_ITEM)?,
+        lifo_ghost: lifo.field(LIFO_GHOST)?,
+    })
+}
+
 /// What reading pml ucx needs, resolved when a process is found to run it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PmlUcx {
@@ -74,6 +123,8 @@ pub struct PmlUcx {
     pub request_class: Option<(u64, u64)>,
     /// UCX's version, from the library's code.
     pub version: Option<[u32; 3]>,
+    /// Messages held by matched probes, or why they cannot be read.
+    pub messages: Result<Messages, Missing>,
 }
 
 impl PmlUcx {
@@ -117,6 +168,7 @@ pub fn resolve<I: ImageAccess, P: ProcessAccess + ?Sized>(
         worker_at: module + worker,
         request_class,
         version,
+        messages: resolve_messages(image),
     })
 }
 
@@ -135,6 +187,13 @@ pub enum Op {
         message: matching::Unexpected,
         decoded: Tag,
     },
+    /// A message a matched probe took (`ompi_message_t` at `holder`),
+    /// waiting for `MPI_Mrecv`.
+    Probed {
+        message: matching::Unexpected,
+        decoded: Tag,
+        holder: u64,
+    },
 }
 
 /// What one stop's reading of the worker found, by context id.
@@ -142,6 +201,8 @@ pub enum Op {
 pub struct Scan {
     pub posted: ByKey<Op>,
     pub unexpected: ByKey<Op>,
+    /// Messages matched probes hold, by communicator address.
+    pub probed: ByKey<Op>,
     pub posted_stop: Option<Stop>,
     pub unexpected_stop: Option<Stop>,
     /// The worker's count of expected requests, where the walk found
@@ -151,8 +212,9 @@ pub struct Scan {
     pub no_worker: Option<String>,
 }
 
-/// Reads the worker's expected and unexpected queues once.
-pub fn scan<P: ProcessAccess + ?Sized>(t: &Target<'_, P>, pml: &PmlUcx) -> Scan {
+/// Reads the worker's expected and unexpected queues once, and the
+/// messages matched probes hold.
+pub fn scan<P: ProcessAccess + ?Sized>(t: &Target<'_, P>, pml: &PmlUcx, ompi: &Layout) -> Scan {
     let mut out = Scan::default();
     let worker = match t.read_ptr(pml.worker_at) {
         Ok(w) if w != 0 => w,
@@ -198,14 +260,84 @@ pub fn scan<P: ProcessAccess + ?Sized>(t: &Target<'_, P>, pml: &PmlUcx) -> Scan 
         out.unexpected
             .push(decoded.context, Op::Unexpected { message, decoded });
     }
+    if let Ok(m) = &pml.messages {
+        for (holder, comm, message) in probed(t, pml, ompi, m) {
+            let decoded = decode(message.tag, !0);
+            out.probed.push(
+                comm,
+                Op::Probed {
+                    message,
+                    decoded,
+                    holder,
+                },
+            );
+        }
+    }
     out
+}
+
+/// The messages matched probes hold: every `ompi_message_t` of the free
+/// list that is not on its stack of free ones, with a communicator and a
+/// UCX descriptor, as (holder, communicator, message). Nothing when the
+/// free stack cannot be walked whole (which are free would be a guess).
+fn probed<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    pml: &PmlUcx,
+    ompi: &Layout,
+    m: &Messages,
+) -> Vec<(u64, u64, matching::Unexpected)> {
+    let mut free = AddrSet::default();
+    let ghost = m.free_list + m.lifo_ghost;
+    let Ok(mut cur) = t.read_ptr(m.free_list + m.lifo_head) else {
+        return Vec::new();
+    };
+    while cur != ghost {
+        if !free.insert(cur) || free.len() > MAX_LIST_ITEMS {
+            return Vec::new();
+        }
+        match t.read_ptr(cur.saturating_add(ompi.list.item_next)) {
+            Ok(next) => cur = next,
+            Err(_) => return Vec::new(),
+        }
+    }
+    let spec = FreeListSpec {
+        list: &ompi.list,
+        free_list: &ompi.free_list,
+        obj_class: ompi.obj_class,
+    };
+    let mut held = Vec::new();
+    let _ = lists::free_list(
+        t,
+        spec,
+        m.free_list,
+        &Spans::whole(m.size),
+        MAX_LIST_ITEMS,
+        |at, v| {
+            if free.contains(&at) {
+                return;
+            }
+            if let (Ok(comm), Ok(desc)) = (v.ptr(m.comm), v.ptr(m.req_ptr)) {
+                if comm != 0 && desc != 0 {
+                    held.push((at, comm, desc));
+                }
+            }
+        },
+    );
+    held.into_iter()
+        .filter_map(|(at, comm, desc)| {
+            let message = matching::descriptor(t, &pml.layout, desc).ok()?;
+            Some((at, comm, message))
+        })
+        .collect()
 }
 
 impl Op {
     /// The MPI tag, for the filter of Open MPI's own operations.
     pub fn tag(&self) -> Option<i64> {
         match self {
-            Op::Recv { decoded, .. } | Op::Unexpected { decoded, .. } => decoded.tag,
+            Op::Recv { decoded, .. }
+            | Op::Unexpected { decoded, .. }
+            | Op::Probed { decoded, .. } => decoded.tag,
         }
     }
 
@@ -248,6 +380,37 @@ impl Op {
                     actual_tag: -1,
                     actual_length: -1,
                     extra_text: lines.into(),
+                }
+            }
+            Op::Probed {
+                message,
+                decoded,
+                holder,
+            } => {
+                let source = decoded.source.unwrap_or(-1);
+                let global = comm.peer_global(source);
+                let tag = decoded.tag.unwrap_or(-1);
+                let length = message.length.map_or(-1, clamp);
+                // As ob1's DLL view shows a matched probe's request:
+                // complete for matching, the data still in the message.
+                PendingOperation {
+                    status: OpStatus::Complete,
+                    desired_local_rank: source,
+                    desired_global_rank: global,
+                    desired_tag: Some(tag),
+                    desired_length: length,
+                    system_buffer: true,
+                    buffer: message.descriptor,
+                    actual_local_rank: source,
+                    actual_global_rank: global,
+                    actual_tag: tag,
+                    actual_length: length,
+                    extra_text: vec![
+                        format!("message taken by MPI_Mprobe: {holder:#x}"),
+                        "waits for MPI_Mrecv".to_string(),
+                        format!("{ucx} descriptor {:#x}", message.descriptor),
+                    ]
+                    .into(),
                 }
             }
             Op::Unexpected { message, decoded } => {

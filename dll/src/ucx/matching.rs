@@ -6,7 +6,7 @@
 //! is the MPI's business.
 
 use crate::access::ProcessAccess;
-use crate::target::{ReadError, Target};
+use crate::target::{ReadError, Target, View};
 use crate::walk::{AddrSet, Stop, MAX_LIST_ITEMS};
 
 use super::layout::{rdesc_flags, UcxLayout, HASH_BUCKETS, RDESC_ALL_LIST};
@@ -263,29 +263,7 @@ pub fn unexpected<P: ProcessAccess + ?Sized>(
         let read = t
             .check_ptr(desc, t.ptr_align(), len)
             .and_then(|a| t.view(a, len))
-            .and_then(|v| {
-                let flags = v.uint(l.rd_flags, RD_FLAGS_BYTES)?;
-                let length = v.uint(l.rd_length, RD_LENGTH_BYTES)?;
-                let payload = v.uint(l.rd_payload, RD_PAYLOAD_BYTES)?;
-                let hdr = l.rd_size;
-                let (protocol, size) = if flags & rdesc_flags::EAGER_ONLY != 0 {
-                    (Protocol::EagerOnly, length.checked_sub(payload))
-                } else if flags & rdesc_flags::EAGER != 0 {
-                    (Protocol::EagerFirst, Some(v.u64(hdr + l.ef_total)?))
-                } else if flags & rdesc_flags::RNDV != 0 {
-                    (Protocol::Rendezvous, Some(v.u64(hdr + l.rts_size)?))
-                } else {
-                    (Protocol::Other(flags), None)
-                };
-                let message = Unexpected {
-                    descriptor: desc,
-                    tag: v.u64(hdr)?,
-                    protocol,
-                    length: size,
-                    sync: flags & rdesc_flags::EAGER_SYNC != 0,
-                };
-                Ok((message, v.ptr(link + l.list_next)?))
-            });
+            .and_then(|v| Ok((decode_descriptor(&v, l)?, v.ptr(link + l.list_next)?)));
         match read {
             Ok((message, next)) => {
                 out.push(message);
@@ -295,6 +273,46 @@ pub fn unexpected<P: ProcessAccess + ?Sized>(
         }
     }
     (out, None)
+}
+
+/// A descriptor read with its payload header ([`UcxLayout::descriptor_read`]
+/// bytes at its address).
+fn decode_descriptor<P: ProcessAccess + ?Sized>(
+    v: &View<'_, '_, P>,
+    l: &UcxLayout,
+) -> Result<Unexpected, ReadError> {
+    let flags = v.uint(l.rd_flags, RD_FLAGS_BYTES)?;
+    let length = v.uint(l.rd_length, RD_LENGTH_BYTES)?;
+    let payload = v.uint(l.rd_payload, RD_PAYLOAD_BYTES)?;
+    let hdr = l.rd_size;
+    let (protocol, size) = if flags & rdesc_flags::EAGER_ONLY != 0 {
+        (Protocol::EagerOnly, length.checked_sub(payload))
+    } else if flags & rdesc_flags::EAGER != 0 {
+        (Protocol::EagerFirst, Some(v.u64(hdr + l.ef_total)?))
+    } else if flags & rdesc_flags::RNDV != 0 {
+        (Protocol::Rendezvous, Some(v.u64(hdr + l.rts_size)?))
+    } else {
+        (Protocol::Other(flags), None)
+    };
+    Ok(Unexpected {
+        descriptor: v.addr,
+        tag: v.u64(hdr)?,
+        protocol,
+        length: size,
+        sync: flags & rdesc_flags::EAGER_SYNC != 0,
+    })
+}
+
+/// The descriptor at `desc`, one no list holds any more (a message an MPI
+/// took out with a matched probe, `ucp_tag_probe_nb` with remove).
+pub fn descriptor<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    l: &UcxLayout,
+    desc: u64,
+) -> Result<Unexpected, ReadError> {
+    let len = l.descriptor_read();
+    let v = t.view(t.check_ptr(desc, t.ptr_align(), len)?, len)?;
+    decode_descriptor(&v, l)
 }
 
 #[cfg(test)]
