@@ -262,10 +262,29 @@ fn a_ring_deadlock_under_pml_ucx_is_found() {
 #[test]
 fn persistent_mprobe_and_issend_under_pml_ucx() {
     let world = "MPI_COMM_WORLD".to_string();
-    let ucx = {
+    let ucx_dump = {
         let job = launch("mprobe", 2, true);
-        queues(&settled(&job, &world))
+        settled(&job, &world)
     };
+    let ucx = queues(&ucx_dump);
+    // The persistent receive is named by its handle (the request MPI_Start
+    // started points back at it), the blocking one as the call's.
+    let firsts: Vec<String> = ucx_dump["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["global_rank"] == 0)
+        .flat_map(|p| p["communicators"]["list"].as_array().unwrap().clone())
+        .filter(|c| c["name"] == "MPI_COMM_WORLD")
+        .flat_map(|c| c["receives"]["operations"].as_array().unwrap().clone())
+        .map(|op| op["extra_text"][0].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        firsts[0].starts_with("persistent receive request 0x")
+            && firsts[1].starts_with(mqs_abi::BLOCKING_RECEIVE)
+            && firsts[2].starts_with("message taken by MPI_Mprobe"),
+        "{firsts:?}"
+    );
     let rows =
         |q: &Queues, rank: i64, queue: &'static str| match q.get(&(rank, world.clone(), queue)) {
             Some(Listed::Rows(rows)) => rows.clone(),

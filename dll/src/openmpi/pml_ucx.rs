@@ -30,6 +30,8 @@ pub const MODULE_WORKER: &str = "ucp_worker";
 /// The class of every `ompi_request_t`: a nonblocking receive's MPI
 /// request lies right after its UCP request and was constructed with it.
 pub const SYM_REQUEST_CLASS: &str = "ompi_request_t_class";
+pub const REQUEST_TYPE: &str = "ompi_request_t";
+pub const REQUEST_CALLBACK_DATA: &str = "req_complete_cb_data";
 
 /// The tag's fields, low to high (`PML_UCX_CONTEXT_BITS`,
 /// `PML_UCX_RANK_BITS`; the MPI tag takes the 24 bits left).
@@ -121,6 +123,10 @@ pub struct PmlUcx {
     /// nonblocking receive (an MPI request behind its UCP request) from a
     /// blocking one (on the stack, no MPI request).
     pub request_class: Option<(u64, u64)>,
+    /// `ompi_request_t.req_complete_cb_data`: a persistent receive's
+    /// started request points back at the persistent request (the handle
+    /// the user waits on) through it.
+    pub callback_data: Option<u64>,
     /// UCX's version, from the library's code.
     pub version: Option<[u32; 3]>,
     /// Messages held by matched probes, or why they cannot be read.
@@ -167,6 +173,9 @@ pub fn resolve<I: ImageAccess, P: ProcessAccess + ?Sized>(
         layout: ucx,
         worker_at: module + worker,
         request_class,
+        callback_data: ty(image, REQUEST_TYPE)
+            .ok()
+            .and_then(|r| r.opt(REQUEST_CALLBACK_DATA)),
         version,
         messages: resolve_messages(image),
     })
@@ -179,7 +188,7 @@ pub enum Op {
         posted: matching::Posted,
         decoded: Tag,
         /// The MPI request behind the UCP one (a nonblocking receive).
-        mpi_request: Option<u64>,
+        mpi_request: Option<MpiRequest>,
         /// Its place in UCX's matching order on its communicator (from 1).
         number: usize,
     },
@@ -194,6 +203,16 @@ pub enum Op {
         decoded: Tag,
         holder: u64,
     },
+}
+
+/// The MPI request a nonblocking receive's UCP request stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MpiRequest {
+    /// The one right behind it.
+    Plain(u64),
+    /// The persistent request that started it (`MPI_Start`), which the
+    /// one behind it points back to: the handle the user has.
+    Persistent(u64),
 }
 
 /// What one stop's reading of the worker found, by context id.
@@ -227,7 +246,7 @@ pub fn scan<P: ProcessAccess + ?Sized>(t: &Target<'_, P>, pml: &PmlUcx, ompi: &L
             return out;
         }
     };
-    let tail = pml.request_class.map(|(_, off)| off);
+    let tail = [pml.request_class.map(|(_, off)| off), pml.callback_data];
     let expected = matching::expected(t, &pml.layout, worker, tail, MAX_LIST_ITEMS);
     out.posted_stop = expected.stop;
     out.disagrees = expected.disagrees.map(|n| (n, expected.posted.len()));
@@ -238,8 +257,11 @@ pub fn scan<P: ProcessAccess + ?Sized>(t: &Target<'_, P>, pml: &PmlUcx, ompi: &L
         *number += 1;
         let number = *number;
         let mpi_request = match (pml.request_class, posted.tail) {
-            (Some((class, _)), Some(found)) if found == class => {
-                Some(posted.request + pml.layout.req_size)
+            (Some((class, _)), [Some(found), handle]) if found == class => {
+                Some(match handle.filter(|&h| h != 0) {
+                    Some(persistent) => MpiRequest::Persistent(persistent),
+                    None => MpiRequest::Plain(posted.request + pml.layout.req_size),
+                })
             }
             _ => None,
         };
@@ -352,7 +374,10 @@ impl Op {
             } => {
                 let peer = decoded.source.unwrap_or(-1);
                 let mut lines = vec![match mpi_request {
-                    Some(r) => mqs_abi::request_line("receive", *r),
+                    Some(MpiRequest::Plain(r)) => mqs_abi::request_line("receive", *r),
+                    Some(MpiRequest::Persistent(r)) => {
+                        mqs_abi::request_line("persistent receive", *r)
+                    }
                     None => format!(
                         "{}UCP request on the stack at {:#x}",
                         mqs_abi::BLOCKING_RECEIVE,

@@ -26,10 +26,14 @@ pub struct Posted {
     pub length: u64,
     /// From the wildcard queue (its mask is not full), else a hash bucket.
     pub wild: bool,
-    /// The pointer-sized word `tail` bytes past the request's end, when
-    /// asked for (where an MPI keeps its own request behind UCP's).
-    pub tail: Option<u64>,
+    /// The pointer-sized words at the [`Tail`] offsets past the request's
+    /// end, when asked for (where an MPI keeps its own request behind
+    /// UCP's).
+    pub tail: [Option<u64>; 2],
 }
+
+/// Offsets past a request's end of pointer-sized words to read with it.
+pub type Tail = [Option<u64>; 2];
 
 /// The expected requests, in posting order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -74,7 +78,7 @@ pub fn expected<P: ProcessAccess + ?Sized>(
     t: &Target<'_, P>,
     l: &UcxLayout,
     worker: u64,
-    tail: Option<u64>,
+    tail: Tail,
     cap: usize,
 ) -> Expected {
     let mut out = Expected::default();
@@ -131,7 +135,7 @@ pub fn expected<P: ProcessAccess + ?Sized>(
 struct Queues<'w, 'a, P: ProcessAccess + ?Sized> {
     t: &'w Target<'a, P>,
     l: &'w UcxLayout,
-    tail: Option<u64>,
+    tail: Tail,
     cap: usize,
     seen: &'w mut AddrSet,
     out: &'w mut Expected,
@@ -189,7 +193,8 @@ impl<P: ProcessAccess + ?Sized> Queues<'_, '_, P> {
             // With the MPI's word behind the request, in the same read;
             // without it if that is beyond readable memory.
             let whole = l.request_read();
-            let len = whole + self.tail.map_or(0, |o| o + 8);
+            let behind = self.tail.iter().flatten().map(|o| o + 8).max();
+            let len = whole + behind.unwrap_or(0);
             let v = match t.check_ptr(request, t.ptr_align(), len).and_then(|a| {
                 t.view(a, len).or_else(|e| {
                     if len > whole {
@@ -211,7 +216,9 @@ impl<P: ProcessAccess + ?Sized> Queues<'_, '_, P> {
                     buffer: v.ptr(l.req_buffer)?,
                     length: v.size_t(l.req_length)?,
                     wild,
-                    tail: self.tail.and_then(|o| v.ptr(l.req_size + o).ok()),
+                    tail: self
+                        .tail
+                        .map(|o| o.and_then(|o| v.ptr(l.req_size + o).ok())),
                 })
             };
             match read() {
@@ -398,7 +405,7 @@ mod tests {
             &[(0x31_0000, 5, !0, 0), (0x31_1000, 6, !0, 3)],
         );
         fill(&mut p, &l, bucket(&l, 1023), &[(0x32_0000, 7, !0, 2)]);
-        let e = expected(&target(&p), &l, WORKER, None, 100);
+        let e = expected(&target(&p), &l, WORKER, [None; 2], 100);
         assert_eq!(e.stop, None);
         assert_eq!(e.disagrees, None);
         let sns: Vec<_> = e.posted.iter().map(|p| (p.sn, p.wild, p.tag)).collect();
@@ -418,7 +425,7 @@ mod tests {
         // One fetch for the worker, one for the buckets, one per request.
         assert_eq!(target(&p).fetches(), 0);
         let t = target(&p);
-        let _ = expected(&t, &l, WORKER, None, 100);
+        let _ = expected(&t, &l, WORKER, [None; 2], 100);
         assert_eq!(t.fetches(), 2 + 5);
     }
 
@@ -428,7 +435,7 @@ mod tests {
         let mut p = empty_worker(&l);
         fill(&mut p, &l, bucket(&l, 9), &[(0x31_0000, 5, !0, 0)]);
         p.write_u32(WORKER + l.worker_tm + l.tm_count, 3);
-        let e = expected(&target(&p), &l, WORKER, None, 100);
+        let e = expected(&target(&p), &l, WORKER, [None; 2], 100);
         assert_eq!(e.posted.len(), 1);
         assert_eq!(e.disagrees, Some(3));
     }
@@ -448,20 +455,20 @@ mod tests {
         let mut cyclic = p.clone();
         cyclic.write_u64(q + l.qh_ptail, 0x50_0000);
         cyclic.write_u64(0x31_2000 + l.req_queue + l.qe_next, 0x31_0000 + l.req_queue);
-        let e = expected(&target(&cyclic), &l, WORKER, None, 100);
+        let e = expected(&target(&cyclic), &l, WORKER, [None; 2], 100);
         assert_eq!(e.stop, Some(Stop::Cycle(0x31_0000 + l.req_queue)));
         assert_eq!(e.posted.len(), 3);
         // A pointer into unmapped memory.
         let mut wild = p.clone();
         wild.write_u64(0x31_0000 + l.req_queue + l.qe_next, 0x77_0000);
-        let e = expected(&target(&wild), &l, WORKER, None, 100);
+        let e = expected(&target(&wild), &l, WORKER, [None; 2], 100);
         assert!(matches!(e.stop, Some(Stop::Unreadable(_))), "{:?}", e.stop);
         assert_eq!(e.posted.len(), 1);
         // NULL and misaligned pointers.
         for bad in [0u64, 0x31_0003] {
             let mut b = p.clone();
             b.write_u64(0x31_0000 + l.req_queue + l.qe_next, bad);
-            let e = expected(&target(&b), &l, WORKER, None, 100);
+            let e = expected(&target(&b), &l, WORKER, [None; 2], 100);
             assert!(
                 matches!(e.stop, Some(Stop::BadPointer(_))),
                 "{bad:#x}: {:?}",
@@ -469,16 +476,16 @@ mod tests {
             );
         }
         // The cap.
-        let e = expected(&target(&p), &l, WORKER, None, 2);
+        let e = expected(&target(&p), &l, WORKER, [None; 2], 2);
         assert_eq!(e.stop, Some(Stop::Limit(2)));
         assert_eq!(e.posted.len(), 2);
         // A hash pointer to nowhere.
         let mut h = p.clone();
         h.write_u64(WORKER + l.worker_tm + l.tm_hash, 0x99_0000);
-        let e = expected(&target(&h), &l, WORKER, None, 100);
+        let e = expected(&target(&h), &l, WORKER, [None; 2], 100);
         assert!(matches!(e.stop, Some(Stop::Unreadable(_))), "{:?}", e.stop);
         // An unreadable worker.
-        let e = expected(&target(&p), &l, 0x66_0000, None, 100);
+        let e = expected(&target(&p), &l, 0x66_0000, [None; 2], 100);
         assert!(e.stop.is_some());
         assert!(e.posted.is_empty());
     }
@@ -516,7 +523,7 @@ mod tests {
                 assert!(crate::access::ProcessAccess::fetch(&b, w, &mut v));
                 b.write_u64(w, u64::from_ne_bytes(v) ^ (1 << bit));
                 let t = target(&b);
-                let e = expected(&t, &l, WORKER, None, 1000);
+                let e = expected(&t, &l, WORKER, [None; 2], 1000);
                 assert!(e.posted.len() <= 1000);
                 assert!(t.fetches() <= 2 + 1001, "{w:#x} bit {bit}: {}", t.fetches());
             }
