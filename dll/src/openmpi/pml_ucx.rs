@@ -187,8 +187,8 @@ pub enum Op {
     Recv {
         posted: matching::Posted,
         decoded: Tag,
-        /// The MPI request behind the UCP one (a nonblocking receive).
-        mpi_request: Option<MpiRequest>,
+        /// The MPI request the UCP one stands for.
+        mpi_request: MpiRequest,
         /// Its place in UCX's matching order on its communicator (from 1).
         number: usize,
     },
@@ -205,14 +205,19 @@ pub enum Op {
     },
 }
 
-/// The MPI request a nonblocking receive's UCP request stands for.
+/// The MPI request a receive's UCP request stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MpiRequest {
-    /// The one right behind it.
+    /// A nonblocking receive's, right behind it.
     Plain(u64),
     /// The persistent request that started it (`MPI_Start`), which the
     /// one behind it points back to: the handle the user has.
     Persistent(u64),
+    /// None: a blocking receive's UCP request, on the caller's stack.
+    Blocking,
+    /// Cannot tell (`ompi_request_t_class` or the object's class field
+    /// not found).
+    Unknown,
 }
 
 /// What one stop's reading of the worker found, by context id.
@@ -258,12 +263,13 @@ pub fn scan<P: ProcessAccess + ?Sized>(t: &Target<'_, P>, pml: &PmlUcx, ompi: &L
         let number = *number;
         let mpi_request = match (pml.request_class, posted.tail) {
             (Some((class, _)), [Some(found), handle]) if found == class => {
-                Some(match handle.filter(|&h| h != 0) {
+                match handle.filter(|&h| h != 0) {
                     Some(persistent) => MpiRequest::Persistent(persistent),
                     None => MpiRequest::Plain(posted.request + pml.layout.req_size),
-                })
+                }
             }
-            _ => None,
+            (Some(_), _) => MpiRequest::Blocking,
+            (None, _) => MpiRequest::Unknown,
         };
         out.posted.push(
             decoded.context,
@@ -374,11 +380,10 @@ impl Op {
             } => {
                 let peer = decoded.source.unwrap_or(-1);
                 let mut lines = vec![match mpi_request {
-                    Some(MpiRequest::Plain(r)) => mqs_abi::request_line("receive", *r),
-                    Some(MpiRequest::Persistent(r)) => {
-                        mqs_abi::request_line("persistent receive", *r)
-                    }
-                    None => format!(
+                    MpiRequest::Plain(r) => mqs_abi::request_line("receive", *r),
+                    MpiRequest::Persistent(r) => mqs_abi::request_line("persistent receive", *r),
+                    MpiRequest::Unknown => format!("UCP request at {:#x}", posted.request),
+                    MpiRequest::Blocking => format!(
                         "{}UCP request on the stack at {:#x}",
                         mqs_abi::BLOCKING_RECEIVE,
                         posted.request
