@@ -20,7 +20,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mqs_tests::contents::{self, Process};
-use mqs_tests::{Job, Mpi};
+use mqs_tests::{Job, LaunchOptions, Mpi, PML_UCX_ENV};
 use serde_json::Value;
 use support::*;
 
@@ -404,6 +404,56 @@ fn lldb_lists_mpich_ch3_queues_as_mqs_dump_does_with_both_dlls() {
 /// gdb holding both ranks of a job as two inferiors: `mpi queues all`
 /// lists each as mqs-dump lists it, in rank order, and leaves the user's
 /// inferior selected.
+/// Under pml ucx our DLL asks for UCX's request and worker fields by path
+/// (`recv.tag.sn`, members of untagged structs): the extensions answer
+/// those as mqs-dump does, and list the same queues.
+fn ucx_matches_mqs_dump(debugger: Debugger) {
+    let options = LaunchOptions {
+        env: PML_UCX_ENV
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect(),
+        ..LaunchOptions::default()
+    };
+    let job = Job::launch_with(Mpi::OpenMpiUcx, "queues", 2, &[], &options)
+        .expect("launch queues under pml ucx");
+    let dir = scratch(&format!("{debugger:?}-ucx"));
+    let (ours, mqs_dump) = (ours(), mqs_dump_path());
+    for (rank, pid) in job.rank_pids() {
+        // Each rank's blocking receive on mqs-wait comes after READY.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !stdout(&run(&["--pid", &pid.to_string(), "--dll", &ours])).contains("tag 1000 ") {
+            assert!(Instant::now() < deadline, "rank {rank} never settled");
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        let session = Script::new(debugger)
+            .section("ours", &format!("mpi queues --dll {ours}"))
+            .shell("dump-ours", &format!("{mqs_dump} --pid {pid} --dll {ours}"))
+            .run(Subject::Pid(pid), &dir);
+        let what = format!("{debugger:?} on pml ucx rank {rank}");
+        let text = session.joined("ours");
+        assert!(text.contains("pml ucx, UCX 1.13.1"), "{what}:\n{text}");
+        assert!(text.contains("tag 1000 "), "{what}:\n{text}");
+        assert_same_listing(
+            &format!("{what}, ours"),
+            &session.section("ours"),
+            &session.section("dump-ours"),
+        );
+        assert_running_untraced(pid);
+    }
+    job.shutdown().expect("teardown");
+}
+
+#[test]
+fn gdb_lists_queues_under_pml_ucx_as_mqs_dump_does() {
+    ucx_matches_mqs_dump(Debugger::Gdb);
+}
+
+#[test]
+fn lldb_lists_queues_under_pml_ucx_as_mqs_dump_does() {
+    ucx_matches_mqs_dump(Debugger::Lldb);
+}
+
 #[test]
 fn gdb_lists_every_inferior_with_all() {
     let job = Job::launch(Mpi::OpenMpiG, "queues", 2, &["3"]).expect("launch queues");
