@@ -152,7 +152,16 @@ fn call_of(job: &Job<'_>, rank: &Rank<'_>) -> Option<Call> {
         Some(())
     };
     if RECEIVES.contains(&name) {
-        wanted(OpClass::PendingReceives, "source", "tag")?;
+        if wanted(OpClass::PendingReceives, "source", "tag").is_none() {
+            // The arguments are gone (optimised away at this point of the
+            // call): the DLL may still say which receive the call waits on.
+            return blocking_receive(job, rank.rank).map(|op| {
+                call(Blocked::Ops {
+                    ops: vec![op],
+                    all: false,
+                })
+            });
+        }
     } else if SENDS.contains(&name) {
         wanted(OpClass::PendingSends, "dest", "tag")?;
     } else if SENDRECVS.contains(&name) {
@@ -201,6 +210,31 @@ fn p2p(
         tag,
         listed,
     }
+}
+
+/// The one receive of `rank` the DLL marks as a blocking call's
+/// ([`mqs_abi::BLOCKING_RECEIVE`]), as the operation the call waits on.
+fn blocking_receive(job: &Job<'_>, rank: i64) -> Option<CallOp> {
+    let mut marked = job.ops.iter().enumerate().filter(|(_, o)| {
+        o.rank == rank
+            && o.class == OpClass::PendingReceives
+            && o.op
+                .extra_text
+                .first()
+                .is_some_and(|l| l.starts_with(mqs_abi::BLOCKING_RECEIVE))
+    });
+    let (i, o) = marked.next()?;
+    if marked.next().is_some() {
+        return None;
+    }
+    Some(CallOp {
+        class: o.class,
+        comm: Some(o.comm),
+        peer: o.peer,
+        local_peer: o.local_peer,
+        tag: o.tag,
+        listed: Some(i),
+    })
 }
 
 /// The requests of an `MPI_Wait*` call, matched by address to the

@@ -148,9 +148,13 @@ fn check_c_types(index: &SymbolIndex) {
     let anon = index.find_type("with_anon_t").unwrap();
     assert_eq!(anon.name, "with_anon");
     assert_eq!(anon.kind, TypeKind::Struct);
-    // Members of a named member are not flattened.
+    // Members of a named member are not flattened: they are named by path
+    // (the oracle checks their offsets), and a path into a named struct's
+    // member (point_t) is no name.
     assert_eq!(anon.field_offset("a"), None);
     assert_eq!(anon.field_offset("b"), None);
+    assert_eq!(anon.field_offset("deeper.s"), None);
+    assert!(anon.field_offset("named_inner.deeper.s").is_some());
     // Bitfields sit inside their struct, between their neighbours.
     let flags = anon.field_offset("flags").unwrap();
     let more = anon.field_offset("more").unwrap();

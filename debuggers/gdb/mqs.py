@@ -16,6 +16,7 @@ import gdb
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from mqs_host import command, host  # noqa: E402 (after the path is set)
+from mqs_host.command import path_offset as _path_offset  # noqa: E402
 
 # What a DLL may ask gdb for: C names, and type names of a few words.
 _NAME = re.compile(r"[A-Za-z_$][A-Za-z0-9_$.:]*\Z")
@@ -109,7 +110,7 @@ class GdbTarget(command.Target):
         return None
 
     def field_offset(self, type_, name):
-        return _field_offset(type_, name, 0)
+        return _path_offset(type_, name, _field, _untagged)
 
     def sizeof(self, type_):
         return type_.strip_typedefs().sizeof
@@ -127,21 +128,28 @@ class GdbTarget(command.Target):
         return "big endian" in gdb.execute("show endian", to_string=True)
 
 
-def _field_offset(type_, name, base):
+def _field(type_, name, base):
+    """The member `name` of a struct or union: (offset, its type)."""
     t = type_.strip_typedefs()
     if t.code not in (gdb.TYPE_CODE_STRUCT, gdb.TYPE_CODE_UNION):
         return None
     fields = t.fields()
     for f in fields:
         if f.name == name and hasattr(f, "bitpos"):
-            return base + f.bitpos // 8
+            return base + f.bitpos // 8, f.type
     # Members of an anonymous struct or union are members of this one.
     for f in fields:
         if not f.name and not f.is_base_class and hasattr(f, "bitpos"):
-            found = _field_offset(f.type, name, base + f.bitpos // 8)
+            found = _field(f.type, name, base + f.bitpos // 8)
             if found is not None:
                 return found
     return None
+
+
+def _untagged(type_):
+    """A struct or union no type name reaches (`struct { .. } recv;`)."""
+    return (type_.code in (gdb.TYPE_CODE_STRUCT, gdb.TYPE_CODE_UNION)
+            and type_.tag is None and type_.name is None)
 
 
 class MpiPrefix(gdb.Command):

@@ -16,6 +16,7 @@ import lldb
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from mqs_host import command, host  # noqa: E402 (after the path is set)
+from mqs_host.command import path_offset as _path_offset  # noqa: E402
 
 _DATA_SYMBOLS = (lldb.eSymbolTypeData, lldb.eSymbolTypeRuntime, lldb.eSymbolTypeAbsolute)
 _STRUCT_CLASSES = (lldb.eTypeClassStruct, lldb.eTypeClassClass)
@@ -93,7 +94,7 @@ class LldbTarget(command.Target):
         return (complete or found or [None])[0]
 
     def field_offset(self, type_, name):
-        return _field_offset(type_, name, 0)
+        return _path_offset(type_, name, _field, _untagged)
 
     def sizeof(self, type_):
         return type_.GetCanonicalType().GetByteSize()
@@ -108,19 +109,28 @@ class LldbTarget(command.Target):
         return self.target.GetByteOrder() == lldb.eByteOrderBig
 
 
-def _field_offset(type_, name, base):
+def _field(type_, name, base):
+    """The member `name` of a struct or union: (offset, its type)."""
     t = type_.GetCanonicalType()
     fields = [t.GetFieldAtIndex(i) for i in range(t.GetNumberOfFields())]
     for f in fields:
         if f.GetName() == name:
-            return base + f.GetOffsetInBytes()
+            return base + f.GetOffsetInBytes(), f.GetType()
     # Members of an anonymous struct or union are members of this one.
     for f in fields:
         if not f.GetName():
-            found = _field_offset(f.GetType(), name, base + f.GetOffsetInBytes())
+            found = _field(f.GetType(), name, base + f.GetOffsetInBytes())
             if found is not None:
                 return found
     return None
+
+
+def _untagged(type_):
+    """A struct or union no type name reaches (`struct { .. } recv;`):
+    lldb names it `(unnamed struct)`."""
+    name = type_.GetName() or ""
+    return (type_.GetTypeClass() in _STRUCT_CLASSES + (lldb.eTypeClassUnion,)
+            and (not name or name.startswith("(")))
 
 
 def _targets(debugger, everyone):

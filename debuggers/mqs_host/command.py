@@ -68,7 +68,9 @@ class Target:
 
     def field_offset(self, type_, name):
         """The byte offset of a top-level field (members of anonymous
-        struct and union members count as top-level), or None."""
+        struct and union members count as top-level), or of a member of an
+        untagged struct or union member by path (`recv.tag.sn`), or None.
+        Extensions answer it with `path_offset`."""
         raise NotImplementedError
 
     def sizeof(self, type_):
@@ -80,6 +82,25 @@ class Target:
 
     def big_endian(self):
         return False
+
+
+def path_offset(type_, path, field, untagged):
+    """A member's offset by path, as mqs-core answers `field_offset`: each
+    step a member (`field(type, name, base)` gives its offset and type),
+    every step but the last into a struct or union no type name reaches
+    (`untagged(type)`), which a DLL cannot ask by name (UCX's
+    `ucp_request_t.recv.tag.sn`). A C member's name has no dot, so a
+    plain name is one step."""
+    offset, current = 0, type_
+    steps = path.split(".")
+    for i, name in enumerate(steps):
+        found = field(current, name, offset)
+        if found is None:
+            return None
+        offset, current = found
+        if i + 1 < len(steps) and not untagged(current):
+            return None
+    return offset
 
 
 class Options:

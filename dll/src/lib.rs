@@ -54,6 +54,7 @@ mod process;
 pub mod target;
 pub mod transit;
 pub mod types;
+pub mod ucx;
 pub mod walk;
 
 /// In-memory fakes of an image and a process, for tests (of this crate and

@@ -8,6 +8,7 @@
 mod common;
 
 use common::session::{check_known, check_replay, recording, recordings, replay, Dumped};
+use mqs_core::model::Section;
 use mqs_tests::contents::SpinMpi;
 use mqs_tests::{contents, Family};
 
@@ -95,7 +96,6 @@ fn release_build_says_receives_are_in_posting_order() {
 /// base free lists); never an empty queue that would mean "none".
 #[test]
 fn another_pml_is_named_per_queue_instead_of_empty_queues() {
-    use mqs_core::model::Section;
     let p = &recording("queues").processes[0];
     let at = common::fuzzing::symbol(&p.symbols, "mca_pml_base_selected_component")
         .expect("the selected PML's component");
@@ -143,5 +143,116 @@ fn another_pml_is_named_per_queue_instead_of_empty_queues() {
         }
         // Rank 0 of queues has receives on the free lists and empty sends.
         assert!(unknown > 0 && partial > 0, "{pml}: {unknown} {partial}");
+    }
+}
+
+/// A recorded Open MPI 4.1.4 job under pml ucx (queues 3): rank 0's
+/// receives and unexpected messages, read from UCX's worker, are the
+/// fixture's exactly, in UCX's matching and arrival order; sends are
+/// "cannot tell", with the reason.
+#[test]
+fn a_ucx_replay_holds_the_fixtures_receives_and_unexpected_messages() {
+    let got = replayed("ucx-queues");
+    let (_, rank0) = got.iter().find(|(id, _)| *id == 0).expect("rank 0");
+    let rows = |queue: &Section<mqs_core::model::Queue>| -> Vec<(i64, Option<i64>, i64)> {
+        common::session::ops(queue)
+            .iter()
+            .map(|o| (o.desired_global_rank, o.desired_tag, o.desired_length))
+            .collect()
+    };
+    let receives = [
+        ("MPI_COMM_WORLD", vec![(-1, Some(8), 32)]),
+        (
+            "mqs-dup",
+            vec![
+                (1, Some(7), 16),
+                (1, Some(1_000_000), 4),
+                (1, Some(1_000_001), 4),
+                (1, Some(1_000_002), 4),
+            ],
+        ),
+        ("mqs-split", vec![(1, None, 8)]),
+        ("mqs-wait", vec![(-1, Some(1000), 4)]),
+    ];
+    for (comm, want) in receives {
+        assert_eq!(rows(&rank0.comm(comm).receives), want, "{comm} receives");
+    }
+    let unexpected = [
+        (
+            "MPI_COMM_WORLD",
+            vec![(1, Some(99), 64), (1, Some(5), 400_000)],
+        ),
+        (
+            "mqs-dup",
+            vec![(1, Some(3000), 4), (1, Some(3001), 4), (1, Some(3002), 4)],
+        ),
+    ];
+    for (comm, want) in unexpected {
+        assert_eq!(
+            rows(&rank0.comm(comm).unexpected),
+            want,
+            "{comm} unexpected"
+        );
+    }
+    for c in rank0.comms() {
+        match &c.sends {
+            Section::NotAvailable { reason } => assert!(
+                reason.contains("sends completed locally under UCX are not listed"),
+                "{}: {reason}",
+                c.name
+            ),
+            other => panic!("{} sends: {other:?}", c.name),
+        }
+    }
+}
+
+/// Each UCX type, and each field of a UCP request the DLL reads by path,
+/// taken out of the recorded job in turn: every communicator's receives say
+/// UCX cannot be read, naming what is missing, never an empty queue.
+#[test]
+fn each_missing_ucx_type_or_field_is_named() {
+    let process = &recording("ucx-queues").rank(0);
+    let ucx_types: Vec<&String> = process
+        .symbols
+        .types
+        .keys()
+        .filter(|t| t.starts_with("ucp_") || t.starts_with("ucs_") || *t == "mca_pml_ucx_module_t")
+        .collect();
+    assert!(ucx_types.len() >= 10, "{ucx_types:?}");
+    let check = |log: mqs_acquire::snapshot::SymbolLog, missing: &str| {
+        let d = common::fuzzing::with_symbols(process, log);
+        assert_eq!(d.added, Ok(()), "without {missing}");
+        for c in d.comms() {
+            match &c.receives {
+                Section::NotAvailable { reason } => assert!(
+                    reason.contains("inside UCX")
+                        && reason.contains(&format!("not supported: {missing} missing")),
+                    "without {missing}: {}: {reason}",
+                    c.name
+                ),
+                other => panic!("without {missing}: {} receives {other:?}", c.name),
+            }
+        }
+    };
+    for name in ucx_types {
+        let mut log = process.symbols.clone();
+        log.types.remove(name);
+        check(log, &format!("type {name}"));
+    }
+    use mqs_dll::ucx::layout::names as n;
+    for field in [
+        n::REQ_QUEUE,
+        n::REQ_BUFFER,
+        n::REQ_LENGTH,
+        n::REQ_TAG,
+        n::REQ_MASK,
+        n::REQ_SN,
+    ] {
+        let mut log = process.symbols.clone();
+        let t = log.types.get_mut(n::REQUEST).unwrap().as_mut().unwrap();
+        let before = t.fields.len();
+        t.fields.retain(|(f, _)| f != field);
+        assert_eq!(t.fields.len(), before - 1, "{field} recorded once");
+        check(log, &format!("field {field} of {}", n::REQUEST));
     }
 }

@@ -204,8 +204,8 @@ fn check_against_session(name: &str, l: &Listing, d: &Dumped, same_numbers: bool
         }
     }
     // Without ob1's debug info (a release build), its first type is the
-    // only one asked for.
-    let release = name.starts_with("queues-release");
+    // only one asked for; under pml ucx ob1's component is not loaded.
+    let release = name.starts_with("queues-release") || name.starts_with("ucx-");
     let mut expected: Vec<&str> = EXPECTED_MISSING.to_vec();
     if release {
         expected.push("type:mca_pml_ob1_comm_t");

@@ -24,5 +24,5 @@ pub use lines::{Lines, LinesBuf, Part};
 
 pub use model::{
     decode_c_chars, encode_c_chars, request_line, request_of, Communicator, OpClass, OpStatus,
-    PendingOperation, ProcessLocation, ReturnCode, ANY_TAG, IN_TRANSIT,
+    PendingOperation, ProcessLocation, ReturnCode, ANY_TAG, BLOCKING_RECEIVE, IN_TRANSIT,
 };

@@ -376,6 +376,13 @@ pub fn request_line(what: &str, address: u64) -> String {
     format!("{what} request {address:#x}")
 }
 
+/// How the first `extra_text` line of a receive starts when a blocking call
+/// (`MPI_Recv`) waits on it and it has no MPI request (mqs's DLL under
+/// Open MPI's pml ucx: the request lives on the caller's stack). A host
+/// whose stack shows the rank in a blocking receive, but cannot read the
+/// call's arguments, takes the one such receive for the call's.
+pub const BLOCKING_RECEIVE: &str = "blocking receive: ";
+
 /// The request address a [`request_line`] names.
 pub fn request_of(line: &str) -> Option<u64> {
     let (_, hex) = line.rsplit_once(" request 0x")?;

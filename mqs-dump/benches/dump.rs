@@ -27,14 +27,16 @@
 //!
 //! `cargo build --release -p mqs-dll && cargo build --release -p mqs-dump
 //! && cargo bench -p mqs-dump --bench dump [-- N] [--rounds
-//! R] [--pid PID] [--mpi NAME] [--gdb]`: N pending receives and unexpected
+//! R] [--pid PID] [--mpi NAME] [--ucx] [--gdb]`: N pending receives and unexpected
 //! messages (default 100000), R rounds (default 3); `--pid` dumps rank 0 of
 //! a `queues` job already running instead of launching one (setting up N =
 //! 100000 takes minutes: ob1 matches each of the N incoming messages
 //! against the N posted receives); `--mpi` names the test MPI build
 //! (default `openmpi-4.1.4-g`; `mpich-4.0.2-g` and `mpich-4.0.2-ch4`
 //! compare with MPICH's `libtvmpich.so`, `openmpi-5.0.7-g` with Open MPI
-//! 5's DLL). Needs that build (scripts/setup-mpis).
+//! 5's DLL); `--ucx` runs the job under pml ucx (with `--mpi
+//! openmpi-4.1.4-ucx`: our DLL reads UCX's worker, Open MPI's lists
+//! nothing). Needs that build (scripts/setup-mpis).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -44,7 +46,7 @@ use mqs_core::dll::{Dll, Session};
 use mqs_core::interface::Target;
 use mqs_core::model::{CommunicatorList, DumpStats, Queue, Section};
 use mqs_core::process::{LiveProcess, Mode, PageCache};
-use mqs_tests::{Family, Job, LaunchOptions, Mpi};
+use mqs_tests::{Family, Job, LaunchOptions, Mpi, PML_UCX_ENV};
 
 fn main() {
     if let Err(e) = run() {
@@ -60,6 +62,8 @@ struct Args {
     mpi: Mpi,
     /// Also dump once with every fetch a gdb round trip.
     gdb: bool,
+    /// Run the job under pml ucx (with `--mpi openmpi-4.1.4-ucx`).
+    ucx: bool,
 }
 
 fn parse_args() -> Result<Args, Box<dyn std::error::Error>> {
@@ -69,6 +73,7 @@ fn parse_args() -> Result<Args, Box<dyn std::error::Error>> {
         pid: None,
         mpi: Mpi::OpenMpiG,
         gdb: false,
+        ucx: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -76,6 +81,7 @@ fn parse_args() -> Result<Args, Box<dyn std::error::Error>> {
             "--rounds" => args.rounds = it.next().ok_or("--rounds needs R")?.parse()?,
             "--pid" => args.pid = Some(it.next().ok_or("--pid needs PID")?.parse()?),
             "--gdb" => args.gdb = true,
+            "--ucx" => args.ucx = true,
             "--mpi" => {
                 let name = it.next().ok_or("--mpi needs a build's name")?;
                 let built = || Mpi::all().into_iter().chain(Mpi::more());
@@ -119,6 +125,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             // active-message path: the bench forces it, as the tests do.
             let env = if mpi == Mpi::MpichCh4 {
                 vec![("MPIR_CVAR_CH4_OFI_ENABLE_TAGGED".into(), "0".into())]
+            } else if args.ucx {
+                PML_UCX_ENV
+                    .into_iter()
+                    .map(|(k, v)| (k.into(), v.into()))
+                    .collect()
             } else {
                 Vec::new()
             };

@@ -311,7 +311,7 @@ fn communicator(
     members: &[&str],
 ) -> Option<FrameComm> {
     let lookup = frame.address_for_lookup();
-    let (object, bias) = index.object_at(lookup)?;
+    let (object, bias) = index.object_with_parameters_at(lookup)?;
     let svma = lookup.wrapping_sub(bias);
     let param = object.parameter_at(svma, &COMM_ARGUMENTS, members)?;
     let pointee = param.pointee.clone();
@@ -387,7 +387,7 @@ fn call_arguments(
 ) -> Option<CallArgs> {
     let mpi = family(index)?;
     let lookup = frame.address_for_lookup();
-    let (object, bias) = index.object_at(lookup)?;
+    let (object, bias) = index.object_with_parameters_at(lookup)?;
     let svma = lookup.wrapping_sub(bias);
     let mut ints = Vec::new();
     for param in object.parameters_at(svma, &INT_ARGUMENTS, &[]) {

@@ -20,7 +20,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mqs_tests::contents::{self, Process};
-use mqs_tests::{Job, Mpi};
+use mqs_tests::{Job, LaunchOptions, Mpi, PML_UCX_ENV};
 use serde_json::Value;
 use support::*;
 
@@ -404,6 +404,56 @@ fn lldb_lists_mpich_ch3_queues_as_mqs_dump_does_with_both_dlls() {
 /// gdb holding both ranks of a job as two inferiors: `mpi queues all`
 /// lists each as mqs-dump lists it, in rank order, and leaves the user's
 /// inferior selected.
+/// Under pml ucx our DLL asks for UCX's request and worker fields by path
+/// (`recv.tag.sn`, members of untagged structs): the extensions answer
+/// those as mqs-dump does, and list the same queues.
+fn ucx_matches_mqs_dump(debugger: Debugger) {
+    let options = LaunchOptions {
+        env: PML_UCX_ENV
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect(),
+        ..LaunchOptions::default()
+    };
+    let job = Job::launch_with(Mpi::OpenMpiUcx, "queues", 2, &[], &options)
+        .expect("launch queues under pml ucx");
+    let dir = scratch(&format!("{debugger:?}-ucx"));
+    let (ours, mqs_dump) = (ours(), mqs_dump_path());
+    for (rank, pid) in job.rank_pids() {
+        // Each rank's blocking receive on mqs-wait comes after READY.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !stdout(&run(&["--pid", &pid.to_string(), "--dll", &ours])).contains("tag 1000 ") {
+            assert!(Instant::now() < deadline, "rank {rank} never settled");
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        let session = Script::new(debugger)
+            .section("ours", &format!("mpi queues --dll {ours}"))
+            .shell("dump-ours", &format!("{mqs_dump} --pid {pid} --dll {ours}"))
+            .run(Subject::Pid(pid), &dir);
+        let what = format!("{debugger:?} on pml ucx rank {rank}");
+        let text = session.joined("ours");
+        assert!(text.contains("pml ucx, UCX 1.13.1"), "{what}:\n{text}");
+        assert!(text.contains("tag 1000 "), "{what}:\n{text}");
+        assert_same_listing(
+            &format!("{what}, ours"),
+            &session.section("ours"),
+            &session.section("dump-ours"),
+        );
+        assert_running_untraced(pid);
+    }
+    job.shutdown().expect("teardown");
+}
+
+#[test]
+fn gdb_lists_queues_under_pml_ucx_as_mqs_dump_does() {
+    ucx_matches_mqs_dump(Debugger::Gdb);
+}
+
+#[test]
+fn lldb_lists_queues_under_pml_ucx_as_mqs_dump_does() {
+    ucx_matches_mqs_dump(Debugger::Lldb);
+}
+
 #[test]
 fn gdb_lists_every_inferior_with_all() {
     let job = Job::launch(Mpi::OpenMpiG, "queues", 2, &["3"]).expect("launch queues");
@@ -444,6 +494,15 @@ fn gdb_lists_every_inferior_with_all() {
     job.shutdown().expect("teardown");
 }
 
+/// Sets bit 3 (file-backed shared mappings) of a process's coredump filter,
+/// which gdb's gcore honours.
+fn keep_shared_mappings_in_cores(pid: u32) {
+    let path = format!("/proc/{pid}/coredump_filter");
+    let filter = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let filter = u32::from_str_radix(filter.trim(), 16).unwrap_or_else(|e| panic!("{path}: {e}"));
+    std::fs::write(&path, format!("{:#x}", filter | 0x8)).unwrap_or_else(|e| panic!("{path}: {e}"));
+}
+
 /// A core file gdb wrote of a rank (gcore), loaded in `debugger`: `mpi
 /// queues` with both DLLs prints what `mqs-dump --core` prints of it.
 fn core_file_matches_mqs_dump(debugger: Debugger, mpi: Mpi, expected: &[Process]) {
@@ -451,6 +510,11 @@ fn core_file_matches_mqs_dump(debugger: Debugger, mpi: Mpi, expected: &[Process]
     let dir = scratch(&format!("core-{debugger:?}-{}", mpi.name()));
     let pid = job.rank_pid(0).expect("rank 0");
     settle(pid, &expected[0]);
+    // gcore leaves file-backed shared mappings out (the coredump filter's
+    // default); gdb and mqs-dump then read them from their files, which lldb
+    // cannot, and lldb rightly says the transport was unreadable. The core
+    // here holds them, so all three read the same bytes.
+    keep_shared_mappings_in_cores(pid);
     let core = dir.join("rank0.core");
     let session = Script::new(Debugger::Gdb)
         .section("gcore", &format!("gcore {}", core.display()))

@@ -318,7 +318,11 @@ fn check_process(process: &Value, expected: &[Comm], internal: Option<&str>) {
 
 fn expected_for(mpi: Mpi, rank: u32) -> (Vec<Comm>, Option<&'static str>, &'static str) {
     match mpi {
-        Mpi::OpenMpiG | Mpi::OpenMpiRelease | Mpi::OpenMpi5G | Mpi::OpenMpi5Release => (
+        Mpi::OpenMpiG
+        | Mpi::OpenMpiRelease
+        | Mpi::OpenMpi5G
+        | Mpi::OpenMpi5Release
+        | Mpi::OpenMpiUcx => (
             open_mpi_expected(rank),
             None,
             "lib/openmpi/libompi_dbg_msgq.so",

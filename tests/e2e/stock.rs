@@ -28,7 +28,7 @@ use support::*;
 const STOCK_LIBMPI_ID: &str = "2a2f4d8c4f8dc5dcc63f6789a50f3ab49f61e168";
 /// The build-id of the dwz file of the rebuild's libopenmpi3-dbgsym
 /// (tests/data/debuginfod/libopenmpi3.debug.dwz.xz).
-const DWZ_ID: &str = "5b68ebbc9a6fadc41b843f9383a440806fa0b486";
+const DWZ_ID: &str = "95201074ad010e03ad93bb81e1383e8ea9982bac";
 const NO_DEBUG_INFO: i32 = 6;
 
 /// Our DLL of this build, refused if older than its sources.
@@ -167,8 +167,7 @@ fn contents(json: &Value) -> Vec<String> {
 
 /// Each rank's queues through Open MPI's own DLL (the one the MPI names)
 /// and ours, as if the vader BTL had been read and found empty (as it is
-/// in a settled `queues` job): the committed packs predate the DLL's
-/// transport reader and lack vader's types, so on the stock library it
+/// in a settled `queues` job): where vader's types are missing our DLL
 /// says messages in transit are not listed. And how many of our queues
 /// said so.
 fn dumps(
@@ -246,11 +245,11 @@ fn stock_open_mpi_is_dumped_with_both_dlls_like_the_g_build() {
             "rank {rank}: Open MPI's DLL, stock vs -g"
         );
         assert_eq!(our_stock, our_g, "rank {rank}: our DLL, stock vs -g");
-        // The -g build's vader is read; the packs have none of its types.
+        // Vader is read on both: the packs have its types.
         assert_eq!(*read_g, 0, "rank {rank}: the -g build's vader read");
-        assert!(
-            *unread > 0,
-            "rank {rank}: stock: messages in transit said unread"
+        assert_eq!(
+            *unread, 0,
+            "rank {rank}: stock: vader read through the packs"
         );
         if *rank == 0 {
             let unexpected: Vec<&String> = our_stock
@@ -481,9 +480,10 @@ fn stock_open_mpi_without_packs_fetches_debug_files_from_debuginfod() {
     let cache = scratch_dir.join("cache");
     let env = isolated(&none, &cache, Some(&server.url));
     let got = dumps(&job, &env, Some(&server.netns));
-    // The served debug files are libmpi's and ob1's: vader's types are
-    // not among them (see dumps).
-    for ((rank, their_g, our_g, _), (_, theirs, ours, _)) in expected.iter().zip(&got) {
+    // The served debug files are libmpi's, ob1's and vader's: the
+    // transport is read too.
+    for ((rank, their_g, our_g, _), (_, theirs, ours, unread)) in expected.iter().zip(&got) {
+        assert_eq!(*unread, 0, "rank {rank}: vader read through debuginfod");
         assert_eq!(
             theirs, their_g,
             "rank {rank}: Open MPI's DLL, debuginfod vs -g"
@@ -524,6 +524,8 @@ fn stock_open_mpi_without_packs_fetches_debug_files_from_debuginfod() {
             .is_file());
     }
 
+    ring_arguments_from_fetched_debug_files(&server, &scratch_dir);
+
     // --offline never asks; with the cache removed that leaves nothing.
     std::fs::remove_dir_all(cache.join("debuginfod")).unwrap();
     let pid = job.rank_pid(0).unwrap().to_string();
@@ -542,6 +544,109 @@ fn stock_open_mpi_without_packs_fetches_debug_files_from_debuginfod() {
         &out,
         NO_DEBUG_INFO,
         &[STOCK_LIBMPI_ID, "debuginfod", &nobody],
+    );
+    job.shutdown().expect("shutdown");
+}
+
+/// The arguments of each rank's blocking `MPI_Recv` in a stock Open MPI
+/// ring deadlock, as `--stacks` reads them for waits from the stacks: the
+/// committed packs answer every type the DLL asks, but packs hold no
+/// parameter locations, so libmpi's debug file is fetched from debuginfod
+/// for them. Open MPI's `MPI_Recv` keeps only `count` where it waits
+/// (`source` and `tag` are entry values there, which an -O0 caller gives
+/// no call-site values for), so `count` is what shows they were read.
+/// `--offline` reads the same queues and stacks without the arguments, and
+/// the cycle is found either way.
+fn ring_arguments_from_fetched_debug_files(server: &Debuginfod, scratch_dir: &Path) {
+    const RANKS: usize = 4;
+    let job = Job::launch(Mpi::DebianOpenMpi, "split_ring", RANKS as u32, &[])
+        .expect("launch split_ring on stock");
+    let cache = scratch_dir.join("ring-cache");
+    let env = isolated(&workspace_root(), &cache, Some(&server.url));
+    let pid = job.launcher_pid().to_string();
+    // The arguments of each rank's MPI_Recv, once every rank is in it.
+    let recv_arguments = |json: &Value| -> Vec<Option<Vec<(String, i64)>>> {
+        let processes = json["processes"].as_array().cloned().unwrap_or_default();
+        let mut by_rank = vec![None; RANKS];
+        for p in &processes {
+            let rank = p["global_rank"].as_u64().unwrap_or(u64::MAX) as usize;
+            let frames = p["stacks"]["list"]
+                .as_array()
+                .and_then(|threads| {
+                    threads
+                        .iter()
+                        .find(|t| t["tid"] == p["pid"])
+                        .and_then(|t| t["frames"].as_array())
+                })
+                .cloned()
+                .unwrap_or_default();
+            let call = frames
+                .iter()
+                .find(|f| f["function"] == "MPI_Recv")
+                .map(|f| f["call"].clone());
+            if let (Some(call), Some(slot)) = (call, by_rank.get_mut(rank)) {
+                let ints = call["ints"].as_array().cloned().unwrap_or_default();
+                *slot = Some(
+                    ints.iter()
+                        .filter_map(|pair| Some((pair[0].as_str()?.to_owned(), pair[1].as_i64()?)))
+                        .collect(),
+                );
+            }
+        }
+        by_rank
+    };
+    let in_recv = |args: &[&str]| -> Vec<Option<Vec<(String, i64)>>> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let out = run_in(Some(&server.netns), args, &env);
+            assert!(out.status.success(), "mqs-dump {args:?}: {}", stderr(&out));
+            let json: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+            let got = recv_arguments(&json);
+            if got.iter().all(Option::is_some) || Instant::now() > deadline {
+                return got;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    };
+    // Every rank receives 1 int.
+    let expected = vec![Some(vec![("count".to_owned(), 1)]); RANKS];
+    let got = in_recv(&["--pid", &pid, "--json", "--stacks"]);
+    assert_eq!(got, expected, "the arguments of each rank's MPI_Recv");
+    assert!(
+        cache
+            .join("debuginfod")
+            .join(STOCK_LIBMPI_ID)
+            .join("debuginfo")
+            .is_file(),
+        "libmpi's debug file was fetched for them"
+    );
+    // The waits from the stacks and the queues agree: one cycle, no
+    // disagreement.
+    let out = run_in(Some(&server.netns), &["--pid", &pid, "--deadlock"], &env);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(12), "{text}\n{}", stderr(&out));
+    assert!(
+        text.contains(&format!("deadlocked: ranks 0-{} in 1 cycle", RANKS - 1)),
+        "{text}"
+    );
+    assert!(!text.contains("disagree"), "{text}");
+    // Offline, nothing fetched: the stacks have no arguments.
+    std::fs::remove_dir_all(cache.join("debuginfod")).unwrap();
+    let out = run_in(
+        Some(&server.netns),
+        &["--pid", &pid, "--json", "--stacks", "--offline"],
+        &env,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        recv_arguments(&json),
+        vec![Some(Vec::new()); RANKS],
+        "no arguments offline"
+    );
+    assert!(
+        !cache.join("debuginfod").exists(),
+        "--offline fetched nothing"
     );
     job.shutdown().expect("shutdown");
 }

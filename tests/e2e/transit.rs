@@ -7,9 +7,10 @@
 //! sent to it, with source, tag, communicator and length: as a receive it
 //! matched, in the MPI's unexpected queue, or after those, in transit (the
 //! marker `mqs_abi::IN_TRANSIT` starting its first line), a rendezvous
-//! message with its full length. Where the DLL cannot read the transport
-//! (Open MPI without debug information) it says so instead of an empty
-//! queue.
+//! message with its full length; on Debian's stock Open MPI too, through
+//! the committed type packs. Where the DLL cannot read the transport (Open
+//! MPI's release build, without debug information) it says so instead of
+//! an empty queue.
 //!
 //! That a job whose messages MPI handled shows nothing in transit (no
 //! duplicate of the MPI's own unexpected messages) is checked wherever the
@@ -180,6 +181,13 @@ fn open_mpi_5_ranks_show_every_message_in_queues_or_transport() {
 #[test]
 fn open_mpi_5_8_ranks_show_every_message_in_queues_or_transport() {
     check_spin(Mpi::OpenMpi5G, 8, SpinMpi::OpenMpi(true));
+}
+
+/// Debian's own Open MPI, its types from the committed type packs (the
+/// vader BTL's among them): as the -g build.
+#[test]
+fn stock_open_mpi_shows_every_message_in_queues_or_transport() {
+    check_spin(Mpi::DebianOpenMpi, 4, SpinMpi::OpenMpi(true));
 }
 
 #[test]

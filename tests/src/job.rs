@@ -33,6 +33,17 @@ const TERM_POLL: Duration = Duration::from_millis(50);
 /// finds them even if they were orphaned.
 pub const JOB_ENV: &str = "MQS_TESTS_JOB";
 
+/// The environment that runs Open MPI 4.1's `pml ucx` on one machine
+/// without InfiniBand (with [`crate::Mpi::OpenMpiUcx`]): pml ucx declines
+/// itself unless told any transport and device will do, and UCX then uses
+/// shared memory.
+pub const PML_UCX_ENV: [(&str, &str); 4] = [
+    ("OMPI_MCA_pml", "ucx"),
+    ("OMPI_MCA_pml_ucx_tls", "any"),
+    ("OMPI_MCA_pml_ucx_devices", "any"),
+    ("UCX_TLS", "self,sm"),
+];
+
 /// Options for [`Job::launch_with`].
 #[derive(Debug, Clone)]
 pub struct LaunchOptions {

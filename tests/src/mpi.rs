@@ -26,6 +26,9 @@ pub enum Mpi {
     OpenMpi5G,
     /// Open MPI 5.0.7 with default flags: DWARF only in `ompi/debuggers`.
     OpenMpi5Release,
+    /// Open MPI 4.1.4 built like [`Mpi::OpenMpiG`], and with UCX (the
+    /// cache's `ucx-1.13.1-g`, `-g`): `pml ucx` next to ob1.
+    OpenMpiUcx,
     /// Debian 12's own Open MPI (`openmpi-bin`/`libopenmpi3`/`libopenmpi-dev`
     /// 4.1.4-3+b1, installed under /usr by `setup-mpis`): stripped, its DWARF
     /// only in a -dbgsym package.
@@ -56,6 +59,7 @@ impl Mpi {
             Mpi::MpichCh4 => "mpich-4.0.2-ch4",
             Mpi::OpenMpi5G => "openmpi-5.0.7-g",
             Mpi::OpenMpi5Release => "openmpi-5.0.7-release",
+            Mpi::OpenMpiUcx => "openmpi-4.1.4-ucx",
             Mpi::DebianOpenMpi => "debian-openmpi-4.1.4-3+b1",
             Mpi::DebianMpich => "debian-mpich-4.0.2-3+b1",
         }
@@ -68,8 +72,13 @@ impl Mpi {
     }
 
     /// The cached MPIs only the tests written for them run under.
-    pub const fn more() -> [Mpi; 3] {
-        [Mpi::MpichCh4, Mpi::OpenMpi5G, Mpi::OpenMpi5Release]
+    pub const fn more() -> [Mpi; 4] {
+        [
+            Mpi::MpichCh4,
+            Mpi::OpenMpi5G,
+            Mpi::OpenMpi5Release,
+            Mpi::OpenMpiUcx,
+        ]
     }
 
     /// Debian's own binary MPIs, as users have them.
@@ -83,6 +92,7 @@ impl Mpi {
             | Mpi::OpenMpiRelease
             | Mpi::OpenMpi5G
             | Mpi::OpenMpi5Release
+            | Mpi::OpenMpiUcx
             | Mpi::DebianOpenMpi => Family::OpenMpi,
             Mpi::Mpich | Mpi::MpichCh4 | Mpi::DebianMpich => Family::Mpich,
         }
@@ -137,6 +147,7 @@ impl Mpi {
             Mpi::MpichCh4 => "MQS_MPICH_CH4_PREFIX",
             Mpi::OpenMpi5G => "MQS_OPENMPI5_G_PREFIX",
             Mpi::OpenMpi5Release => "MQS_OPENMPI5_RELEASE_PREFIX",
+            Mpi::OpenMpiUcx => "MQS_OPENMPI_UCX_PREFIX",
             // Installed by Debian's packages under /usr: no override.
             Mpi::DebianOpenMpi | Mpi::DebianMpich => "",
         }
@@ -375,7 +386,8 @@ mod tests {
                 "mpich-4.0.2-g",
                 "mpich-4.0.2-ch4",
                 "openmpi-5.0.7-g",
-                "openmpi-5.0.7-release"
+                "openmpi-5.0.7-release",
+                "openmpi-4.1.4-ucx"
             ]
         );
     }

@@ -276,3 +276,57 @@ fn a_blocking_call_without_its_arguments_says_which_library_lacks_them() {
         "{words}"
     );
 }
+
+/// Under Open MPI's pml ucx the DLL lists receives but not sends, and a
+/// blocking MPI_Recv's source and tag are often gone from its frame: the
+/// receive the DLL marks as the blocking call's is the call's wait.
+#[test]
+fn a_receive_marked_blocking_stands_for_a_call_without_its_arguments() {
+    let ops: Vec<Vec<OpSpec>> = (0..3).map(|r| vec![(0, false, (r + 2) % 3, 42)]).collect();
+    let mut dump = job(3, &[world(3)], &ops);
+    for r in 0..3 {
+        if let Section::Ok { value } = &mut dump.processes[r].communicators {
+            for c in &mut value.list {
+                *c.queue_mut(OpClass::PendingSends) = Section::NotAvailable {
+                    reason: "sends completed locally under UCX are not listed".into(),
+                };
+                if let Section::Ok { value } = c.queue_mut(OpClass::PendingReceives) {
+                    for op in &mut value.operations {
+                        let line = format!(
+                            "{}UCP request on the stack at 0x7ff0",
+                            mqs_abi::BLOCKING_RECEIVE
+                        );
+                        op.extra_text = vec![line].into();
+                    }
+                }
+            }
+        }
+        in_call(&mut dump, r, "MPI_Recv", 0, &[("count", 1)]);
+    }
+    let j = Job::new(&dump);
+    let a = Analysis::new(&j);
+    assert!(a.unjudged.is_empty(), "{}", a.words());
+    assert!(a.has_deadlock(), "{}", a.words());
+    assert!(
+        a.words().ends_with("deadlocked: ranks 0-2 in 1 cycle\n"),
+        "{}",
+        a.words()
+    );
+
+    // Without the mark, the ranks cannot be judged: their sends are unknown.
+    let mut unmarked = dump.clone();
+    for p in &mut unmarked.processes {
+        if let Section::Ok { value } = &mut p.communicators {
+            for c in &mut value.list {
+                if let Section::Ok { value } = c.queue_mut(OpClass::PendingReceives) {
+                    for op in &mut value.operations {
+                        op.extra_text = Default::default();
+                    }
+                }
+            }
+        }
+    }
+    let j = Job::new(&unmarked);
+    let a = Analysis::new(&j);
+    assert!(a.cannot_tell(), "{}", a.words());
+}

@@ -185,6 +185,17 @@ impl SymbolIndex {
             .map(|l| (l.object, l.bias))
     }
 
+    /// [`Self::object_at`], for reading a frame's arguments: one of the
+    /// MPI's own files (see `allow_fetch`) without DWARF here gets its debug
+    /// file from debuginfod first, once.
+    pub fn object_with_parameters_at(&self, addr: u64) -> Option<(Arc<ObjectSymbols>, u64)> {
+        let (object, bias) = self.object_at(addr)?;
+        if sync::read(&self.fetchable).contains(object.path()) {
+            object.fetch_missing_dwarf();
+        }
+        Some((object, bias))
+    }
+
     /// The function at the runtime address `addr`: its name (from the
     /// symbol tables) and the offset of `addr` into it.
     pub fn function_at(&self, addr: u64) -> Option<(String, u64)> {

@@ -391,6 +391,15 @@ impl ObjectSymbols {
         }
     }
 
+    /// Fetches the object's DWARF from debuginfod (once) when nothing here
+    /// has any, type pack or not: packs hold types, not where a function's
+    /// parameters are.
+    pub(crate) fn fetch_missing_dwarf(&self) {
+        if self.dwarf_data_local().is_none() {
+            let _ = self.fetched_dwarf();
+        }
+    }
+
     /// DWARF fetched from debuginfod (once): the debug file by the object's
     /// build-id, its dwz file by the build-id its altlink names.
     fn fetched_dwarf(&self) -> Option<&DwarfData> {

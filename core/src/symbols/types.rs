@@ -24,6 +24,10 @@ pub struct TypeInfo {
     /// Top-level members and their byte offsets, in declaration order.
     /// Members of anonymous struct/union members are flattened into the
     /// parent with their offsets added, as C lets you name them directly.
+    /// A named member whose type is an untagged struct or union (`struct
+    /// { .. } recv;`, which no type name reaches) also lists its own
+    /// members by path, `recv.tag.sn`, right after it: the only way a DLL
+    /// can ask for them (UCX's requests are built so).
     /// A bitfield is listed at the byte offset of the storage unit holding
     /// it (DWARF 2/3) or of the byte holding its first bit (DWARF 4+
     /// `DW_AT_data_bit_offset`); C's `offsetof` does not apply to them.
@@ -439,8 +443,11 @@ impl<'a> Resolver<'a> {
         for member in members {
             let offset = base.saturating_add(member.offset);
             let inner = match (member.name, member.type_ref) {
-                (Some(name), _) => {
-                    out.push((name, offset));
+                (Some(name), type_ref) => {
+                    out.push((name.clone(), offset));
+                    if let Some(untagged) = type_ref {
+                        self.collect_paths(untagged, &name, offset, out, depth)?;
+                    }
                     continue;
                 }
                 (None, None) => return Ok(Fields::Incomplete),
@@ -460,6 +467,38 @@ impl<'a> Resolver<'a> {
             }
         }
         Ok(Fields::Complete)
+    }
+
+    /// The members of an untagged struct or union at `loc` (a named
+    /// member's type), each as `name.member` at `base` plus its offset.
+    /// Nothing when the type is named or not an aggregate, or when its
+    /// members cannot all be read (a partial list could be taken for the
+    /// whole).
+    fn collect_paths(
+        &mut self,
+        loc: DieLoc,
+        name: &str,
+        base: u64,
+        out: &mut Vec<(String, u64)>,
+        depth: u32,
+    ) -> gimli::Result<()> {
+        if depth + 1 >= MAX_DEPTH {
+            return Ok(());
+        }
+        let die = self.die(loc)?;
+        let aggregate = matches!(die.tag, dw::DW_TAG_structure_type | dw::DW_TAG_union_type);
+        if !aggregate || die.name.is_some() || die.declaration || die.signature.is_some() {
+            return Ok(());
+        }
+        let mut inner = Vec::new();
+        if self.collect_fields(loc, base, &mut inner, depth + 1)? == Fields::Complete {
+            out.extend(
+                inner
+                    .into_iter()
+                    .map(|(member, offset)| (format!("{name}.{member}"), offset)),
+            );
+        }
+        Ok(())
     }
 
     /// The struct/union definition that `loc` names through typedefs and

@@ -32,6 +32,10 @@ int main(void)
     OFF(with_anon_t, c);
     OFF(with_anon_t, l);
     OFF(with_anon_t, named_inner);
+    OFF(with_anon_t, named_inner.a);
+    OFF(with_anon_t, named_inner.b);
+    OFF(with_anon_t, named_inner.deeper);
+    OFF(with_anon_t, named_inner.deeper.s);
     OFF(with_anon_t, tail);
     OFF(with_anon_t, after_bits);
     OFF(struct with_anon, hi);

@@ -26,9 +26,12 @@ struct with_anon {
             };
         };
     };
-    struct {                 /* named member of an unnamed type: not flattened */
-        char a;
+    struct {                 /* named member of an unnamed type: not flattened, */
+        char a;              /* its members named by path (named_inner.b) */
         long b;
+        struct {
+            short s;
+        } deeper;            /* named_inner.deeper.s */
     } named_inner;
     long tail;
     unsigned flags : 3;

@@ -7,6 +7,7 @@ pub mod groups;
 pub mod layout;
 pub mod lists;
 pub mod ob1;
+pub mod pml_ucx;
 pub mod requests;
 pub mod sm;
 pub mod unexpected;
@@ -203,6 +204,8 @@ pub enum Pending {
     Frag(unexpected::Frag),
     /// A message waiting in the transport.
     Transit(Message),
+    /// A receive or message read from UCX's worker (pml ucx).
+    Ucx(pml_ucx::Op),
 }
 
 /// The line that says how a request's queue is ordered.
@@ -231,6 +234,8 @@ pub struct Cache {
     pub datatypes: DatatypeCache,
     /// What waits in the transports, read once per stop.
     pub transit: Option<Transit>,
+    /// pml ucx: the worker's queues, read once per stop.
+    pub ucx: Option<pml_ucx::Scan>,
 }
 
 /// What waits in the transports, as read in this stop: messages by
@@ -248,6 +253,8 @@ pub struct OpenMpi {
     pub layout: Arc<Layout>,
     pub symbols: Option<Symbols>,
     pub pml: Option<PmlInfo>,
+    /// pml ucx: what reading UCX needs, or why it cannot be read.
+    pub ucx: Option<Result<pml_ucx::PmlUcx, String>>,
     /// This process's Open MPI name (jobid, vpid).
     pub own_name: Option<ProcName>,
     pub cache: Cache,
@@ -259,6 +266,7 @@ impl OpenMpi {
             layout,
             symbols: None,
             pml: None,
+            ucx: None,
             own_name: None,
             cache: Cache::default(),
         }
@@ -274,9 +282,15 @@ impl OpenMpi {
     fn pml_blind_spot(&self) -> Option<String> {
         let pml = self.pml.as_ref().filter(|p| p.name != "ob1")?;
         Some(match pml.name.as_str() {
-            "ucx" => "the selected PML is ucx, which keeps its requests inside UCX, \
+            "ucx" => match &self.ucx {
+                Some(Err(why)) => format!(
+                    "the selected PML is ucx, which keeps its requests inside UCX, \
+                     and UCX cannot be read here: {why}"
+                ),
+                _ => "the selected PML is ucx, which keeps its requests inside UCX, \
                       out of any debugger's sight (run with --mca pml ob1 to see them)"
-                .to_owned(),
+                    .to_owned(),
+            },
             "cm" => "the selected PML is cm, which matches in its MTL and keeps its own \
                      request lists: only requests on Open MPI's base free lists are shown"
                 .to_owned(),
@@ -285,6 +299,73 @@ impl OpenMpi {
                  free lists are shown"
             ),
         })
+    }
+
+    /// pml ucx with a UCX this DLL reads.
+    fn ucx(&self) -> Option<&pml_ucx::PmlUcx> {
+        self.ucx.as_ref()?.as_ref().ok()
+    }
+
+    /// A queue of `comm` under pml ucx, from the worker read once per
+    /// stop (again when a communicator is asked for twice).
+    fn read_ucx<P: ProcessAccess + ?Sized>(
+        &mut self,
+        cx: &Context,
+        t: &Target<'_, P>,
+        pml: &pml_ucx::PmlUcx,
+        comm: &Comm,
+        class: OpClass,
+    ) -> Setup<Self> {
+        let ucx = pml.name();
+        let posted = match class {
+            OpClass::PendingSends => {
+                messages::set_no_information_reason(&format!(
+                    "pml ucx ({ucx}): {}",
+                    pml_ucx::SENDS_NOT_LISTED
+                ));
+                return Ok(None);
+            }
+            OpClass::PendingReceives => true,
+            OpClass::UnexpectedMessages => false,
+        };
+        let slot = &mut self.cache.ucx;
+        if slot.as_ref().is_some_and(|s| {
+            if posted {
+                s.posted.was_taken(comm.id)
+            } else {
+                s.unexpected.was_taken(comm.id)
+            }
+        }) {
+            *slot = None;
+        }
+        let layout = &self.layout;
+        let scan = slot.get_or_insert_with(|| pml_ucx::scan(t, pml, layout));
+        if let Some(why) = &scan.no_worker {
+            messages::set_no_information_reason(&format!("pml ucx ({ucx}): {why}"));
+            return Ok(None);
+        }
+        let (ops, stop) = if posted {
+            // Receives in UCX's order, then the messages matched probes
+            // took (matched already, as ob1's DLL view shows them).
+            let mut ops = scan.posted.take(comm.id);
+            ops.extend(scan.probed.take(comm.addr));
+            (ops, scan.posted_stop)
+        } else {
+            (scan.unexpected.take(comm.id), scan.unexpected_stop)
+        };
+        let items = ops
+            .into_iter()
+            .filter(|op| op.tag().is_none_or(|tag| keep_tag(cx, tag)))
+            .map(Pending::Ucx)
+            .collect();
+        let mut queue = Queue::new(Vec::new(), items, stop);
+        if let (true, Some((counted, read))) = (posted, scan.disagrees) {
+            queue.unseen = Some(format!(
+                "pml ucx ({ucx}): the worker counts {counted} posted receives, the walk found {read}"
+            ));
+            queue.partial = Some(format!("UCX counts {counted} posted receives, {read} read"));
+        }
+        Ok(Some(queue))
     }
 
     fn ob1_selected(&self) -> bool {
@@ -598,6 +679,11 @@ impl MpiBackend for OpenMpi {
             .filter(|&p| p != 0)
             .and_then(|p| groups::proc_name(&t, &layout, p).ok());
         self.pml = syms.pml_component.and_then(|a| read_pml(&t, a));
+        self.ucx = self
+            .pml
+            .as_ref()
+            .filter(|p| p.name == "ucx")
+            .map(|_| pml_ucx::resolve(image, &t, &layout));
         if self.pml.is_none() {
             syms.ob1_comm_class = image.find_symbol(SYM_OB1_COMM_CLASS);
         }
@@ -619,8 +705,16 @@ impl MpiBackend for OpenMpi {
             Ok(_) => "ob1 debug info: yes".to_string(),
             Err(m) => format!("ob1 debug info: no ({m})"),
         };
-        cx.detect(format!("{version}, {pml}, {ob1}"), "openmpi");
-        if let Err(m) = &layout.ob1 {
+        let transport = match &self.ucx {
+            // Which transport the queues come from.
+            Some(Ok(ucx)) => format!("pml ucx, {}", ucx.name()),
+            Some(Err(why)) => format!("pml ucx, {why}"),
+            None => format!("{pml}, {ob1}"),
+        };
+        cx.detect(format!("{version}, {transport}"), "openmpi");
+        // Under another PML ob1's component is not even loaded: its types
+        // missing then say nothing about the build.
+        if let (Err(m), true) = (&layout.ob1, self.ob1_selected()) {
             cx.say_once(
                 "no-ob1",
                 format!(
@@ -628,7 +722,11 @@ impl MpiBackend for OpenMpi {
                 ),
             );
         }
-        if let Some(pml) = self.pml.as_ref().filter(|p| p.name != "ob1") {
+        if let Some(pml) = self
+            .pml
+            .as_ref()
+            .filter(|p| p.name != "ob1" && self.ucx().is_none())
+        {
             let line = format!(
                 "mqs DLL: the selected PML is {}, not ob1: only the request free lists can be read",
                 pml.name
@@ -672,6 +770,9 @@ impl MpiBackend for OpenMpi {
         let syms = self.symbols()?;
         let t = call.target();
         let cx = &mut *call.cx;
+        if let Some(pml) = self.ucx().cloned() {
+            return self.read_ucx(cx, &t, &pml, comm, class);
+        }
         let (built, unlisted) = match class {
             OpClass::PendingSends => (self.sends(cx, &t, &layout, &syms, comm), None),
             OpClass::PendingReceives => (self.receives(cx, &t, &layout, &syms, comm), None),
@@ -730,6 +831,7 @@ impl MpiBackend for OpenMpi {
             }
             Pending::Frag(frag) => unexpected::to_operation(&frag, comm, Some(comm.id)),
             Pending::Transit(m) => m.to_operation(comm.peer_global(m.source)),
+            Pending::Ucx(op) => op.to_operation(comm, &self.ucx()?.name()),
         })
     }
 

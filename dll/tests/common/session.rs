@@ -212,6 +212,17 @@ pub const RECORDINGS: &[Plan] = &[
         mpi2_only: false,
         env: &[],
     },
+    // Open MPI 4.1.4 under pml ucx: the queues are UCX's (the worker's
+    // expected queues and unexpected descriptors, libucp's DWARF).
+    Plan {
+        name: "ucx-queues",
+        fixture: "queues",
+        ranks: 2,
+        args: &["3"],
+        mpi: Mpi::OpenMpiUcx,
+        mpi2_only: false,
+        env: &mqs_tests::PML_UCX_ENV,
+    },
     // MPICH 4.0.2 ch4:ofi with every message on its active-message path
     // (the only one whose receives it records): 3 ranks, rank 2's derived
     // datatypes, two extra operations.

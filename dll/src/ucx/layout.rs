@@ -1,0 +1,249 @@
+//! Every UCX (UCP) type and field the DLL reads, named once, resolved per
+//! image from the debugger's type information; and the few facts DWARF
+//! does not carry (the expected hash's size, the descriptor flags), each
+//! stated once with where it comes from.
+//!
+//! Fields inside UCX's untagged structs are asked for by path
+//! (`recv.tag.sn`), as C names them: no type name reaches those structs.
+
+use crate::access::ImageAccess;
+use crate::types::{ty, Missing};
+
+/// Type and field names, as UCX's sources spell them.
+pub mod names {
+    pub const WORKER: &str = "ucp_worker_t";
+    pub const WORKER_TM: &str = "tm";
+    pub const TAG_MATCH: &str = "ucp_tag_match_t";
+    pub const TM_WILDCARD: &str = "expected.wildcard";
+    pub const TM_HASH: &str = "expected.hash";
+    pub const TM_COUNT: &str = "expected.sw_all_count";
+    pub const TM_UNEXPECTED: &str = "unexpected.all";
+    pub const REQUEST_QUEUE: &str = "ucp_request_queue_t";
+    pub const RQ_QUEUE: &str = "queue";
+    pub const RQ_COUNT: &str = "sw_count";
+    pub const QUEUE_HEAD: &str = "ucs_queue_head_t";
+    pub const QH_HEAD: &str = "head";
+    pub const QH_PTAIL: &str = "ptail";
+    pub const QUEUE_ELEM: &str = "ucs_queue_elem_t";
+    pub const QE_NEXT: &str = "next";
+    pub const LIST: &str = "ucs_list_link_t";
+    pub const LIST_NEXT: &str = "next";
+    pub const REQUEST: &str = "ucp_request_t";
+    pub const REQ_QUEUE: &str = "recv.queue";
+    pub const REQ_BUFFER: &str = "recv.buffer";
+    pub const REQ_LENGTH: &str = "recv.length";
+    pub const REQ_TAG: &str = "recv.tag.tag";
+    pub const REQ_MASK: &str = "recv.tag.tag_mask";
+    pub const REQ_SN: &str = "recv.tag.sn";
+    pub const RDESC: &str = "ucp_recv_desc_t";
+    pub const RD_TAG_LIST: &str = "tag_list";
+    pub const RD_LENGTH: &str = "length";
+    pub const RD_PAYLOAD: &str = "payload_offset";
+    pub const RD_FLAGS: &str = "flags";
+    pub const EAGER_FIRST: &str = "ucp_eager_first_hdr_t";
+    pub const EF_TOTAL: &str = "total_len";
+    pub const RTS: &str = "ucp_rndv_rts_hdr_t";
+    pub const RTS_SIZE: &str = "size";
+    /// `void ucp_get_version(unsigned *, unsigned *, unsigned *)`.
+    pub const FN_VERSION: &str = "ucp_get_version";
+}
+
+/// `ucs_roundup_pow2(UCP_TAG_MATCH_HASH_SIZE)`, UCP_TAG_MATCH_HASH_SIZE
+/// being 1021 (`ucp/tag/tag_match.inl`, `tag_match.c`): the expected and
+/// unexpected hashes are malloc'ed arrays of this many buckets, a size no
+/// type records. The walk checks it: the buckets' counts must add up to
+/// the worker's own count of expected requests.
+pub const HASH_BUCKETS: u64 = 1024;
+
+/// `ucp_recv_desc_t.flags` bits (`enum ucp_recv_desc_flags` in
+/// `ucp/core/ucp_request.h`; enumerators are not in reach of a DLL).
+pub mod rdesc_flags {
+    pub const EAGER: u64 = 1 << 1;
+    pub const EAGER_ONLY: u64 = 1 << 2;
+    pub const EAGER_SYNC: u64 = 1 << 3;
+    pub const RNDV: u64 = 1 << 6;
+}
+
+/// Which of a descriptor's two list links is on the list of all
+/// unexpected descriptors (`UCP_RDESC_ALL_LIST`).
+pub const RDESC_ALL_LIST: u64 = 1;
+
+/// Widths of the descriptor's scalar fields (`uint32_t length`, `uint32_t
+/// payload_offset`, `uint16_t flags`): DWARF gives a DLL offsets only.
+pub const RD_LENGTH_BYTES: u8 = 4;
+pub const RD_PAYLOAD_BYTES: u8 = 4;
+pub const RD_FLAGS_BYTES: u8 = 2;
+
+/// Where everything lies, for one image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UcxLayout {
+    /// `ucp_worker_t.tm` (a `ucp_tag_match_t`).
+    pub worker_tm: u64,
+    /// Offsets within `ucp_tag_match_t`.
+    pub tm_wildcard: u64,
+    pub tm_hash: u64,
+    pub tm_count: u64,
+    pub tm_unexpected: u64,
+    /// `ucp_request_queue_t`: its queue head, count and size.
+    pub rq_queue: u64,
+    pub rq_count: u64,
+    pub rq_size: u64,
+    /// `ucs_queue_head_t` and `ucs_queue_elem_t`.
+    pub qh_head: u64,
+    pub qh_ptail: u64,
+    pub qe_next: u64,
+    /// `ucs_list_link_t`.
+    pub list_next: u64,
+    pub list_size: u64,
+    /// `ucp_request_t`, the receive side.
+    pub req_size: u64,
+    pub req_queue: u64,
+    pub req_buffer: u64,
+    pub req_length: u64,
+    pub req_tag: u64,
+    pub req_mask: u64,
+    pub req_sn: u64,
+    /// `ucp_recv_desc_t`.
+    pub rd_size: u64,
+    pub rd_tag_list: u64,
+    pub rd_length: u64,
+    pub rd_payload: u64,
+    pub rd_flags: u64,
+    /// The payload headers behind a descriptor: an eager first fragment's
+    /// total length, a rendezvous RTS's size.
+    pub ef_total: u64,
+    pub rts_size: u64,
+}
+
+impl UcxLayout {
+    /// Resolves the layout, or names the first type or field missing.
+    pub fn resolve<I: ImageAccess>(image: &I) -> Result<UcxLayout, Missing> {
+        use names::*;
+        let worker = ty(image, WORKER)?;
+        let tm = ty(image, TAG_MATCH)?;
+        let rq = ty(image, REQUEST_QUEUE)?;
+        let qh = ty(image, QUEUE_HEAD)?;
+        let qe = ty(image, QUEUE_ELEM)?;
+        let list = ty(image, LIST)?;
+        let req = ty(image, REQUEST)?;
+        let rd = ty(image, RDESC)?;
+        let ef = ty(image, EAGER_FIRST)?;
+        let rts = ty(image, RTS)?;
+        Ok(UcxLayout {
+            worker_tm: worker.field(WORKER_TM)?,
+            tm_wildcard: tm.field(TM_WILDCARD)?,
+            tm_hash: tm.field(TM_HASH)?,
+            tm_count: tm.field(TM_COUNT)?,
+            tm_unexpected: tm.field(TM_UNEXPECTED)?,
+            rq_queue: rq.field(RQ_QUEUE)?,
+            rq_count: rq.field(RQ_COUNT)?,
+            rq_size: rq.size()?,
+            qh_head: qh.field(QH_HEAD)?,
+            qh_ptail: qh.field(QH_PTAIL)?,
+            qe_next: qe.field(QE_NEXT)?,
+            list_next: list.field(LIST_NEXT)?,
+            list_size: list.size()?,
+            req_size: req.size()?,
+            req_queue: req.field(REQ_QUEUE)?,
+            req_buffer: req.field(REQ_BUFFER)?,
+            req_length: req.field(REQ_LENGTH)?,
+            req_tag: req.field(REQ_TAG)?,
+            req_mask: req.field(REQ_MASK)?,
+            req_sn: req.field(REQ_SN)?,
+            rd_size: rd.size()?,
+            rd_tag_list: rd.field(RD_TAG_LIST)?,
+            rd_length: rd.field(RD_LENGTH)?,
+            rd_payload: rd.field(RD_PAYLOAD)?,
+            rd_flags: rd.field(RD_FLAGS)?,
+            ef_total: ef.field(EF_TOTAL)?,
+            rts_size: rts.field(RTS_SIZE)?,
+        })
+    }
+
+    /// Bytes of a request to read: all of it (the queue link included).
+    pub fn request_read(&self) -> u64 {
+        self.req_size
+    }
+
+    /// Bytes of a descriptor and the payload header behind it to read.
+    pub fn descriptor_read(&self) -> u64 {
+        // The tag is the header's first 8 bytes; the lengths end at the
+        // furthest of the two headers' fields.
+        self.rd_size + (self.ef_total.max(self.rts_size) + 8).max(8)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::testing::FakeImage;
+
+    /// A layout shaped like UCX 1.13.1's on x86-64 (the nesting and the
+    /// order of fields are its; the offsets are made up, consistent).
+    pub(crate) fn image() -> FakeImage {
+        use names::*;
+        let mut i = FakeImage::new();
+        i.add_type(WORKER, 0x1000, &[(WORKER_TM, 0x300)]);
+        i.add_type(
+            TAG_MATCH,
+            0x100,
+            &[
+                (TM_WILDCARD, 0),
+                (TM_HASH, 24),
+                (TM_COUNT, 40),
+                (TM_UNEXPECTED, 48),
+            ],
+        );
+        i.add_type(REQUEST_QUEUE, 24, &[(RQ_QUEUE, 0), (RQ_COUNT, 16)]);
+        i.add_type(QUEUE_HEAD, 16, &[(QH_HEAD, 0), (QH_PTAIL, 8)]);
+        i.add_type(QUEUE_ELEM, 8, &[(QE_NEXT, 0)]);
+        i.add_type(LIST, 16, &[("prev", 0), (LIST_NEXT, 8)]);
+        i.add_type(
+            REQUEST,
+            200,
+            &[
+                (REQ_QUEUE, 48),
+                (REQ_BUFFER, 56),
+                (REQ_LENGTH, 72),
+                (REQ_TAG, 120),
+                (REQ_MASK, 128),
+                (REQ_SN, 136),
+            ],
+        );
+        i.add_type(
+            RDESC,
+            48,
+            &[
+                (RD_TAG_LIST, 0),
+                (RD_LENGTH, 32),
+                (RD_PAYLOAD, 36),
+                (RD_FLAGS, 40),
+            ],
+        );
+        i.add_type(EAGER_FIRST, 24, &[(EF_TOTAL, 8)]);
+        i.add_type(RTS, 41, &[("hdr", 0), (RTS_SIZE, 32)]);
+        i
+    }
+
+    #[test]
+    fn every_type_and_field_is_named_when_missing() {
+        assert!(UcxLayout::resolve(&image()).is_ok());
+        let base = image();
+        for (name, _, fields) in &base.types {
+            let mut i = base.clone();
+            i.remove_type(name);
+            let missing = UcxLayout::resolve(&i).unwrap_err();
+            assert!(
+                matches!(missing, Missing::Type(t) if t == name),
+                "{missing}"
+            );
+            for field in fields.keys().filter(|f| *f != "prev" && *f != "hdr") {
+                let mut i = base.clone();
+                let t = i.types.iter_mut().find(|t| &t.0 == name).unwrap();
+                t.2.remove(field);
+                let missing = UcxLayout::resolve(&i).unwrap_err();
+                assert_eq!(missing.to_string(), format!("field {field} of {name}"));
+            }
+        }
+    }
+}

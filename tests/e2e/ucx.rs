@@ -1,0 +1,342 @@
+//! Open MPI 4.1 under `pml ucx` (the `openmpi-4.1.4-ucx` build, UCX
+//! 1.13.1 with `-g`): pml ucx keeps no queues, so our DLL reads UCX's
+//! worker. The `queues` fixture's posted receives (specific, ANY_SOURCE,
+//! ANY_TAG, the blocking `MPI_Recv`) and unexpected messages (eager, and
+//! the 400,000-byte rendezvous) must be listed exactly, per communicator,
+//! with global peers, tags and lengths in bytes, and be the same as the
+//! same job's under ob1; sends, which this DLL does not read from UCX yet,
+//! must be "cannot tell" with the reason, never an empty list. Open MPI's
+//! own DLL lists nothing on the same job. A ring
+//! deadlock under pml ucx must be found by `mqs-dump --deadlock`.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::time::{Duration, Instant};
+
+use mqs_tests::{Job, LaunchOptions, Mpi, PML_UCX_ENV};
+use serde_json::Value;
+use support::*;
+
+/// How long the job may take to reach the fixture's state after READY
+/// (the blocking receives come after it) on a loaded 2-core machine.
+const SETTLE: Duration = Duration::from_secs(90);
+
+fn ucx_env() -> Vec<(OsString, OsString)> {
+    PML_UCX_ENV
+        .into_iter()
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect()
+}
+
+fn launch(fixture: &str, size: u32, ucx: bool) -> Job {
+    let options = LaunchOptions {
+        env: if ucx { ucx_env() } else { Vec::new() },
+        ..LaunchOptions::default()
+    };
+    Job::launch_with(Mpi::OpenMpiUcx, fixture, size, &[], &options)
+        .unwrap_or_else(|e| panic!("launch {fixture}: {e}"))
+}
+
+/// One listed operation: status, peer (in the communicator, and global),
+/// tag (None: ANY_TAG) and length in bytes.
+type Row = (String, i64, i64, Option<i64>, i64);
+
+/// A queue of a communicator of a rank: its rows, or why it cannot tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Listed {
+    Rows(Vec<Row>),
+    NotAvailable(String),
+}
+
+/// (global rank, communicator, queue) -> what is listed.
+type Queues = BTreeMap<(i64, String, &'static str), Listed>;
+
+fn queues(dump: &Value) -> Queues {
+    let mut out = Queues::new();
+    for p in dump["processes"].as_array().expect("processes") {
+        let rank = p["global_rank"].as_i64().expect("global rank");
+        for c in p["communicators"]["list"]
+            .as_array()
+            .expect("communicators")
+        {
+            let name = c["name"].as_str().unwrap_or_default().to_string();
+            for queue in ["sends", "receives", "unexpected"] {
+                let section = &c[queue];
+                let listed = match section["status"].as_str() {
+                    Some("ok") => Listed::Rows(
+                        section["operations"]
+                            .as_array()
+                            .expect("operations")
+                            .iter()
+                            .map(|op| {
+                                (
+                                    op["status"].as_str().unwrap_or_default().to_string(),
+                                    op["desired_local_rank"].as_i64().unwrap(),
+                                    op["desired_global_rank"].as_i64().unwrap(),
+                                    op["desired_tag"].as_i64(),
+                                    op["desired_length"].as_i64().unwrap(),
+                                )
+                            })
+                            .collect(),
+                    ),
+                    Some("not_available") => Listed::NotAvailable(
+                        section["reason"].as_str().unwrap_or_default().to_string(),
+                    ),
+                    other => panic!("rank {rank} {name} {queue}: {other:?} in {section}"),
+                };
+                out.insert((rank, name.clone(), queue), listed);
+            }
+        }
+    }
+    out
+}
+
+fn pending(peer: i64, global: i64, tag: Option<i64>, length: i64) -> Row {
+    ("pending".to_string(), peer, global, tag, length)
+}
+
+/// The `queues` fixture's receives and unexpected messages on 2 ranks
+/// (its header comment): (rank, communicator, queue) -> rows, in order.
+/// Every queue not named here is empty.
+fn fixture_contents() -> BTreeMap<(i64, &'static str, &'static str), Vec<Row>> {
+    BTreeMap::from([
+        ((0, "mqs-dup", "receives"), vec![pending(1, 1, Some(7), 16)]),
+        (
+            (0, "MPI_COMM_WORLD", "receives"),
+            vec![pending(-1, -1, Some(8), 32)],
+        ),
+        // World rank 1 is split rank 0.
+        ((0, "mqs-split", "receives"), vec![pending(0, 1, None, 8)]),
+        (
+            (0, "mqs-wait", "receives"),
+            vec![pending(-1, -1, Some(1000), 4)],
+        ),
+        (
+            (0, "MPI_COMM_WORLD", "unexpected"),
+            vec![pending(1, 1, Some(99), 64), pending(1, 1, Some(5), 400_000)],
+        ),
+        (
+            (1, "mqs-dup", "receives"),
+            vec![pending(0, 0, Some(11), 32)],
+        ),
+        (
+            (1, "mqs-wait", "receives"),
+            vec![pending(-1, -1, Some(1000), 4)],
+        ),
+    ])
+}
+
+/// Dumps `job` with our DLL until both ranks wait in their blocking
+/// receive on `comm` (posted after READY).
+fn settled(job: &Job, comm: &str) -> Value {
+    let dll = mqs_tests::our_dll(false).display().to_string();
+    let start = Instant::now();
+    loop {
+        let dump = dump_json(job.launcher_pid(), &["--dll", &dll]);
+        let q = queues(&dump);
+        let waiting = (0..2).all(|r| {
+            matches!(q.get(&(r, comm.to_string(), "receives")),
+                     Some(Listed::Rows(rows)) if rows.iter().any(|row| row.3 == Some(1000)))
+        });
+        if waiting {
+            return dump;
+        }
+        assert!(start.elapsed() < SETTLE, "never settled: {dump:#}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+#[test]
+fn queues_under_pml_ucx_are_listed_exactly_and_as_under_ob1() {
+    let (ucx_dump, theirs) = {
+        let job = launch("queues", 2, true);
+        let dump = settled(&job, "mqs-wait");
+        (dump, dump_json(job.launcher_pid(), &["--dll", "mpi"]))
+    };
+    // Open MPI's own DLL walks ob1's lists, which pml ucx never fills: it
+    // lists nothing at all.
+    let listed: usize = queues(&theirs)
+        .values()
+        .map(|l| match l {
+            Listed::Rows(rows) => rows.len(),
+            Listed::NotAvailable(_) => 0,
+        })
+        .sum();
+    assert_eq!(listed, 0, "Open MPI's DLL under pml ucx: {theirs:#}");
+    let text = ucx_dump.to_string();
+    assert!(text.contains("pml ucx, UCX 1.13.1"), "{ucx_dump:#}");
+    let ucx = queues(&ucx_dump);
+    assert!(
+        ucx.keys().filter(|k| k.2 == "sends").count() >= 5,
+        "{ucx_dump:#}"
+    );
+
+    // Exactly the fixture's receives and unexpected messages.
+    let want = fixture_contents();
+    let mut errors = Vec::new();
+    for ((rank, comm, queue), listed) in &ucx {
+        let expected = want
+            .get(&(*rank, comm.as_str(), *queue))
+            .cloned()
+            .unwrap_or_default();
+        match (*queue, listed) {
+            ("sends", Listed::NotAvailable(why)) => {
+                if !why.contains("sends completed locally under UCX are not listed") {
+                    errors.push(format!("rank {rank} {comm} sends: {why}"));
+                }
+            }
+            (_, Listed::Rows(rows)) if *queue != "sends" && *rows == expected => {}
+            _ => errors.push(format!(
+                "rank {rank} {comm} {queue}: {listed:?}, expected {expected:?}"
+            )),
+        }
+    }
+    for (rank, comm, queue) in want.keys() {
+        if !ucx.contains_key(&(*rank, comm.to_string(), *queue)) {
+            errors.push(format!("rank {rank}: no communicator {comm}"));
+        }
+    }
+    assert!(errors.is_empty(), "{}\n{ucx_dump:#}", errors.join("\n"));
+
+    // The same job under ob1 shows the same receives and unexpected
+    // messages; only the sends differ, and pml ucx says why.
+    let ob1_dump = {
+        let job = launch("queues", 2, false);
+        settled(&job, "mqs-wait")
+    };
+    let ob1 = queues(&ob1_dump);
+    for (key, listed) in &ucx {
+        if key.2 == "sends" {
+            continue;
+        }
+        let theirs = ob1.get(key);
+        assert_eq!(
+            theirs,
+            Some(listed),
+            "{key:?}: ucx {listed:?}, ob1 {theirs:?}\n{ob1_dump:#}"
+        );
+    }
+    assert_eq!(
+        ucx.keys().collect::<Vec<_>>(),
+        ob1.keys().collect::<Vec<_>>(),
+        "the same communicators"
+    );
+}
+
+#[test]
+fn a_ring_deadlock_under_pml_ucx_is_found() {
+    let job = launch("ring", 3, true);
+    let pid = job.launcher_pid().to_string();
+    let words = [
+        "rank 0 waits for rank 2 (recv tag 42 on MPI_COMM_WORLD)",
+        "rank 1 waits for rank 0 (recv tag 42 on MPI_COMM_WORLD)",
+        "rank 2 waits for rank 1 (recv tag 42 on MPI_COMM_WORLD)",
+    ];
+    let start = Instant::now();
+    loop {
+        let out = run(&["--pid", &pid, "--deadlock"]);
+        let text = stdout(&out);
+        if out.status.code() == Some(12) && words.iter().all(|w| text.contains(w)) {
+            assert!(text.contains("deadlocked: ranks 0-2 in 1 cycle"), "{text}");
+            break;
+        }
+        assert!(
+            start.elapsed() < SETTLE,
+            "no deadlock found: exit {}\n{text}\n{}",
+            out.status,
+            stderr(&out)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// `mprobe.c` under pml ucx: the started persistent receive, the blocking
+/// receives, the message taken by `MPI_Mprobe` (held in Open MPI's
+/// `ompi_message_t`, out of UCX's lists) and the 400,000-byte synchronous
+/// rendezvous message from `MPI_Issend`, exactly; the same as under ob1 but
+/// for the sender's `MPI_Issend` (said not listed) and the Mprobe'd
+/// message's length (ob1's request for it counts 0 bytes; the message has
+/// 16).
+#[test]
+fn persistent_mprobe_and_issend_under_pml_ucx() {
+    let world = "MPI_COMM_WORLD".to_string();
+    let ucx_dump = {
+        let job = launch("mprobe", 2, true);
+        settled(&job, &world)
+    };
+    let ucx = queues(&ucx_dump);
+    // The persistent receive is named by its handle (the request MPI_Start
+    // started points back at it), the blocking one as the call's.
+    let firsts: Vec<String> = ucx_dump["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["global_rank"] == 0)
+        .flat_map(|p| p["communicators"]["list"].as_array().unwrap().clone())
+        .filter(|c| c["name"] == "MPI_COMM_WORLD")
+        .flat_map(|c| c["receives"]["operations"].as_array().unwrap().clone())
+        .map(|op| op["extra_text"][0].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        firsts[0].starts_with("persistent receive request 0x")
+            && firsts[1].starts_with(mqs_abi::BLOCKING_RECEIVE)
+            && firsts[2].starts_with("message taken by MPI_Mprobe"),
+        "{firsts:?}"
+    );
+    let rows =
+        |q: &Queues, rank: i64, queue: &'static str| match q.get(&(rank, world.clone(), queue)) {
+            Some(Listed::Rows(rows)) => rows.clone(),
+            other => panic!("rank {rank} {queue}: {other:?}"),
+        };
+    let mprobed = |length| ("complete".to_string(), 1, 1, Some(77), length);
+    assert_eq!(
+        rows(&ucx, 0, "receives"),
+        [
+            pending(1, 1, Some(78), 8),
+            pending(-1, -1, Some(1000), 4),
+            mprobed(16)
+        ]
+    );
+    assert_eq!(
+        rows(&ucx, 0, "unexpected"),
+        [pending(1, 1, Some(79), 400_000)]
+    );
+    assert_eq!(rows(&ucx, 1, "receives"), [pending(-1, -1, Some(1000), 4)]);
+    assert_eq!(rows(&ucx, 1, "unexpected"), []);
+    for rank in 0..2 {
+        match ucx.get(&(rank, world.clone(), "sends")) {
+            Some(Listed::NotAvailable(why)) => assert!(
+                why.contains("sends completed locally under UCX are not listed"),
+                "{why}"
+            ),
+            other => panic!("rank {rank} sends: {other:?}"),
+        }
+    }
+
+    let ob1 = {
+        let job = launch("mprobe", 2, false);
+        queues(&settled(&job, &world))
+    };
+    assert_eq!(
+        rows(&ob1, 0, "receives"),
+        [
+            pending(1, 1, Some(78), 8),
+            pending(-1, -1, Some(1000), 4),
+            mprobed(0)
+        ]
+    );
+    for (rank, queue) in [(0, "unexpected"), (1, "receives"), (1, "unexpected")] {
+        assert_eq!(
+            rows(&ob1, rank, queue),
+            rows(&ucx, rank, queue),
+            "rank {rank} {queue}"
+        );
+    }
+    assert_eq!(
+        rows(&ob1, 1, "sends"),
+        [pending(0, 0, Some(79), 400_000)],
+        "ob1 lists the Issend the UCX reader says it cannot"
+    );
+}
