@@ -70,7 +70,7 @@ impl Nodes {
             }
         }
         ensure_hosts(names)?;
-        remove_stale_dirs();
+        remove_stale_dirs("mqs-nodes-");
         static RUNS: AtomicU64 = AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
             "mqs-nodes-{}-{}",
@@ -303,8 +303,8 @@ impl Drop for Nodes {
 }
 
 /// The directories of test processes that were killed before they could
-/// remove their own (`mqs-nodes-<pid>-<n>`).
-fn remove_stale_dirs() {
+/// remove their own (`<prefix><pid>-<n>` in the temporary directory).
+pub(crate) fn remove_stale_dirs(prefix: &str) {
     let tmp = std::env::temp_dir();
     let Ok(entries) = fs::read_dir(&tmp) else {
         return;
@@ -312,7 +312,7 @@ fn remove_stale_dirs() {
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let Some(pid) = name
-            .strip_prefix("mqs-nodes-")
+            .strip_prefix(prefix)
             .and_then(|rest| rest.split('-').next()?.parse::<u32>().ok())
         else {
             continue;
@@ -323,9 +323,11 @@ fn remove_stale_dirs() {
     }
 }
 
-fn find_program(name: &str) -> Option<PathBuf> {
+/// A program on PATH, or in the sbin directories a root shell would have.
+pub(crate) fn find_program(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into());
     std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")])
         .map(|d| d.join(name))
         .find(|p| p.is_file())
 }

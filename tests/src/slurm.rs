@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 use crate::job::{Job, LaunchOptions};
 use crate::mpi::{build_fixture, Family, Mpi};
+use crate::nodes::{find_program, remove_stale_dirs};
 use crate::procfs::{self, ProcessRecord};
 
 /// The nodes, by Slurm name (also their hostnames inside their namespaces).
@@ -95,7 +96,7 @@ impl Slurm {
                 ));
             }
         }
-        remove_stale_dirs();
+        remove_stale_dirs("mqs-slurm-");
         static RUNS: AtomicU64 = AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
             "mqs-slurm-{}-{}",
@@ -717,32 +718,4 @@ fn short_hostname() -> String {
         "localhost".into()
     };
     name.split('.').next().unwrap_or("localhost").to_string()
-}
-
-/// The directories of test processes killed before they could remove their
-/// own (`mqs-slurm-<pid>-<n>`).
-fn remove_stale_dirs() {
-    let Ok(entries) = fs::read_dir(std::env::temp_dir()) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix("mqs-slurm-")
-            .and_then(|rest| rest.split('-').next()?.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if !procfs::process_alive(pid) {
-            let _ = fs::remove_dir_all(entry.path());
-        }
-    }
-}
-
-fn find_program(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into());
-    std::env::split_paths(&path)
-        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")])
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
 }
