@@ -6,6 +6,7 @@
 //! the bytes collectors sent it); once the job view is made, `seconds=S
 //! frontend_rss_mb=M` (the same, to the job view). Not for users: the collect bench runs it.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -42,33 +43,44 @@ pub fn run(args: &SyntheticFrontArgs) -> ExitCode {
             return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(1));
         }
     };
-    // Printed (and flushed: stdout is line-buffered) before the view, so
-    // that a view that never ends still leaves this.
-    println!(
+    // Each line is written (and flushed) as soon as it is known, so that
+    // a view that never ends still leaves the first; a reader gone away
+    // is an error, not a panic.
+    let mut out = std::io::stdout().lock();
+    let merged = writeln!(
+        out,
         "merged_seconds={:.3} merged_rss_mb={:.1} frontend_bytes={bytes} processes={} \
          failures={}",
         began.elapsed().as_secs_f64(),
         peak_rss_mb(),
         job.processes.len(),
         job.failures.len()
-    );
+    )
+    .and_then(|()| out.flush());
     let text = view::job_view(&job, &ViewOptions::default());
-    println!(
-        "seconds={:.3} frontend_rss_mb={:.1}",
-        began.elapsed().as_secs_f64(),
-        peak_rss_mb()
-    );
+    let mut written = merged.and_then(|()| {
+        writeln!(
+            out,
+            "seconds={:.3} frontend_rss_mb={:.1}",
+            began.elapsed().as_secs_f64(),
+            peak_rss_mb()
+        )
+    });
     if args.print_job {
-        match serde_json::to_string(&job) {
-            Ok(json) => println!("{json}"),
-            Err(e) => {
-                eprintln!("mqs-dump: cannot encode the job: {e}");
-                return ExitCode::from(1);
-            }
-        }
-        print!("{text}");
+        written = written.and_then(|()| {
+            serde_json::to_writer(&mut out, &job)
+                .map_err(std::io::Error::other)
+                .and_then(|()| writeln!(out))
+                .and_then(|()| out.write_all(text.as_bytes()))
+        });
     }
-    ExitCode::SUCCESS
+    match written.and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mqs-dump: cannot write the figures: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// This process's peak resident set so far, in MiB (0 if unknown).
