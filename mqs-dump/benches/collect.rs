@@ -19,13 +19,27 @@
 //!
 //! `cargo bench -p mqs-dump --bench collect [-- --rounds R] [--sizes 8,16]
 //! [--no-nodes] [--no-slurm] [--slurm-only]`: R rounds per figure (default
-//! 3, the median is shown). Needs the Open MPI 4.1.4 -g build
+//! 3, the median is shown).
+//!
+//! `-- --scale [--scale-sizes 1000,10000]` runs only the scale harness
+//! instead: a synthetic job (`mqs_acquire::collect::synthetic`) made from
+//! the two ranks of the committed `queues` snapshot, replayed once, in 10
+//! states, 100 ranks per synthetic collector, all on this machine and
+//! read by `mqs-dump __synthetic-front` through the real protocol and
+//! merge. One line per run: `scale ranks=N mode=flat fanout=0 seconds=S
+//! frontend_rss_mb=M frontend_bytes=B` (seconds from the front end's start
+//! to its job view, its peak RSS, the bytes collectors sent it). Sizes
+//! default to 1,000 and 10,000 ranks (`--scale-sizes 100000` for more);
+//! a run that takes longer than `--scale-limit SECS` (default 600) or
+//! needs more than `--scale-memory GB` (default 8) of address space is
+//! ended, and what it measured until then is printed with the reason. Needs the Open MPI 4.1.4 -g build
 //! (scripts/setup-mpis), Slurm and munge (the same) and root (for the
 //! nodes' namespaces and /etc/hosts). The machine's load is printed with
 //! the figures: the ranks of a hung job poll, and on a small machine they
 //! and everything else running compete with the dump.
 
-use std::path::Path;
+use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -45,6 +59,13 @@ struct Args {
     /// The mpirun ways (one node, two nodes).
     mpirun: bool,
     slurm: bool,
+    /// Only the scale harness, at these sizes.
+    scale: Option<Vec<usize>>,
+    /// How long one scale run may take.
+    scale_limit: Duration,
+    /// How much address space the front end of a scale run may take, in
+    /// bytes: this machine is shared.
+    scale_memory: u64,
 }
 
 fn parse_args() -> Result<Args, Box<dyn std::error::Error>> {
@@ -54,6 +75,9 @@ fn parse_args() -> Result<Args, Box<dyn std::error::Error>> {
         nodes: true,
         mpirun: true,
         slurm: true,
+        scale: None,
+        scale_limit: Duration::from_secs(600),
+        scale_memory: 8 << 30,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -70,6 +94,26 @@ fn parse_args() -> Result<Args, Box<dyn std::error::Error>> {
             "--no-nodes" => args.nodes = false,
             "--no-slurm" => args.slurm = false,
             "--slurm-only" => args.mpirun = false,
+            "--scale" => {
+                args.scale.get_or_insert_with(|| vec![1_000, 10_000]);
+            }
+            "--scale-sizes" => {
+                args.scale = Some(
+                    it.next()
+                        .ok_or("--scale-sizes needs N,N...")?
+                        .split(',')
+                        .map(str::parse)
+                        .collect::<Result<_, _>>()?,
+                )
+            }
+            "--scale-memory" => {
+                let gb: u64 = it.next().ok_or("--scale-memory needs GB")?.parse()?;
+                args.scale_memory = gb << 30;
+            }
+            "--scale-limit" => {
+                args.scale_limit =
+                    Duration::from_secs(it.next().ok_or("--scale-limit needs SECS")?.parse()?)
+            }
             // cargo bench passes --bench.
             _ => {}
         }
@@ -91,6 +135,9 @@ struct Row {
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = parse_args()?;
     let mqs_dump = mqs_tests::mqs_dump_binary();
+    if let Some(sizes) = &args.scale {
+        return scale(&mqs_dump, sizes, args.scale_limit, args.scale_memory);
+    }
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!(
         "whole-job dump of a hung ring, {} rounds each (median), {cores} cores",
@@ -362,4 +409,176 @@ fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Ranks each synthetic collector serves.
+const RANKS_PER_COLLECTOR: usize = 100;
+/// Distinct states of the synthetic ranks.
+const STATES: usize = 10;
+
+/// The scale harness, flat: one line per size (see the top of the file).
+fn scale(
+    mqs_dump: &Path,
+    sizes: &[usize],
+    limit: Duration,
+    memory: u64,
+) -> Result<(), Box<dyn std::error::Error>> {
+    use mqs_acquire::collect::synthetic::{SyntheticJob, FRONT_COMMAND};
+    use std::os::unix::process::CommandExt;
+    let dir = mqs_tests::target_dir()
+        .join("mqs-scratch")
+        .join("scale-bench");
+    std::fs::create_dir_all(&dir)?;
+    let templates = recorded_ranks(mqs_dump, &dir)?;
+    eprintln!(
+        "scale: {} recorded ranks as templates, {STATES} states, {RANKS_PER_COLLECTOR} ranks \
+         per collector; load average {}",
+        templates.len(),
+        load_average()
+    );
+    for &ranks in sizes {
+        let job = SyntheticJob::new(templates.clone(), ranks, STATES, RANKS_PER_COLLECTOR)?;
+        let spec = dir.join(format!("job-{ranks}.json"));
+        job.save(&spec)?;
+        let mut front = Command::new(mqs_dump);
+        front
+            .args([FRONT_COMMAND, "--spec"])
+            .arg(&spec)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let cap = libc::rlimit {
+            rlim_cur: memory,
+            rlim_max: memory,
+        };
+        // SAFETY: between fork and exec only setrlimit runs, which is
+        // async-signal-safe, on a copy of a plain struct.
+        unsafe {
+            front.pre_exec(move || {
+                if libc::setrlimit(libc::RLIMIT_AS, &cap) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+        let mut front = front.spawn()?;
+        // Read as it comes, so that a full pipe never holds it up.
+        let drain = |pipe: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut text = String::new();
+                if let Some(mut pipe) = pipe {
+                    let _ = pipe.read_to_string(&mut text);
+                }
+                text
+            })
+        };
+        let out = drain(
+            front
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        );
+        let err = drain(
+            front
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        );
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = front.try_wait()? {
+                break Some(status);
+            }
+            if start.elapsed() > limit {
+                // Our own child, by its handle; its collectors end when
+                // their connections close.
+                let _ = front.kill();
+                let _ = front.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let said = out.join().unwrap_or_default();
+        let errors = err.join().unwrap_or_default();
+        let field = |name: &str| -> Option<String> {
+            said.split_whitespace()
+                .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
+                .map(str::to_string)
+        };
+        let complete = field("processes") == Some(ranks.to_string())
+            && field("failures").as_deref() == Some("0");
+        let merged = match field("merged_seconds") {
+            Some(at) => format!(
+                "merged {} ranks after {at} s at {} MB peak, {} bytes received",
+                field("processes").unwrap_or_default(),
+                field("merged_rss_mb").unwrap_or_default(),
+                field("frontend_bytes").unwrap_or_default()
+            ),
+            None => "not merged".into(),
+        };
+        let Some(status) = status else {
+            println!(
+                "scale ranks={ranks} mode=flat fanout=0: stopped after {:.0} s (--scale-limit) \
+                 without a job view; {merged}",
+                limit.as_secs_f64()
+            );
+            continue;
+        };
+        match (
+            status.success(),
+            field("seconds"),
+            field("frontend_rss_mb"),
+            field("frontend_bytes"),
+        ) {
+            (true, Some(seconds), Some(rss), Some(bytes)) if complete => {
+                println!(
+                    "scale ranks={ranks} mode=flat fanout=0 seconds={seconds} \
+                     frontend_rss_mb={rss} frontend_bytes={bytes}"
+                );
+                // Where it went, apart from the line scripts read.
+                eprintln!("  {merged}; the rest is the job view");
+            }
+            _ => println!(
+                "scale ranks={ranks} mode=flat fanout=0: failed ({status}; {} GB of address \
+                 space allowed, --scale-memory) without a job view; {merged}; it said: {}",
+                memory >> 30,
+                errors.split_whitespace().collect::<Vec<_>>().join(" ")
+            ),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// The ranks of the committed `queues` snapshot (Open MPI 4.1.4, 2 ranks,
+/// queues on several communicators), replayed once by mqs-dump.
+fn recorded_ranks(
+    mqs_dump: &Path,
+    dir: &Path,
+) -> Result<Vec<mqs_core::model::ProcessDump>, Box<dyn std::error::Error>> {
+    let gz =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../dll/tests/data/queues.mpi1.snap.gz");
+    let unpacked = Command::new("gzip").arg("-dc").arg(&gz).output()?;
+    if !unpacked.status.success() {
+        return Err(format!("cannot unpack {}", gz.display()).into());
+    }
+    let snapshot = dir.join("queues.snap");
+    std::fs::write(&snapshot, &unpacked.stdout)?;
+    let out = Command::new(mqs_dump)
+        .arg("--snapshot")
+        .arg(&snapshot)
+        .arg("--json")
+        .stdin(Stdio::null())
+        .output()?;
+    if !out.status.success() {
+        return Err(format!(
+            "cannot replay {}: {}",
+            gz.display(),
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    let job: mqs_core::model::JobDump = serde_json::from_slice(&out.stdout)?;
+    Ok(job.processes)
 }

@@ -7,18 +7,20 @@
 //! every process it still traces) should anything hang.
 
 use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::protocol::{
     self, Discover, FoundProcess, ShareOptions, ToCollector, ToFront, MAX_FRAME, PROTOCOL,
 };
+use super::synthetic::SyntheticJob;
 use crate::inspect::{self, Options};
 use crate::members::{Member, MpiEnvironment};
 use crate::slurm::{self, StepSpec};
 use crate::Error;
 use mqs_core::exit_code;
 use mqs_core::interface::Target;
-use mqs_core::model::RankFailure;
+use mqs_core::model::{ProcessDump, RankFailure};
 use mqs_core::process::{LiveProcess, Mode};
 
 /// How long one connection attempt may take.
@@ -34,12 +36,26 @@ pub struct CollectorArgs {
     pub token: String,
     /// The front end's step timeout.
     pub timeout: Duration,
+    /// The scale harness: serve synthetic ranks instead of reading any.
+    pub synthetic: Option<SyntheticArgs>,
+}
+
+/// A synthetic collector's part (see [`super::synthetic`]).
+#[derive(Debug, Clone)]
+pub struct SyntheticArgs {
+    /// The spec file of the job.
+    pub spec: PathBuf,
+    /// The host it stands for.
+    pub host: String,
 }
 
 /// Runs the collector; its exit code (0, or [`exit_code::COLLECT`] when it
 /// could not do its part, with one line on stderr saying why).
 pub fn run(args: &CollectorArgs) -> i32 {
-    let host = crate::hosts::local_host_name();
+    let host = match &args.synthetic {
+        Some(synthetic) => synthetic.host.clone(),
+        None => crate::hosts::local_host_name(),
+    };
     let me = format!(
         "mqs-dump collector on host '{host}' (pid {})",
         std::process::id()
@@ -118,6 +134,22 @@ fn collect(args: &CollectorArgs, host: &str) -> Result<(), String> {
     if members.is_empty() {
         return Ok(());
     }
+    if let Some(synthetic) = &args.synthetic {
+        // Nothing to stop or read: the barrier and the stream as ever.
+        let job = SyntheticJob::load(&synthetic.spec).map_err(|e| e.to_string())?;
+        protocol::send(&mut stream, &ToFront::Stopped).map_err(|e| io("cannot report to", e))?;
+        stream
+            .set_read_timeout(Some(go_timeout))
+            .map_err(|e| io("cannot talk to", e))?;
+        match protocol::receive::<ToCollector>(&mut stream, MAX_FRAME) {
+            Ok(ToCollector::Go) => {}
+            Ok(other) => return Err(format!("the front end sent {other:?} instead of go")),
+            Err(e) => return Err(io("no go from", e)),
+        }
+        let processes = members.iter().map(|m| job.process(m)).collect();
+        return send_results(&mut stream, processes, Vec::new(), args.timeout)
+            .map_err(|(what, e)| io(what, e));
+    }
     let (members, mut failures) = check_identities(members);
     let mut barrier = || -> crate::Result<()> {
         let said = protocol::send(&mut stream, &ToFront::Stopped)
@@ -147,21 +179,32 @@ fn collect(args: &CollectorArgs, host: &str) -> Result<(), String> {
         ),
     };
     failures.extend(more);
-    let _ = stream.set_write_timeout(Some(args.timeout));
+    send_results(&mut stream, processes, failures, args.timeout).map_err(|(what, e)| io(what, e))
+}
+
+/// Streams the dumps and failures to the front end, then says it is done;
+/// on error, what it could not do.
+fn send_results(
+    stream: &mut TcpStream,
+    processes: Vec<ProcessDump>,
+    failures: Vec<RankFailure>,
+    timeout: Duration,
+) -> Result<(), (&'static str, std::io::Error)> {
+    let _ = stream.set_write_timeout(Some(timeout));
     for process in processes {
         protocol::send(
-            &mut stream,
+            stream,
             &ToFront::Process {
                 process: Box::new(process),
             },
         )
-        .map_err(|e| io("cannot send a dump to", e))?;
+        .map_err(|e| ("cannot send a dump to", e))?;
     }
     for failure in failures {
-        protocol::send(&mut stream, &ToFront::Failure { failure })
-            .map_err(|e| io("cannot send a failure to", e))?;
+        protocol::send(stream, &ToFront::Failure { failure })
+            .map_err(|e| ("cannot send a failure to", e))?;
     }
-    protocol::send(&mut stream, &ToFront::Done).map_err(|e| io("cannot finish with", e))
+    protocol::send(stream, &ToFront::Done).map_err(|e| ("cannot finish with", e))
 }
 
 fn options_of(share: ShareOptions) -> Options {
@@ -344,6 +387,7 @@ mod tests {
             connect,
             token: token.into(),
             timeout: Duration::from_secs(2),
+            synthetic: None,
         }
     }
 

@@ -5,8 +5,10 @@
 //! reporting each rank not read with the reason.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -81,6 +83,8 @@ pub struct Front {
     /// Members refused before any collector was asked for (a pid listed
     /// twice on one host).
     refused: Vec<(RankFailure, Error)>,
+    /// Bytes read from collectors' connections, over every run.
+    received: Arc<AtomicU64>,
 }
 
 impl Front {
@@ -97,7 +101,45 @@ impl Front {
             collect,
             run: None,
             refused: Vec::new(),
+            received: Arc::default(),
         }
+    }
+
+    /// How many bytes collectors have sent so far (frames and their
+    /// lengths, refused connections' included).
+    pub fn received_bytes(&self) -> u64 {
+        self.received.load(Ordering::Relaxed)
+    }
+
+    /// The members grouped by host; a pid listed twice on one host is
+    /// refused the second time.
+    fn hosts_of(&mut self, members: Vec<Member>) -> BTreeMap<String, Host> {
+        let mut hosts: BTreeMap<String, Host> = BTreeMap::new();
+        for member in members {
+            let host = hosts.entry(host_key(&member.host)).or_insert_with(|| Host {
+                name: member.host.clone(),
+                members: Vec::new(),
+                stage: Stage::Waiting,
+                commands: None,
+                reported: HashSet::new(),
+                results: Vec::new(),
+                groups: HashMap::new(),
+            });
+            // One process, listed twice on its host: dumped once.
+            if let Some(first) = host.members.iter().find(|m| m.pid == member.pid) {
+                let e = Error::Unreachable {
+                    pid: member.pid,
+                    detail: crate::members::Unusable::Duplicate {
+                        of_rank: first.rank,
+                    }
+                    .describe(&member),
+                };
+                self.refused.push((inspect::failure(&member, &e), e));
+                continue;
+            }
+            host.members.push(member);
+        }
+        hosts
     }
 }
 
@@ -232,31 +274,7 @@ impl Elsewhere for Front {
     }
 
     fn start(&mut self, starter: &Starter, members: Vec<Member>) {
-        let mut hosts: BTreeMap<String, Host> = BTreeMap::new();
-        for member in members {
-            let host = hosts.entry(host_key(&member.host)).or_insert_with(|| Host {
-                name: member.host.clone(),
-                members: Vec::new(),
-                stage: Stage::Waiting,
-                commands: None,
-                reported: HashSet::new(),
-                results: Vec::new(),
-                groups: HashMap::new(),
-            });
-            // One process, listed twice on its host: dumped once.
-            if let Some(first) = host.members.iter().find(|m| m.pid == member.pid) {
-                let e = Error::Unreachable {
-                    pid: member.pid,
-                    detail: crate::members::Unusable::Duplicate {
-                        of_rank: first.rank,
-                    }
-                    .describe(&member),
-                };
-                self.refused.push((inspect::failure(&member, &e), e));
-                continue;
-            }
-            host.members.push(member);
-        }
+        let hosts = self.hosts_of(members);
         let mut run = match self.begin(Via::Starter(starter), hosts) {
             Ok(run) => run,
             Err((hosts, e)) => {
@@ -299,6 +317,9 @@ enum Via<'a> {
     Starter(&'a Starter),
     /// A step of this Slurm job (`--slurm`).
     Slurm(&'a StarterJob),
+    /// The scale harness: one synthetic collector per host, started here,
+    /// serving the job this spec file describes.
+    Synthetic(&'a Path),
 }
 
 impl Front {
@@ -343,6 +364,28 @@ impl Front {
             job: target.spec.job.clone(),
             step: target.spec.step.clone(),
         });
+        run.await_callbacks();
+        run.assign(&self.share);
+        self.run = Some(run);
+        self.stopped();
+    }
+
+    /// The scale harness: starts a synthetic collector on this machine for
+    /// each host of `members` (see [`super::synthetic`]), each serving its
+    /// host's members from the job in `spec`, and waits until all have
+    /// "stopped" them. [`Elsewhere::finish`] then has the dumps.
+    pub fn synthetic(&mut self, spec: &Path, members: Vec<Member>) {
+        let hosts = self.hosts_of(members);
+        let mut run = match self.begin(Via::Synthetic(spec), hosts) {
+            Ok(run) => run,
+            Err((hosts, e)) => {
+                let (_, events) = mpsc::channel();
+                let mut run = Run::idle(events, hosts, self.collect.timeout);
+                run.fail_hosts_all(&e.to_string());
+                self.run = Some(run);
+                return;
+            }
+        };
         run.await_callbacks();
         run.assign(&self.share);
         self.run = Some(run);
@@ -419,7 +462,10 @@ impl Front {
         let stop = Arc::new(AtomicBool::new(false));
         let acceptor = {
             let (registry, stop) = (registry.clone(), stop.clone());
-            std::thread::spawn(move || accept(listener, token, registry, tx, stop, timeout))
+            let received = self.received.clone();
+            std::thread::spawn(move || {
+                accept(listener, token, registry, tx, stop, timeout, received)
+            })
         };
         let mut run = Run::idle(events, hosts, timeout);
         run.registry = registry;
@@ -428,6 +474,29 @@ impl Front {
 
         let names: Vec<String> = run.hosts.values().map(|h| h.name.clone()).collect();
         let started = match (&self.collect.launcher, via) {
+            (_, Via::Synthetic(spec)) => match spec.to_str() {
+                Some(spec) => {
+                    for name in names {
+                        let mut argv = vec![command.program.clone()];
+                        argv.extend(command.args.iter().cloned());
+                        argv.extend([
+                            "--synthetic".into(),
+                            spec.into(),
+                            "--as-host".into(),
+                            name.clone(),
+                        ]);
+                        match Launched::spawn(vec![name.clone()], argv) {
+                            Ok(launched) => run.launched.push(launched),
+                            Err(e) => run.fail_hosts(&[name], &e.to_string()),
+                        }
+                    }
+                    run.how = "synthetic collectors started here".into();
+                    Ok(())
+                }
+                None => Err(Error::Usage(format!(
+                    "the synthetic job's path {spec:?} is not UTF-8"
+                ))),
+            },
             (Some(template), Via::Starter(_)) => {
                 let names: Vec<String> = run.hosts.values().map(|h| h.name.clone()).collect();
                 template.commands(&names, &command).map(|commands| {
@@ -894,11 +963,16 @@ fn accept(
     events: Sender<Event>,
     stop: Arc<AtomicBool>,
     timeout: Duration,
+    received: Arc<AtomicU64>,
 ) {
     while !stop.load(Ordering::SeqCst) {
         match listener.accept() {
             Ok((stream, peer)) => {
                 let (token, registry, events) = (token.clone(), registry.clone(), events.clone());
+                let stream = Counted {
+                    stream,
+                    received: received.clone(),
+                };
                 std::thread::spawn(move || {
                     serve(stream, peer, &token, &registry, &events, timeout)
                 });
@@ -909,9 +983,32 @@ fn accept(
     }
 }
 
+/// A collector's connection, counting what it reads.
+struct Counted {
+    stream: TcpStream,
+    received: Arc<AtomicU64>,
+}
+
+impl Read for Counted {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.stream.read(buf)?;
+        self.received.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+impl Write for Counted {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.stream.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.stream.flush()
+    }
+}
+
 /// One collector's connection, from its hello to its last dump.
 fn serve(
-    mut stream: TcpStream,
+    mut stream: Counted,
     peer: SocketAddr,
     token: &Token,
     registry: &Mutex<Registry>,
@@ -923,9 +1020,10 @@ fn serve(
     };
     // The listener does not block; its connections do, with limits.
     let configured = stream
+        .stream
         .set_nonblocking(false)
-        .and_then(|()| stream.set_read_timeout(Some(HELLO_TIMEOUT)))
-        .and_then(|()| stream.set_write_timeout(Some(timeout)));
+        .and_then(|()| stream.stream.set_read_timeout(Some(HELLO_TIMEOUT)))
+        .and_then(|()| stream.stream.set_write_timeout(Some(timeout)));
     if let Err(e) = configured {
         return refused(e.to_string());
     }
@@ -1054,7 +1152,7 @@ fn serve(
         return lost(format!("cannot send it its ranks: {e}"));
     }
     // Stopping a rank may take up to 10 s per thread that is slow to stop.
-    let _ = stream.set_read_timeout(Some(timeout * 2));
+    let _ = stream.stream.set_read_timeout(Some(timeout * 2));
     if looks {
         // What it found comes first; nothing found, it is done.
         match protocol::receive::<ToFront>(&mut stream, MAX_FRAME) {
@@ -1089,7 +1187,7 @@ fn serve(
         return lost(format!("cannot tell it to go: {e}"));
     }
     // Each dump must come within the timeout of the one before.
-    let _ = stream.set_read_timeout(Some(timeout));
+    let _ = stream.stream.set_read_timeout(Some(timeout));
     loop {
         let event = match protocol::receive::<ToFront>(&mut stream, MAX_FRAME) {
             Ok(ToFront::Process { process }) => Event::Process {
@@ -1143,7 +1241,15 @@ mod tests {
             {
                 let (token, registry, stop) = (token.clone(), registry.clone(), stop.clone());
                 std::thread::spawn(move || {
-                    accept(listener, token, registry, tx, stop, Duration::from_secs(5))
+                    accept(
+                        listener,
+                        token,
+                        registry,
+                        tx,
+                        stop,
+                        Duration::from_secs(5),
+                        Arc::default(),
+                    )
                 });
             }
             Self {

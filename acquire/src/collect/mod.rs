@@ -26,15 +26,17 @@ mod collector;
 mod front;
 pub mod protocol;
 pub mod start;
+pub mod synthetic;
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 
 use crate::inspect::{self, Elsewhere, Options, Progress};
 use crate::slurm::{self, StepSpec};
 use crate::{Error, Result};
 use mqs_core::model::{JobDump, Section, SCHEMA_VERSION};
 
-pub use collector::{run as run_collector, CollectorArgs};
+pub use collector::{run as run_collector, CollectorArgs, SyntheticArgs};
 pub use front::{CollectOptions, Front};
 pub use start::COLLECTOR_COMMAND;
 
@@ -106,6 +108,34 @@ pub fn dump_slurm(spec: &StepSpec, options: &Options, collect: &CollectOptions) 
         }));
     }
     Ok(job)
+}
+
+/// The scale harness's front end: the synthetic job in `spec` (see
+/// [`synthetic`]) read through one collector per host, all started on this
+/// machine, with the real protocol and merge; the job, and the bytes the
+/// collectors sent.
+pub fn dump_synthetic(spec: &Path, collect: &CollectOptions) -> Result<(JobDump, u64)> {
+    let job = synthetic::SyntheticJob::load(spec)?;
+    let mut front = Front::new(&Options::default(), collect.clone());
+    front.synthetic(spec, job.members());
+    drop(job);
+    let mut out = JobDump {
+        schema_version: SCHEMA_VERSION,
+        launcher: None,
+        processes: Vec::new(),
+        failures: Vec::new(),
+    };
+    for result in front.finish() {
+        match result {
+            Ok(process) => out.processes.push(process),
+            Err((failure, _)) => out.failures.push(failure),
+        }
+    }
+    // One job, rank by rank, as inspect::dump_with merges it.
+    out.processes
+        .sort_by_key(|p| (p.global_rank < 0, p.global_rank));
+    out.failures.sort_by_key(|f| f.rank);
+    Ok((out, front.received_bytes()))
 }
 
 /// Numbers what collectors found, as for core files: by the rank each

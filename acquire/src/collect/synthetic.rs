@@ -1,0 +1,204 @@
+//! Synthetic jobs, for the scale harness (`cargo bench -p mqs-dump --bench
+//! collect -- --scale`): many collectors, each serving many ranks made
+//! from recorded ones, on one machine and without MPI.
+//!
+//! A [`SyntheticJob`] is a few recorded processes (*templates*: the dumps
+//! a saved snapshot replays to) and how to multiply them: `ranks` ranks,
+//! `per_host` on each synthetic host (one collector each), in `states`
+//! distinct states. Rank `r` is in state `r * states / ranks`, so each
+//! state is one contiguous range of ranks ([`SyntheticJob::state_ranks`]).
+//! State `s` is template `s % templates`, its tags moved by
+//! [`TAG_STEP`] times `s / templates` so that states made from one
+//! template still differ. Each rank is renumbered: its pid, its global
+//! rank, and its rank in every communicator the size of the recorded
+//! MPI_COMM_WORLD (whose size becomes `ranks`; groups are left out, a list
+//! of every rank in every rank's dump being the one thing that would not
+//! scale). Peers in the queues stay the recorded ones.
+//!
+//! The front end ([`super::Front::synthetic`]) and the collectors
+//! (`mqs-dump __collector --synthetic SPEC --as-host HOST`) both read the
+//! same spec file and speak the real protocol; only reading the processes
+//! is replaced.
+
+use std::ops::Range;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::members::Member;
+use crate::{Error, Result};
+use mqs_abi::OpClass;
+use mqs_core::model::{ProcessDump, Section};
+use mqs_core::Error as CoreError;
+
+/// The hidden mqs-dump command that runs the harness's front end.
+pub const FRONT_COMMAND: &str = "__synthetic-front";
+
+/// The pid of each host's first synthetic rank; the others follow.
+pub const FIRST_PID: i32 = 1000;
+/// The tags of a state's operations are its template's plus this many
+/// times the state's variant (`state / templates`); recorded tags at or
+/// above it stay as they are.
+pub const TAG_STEP: i64 = 1000;
+
+/// A job to serve from templates; see the module's documentation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SyntheticJob {
+    pub ranks: usize,
+    pub states: usize,
+    pub per_host: usize,
+    pub templates: Vec<ProcessDump>,
+}
+
+impl SyntheticJob {
+    /// Checks the numbers: at least one template, rank and rank per host,
+    /// and between 1 and `ranks` states.
+    pub fn new(
+        templates: Vec<ProcessDump>,
+        ranks: usize,
+        states: usize,
+        per_host: usize,
+    ) -> Result<Self> {
+        if templates.is_empty() || ranks == 0 || per_host == 0 || !(1..=ranks).contains(&states) {
+            return Err(Error::Usage(format!(
+                "a synthetic job needs templates ({} given), ranks ({ranks}), ranks per host \
+                 ({per_host}) and 1 to {ranks} states ({states})",
+                templates.len()
+            )));
+        }
+        Ok(Self {
+            ranks,
+            states,
+            per_host,
+            templates,
+        })
+    }
+
+    /// Reads a spec file [`SyntheticJob::save`] wrote.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read(path).map_err(|source| CoreError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let job: Self = serde_json::from_slice(&text).map_err(|e| CoreError::BadInput {
+            path: path.to_path_buf(),
+            detail: format!("not a synthetic job: {e}"),
+        })?;
+        Self::new(job.templates, job.ranks, job.states, job.per_host)
+    }
+
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let text = serde_json::to_vec(self).map_err(|e| CoreError::BadInput {
+            path: path.to_path_buf(),
+            detail: format!("cannot encode the synthetic job: {e}"),
+        })?;
+        std::fs::write(path, text).map_err(|source| {
+            CoreError::Io {
+                path: path.to_path_buf(),
+                source,
+            }
+            .into()
+        })
+    }
+
+    /// How many hosts (and collectors) serve it.
+    pub fn hosts(&self) -> usize {
+        self.ranks.div_ceil(self.per_host)
+    }
+
+    /// The name of synthetic host `index`.
+    pub fn host_name(index: usize) -> String {
+        format!("synthetic-{index:06}")
+    }
+
+    /// Every rank, on its host, as a starter's table would list it.
+    pub fn members(&self) -> Vec<Member> {
+        (0..self.ranks)
+            .map(|rank| Member {
+                pid: FIRST_PID + i32::try_from(rank % self.per_host).unwrap_or(0),
+                host: Self::host_name(rank / self.per_host),
+                rank,
+                identity: i32::try_from(rank).unwrap_or(-1),
+                spawned_job: None,
+                spawned_by: None,
+            })
+            .collect()
+    }
+
+    /// The state of rank `rank`.
+    pub fn state_of(&self, rank: usize) -> usize {
+        rank * self.states / self.ranks
+    }
+
+    /// The ranks in state `state`.
+    pub fn state_ranks(&self, state: usize) -> Range<usize> {
+        let first = |s: usize| (s * self.ranks).div_ceil(self.states);
+        first(state)..first(state + 1)
+    }
+
+    /// The dump of `member` (one of [`SyntheticJob::members`]).
+    pub fn process(&self, member: &Member) -> ProcessDump {
+        let state = self.state_of(member.rank);
+        let template = &self.templates[state % self.templates.len()];
+        let variant = i64::try_from(state / self.templates.len()).unwrap_or(0);
+        let mut p = template.clone();
+        p.pid = member.pid;
+        p.global_rank = member.identity;
+        p.host = None;
+        let Section::Ok { value } = &mut p.communicators else {
+            return p;
+        };
+        let world_size = value
+            .list
+            .iter()
+            .find(|c| c.name == "MPI_COMM_WORLD")
+            .map(|c| c.size);
+        for comm in &mut value.list {
+            if Some(comm.size) == world_size {
+                comm.size = i64::try_from(self.ranks).unwrap_or(i64::MAX);
+                comm.local_rank = i64::try_from(member.rank).unwrap_or(-1);
+            }
+            comm.group = None;
+            for class in OpClass::ALL {
+                if let Section::Ok { value: queue } = comm.queue_mut(class) {
+                    for op in &mut queue.operations {
+                        if let Some(tag) = &mut op.desired_tag {
+                            if (0..TAG_STEP).contains(tag) {
+                                *tag += variant * TAG_STEP;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_are_contiguous_ranges_that_cover_the_job() {
+        let template: ProcessDump = serde_json::from_str(
+            r#"{"pid":0,"global_rank":0,"executable":"a","dll":{"path":"d","version":"v",
+            "compatibility":2},"communicators":{"status":"ok","list":[]},
+            "stats":{"fetches":0,"fetched_bytes":0,"syscalls":0,"elapsed_ms":0.0}}"#,
+        )
+        .unwrap();
+        for (ranks, states) in [(10, 10), (1000, 10), (1001, 7), (5, 1)] {
+            let job = SyntheticJob::new(vec![template.clone()], ranks, states, 3).unwrap();
+            let mut next = 0;
+            for s in 0..states {
+                let range = job.state_ranks(s);
+                assert_eq!(range.start, next);
+                assert!(!range.is_empty());
+                assert!(range.clone().all(|r| job.state_of(r) == s));
+                next = range.end;
+            }
+            assert_eq!(next, ranks);
+        }
+        assert!(SyntheticJob::new(vec![template], 5, 6, 1).is_err());
+    }
+}
