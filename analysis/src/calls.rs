@@ -198,8 +198,9 @@ fn p2p(
     };
     let tag = (tag != ANY_TAG).then_some(tag);
     let listed = comm.and_then(|c| {
-        job.ops.iter().position(|o| {
-            o.rank == rank && o.class == class && o.comm == c && o.peer == peer && o.tag == tag
+        job.op_indices(rank).find(|&i| {
+            let o = &job.ops[i];
+            o.class == class && o.comm == c && o.peer == peer && o.tag == tag
         })
     });
     CallOp {
@@ -215,15 +216,17 @@ fn p2p(
 /// The one receive of `rank` the DLL marks as a blocking call's
 /// ([`mqs_abi::BLOCKING_RECEIVE`]), as the operation the call waits on.
 fn blocking_receive(job: &Job<'_>, rank: i64) -> Option<CallOp> {
-    let mut marked = job.ops.iter().enumerate().filter(|(_, o)| {
-        o.rank == rank
-            && o.class == OpClass::PendingReceives
+    let range = job.op_indices(rank);
+    let first = range.start;
+    let mut marked = job.ops[range].iter().enumerate().filter(|(_, o)| {
+        o.class == OpClass::PendingReceives
             && o.op
                 .extra_text
                 .first()
                 .is_some_and(|l| l.starts_with(mqs_abi::BLOCKING_RECEIVE))
     });
     let (i, o) = marked.next()?;
+    let i = first + i;
     if marked.next().is_some() {
         return None;
     }
@@ -242,9 +245,9 @@ fn blocking_receive(job: &Job<'_>, rank: i64) -> Option<CallOp> {
 fn waiting_on_requests(job: &Job<'_>, rank: &Rank<'_>, args: &CallArgs, all: bool) -> Blocked {
     let mut ops = Vec::new();
     for request in &args.requests {
-        let found = job.ops.iter().position(|o| {
-            o.rank == rank.rank
-                && o.class != OpClass::UnexpectedMessages
+        let found = job.op_indices(rank.rank).find(|&i| {
+            let o = &job.ops[i];
+            o.class != OpClass::UnexpectedMessages
                 && o.op
                     .extra_text
                     .iter()

@@ -49,6 +49,9 @@ pub struct JobComm {
     pub members: RankSet,
     /// Members rebuilt from their own reports disagreed.
     conflict: bool,
+    /// Every local rank is its own global rank (set once the group is
+    /// complete: the job view asks for each operation).
+    identity: bool,
 }
 
 impl JobComm {
@@ -70,10 +73,7 @@ impl JobComm {
 
     /// Whether every local rank is its own global rank (WORLD-like).
     pub fn is_identity(&self) -> bool {
-        self.group
-            .iter()
-            .enumerate()
-            .all(|(i, g)| *g == Some(i as i64))
+        self.identity
     }
 }
 
@@ -193,7 +193,7 @@ impl<'a> Job<'a> {
         ranks.sort_by_key(|r| r.rank);
         ranks.dedup_by_key(|r| r.rank);
 
-        let mut keys: Vec<CommKey> = Vec::new();
+        let mut keys: std::collections::HashMap<CommKey, usize> = Default::default();
         let mut comms: Vec<JobComm> = Vec::new();
         let mut not_available: BTreeMap<(String, String), RankSet> = BTreeMap::new();
         let mut cut_short: BTreeMap<(String, String), RankSet> = BTreeMap::new();
@@ -224,10 +224,10 @@ impl<'a> Job<'a> {
                 }
                 let earlier: Vec<&CommunicatorDump> = list[..at].iter().collect();
                 let key = key_of(r.process, c, &earlier);
-                let index = match keys.iter().position(|k| *k == key) {
-                    Some(i) => i,
+                let index = match keys.get(&key) {
+                    Some(&i) => i,
                     None => {
-                        keys.push(key);
+                        keys.insert(key, comms.len());
                         comms.push(JobComm {
                             name: c.name.clone(),
                             unique_id: c.unique_id,
@@ -235,6 +235,7 @@ impl<'a> Job<'a> {
                             group: vec![None; usize::try_from(c.size.min(1 << 20)).unwrap_or(0)],
                             members: RankSet::new(),
                             conflict: false,
+                            identity: false,
                         });
                         comms.len() - 1
                     }
@@ -292,6 +293,11 @@ impl<'a> Job<'a> {
             if comm.conflict {
                 comm.group.iter_mut().for_each(|g| *g = None);
             }
+            comm.identity = comm
+                .group
+                .iter()
+                .enumerate()
+                .all(|(i, g)| *g == Some(i as i64));
         }
         let ops = local_ops
             .into_iter()
@@ -343,6 +349,19 @@ impl<'a> Job<'a> {
     pub fn frame_comm(&self, rank: i64, comm: &FrameComm) -> Option<usize> {
         self.comm_of(rank, comm.unique_id)
             .or_else(|| self.comm_of(rank, comm.address))
+    }
+
+    /// The indices into `ops` of `rank`'s operations (`ops` is in rank
+    /// order).
+    pub fn op_indices(&self, rank: i64) -> std::ops::Range<usize> {
+        let start = self.ops.partition_point(|o| o.rank < rank);
+        let end = start + self.ops[start..].partition_point(|o| o.rank <= rank);
+        start..end
+    }
+
+    /// `rank`'s operations.
+    pub fn ops_of(&self, rank: i64) -> &[Op<'a>] {
+        &self.ops[self.op_indices(rank)]
     }
 
     pub fn rank(&self, rank: i64) -> Option<&Rank<'a>> {
@@ -400,10 +419,21 @@ impl<'a> Job<'a> {
     /// read: an unknown queue may hold some).
     pub fn idle_ranks(&self) -> RankSet {
         let busy: RankSet = self.waits().map(|o| o.rank).collect();
+        let unknown: RankSet = self
+            .not_available
+            .iter()
+            .chain(&self.cut_short)
+            .filter(|((what, _), _)| {
+                matches!(what.as_str(), "communicators" | "sends" | "receives")
+            })
+            .fold(RankSet::new(), |mut all, (_, ranks)| {
+                all.union_with(ranks);
+                all
+            });
         self.ranks
             .iter()
             .map(|r| r.rank)
-            .filter(|r| !busy.contains(*r) && self.unknown_waits(*r).is_empty())
+            .filter(|r| !busy.contains(*r) && !unknown.contains(*r))
             .collect()
     }
 

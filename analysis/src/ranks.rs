@@ -1,15 +1,59 @@
 //! Sets of ranks, written the way people write them: `0-3,7`.
+//!
+//! Kept as sorted, disjoint runs of consecutive ranks: the sets a job
+//! makes are mostly ranges (a communicator's members, ranks in one state),
+//! so a set of 100,000 ranks is a few runs, not 100,000 entries.
 
-use std::collections::BTreeSet;
+use std::cmp::Ordering;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 
 /// A set of (global) ranks.
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct RankSet(BTreeSet<i64>);
+#[derive(Debug, Clone, Default)]
+pub struct RankSet {
+    /// Inclusive runs `(first, last)`, sorted, with a gap between any two.
+    runs: Vec<(i64, i64)>,
+    /// How many ranks the runs hold.
+    len: usize,
+}
+
+impl PartialEq for RankSet {
+    fn eq(&self, other: &Self) -> bool {
+        self.runs == other.runs
+    }
+}
+
+impl Eq for RankSet {}
+
+impl Hash for RankSet {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.runs.hash(state);
+    }
+}
+
+impl PartialOrd for RankSet {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for RankSet {
+    /// Element by element, as a sorted set of ranks compares.
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.iter().cmp(other.iter())
+    }
+}
 
 impl RankSet {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The ranks `first..=last` (none if `last < first`).
+    pub fn range(first: i64, last: i64) -> Self {
+        let mut set = Self::new();
+        set.insert_run(first, last);
+        set
     }
 
     /// Parses `0-3,7` (ranges inclusive, in any order; spaces allowed).
@@ -35,38 +79,151 @@ impl RankSet {
                     if b - a > 1 << 20 {
                         return Err(format!("range {part} is too large"));
                     }
-                    set.0.extend(a..=b);
+                    set.insert_run(a, b);
                 }
                 None => {
-                    set.0.insert(number(part)?);
+                    set.insert(number(part)?);
                 }
             }
         }
         Ok(set)
     }
 
+    /// The index of the first run that ends at or after `rank`.
+    fn run_at_or_after(&self, rank: i64) -> usize {
+        self.runs.partition_point(|&(_, last)| last < rank)
+    }
+
+    /// Adds `first..=last`, merging the runs it touches.
+    pub fn insert_run(&mut self, first: i64, last: i64) {
+        if last < first {
+            return;
+        }
+        // Runs that overlap or touch the new one: from the first that ends
+        // at or after first - 1, while they start at or before last + 1.
+        let from = self.run_at_or_after(first.saturating_sub(1));
+        let mut to = from;
+        let (mut lo, mut hi) = (first, last);
+        while to < self.runs.len() && self.runs[to].0 <= last.saturating_add(1) {
+            lo = lo.min(self.runs[to].0);
+            hi = hi.max(self.runs[to].1);
+            to += 1;
+        }
+        let removed: usize = self.runs[from..to]
+            .iter()
+            .map(|&(a, b)| run_len(a, b))
+            .sum();
+        self.runs.splice(from..to, std::iter::once((lo, hi)));
+        self.len = self.len - removed + run_len(lo, hi);
+    }
+
     pub fn insert(&mut self, rank: i64) -> bool {
-        self.0.insert(rank)
+        if self.contains(rank) {
+            return false;
+        }
+        // The common case: ranks come in ascending order.
+        match self.runs.last_mut() {
+            Some(last) if last.1 + 1 == rank => {
+                last.1 = rank;
+                self.len += 1;
+            }
+            Some(last) if last.1 < rank => {
+                self.runs.push((rank, rank));
+                self.len += 1;
+            }
+            None => {
+                self.runs.push((rank, rank));
+                self.len = 1;
+            }
+            _ => self.insert_run(rank, rank),
+        }
+        true
     }
 
     pub fn contains(&self, rank: i64) -> bool {
-        self.0.contains(&rank)
+        self.runs
+            .get(self.run_at_or_after(rank))
+            .is_some_and(|&(first, _)| first <= rank)
     }
 
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.runs.is_empty()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = i64> + '_ {
-        self.0.iter().copied()
+        self.runs.iter().flat_map(|&(a, b)| a..=b)
+    }
+
+    /// The runs of consecutive ranks, `(first, last)` inclusive, in order.
+    pub fn runs(&self) -> &[(i64, i64)] {
+        &self.runs
     }
 
     pub fn first(&self) -> Option<i64> {
-        self.0.first().copied()
+        self.runs.first().map(|r| r.0)
+    }
+
+    /// The set without `rank`.
+    pub fn without(&self, rank: i64) -> Self {
+        let mut out = Self::new();
+        for &(a, b) in &self.runs {
+            if (a..=b).contains(&rank) {
+                out.insert_run(a, rank - 1);
+                out.insert_run(rank + 1, b);
+            } else {
+                out.insert_run(a, b);
+            }
+        }
+        out
+    }
+
+    /// Every rank of `other` added.
+    pub fn union_with(&mut self, other: &RankSet) {
+        for &(a, b) in &other.runs {
+            self.insert_run(a, b);
+        }
+    }
+
+    /// The lowest rank in both sets.
+    pub fn first_common(&self, other: &RankSet) -> Option<i64> {
+        let (mut i, mut j) = (0, 0);
+        while i < self.runs.len() && j < other.runs.len() {
+            let (a, b) = self.runs[i];
+            let (c, d) = other.runs[j];
+            let lo = a.max(c);
+            if lo <= b.min(d) {
+                return Some(lo);
+            }
+            if b < d {
+                i += 1;
+            } else {
+                j += 1;
+            }
+        }
+        None
+    }
+
+    /// The lowest rank of this set that `other` lacks.
+    pub fn first_not_in(&self, other: &RankSet) -> Option<i64> {
+        for &(a, b) in &self.runs {
+            // Walk `other`'s runs across a..=b, looking for a gap.
+            let mut at = a;
+            let mut j = other.run_at_or_after(a);
+            while at <= b {
+                match other.runs.get(j) {
+                    Some(&(c, d)) if c <= at => {
+                        at = d.saturating_add(1);
+                        j += 1;
+                    }
+                    _ => return Some(at),
+                }
+            }
+        }
+        None
     }
 
     /// `rank 3` or `ranks 0-2,5`.
@@ -79,40 +236,40 @@ impl RankSet {
     }
 }
 
+fn run_len(first: i64, last: i64) -> usize {
+    usize::try_from(last - first + 1).unwrap_or(0)
+}
+
 impl FromIterator<i64> for RankSet {
     fn from_iter<I: IntoIterator<Item = i64>>(iter: I) -> Self {
-        Self(iter.into_iter().collect())
+        let mut set = Self::new();
+        set.extend(iter);
+        set
     }
 }
 
 impl Extend<i64> for RankSet {
     fn extend<I: IntoIterator<Item = i64>>(&mut self, iter: I) {
-        self.0.extend(iter);
+        for rank in iter {
+            self.insert(rank);
+        }
     }
 }
 
 impl fmt::Display for RankSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut first = true;
-        let mut iter = self.0.iter().copied().peekable();
-        while let Some(start) = iter.next() {
-            let mut end = start;
-            while iter.peek() == Some(&(end + 1)) {
-                end += 1;
-                iter.next();
-            }
-            if !first {
+        if self.runs.is_empty() {
+            return f.write_str("none");
+        }
+        for (i, &(start, end)) in self.runs.iter().enumerate() {
+            if i > 0 {
                 f.write_str(",")?;
             }
-            first = false;
             if end == start {
                 write!(f, "{start}")?;
             } else {
                 write!(f, "{start}-{end}")?;
             }
-        }
-        if first {
-            f.write_str("none")?;
         }
         Ok(())
     }
@@ -162,6 +319,59 @@ mod tests {
         assert_eq!(RankSet::new().to_string(), "none");
         assert_eq!(RankSet::parse("4").unwrap().labelled(), "rank 4");
         assert_eq!(RankSet::parse("4,5").unwrap().labelled(), "ranks 4-5");
+    }
+
+    /// The runs against a plain sorted set, on pseudo-random inserts.
+    #[test]
+    fn runs_agree_with_a_sorted_set() {
+        use std::collections::BTreeSet;
+        let mut seed: u64 = 12345;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            i64::try_from((seed >> 33) % n).unwrap()
+        };
+        for round in 0..200 {
+            let (mut set, mut plain) = (RankSet::new(), BTreeSet::new());
+            let (mut other, mut other_plain) = (RankSet::new(), BTreeSet::new());
+            for _ in 0..(round % 40) {
+                let (a, w) = (next(60), next(4));
+                if next(3) == 0 {
+                    set.insert_run(a, a + w);
+                    plain.extend(a..=a + w);
+                } else {
+                    assert_eq!(set.insert(a), plain.insert(a));
+                }
+                let b = next(60);
+                other.insert(b);
+                other_plain.insert(b);
+            }
+            assert_eq!(
+                set.iter().collect::<Vec<_>>(),
+                plain.iter().copied().collect::<Vec<_>>()
+            );
+            assert_eq!(set.len(), plain.len());
+            for r in -1..70 {
+                assert_eq!(set.contains(r), plain.contains(&r));
+                let without: BTreeSet<i64> = plain.iter().copied().filter(|x| *x != r).collect();
+                assert_eq!(set.without(r).iter().collect::<BTreeSet<_>>(), without);
+            }
+            assert_eq!(
+                set.first_common(&other),
+                plain.intersection(&other_plain).next().copied()
+            );
+            assert_eq!(
+                set.first_not_in(&other),
+                plain.difference(&other_plain).next().copied()
+            );
+            assert_eq!(set.cmp(&other), plain.cmp(&other_plain));
+            let mut union = set.clone();
+            union.union_with(&other);
+            assert_eq!(union, plain.union(&other_plain).copied().collect());
+        }
+        assert_eq!(RankSet::range(3, 5).to_string(), "3-5");
+        assert!(RankSet::range(5, 3).is_empty());
     }
 
     #[test]

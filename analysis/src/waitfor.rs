@@ -101,12 +101,17 @@ pub struct Analysis<'j, 'a> {
     /// into one.
     pub feeders: Vec<Step>,
     pub chains: Vec<Chain>,
+    /// The indices into `waits` of each rank's waits, in order.
+    by_rank: std::collections::HashMap<i64, Vec<usize>>,
 }
 
 impl<'j, 'a> Analysis<'j, 'a> {
     pub fn new(job: &'j Job<'a>) -> Self {
         let collectives = collectives::collectives(job);
+        let members = any_source_members(job);
         let mut waits = Vec::new();
+        // The wait of each listed operation that has one: index into `waits`.
+        let mut wait_of_op: std::collections::HashMap<usize, usize> = Default::default();
         let mut met_in_transit = Vec::new();
         for (i, op) in job.ops.iter().enumerate() {
             if op.class == OpClass::UnexpectedMessages || op.status() != mqs_abi::OpStatus::Pending
@@ -123,20 +128,9 @@ impl<'j, 'a> Analysis<'j, 'a> {
             let on = match op.peer {
                 Peer::Rank(g) => Some(std::iter::once(g).collect()),
                 Peer::Local(_) => None,
-                Peer::Any => {
-                    let comm = &job.comms[op.comm];
-                    if comm.group.iter().any(Option::is_none) {
-                        None
-                    } else {
-                        Some(
-                            comm.global_members()
-                                .iter()
-                                .filter(|&m| m != op.rank)
-                                .collect(),
-                        )
-                    }
-                }
+                Peer::Any => members[op.comm].as_ref().map(|m| m.without(op.rank)),
             };
+            wait_of_op.insert(i, waits.len());
             waits.push(Wait {
                 rank: op.rank,
                 kind: WaitKind::Op(i),
@@ -155,8 +149,8 @@ impl<'j, 'a> Analysis<'j, 'a> {
                     // The DLL lists it: one wait, named by both (or none,
                     // where the DLL says it is matched already).
                     Some(listed) => {
-                        if let Some(w) = waits.iter_mut().find(|w| w.kind == WaitKind::Op(listed)) {
-                            w.from_stack = true;
+                        if let Some(&w) = wait_of_op.get(&listed) {
+                            waits[w].from_stack = true;
                         }
                     }
                     None if op.class == OpClass::PendingReceives
@@ -172,7 +166,7 @@ impl<'j, 'a> Analysis<'j, 'a> {
                     None => waits.push(Wait {
                         rank: call.rank,
                         kind: WaitKind::Stack { call: ci, op: oi },
-                        on: reachable(job, call.rank, op),
+                        on: reachable(&members, call.rank, op),
                         all: false,
                         from_stack: true,
                     }),
@@ -214,7 +208,11 @@ impl<'j, 'a> Analysis<'j, 'a> {
         // a free rank.
         let mut may = free.clone();
         may.extend(unknown.iter());
+        let by_rank = by_rank(&waits);
         let mut via: Vec<Step> = Vec::new();
+        // Passes over the ranks in order, until one changes nothing. Most
+        // waits point down or across, so few passes are needed; a rank
+        // let in earlier in a pass counts for the ones after it.
         loop {
             let mut changed = false;
             for r in dumped.iter() {
@@ -222,18 +220,20 @@ impl<'j, 'a> Analysis<'j, 'a> {
                     continue;
                 }
                 let moves = |s: i64| may.contains(s) || !dumped.contains(s);
-                let met = waits
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, w)| w.rank == r)
-                    .find_map(|(i, w)| {
-                        match &w.on {
-                            None => Some(None),
-                            Some(on) if w.all => on.iter().all(moves).then(|| on.first()),
-                            Some(on) => on.iter().find(|s| moves(*s)).map(Some),
-                        }
-                        .map(|to| (i, to))
-                    });
+                let met = by_rank.get(&r).into_iter().flatten().find_map(|&i| {
+                    let w = &waits[i];
+                    match &w.on {
+                        None => Some(None),
+                        Some(on) if w.all => on.iter().all(moves).then(|| on.first()),
+                        // The lowest member that moves.
+                        Some(on) => match (on.first_common(&may), on.first_not_in(&dumped)) {
+                            (Some(a), Some(b)) => Some(Some(a.min(b))),
+                            (Some(a), None) | (None, Some(a)) => Some(Some(a)),
+                            (None, None) => None,
+                        },
+                    }
+                    .map(|to| (i, to))
+                });
                 if let Some((wait, to)) = met {
                     if let Some(to) = to {
                         via.push(Step { rank: r, wait, to });
@@ -253,6 +253,7 @@ impl<'j, 'a> Analysis<'j, 'a> {
             collectives,
             calls,
             waits,
+            by_rank,
             free,
             met_in_transit,
             stalled: stalled(job),
@@ -335,9 +336,7 @@ impl<'j, 'a> Analysis<'j, 'a> {
     /// The waits of `rank`, the specific ones (one peer) first, then
     /// collectives, then OR-waits.
     fn waits_of(&self, rank: i64) -> Vec<usize> {
-        let mut list: Vec<usize> = (0..self.waits.len())
-            .filter(|&i| self.waits[i].rank == rank)
-            .collect();
+        let mut list: Vec<usize> = self.by_rank.get(&rank).cloned().unwrap_or_default();
         list.sort_by_key(|&i| {
             let w = &self.waits[i];
             let n = w.on.as_ref().map_or(usize::MAX, RankSet::len);
@@ -353,11 +352,7 @@ impl<'j, 'a> Analysis<'j, 'a> {
     /// towards a deadlocked rank.
     fn step_within(&self, rank: i64, within: &RankSet) -> Option<Step> {
         self.waits_of(rank).into_iter().find_map(|w| {
-            let to = self.waits[w]
-                .on
-                .as_ref()?
-                .iter()
-                .find(|t| within.contains(*t))?;
+            let to = self.waits[w].on.as_ref()?.first_common(within)?;
             Some(Step { rank, wait: w, to })
         })
     }
@@ -396,32 +391,64 @@ impl<'j, 'a> Analysis<'j, 'a> {
     }
 
     fn find_chains(&mut self, via: &[Step]) {
-        let mut chains: Vec<Chain> = Vec::new();
-        for first in via {
-            // Each step leads to a rank let in earlier: the walk ends.
-            let mut path = vec![*first];
-            while let Some(next) = via.iter().find(|s| s.rank == path[path.len() - 1].to) {
-                if path.len() > via.len() {
-                    break;
+        // Each step leads to a rank let in earlier (or free from the
+        // start), so one pass in order gives every step its sink and the
+        // length of its path there.
+        let at: std::collections::HashMap<i64, usize> =
+            via.iter().enumerate().map(|(i, s)| (s.rank, i)).collect();
+        let mut sink = vec![0i64; via.len()];
+        let mut depth = vec![0usize; via.len()];
+        for (i, s) in via.iter().enumerate() {
+            match at.get(&s.to).filter(|&&j| j < i) {
+                Some(&j) => {
+                    sink[i] = sink[j];
+                    depth[i] = depth[j] + 1;
                 }
-                path.push(*next);
-            }
-            let sink = path[path.len() - 1].to;
-            match chains.iter_mut().find(|c| c.sink == sink) {
-                Some(chain) => {
-                    chain.waiting.insert(first.rank);
-                    if path.len() > chain.steps.len() {
-                        chain.steps = path;
-                    }
+                None => {
+                    sink[i] = s.to;
+                    depth[i] = 1;
                 }
-                None => chains.push(Chain {
-                    steps: path,
-                    sink,
-                    waiting: std::iter::once(first.rank).collect(),
-                }),
             }
         }
-        self.chains = chains;
+        // Chains by sink, in order of first appearance; each shows the
+        // longest path (the first of that length).
+        let mut chains: Vec<(Chain, usize)> = Vec::new();
+        let mut chain_of: std::collections::HashMap<i64, usize> = Default::default();
+        for (i, first) in via.iter().enumerate() {
+            match chain_of.get(&sink[i]).map(|&c| &mut chains[c]) {
+                Some((chain, longest)) => {
+                    chain.waiting.insert(first.rank);
+                    if depth[i] > depth[*longest] {
+                        *longest = i;
+                    }
+                }
+                None => {
+                    chain_of.insert(sink[i], chains.len());
+                    chains.push((
+                        Chain {
+                            steps: Vec::new(),
+                            sink: sink[i],
+                            waiting: std::iter::once(first.rank).collect(),
+                        },
+                        i,
+                    ));
+                }
+            }
+        }
+        self.chains = chains
+            .into_iter()
+            .map(|(mut chain, longest)| {
+                let mut path = vec![via[longest]];
+                while let Some(&j) = at.get(&path[path.len() - 1].to) {
+                    if path.len() > via.len() {
+                        break;
+                    }
+                    path.push(via[j]);
+                }
+                chain.steps = path;
+                chain
+            })
+            .collect();
     }
 
     /// Whether the chain ends in a rank that is outside MPI (not merely
@@ -496,7 +523,7 @@ impl<'j, 'a> Analysis<'j, 'a> {
         if let Some(words) = self.stalled_words(rank) {
             return format!("{words}: it is probably the one the others wait for");
         }
-        let pending = self.waits.iter().filter(|w| w.rank == rank).count();
+        let pending = self.by_rank.get(&rank).map_or(0, Vec::len);
         let place = whereabouts(r);
         match (pending, r.inside_mpi) {
             (0, Some(false)) => format!(
@@ -517,9 +544,10 @@ impl<'j, 'a> Analysis<'j, 'a> {
             let on_cycle: RankSet = cycle.iter().map(|s| s.rank).collect();
             // Be precise about the OR-waits of the ranks in it.
             for r in on_cycle.iter() {
-                for (i, w) in self.waits.iter().enumerate() {
+                for &i in self.by_rank.get(&r).into_iter().flatten() {
+                    let w = &self.waits[i];
                     let Some(on) = &w.on else { continue };
-                    if w.rank != r || w.all || on.len() < 2 {
+                    if w.all || on.len() < 2 {
                         continue;
                     }
                     out.push_str(&format!(
@@ -655,7 +683,7 @@ impl<'j, 'a> Analysis<'j, 'a> {
             .job
             .ranks
             .iter()
-            .filter(|r| self.waits.iter().any(|w| w.rank == r.rank))
+            .filter(|r| self.by_rank.contains_key(&r.rank))
             .count();
         if self.cannot_tell() {
             let were = if judged == 1 {
@@ -700,11 +728,13 @@ fn unjudged(job: &Job<'_>, calls: &[Call]) -> Vec<Unjudged> {
             why,
         }),
     };
+    let call_of: std::collections::HashMap<i64, &Call> =
+        calls.iter().map(|c| (c.rank, c)).collect();
     for r in &job.ranks {
         if r.inside_mpi == Some(false) {
             continue;
         }
-        let call = calls.iter().find(|c| c.rank == r.rank);
+        let call = call_of.get(&r.rank).copied();
         // The stack tells what it waits for, or that it moves.
         if let Some(Call {
             blocked: Blocked::Ops { .. } | Blocked::Polling,
@@ -735,24 +765,30 @@ fn unjudged(job: &Job<'_>, calls: &[Call]) -> Vec<Unjudged> {
 
 /// The ranks that can meet an operation a stack names: its peer, or for
 /// ANY_SOURCE every other member of its communicator; None when not known.
-fn reachable(job: &Job<'_>, rank: i64, op: &CallOp) -> Option<RankSet> {
+fn reachable(members: &[Option<RankSet>], rank: i64, op: &CallOp) -> Option<RankSet> {
     match op.peer {
         Peer::Rank(g) => Some(std::iter::once(g).collect()),
         Peer::Local(_) => None,
-        Peer::Any => {
-            let comm = &job.comms[op.comm?];
-            if comm.group.iter().any(Option::is_none) {
-                None
-            } else {
-                Some(
-                    comm.global_members()
-                        .iter()
-                        .filter(|&m| m != rank)
-                        .collect(),
-                )
-            }
-        }
+        Peer::Any => members[op.comm?].as_ref().map(|m| m.without(rank)),
     }
+}
+
+/// Each communicator's global members, where every one is known (who can
+/// meet an ANY_SOURCE receive on it), by index into `Job::comms`.
+fn any_source_members(job: &Job<'_>) -> Vec<Option<RankSet>> {
+    job.comms
+        .iter()
+        .map(|c| (!c.group.iter().any(Option::is_none)).then(|| c.global_members()))
+        .collect()
+}
+
+/// The indices into `waits` of each rank's waits, in order.
+fn by_rank(waits: &[Wait]) -> std::collections::HashMap<i64, Vec<usize>> {
+    let mut map: std::collections::HashMap<i64, Vec<usize>> = Default::default();
+    for (i, w) in waits.iter().enumerate() {
+        map.entry(w.rank).or_default().push(i);
+    }
+    map
 }
 
 /// The words of a wait on one operation: `recv tag 10 on "ring"`, or for an
@@ -784,9 +820,9 @@ fn in_transit_for(
     tag: Option<i64>,
 ) -> Option<usize> {
     let comm = comm?;
-    job.ops.iter().position(|m| {
-        m.rank == rank
-            && m.comm == comm
+    job.op_indices(rank).find(|&i| {
+        let m = &job.ops[i];
+        m.comm == comm
             && m.class == OpClass::UnexpectedMessages
             && m.in_transit().is_some()
             && (peer == Peer::Any || m.peer == peer)
@@ -802,11 +838,8 @@ fn stalled(job: &Job<'_>) -> Vec<(i64, Vec<usize>)> {
         .filter(|r| r.inside_mpi == Some(false))
         .filter_map(|r| {
             let messages: Vec<usize> = job
-                .ops
-                .iter()
-                .enumerate()
-                .filter(|(_, o)| o.rank == r.rank && o.in_transit().is_some())
-                .map(|(i, _)| i)
+                .op_indices(r.rank)
+                .filter(|&i| job.ops[i].in_transit().is_some())
                 .collect();
             (!messages.is_empty()).then_some((r.rank, messages))
         })

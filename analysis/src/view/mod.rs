@@ -5,6 +5,7 @@
 
 pub mod dot;
 
+use std::collections::HashMap;
 use std::fmt::Write;
 use std::time::Duration;
 
@@ -117,13 +118,15 @@ pub fn job_view(dump: &JobDump, options: &ViewOptions) -> String {
             if !options.queue_ok(class) {
                 continue;
             }
-            // Ranks by the text of their operations on this queue.
+            // Ranks by the text of their operations on this queue, in
+            // order of first appearance.
             let mut groups: Vec<(String, RankSet)> = Vec::new();
+            let mut group_of: HashMap<String, usize> = HashMap::new();
             for rank in comm.members.iter().filter(|r| options.rank_ok(*r)) {
                 let ops: Vec<String> = job
-                    .ops
+                    .ops_of(rank)
                     .iter()
-                    .filter(|o| o.rank == rank && o.comm == index && o.class == class)
+                    .filter(|o| o.comm == index && o.class == class)
                     .map(|o| op_text(&job, o))
                     .collect();
                 if ops.is_empty() && !options.all {
@@ -134,11 +137,14 @@ pub fn job_view(dump: &JobDump, options: &ViewOptions) -> String {
                 } else {
                     ops.join("; ")
                 };
-                match groups.iter_mut().find(|(t, _)| *t == text) {
-                    Some((_, set)) => {
-                        set.insert(rank);
+                match group_of.get(&text) {
+                    Some(&g) => {
+                        groups[g].1.insert(rank);
                     }
-                    None => groups.push((text, std::iter::once(rank).collect())),
+                    None => {
+                        group_of.insert(text.clone(), groups.len());
+                        groups.push((text, std::iter::once(rank).collect()));
+                    }
                 }
             }
             for (text, ranks) in groups {
@@ -255,17 +261,15 @@ fn summary(job: &Job<'_>, options: &ViewOptions, out: &mut String) {
             counts[op.class as usize] += 1;
         }
     }
+    let mut with_ops = vec![false; job.comms.len()];
+    for op in job.ops.iter().filter(|o| shown.contains(o.rank)) {
+        with_ops[op.comm] = true;
+    }
     let busy = job
         .comms
         .iter()
-        .enumerate()
-        .filter(|(i, c)| {
-            options.comm_ok(c)
-                && job
-                    .ops
-                    .iter()
-                    .any(|o| o.comm == *i && shown.contains(o.rank))
-        })
+        .zip(&with_ops)
+        .filter(|(c, busy)| **busy && options.comm_ok(c))
         .count();
     let idle: RankSet = job
         .idle_ranks()
@@ -327,10 +331,9 @@ fn stacks(job: &Job<'_>, analysis: &Analysis<'_, '_>, options: &ViewOptions, out
     let _ = writeln!(out, "stacks ({threads}):");
     tree::render(&roots, 2, out);
     // The rank others probably wait for.
+    let waiting: RankSet = analysis.waits.iter().map(|w| w.rank).collect();
     for r in &job.ranks {
-        if with_stacks.contains(r.rank)
-            && r.inside_mpi == Some(false)
-            && !analysis.waits.iter().any(|w| w.rank == r.rank)
+        if with_stacks.contains(r.rank) && r.inside_mpi == Some(false) && !waiting.contains(r.rank)
         {
             let _ = writeln!(
                 out,
