@@ -158,6 +158,12 @@ pub struct CollectArgs {
     /// machine, loopback last).
     #[arg(long, value_name = "ADDR")]
     pub callback: Option<IpAddr>,
+
+    /// Collectors form a tree in which each talks to at most K others
+    /// below it, merging their results on the way up; jobs on at most K
+    /// hosts are read flat. 0: every collector talks to mqs-dump itself.
+    #[arg(long, value_name = "K", default_value_t = mqs_acquire::collect::DEFAULT_FANOUT)]
+    pub fanout: usize,
 }
 
 impl CollectArgs {
@@ -179,6 +185,7 @@ impl CollectArgs {
             launcher: self.launcher.as_deref().map(Template::parse).transpose()?,
             timeout: Duration::from_secs_f64(secs),
             callback: self.callback,
+            fanout: (self.fanout > 0).then_some(self.fanout),
         })
     }
 }

@@ -26,6 +26,9 @@ pub struct SyntheticFrontArgs {
     /// Then print the merged job (JSON, one line) and the job view.
     #[arg(long)]
     pub print_job: bool,
+    /// The collectors' tree's fan-out; 0: flat.
+    #[arg(long, default_value_t = 0)]
+    pub fanout: usize,
 }
 
 pub fn run(args: &SyntheticFrontArgs) -> ExitCode {
@@ -34,6 +37,7 @@ pub fn run(args: &SyntheticFrontArgs) -> ExitCode {
         all_hosts: true,
         timeout: Duration::from_millis(args.timeout_ms.max(1)),
         callback: Some(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)),
+        fanout: (args.fanout > 0).then_some(args.fanout),
         ..CollectOptions::default()
     };
     let (job, bytes) = match collect::dump_synthetic(&args.spec, &collect) {

@@ -3,7 +3,10 @@
 //! front end, the last one with 1 rank), in 10 states made from two
 //! templates, read through `mqs-dump __synthetic-front` (the real
 //! protocol and merge), gives every rank once, renumbered, and a job view
-//! whose ranges of equal queues are the 10 states'. No MPI needed.
+//! whose ranges of equal queues are the 10 states'. The same job read
+//! through a tree of collectors gives the same job, and a middle
+//! collector killed during the dump loses its subtree's ranks only, each
+//! with the reason. No MPI needed.
 
 use std::process::{Command, Stdio};
 
@@ -47,22 +50,33 @@ fn op(peer: i64, tag: i64, length: i64) -> String {
     )
 }
 
-#[test]
-fn a_synthetic_job_merges_into_its_states() {
-    let templates = vec![
-        template(0, "receives", &op(1, 8, 32)),
-        template(1, "sends", &op(0, 5, 400)),
-    ];
-    let job = SyntheticJob::new(templates, RANKS, STATES, PER_HOST).unwrap();
-    let dir = mqs_tests::target_dir().join("mqs-scratch").join("scale");
-    std::fs::create_dir_all(&dir).unwrap();
-    let spec = dir.join("job.json");
-    job.save(&spec).unwrap();
+/// What `__synthetic-front` printed: its figures, the merged job, and
+/// the job view's lines.
+struct Read {
+    figures: String,
+    dump: JobDump,
+    view: Vec<String>,
+}
 
+impl Read {
+    /// A number the figures line gives (`frontend_bytes=...`).
+    fn figure(&self, name: &str) -> u64 {
+        self.figures
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {}", self.figures))
+    }
+}
+
+/// Reads the synthetic job in `spec` with collectors of fan-out `fanout`
+/// (0: flat).
+fn read(spec: &std::path::Path, fanout: usize) -> Read {
     let out = Command::new(mqs_tests::mqs_dump_binary())
         .args([FRONT_COMMAND, "--spec"])
-        .arg(&spec)
-        .args(["--timeout-ms", "60000", "--print-job"])
+        .arg(spec)
+        .args(["--timeout-ms", "60000", "--print-job", "--fanout"])
+        .arg(fanout.to_string())
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -73,14 +87,47 @@ fn a_synthetic_job_merges_into_its_states() {
         String::from_utf8_lossy(&out.stderr)
     );
     let mut lines = stdout.lines();
-    let stats = lines.next().unwrap();
+    let figures = lines.next().unwrap().to_string();
     assert!(lines.next().unwrap().starts_with("seconds="));
+    let dump: JobDump = serde_json::from_str(lines.next().unwrap()).unwrap();
+    Read {
+        figures,
+        dump,
+        view: lines.map(str::to_string).collect(),
+    }
+}
+
+fn synthetic_job() -> SyntheticJob {
+    let templates = vec![
+        template(0, "receives", &op(1, 8, 32)),
+        template(1, "sends", &op(0, 5, 400)),
+    ];
+    SyntheticJob::new(templates, RANKS, STATES, PER_HOST).unwrap()
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = mqs_tests::target_dir()
+        .join("mqs-scratch")
+        .join(format!("scale-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn a_synthetic_job_merges_into_its_states() {
+    let job = synthetic_job();
+    let dir = scratch("flat");
+    let spec = dir.join("job.json");
+    job.save(&spec).unwrap();
+    let Read {
+        figures: stats,
+        dump,
+        view,
+    } = read(&spec, 0);
     assert!(
         stats.contains(&format!("processes={RANKS} failures=0")),
         "{stats}"
     );
-    let dump: JobDump = serde_json::from_str(lines.next().unwrap()).unwrap();
-    let view: Vec<&str> = lines.collect();
 
     // Every rank once, in order, renumbered, on its host.
     assert!(dump.failures.is_empty(), "{:?}", dump.failures);
@@ -107,7 +154,7 @@ fn a_synthetic_job_merges_into_its_states() {
         .skip_while(|l| !l.starts_with("MPI_COMM_WORLD"))
         .skip(1)
         .take_while(|l| l.starts_with("  "))
-        .copied()
+        .map(String::as_str)
         .collect();
     assert_eq!(world_block.len(), STATES, "{view:#?}");
     for state in 0..STATES {
@@ -122,5 +169,95 @@ fn a_synthetic_job_merges_into_its_states() {
         let line = format!("  ranks {}-{}: {what}", ranks.start, ranks.end - 1);
         assert!(world_block.contains(&line.as_str()), "{line}\n{view:#?}");
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_tree_of_collectors_gives_the_job_the_flat_front_end_gives() {
+    let job = synthetic_job();
+    let dir = scratch("tree");
+    let spec = dir.join("job.json");
+    job.save(&spec).unwrap();
+    let flat = read(&spec, 0);
+    // 18 hosts, fan-out 3: 3 roots, and hosts two and three levels down.
+    let tree = read(&spec, 3);
+    assert_eq!(
+        serde_json::to_value(&tree.dump).unwrap(),
+        serde_json::to_value(&flat.dump).unwrap(),
+        "the merged jobs differ"
+    );
+    assert_eq!(tree.view, flat.view);
+    assert_eq!(tree.dump.processes.len(), RANKS);
+    // Equal states travel once: the front end receives less than a third
+    // (at 120 ranks the hellos and the runs' counters are much of it).
+    let (t, f) = (tree.figure("frontend_bytes"), flat.figure("frontend_bytes"));
+    assert!(t * 3 < f, "tree {t} bytes, flat {f}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_middle_collector_killed_during_the_dump_loses_its_subtree_only() {
+    let mut job = synthetic_job();
+    // Fan-out 3 over 18 hosts: host 3 is a child of host 0 and the parent
+    // of hosts 12, 13 and 14.
+    let middle = SyntheticJob::host_name(3);
+    job.hold = Some(middle.clone());
+    let dir = scratch("kill");
+    let spec = dir.join("job.json");
+    job.save(&spec).unwrap();
+    let marker = SyntheticJob::held_marker(&spec);
+    let front = std::thread::spawn({
+        let spec = spec.clone();
+        move || read(&spec, 3)
+    });
+    // Once it holds (told to go, its children sending to it): kill -9.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let pid: u32 = loop {
+        if let Some(pid) = std::fs::read_to_string(&marker)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            break pid;
+        }
+        assert!(std::time::Instant::now() < deadline, "{middle} never held");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    // Our own descendant, named by the pid it wrote.
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    assert!(String::from_utf8_lossy(&cmdline).contains(&middle));
+    let collector = mqs_tests::record(pid).expect("the held collector runs");
+    assert!(collector.kill(), "cannot kill the held collector");
+    let read = front.join().unwrap();
+
+    let lost_hosts: Vec<usize> = vec![3, 12, 13, 14];
+    let lost = |rank: usize| lost_hosts.contains(&(rank / PER_HOST));
+    let dumped: Vec<usize> = read
+        .dump
+        .processes
+        .iter()
+        .map(|p| p.global_rank as usize)
+        .collect();
+    let expected: Vec<usize> = (0..RANKS).filter(|r| !lost(*r)).collect();
+    assert_eq!(dumped, expected, "every rank outside the subtree is shown");
+    let mut failed: Vec<usize> = read.dump.failures.iter().map(|f| f.rank).collect();
+    failed.sort_unstable();
+    let expected: Vec<usize> = (0..RANKS).filter(|r| lost(*r)).collect();
+    assert_eq!(failed, expected, "every rank of the subtree is reported");
+    for f in &read.dump.failures {
+        assert!(
+            f.message
+                .contains(&format!("the collector on host '{middle}' was lost")),
+            "rank {}: {}",
+            f.rank,
+            f.message
+        );
+    }
+    assert!(
+        read.view
+            .iter()
+            .any(|l| l.contains("not dumped") && l.contains(&middle)),
+        "{:#?}",
+        read.view
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -26,7 +26,7 @@ pub use mpi::{
 pub use nodes::Nodes;
 pub use procfs::{
     descendants, namespace_processes, parent_pid, process_alive, process_cmdline,
-    processes_with_env, ProcessRecord,
+    processes_with_env, record, ProcessRecord,
 };
 pub use shared_dir::shared_dir;
 pub use slurm::{Slurm, SLURM_CPUS, SLURM_NODES};

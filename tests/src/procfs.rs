@@ -76,7 +76,7 @@ pub fn process_cmdline(pid: u32) -> Option<Vec<String>> {
 }
 
 /// Record `pid` with its start time, if it exists now.
-pub(crate) fn record(pid: u32) -> Option<ProcessRecord> {
+pub fn record(pid: u32) -> Option<ProcessRecord> {
     stat(pid).map(|s| ProcessRecord {
         pid,
         start_time: s.start_time,

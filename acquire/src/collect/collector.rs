@@ -6,14 +6,16 @@
 //! front end's limits, and a watchdog ends it (the kernel then lets go of
 //! every process it still traces) should anything hang.
 
-use std::net::{SocketAddr, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::protocol::{
     self, Discover, FoundProcess, ShareOptions, ToCollector, ToFront, MAX_FRAME, PROTOCOL,
 };
+use super::states::{States, OWN_HOST};
 use super::synthetic::SyntheticJob;
+use super::tree::{self, Children, Handed};
 use crate::inspect::{self, Options};
 use crate::members::{Member, MpiEnvironment};
 use crate::slurm::{self, StepSpec};
@@ -92,94 +94,190 @@ fn collect(args: &CollectorArgs, host: &str) -> Result<(), String> {
     let node = std::env::var("SLURMD_NODENAME")
         .ok()
         .filter(|n| !n.is_empty());
+    // In a tree, a parent collector calls this one here.
+    let listener = TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0)).ok();
     let hello = ToFront::Hello {
         protocol: PROTOCOL,
         token: args.token.clone(),
         host: host.to_string(),
         node: node.clone(),
         pid: std::process::id() as i32,
+        listen: listener
+            .as_ref()
+            .and_then(|l| l.local_addr().ok())
+            .map(|a| a.port()),
     };
     protocol::send(&mut stream, &hello).map_err(|e| io("cannot greet", e))?;
-    let (mut members, options, go_timeout, discover) =
-        match protocol::receive(&mut stream, MAX_FRAME) {
-            Ok(ToCollector::Assignment {
-                members,
-                options,
-                go_timeout_ms,
-                discover,
-            }) => (
-                members,
-                options,
-                Duration::from_millis(go_timeout_ms),
-                discover,
-            ),
-            Ok(ToCollector::Refused { reason }) => {
-                return Err(format!("refused by the front end at {peer}: {reason}"))
-            }
-            Ok(ToCollector::Go) => {
-                return Err(format!("the front end at {peer} said go too early"))
-            }
-            Err(e) => return Err(io("no answer from", e)),
-        };
+    let (mut stream, peer, answer, has_parent) = match protocol::receive(&mut stream, MAX_FRAME) {
+        Ok(ToCollector::WaitForParent { timeout_ms }) => {
+            drop(stream);
+            let listener = listener
+                .as_ref()
+                .ok_or("told to wait for a parent collector, but it cannot listen")?;
+            let (up, parent, answer) =
+                tree::await_parent(listener, &args.token, Duration::from_millis(timeout_ms))?;
+            (up, parent, Ok(answer), true)
+        }
+        answer => (stream, peer, answer, false),
+    };
+    drop(listener);
+    let io =
+        |what: &str, e: std::io::Error| format!("{what} the collector's parent at {peer}: {e}");
+    let (mut members, options, go_timeout, discover, children, in_tree) = match answer {
+        Ok(ToCollector::Assignment {
+            members,
+            options,
+            go_timeout_ms,
+            discover,
+            children,
+            in_tree,
+        }) => (
+            members,
+            options,
+            Duration::from_millis(go_timeout_ms),
+            discover,
+            children,
+            in_tree || has_parent,
+        ),
+        Ok(ToCollector::Refused { reason }) => {
+            return Err(format!("refused by the front end at {peer}: {reason}"))
+        }
+        Ok(other) => return Err(format!("{peer} sent {other:?} instead of an assignment")),
+        Err(e) => return Err(io("no answer from", e)),
+    };
+    let mut kids = Children::start(
+        children,
+        &Handed {
+            token: args.token.clone(),
+            options: options.clone(),
+            go_timeout,
+            discover: discover.clone(),
+            timeout: args.timeout,
+        },
+    );
     if let Some(wanted) = &discover {
         let (processes, problem) = find_processes(wanted, host, node.as_deref());
         members = processes.iter().map(|p| p.member.clone()).collect();
-        protocol::send(&mut stream, &ToFront::Found { processes, problem })
-            .map_err(|e| io("cannot tell what it found to", e))?;
-        if members.is_empty() {
+        protocol::send(
+            &mut stream,
+            &ToFront::Found {
+                processes,
+                problem,
+                host: None,
+            },
+        )
+        .map_err(|e| io("cannot tell what it found to", e))?;
+        if members.is_empty() && kids.is_empty() {
             return protocol::send(&mut stream, &ToFront::Done)
                 .map_err(|e| io("cannot finish with", e));
         }
     }
-    if members.is_empty() {
+    if members.is_empty() && kids.is_empty() {
         return Ok(());
     }
-    if let Some(synthetic) = &args.synthetic {
-        // Nothing to stop or read: the barrier and the stream as ever.
-        let job = SyntheticJob::load(&synthetic.spec).map_err(|e| e.to_string())?;
-        protocol::send(&mut stream, &ToFront::Stopped).map_err(|e| io("cannot report to", e))?;
-        stream
-            .set_read_timeout(Some(go_timeout))
-            .map_err(|e| io("cannot talk to", e))?;
-        match protocol::receive::<ToCollector>(&mut stream, MAX_FRAME) {
-            Ok(ToCollector::Go) => {}
-            Ok(other) => return Err(format!("the front end sent {other:?} instead of go")),
-            Err(e) => return Err(io("no go from", e)),
-        }
-        let processes = members.iter().map(|m| job.process(m)).collect();
-        return send_results(&mut stream, processes, Vec::new(), args.timeout)
-            .map_err(|(what, e)| io(what, e));
-    }
-    let (members, mut failures) = check_identities(members);
+    // Own ranks stopped: wait for the children's, report, wait for go,
+    // pass it down. What children send meanwhile is kept.
+    let above = if has_parent {
+        "its parent collector"
+    } else {
+        "the front end"
+    };
+    let mut states = States::new();
+    let mut relayed: Vec<(String, RankFailure)> = Vec::new();
     let mut barrier = || -> crate::Result<()> {
-        let said = protocol::send(&mut stream, &ToFront::Stopped)
-            .and_then(|()| stream.set_read_timeout(Some(go_timeout)))
+        kids.await_stopped(
+            &mut stream,
+            &mut states,
+            &mut relayed,
+            Instant::now() + args.timeout * 2,
+        )
+        .and_then(|()| protocol::send(&mut stream, &ToFront::Stopped))
+        .map_err(|e| Error::Collect(format!("cannot report to {above}: {e}")))?;
+        let said = stream
+            .set_read_timeout(Some(go_timeout))
             .and_then(|()| protocol::receive::<ToCollector>(&mut stream, MAX_FRAME));
         match said {
-            Ok(ToCollector::Go) => Ok(()),
+            Ok(ToCollector::Go) => {
+                kids.go();
+                Ok(())
+            }
             Ok(other) => Err(Error::Collect(format!(
-                "the front end sent {other:?} instead of go"
+                "{above} sent {other:?} instead of go"
             ))),
             Err(e) => Err(Error::Collect(format!(
-                "the front end did not say go within {go_timeout:?} ({e}); let go unread"
+                "{above} did not say go within {go_timeout:?} ({e}); let go unread"
             ))),
         }
     };
-    let job = inspect::dump_share(
-        members.clone(),
-        &options_of(options),
-        &mut |_, _| {},
-        &mut barrier,
-    );
-    let (processes, more) = match job {
-        Ok(job) => (job.processes, job.failures),
-        Err(e) => (
-            Vec::new(),
-            members.iter().map(|m| inspect::failure(m, &e)).collect(),
-        ),
+    let (processes, failures) = if let Some(synthetic) = &args.synthetic {
+        // Nothing to stop or read: the barrier and the stream as ever.
+        let job = SyntheticJob::load(&synthetic.spec).map_err(|e| e.to_string())?;
+        barrier().map_err(|e| e.to_string())?;
+        if job.hold.as_deref() == Some(host) {
+            let marker = SyntheticJob::held_marker(&synthetic.spec);
+            std::fs::write(&marker, std::process::id().to_string())
+                .map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
+            // Until it is killed, or its watchdog ends it.
+            loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            }
+        }
+        (members.iter().map(|m| job.process(m)).collect(), Vec::new())
+    } else if members.is_empty() {
+        // Only children's ranks on this host's watch.
+        barrier().map_err(|e| e.to_string())?;
+        (Vec::new(), Vec::new())
+    } else {
+        let (members, mut failures) = check_identities(members);
+        let job = inspect::dump_share(
+            members.clone(),
+            &options_of(options),
+            &mut |_, _| {},
+            &mut barrier,
+        );
+        let (processes, more) = match job {
+            Ok(job) => (job.processes, job.failures),
+            Err(e) => (
+                Vec::new(),
+                members.iter().map(|m| inspect::failure(m, &e)).collect(),
+            ),
+        };
+        failures.extend(more);
+        (processes, failures)
     };
-    failures.extend(more);
-    send_results(&mut stream, processes, failures, args.timeout).map_err(|(what, e)| io(what, e))
+    if !in_tree {
+        return send_results(&mut stream, processes, failures, args.timeout)
+            .map_err(|(what, e)| io(what, e));
+    }
+    // In a tree: own ranks and every child's, equal states merged, in one
+    // frame; failures as they are.
+    for process in processes {
+        states.add(OWN_HOST, process);
+    }
+    let _ = stream.set_write_timeout(Some(args.timeout));
+    kids.await_done(
+        &mut stream,
+        &mut states,
+        &mut relayed,
+        Instant::now() + args.timeout * 6,
+    )
+    .map_err(|e| io("cannot report to", e))?;
+    if !states.is_empty() {
+        protocol::send(
+            &mut stream,
+            &ToFront::States {
+                states: Box::new(states),
+            },
+        )
+        .map_err(|e| io("cannot send the dumps to", e))?;
+    }
+    let own = failures.into_iter().map(|f| (None, f));
+    let below = relayed.into_iter().map(|(h, f)| (Some(h), f));
+    for (host, failure) in own.chain(below) {
+        protocol::send(&mut stream, &ToFront::Failure { failure, host })
+            .map_err(|e| io("cannot send a failure to", e))?;
+    }
+    protocol::send(&mut stream, &ToFront::Done).map_err(|e| io("cannot finish with", e))
 }
 
 /// Streams the dumps and failures to the front end, then says it is done;
@@ -196,13 +294,20 @@ fn send_results(
             stream,
             &ToFront::Process {
                 process: Box::new(process),
+                host: None,
             },
         )
         .map_err(|e| ("cannot send a dump to", e))?;
     }
     for failure in failures {
-        protocol::send(stream, &ToFront::Failure { failure })
-            .map_err(|e| ("cannot send a failure to", e))?;
+        protocol::send(
+            stream,
+            &ToFront::Failure {
+                failure,
+                host: None,
+            },
+        )
+        .map_err(|e| ("cannot send a failure to", e))?;
     }
     protocol::send(stream, &ToFront::Done).map_err(|e| ("cannot finish with", e))
 }
@@ -454,6 +559,8 @@ mod tests {
             options: ShareOptions::default(),
             go_timeout_ms: 0,
             discover: None,
+            children: Vec::new(),
+            in_tree: false,
         });
         // The first address refuses connections: the next one is tried.
         let (_held, closed) = refusing();

@@ -24,11 +24,12 @@ use mqs_core::exit_code;
 use mqs_core::model::{ProcessDump, RankFailure};
 
 use super::protocol::{
-    Discover, FoundProcess, ShareOptions, ToCollector, ToFront, Token, MAX_FRAME, MAX_HELLO,
+    Child, Discover, FoundProcess, ShareOptions, ToCollector, ToFront, Token, MAX_FRAME, MAX_HELLO,
     PROTOCOL,
 };
 use super::start::COLLECTOR_COMMAND;
 use super::start::{CollectorCommand, Launched, Poked, Template};
+use super::tree;
 use super::{protocol, start};
 
 /// How long a connection may take to say who it is.
@@ -42,6 +43,11 @@ const MAX_CALLBACK_ADDRESSES: usize = 8;
 /// The rank of a failure that stands for a node's unknown ranks, until
 /// [`number_found`] numbers it after every known one.
 pub(super) const UNKNOWN_RANK: usize = usize::MAX;
+
+/// The fan-out of the collector tree unless told otherwise: jobs on up
+/// to this many hosts are read flat (see `docs/collectors.md` for the
+/// figures it was chosen from).
+pub const DEFAULT_FANOUT: usize = 32;
 
 /// How ranks on other hosts are read.
 #[derive(Debug, Clone)]
@@ -58,6 +64,9 @@ pub struct CollectOptions {
     /// The address collectors call back to (default: every address of
     /// this machine, loopback last).
     pub callback: Option<IpAddr>,
+    /// Collectors in a tree of this fan-out, when there are more hosts
+    /// than that ([`super::tree`]); None: each talks to the front end.
+    pub fanout: Option<usize>,
 }
 
 impl Default for CollectOptions {
@@ -68,6 +77,7 @@ impl Default for CollectOptions {
             launcher: None,
             timeout: Duration::from_secs(30),
             callback: None,
+            fanout: Some(DEFAULT_FANOUT),
         }
     }
 }
@@ -124,6 +134,8 @@ impl Front {
                 reported: HashSet::new(),
                 results: Vec::new(),
                 groups: HashMap::new(),
+                listen: None,
+                below: Vec::new(),
             });
             // One process, listed twice on its host: dumped once.
             if let Some(first) = host.members.iter().find(|m| m.pid == member.pid) {
@@ -156,6 +168,11 @@ struct Host {
     results: Vec<std::result::Result<Box<ProcessDump>, RankFailure>>,
     /// `--slurm`: the MPI job each member found belongs to, by pid.
     groups: HashMap<i32, String>,
+    /// Where its collector listens for a parent's call (a tree).
+    listen: Option<SocketAddr>,
+    /// In a tree, for a root: the keys of every host below it, whose
+    /// frames come through its connection.
+    below: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,6 +196,7 @@ enum Event {
     Connected {
         key: String,
         commands: Sender<Command>,
+        listen: Option<SocketAddr>,
     },
     Found {
         key: String,
@@ -203,6 +221,11 @@ enum Event {
         key: String,
         reason: String,
     },
+    /// A root reports hosts below it lost, with why.
+    LostBelow {
+        hosts: Vec<String>,
+        reason: String,
+    },
 }
 
 /// What the front end tells a connection thread.
@@ -213,6 +236,13 @@ enum Command {
         options: ShareOptions,
         go_timeout: Duration,
         discover: Option<Discover>,
+        /// Its children, in a tree.
+        children: Vec<Child>,
+        in_tree: bool,
+    },
+    /// In a tree, below the roots: wait for the parent's call.
+    Delegate {
+        timeout: Duration,
     },
     Go,
 }
@@ -290,7 +320,7 @@ impl Elsewhere for Front {
             }
         };
         run.await_callbacks();
-        run.assign(&self.share);
+        run.assign(&self.share, self.collect.fanout);
         self.run = Some(run);
     }
 
@@ -341,6 +371,8 @@ impl Front {
                     reported: HashSet::new(),
                     results: Vec::new(),
                     groups: HashMap::new(),
+                    listen: None,
+                    below: Vec::new(),
                 };
                 (host_key(node), host)
             })
@@ -365,7 +397,7 @@ impl Front {
             step: target.spec.step.clone(),
         });
         run.await_callbacks();
-        run.assign(&self.share);
+        run.assign(&self.share, self.collect.fanout);
         self.run = Some(run);
         self.stopped();
     }
@@ -387,7 +419,7 @@ impl Front {
             }
         };
         run.await_callbacks();
-        run.assign(&self.share);
+        run.assign(&self.share, self.collect.fanout);
         self.run = Some(run);
         self.stopped();
     }
@@ -657,9 +689,13 @@ impl Run {
         }
     }
 
-    /// Sends each connected collector its members.
-    fn assign(&mut self, share: &ShareOptions) {
-        for host in self.hosts.values_mut() {
+    /// Sends each connected collector its members; in a tree, the roots
+    /// theirs and their subtrees', the others word to wait for their
+    /// parent.
+    fn assign(&mut self, share: &ShareOptions, fanout: Option<usize>) {
+        let mut children = self.tree(fanout);
+        let in_tree = !children.is_empty();
+        for (key, host) in self.hosts.iter_mut() {
             if host.stage != Stage::Connected {
                 continue;
             }
@@ -669,6 +705,8 @@ impl Run {
                     options: share.clone(),
                     go_timeout: self.timeout,
                     discover: self.discover.clone(),
+                    children: children.remove(key).unwrap_or_default(),
+                    in_tree,
                 })
                 .is_ok()
             });
@@ -678,6 +716,82 @@ impl Run {
                 Stage::Failed(format!("the collector on host '{}' went away", host.name))
             };
         }
+    }
+
+    /// With more connected hosts than `fanout`, makes them a tree: tells
+    /// the hosts below the roots to wait for their parents (they are
+    /// assigned through them) and gives each root's children, by root.
+    fn tree(&mut self, fanout: Option<usize>) -> HashMap<String, Vec<Child>> {
+        let mut children = HashMap::new();
+        let connected: Vec<String> = self
+            .hosts
+            .iter()
+            .filter(|(_, h)| h.stage == Stage::Connected && h.listen.is_some())
+            .map(|(k, _)| k.clone())
+            .collect();
+        let Some(k) = fanout.filter(|&k| k > 0 && connected.len() > k) else {
+            return children;
+        };
+        let (roots, below) = tree::shape(connected.len(), k);
+        fn build(
+            i: usize,
+            keys: &[String],
+            below: &[Vec<usize>],
+            hosts: &BTreeMap<String, Host>,
+        ) -> Child {
+            let host = &hosts[&keys[i]];
+            Child {
+                key: keys[i].clone(),
+                name: host.name.clone(),
+                address: host
+                    .listen
+                    .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0))),
+                members: host.members.clone(),
+                children: below[i]
+                    .iter()
+                    .map(|&j| build(j, keys, below, hosts))
+                    .collect(),
+            }
+        }
+        for &r in &roots {
+            let root = build(r, &connected, &below, &self.hosts);
+            let keys: Vec<String> = root.children.iter().flat_map(Child::subtree).collect();
+            if let Some(host) = self.hosts.get_mut(&connected[r]) {
+                host.below = keys;
+            }
+            children.insert(connected[r].clone(), root.children);
+        }
+        // A child waits for its parent's call while the parent waits for
+        // its own assignment: twice the step.
+        let wait = self.timeout * 2;
+        for (i, key) in connected.iter().enumerate() {
+            if roots.contains(&i) {
+                continue;
+            }
+            let Some(host) = self.hosts.get_mut(key) else {
+                continue;
+            };
+            let sent = host
+                .commands
+                .take()
+                .is_some_and(|c| c.send(Command::Delegate { timeout: wait }).is_ok());
+            host.stage = if sent {
+                Stage::Assigned
+            } else {
+                Stage::Failed(format!("the collector on host '{}' went away", host.name))
+            };
+        }
+        children
+    }
+
+    /// The hosts whose frames come through `key`'s connection: itself and,
+    /// for a root of a tree, every host below it.
+    fn through(&self, key: &str) -> Vec<String> {
+        let mut keys = vec![key.to_string()];
+        if let Some(host) = self.hosts.get(key) {
+            keys.extend(host.below.iter().cloned());
+        }
+        keys
     }
 
     /// Waits until every assigned collector has stopped its ranks (or the
@@ -772,11 +886,16 @@ impl Run {
             Event::Refused { peer, reason } => {
                 eprintln!("mqs-dump: warning: refused a collector connection from {peer}: {reason}")
             }
-            Event::Connected { key, commands } => {
+            Event::Connected {
+                key,
+                commands,
+                listen,
+            } => {
                 if let Some(host) = self.hosts.get_mut(&key) {
                     if host.stage == Stage::Waiting {
                         host.stage = Stage::Connected;
                         host.commands = Some(commands);
+                        host.listen = listen;
                     }
                 }
             }
@@ -800,28 +919,51 @@ impl Run {
                 }
             }
             Event::Stopped { key } => {
-                if let Some(host) = self.hosts.get_mut(&key) {
-                    if host.stage == Stage::Assigned {
-                        host.stage = Stage::Stopped;
+                for key in self.through(&key) {
+                    if let Some(host) = self.hosts.get_mut(&key) {
+                        if host.stage == Stage::Assigned {
+                            host.stage = Stage::Stopped;
+                        }
                     }
                 }
             }
             Event::Process { key, process } => self.received(&key, Ok(process)),
             Event::Failure { key, failure } => self.received(&key, Err(failure)),
             Event::Done { key } => {
-                if let Some(host) = self.hosts.get_mut(&key) {
-                    if !matches!(host.stage, Stage::Failed(_)) {
-                        host.stage = Stage::Done;
+                for key in self.through(&key) {
+                    if let Some(host) = self.hosts.get_mut(&key) {
+                        if !matches!(host.stage, Stage::Failed(_)) {
+                            host.stage = Stage::Done;
+                        }
                     }
                 }
             }
             Event::Lost { key, reason } => {
-                if let Some(host) = self.hosts.get_mut(&key) {
-                    if host.stage != Stage::Done {
-                        host.stage = Stage::Failed(format!(
-                            "the collector on host '{}' was lost: {reason}",
-                            host.name
-                        ));
+                let Some(name) = self.hosts.get(&key).map(|h| h.name.clone()) else {
+                    return;
+                };
+                for below in self.through(&key) {
+                    if let Some(host) = self.hosts.get_mut(&below) {
+                        if host.stage != Stage::Done {
+                            host.stage = Stage::Failed(if below == key {
+                                format!("the collector on host '{name}' was lost: {reason}")
+                            } else {
+                                format!(
+                                    "the collector on host '{name}', through which host '{}' \
+                                     reports, was lost: {reason}",
+                                    host.name
+                                )
+                            });
+                        }
+                    }
+                }
+            }
+            Event::LostBelow { hosts, reason } => {
+                for key in hosts {
+                    if let Some(host) = self.hosts.get_mut(&key) {
+                        if host.stage != Stage::Done {
+                            host.stage = Stage::Failed(reason.clone());
+                        }
                     }
                 }
             }
@@ -1027,30 +1169,32 @@ fn serve(
     if let Err(e) = configured {
         return refused(e.to_string());
     }
-    let (given, host, node, pid) = match protocol::receive::<ToFront>(&mut stream, MAX_HELLO) {
-        Ok(ToFront::Hello {
-            protocol,
-            token: given,
-            host,
-            node,
-            pid,
-        }) if protocol == PROTOCOL => (given, host, node, pid),
-        Ok(ToFront::Hello { protocol, host, .. }) => {
-            let reason = format!(
-                "protocol {protocol}, this mqs-dump speaks {PROTOCOL}: use the same \
+    let (given, host, node, pid, listen) =
+        match protocol::receive::<ToFront>(&mut stream, MAX_HELLO) {
+            Ok(ToFront::Hello {
+                protocol,
+                token: given,
+                host,
+                node,
+                pid,
+                listen,
+            }) if protocol == PROTOCOL => (given, host, node, pid, listen),
+            Ok(ToFront::Hello { protocol, host, .. }) => {
+                let reason = format!(
+                    "protocol {protocol}, this mqs-dump speaks {PROTOCOL}: use the same \
                  mqs-dump on every host"
-            );
-            let _ = protocol::send(
-                &mut stream,
-                &ToCollector::Refused {
-                    reason: reason.clone(),
-                },
-            );
-            return refused(format!("{reason} (host {host:?})"));
-        }
-        Ok(_) => return refused("it did not say hello first".into()),
-        Err(e) => return refused(format!("no hello within {HELLO_TIMEOUT:?}: {e}")),
-    };
+                );
+                let _ = protocol::send(
+                    &mut stream,
+                    &ToCollector::Refused {
+                        reason: reason.clone(),
+                    },
+                );
+                return refused(format!("{reason} (host {host:?})"));
+            }
+            Ok(_) => return refused("it did not say hello first".into()),
+            Err(e) => return refused(format!("no hello within {HELLO_TIMEOUT:?}: {e}")),
+        };
     if !token.matches(&given) {
         let _ = protocol::send(
             &mut stream,
@@ -1094,6 +1238,8 @@ fn serve(
                     options: ShareOptions::default(),
                     go_timeout_ms: 0,
                     discover: None,
+                    children: Vec::new(),
+                    in_tree: false,
                 },
             );
             return;
@@ -1120,6 +1266,8 @@ fn serve(
         .send(Event::Connected {
             key: key.clone(),
             commands: tx,
+            // Where a parent calls it: where it called from.
+            listen: listen.map(|port| SocketAddr::new(peer.ip(), port)),
         })
         .is_err()
     {
@@ -1128,42 +1276,73 @@ fn serve(
     // The front end assigns once every host has called back (or the
     // callback time is up), and tells it to go once every host's ranks are
     // stopped.
-    let (members, options, go_timeout, discover) = match commands.recv_timeout(timeout * 3) {
-        Ok(Command::Assign {
-            members,
-            options,
-            go_timeout,
-            discover,
-        }) => (members, options, go_timeout, discover),
-        _ => {
-            let reason = "too late: the dump went on without this host".to_string();
-            let _ = protocol::send(&mut stream, &ToCollector::Refused { reason });
-            return lost("never assigned".into());
-        }
-    };
+    let (members, options, go_timeout, discover, children, in_tree) =
+        match commands.recv_timeout(timeout * 3) {
+            Ok(Command::Assign {
+                members,
+                options,
+                go_timeout,
+                discover,
+                children,
+                in_tree,
+            }) => (members, options, go_timeout, discover, children, in_tree),
+            Ok(Command::Delegate { timeout }) => {
+                let wait = ToCollector::WaitForParent {
+                    timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+                };
+                if let Err(e) = protocol::send(&mut stream, &wait) {
+                    return lost(format!("cannot tell it to wait for its parent: {e}"));
+                }
+                return;
+            }
+            _ => {
+                let reason = "too late: the dump went on without this host".to_string();
+                let _ = protocol::send(&mut stream, &ToCollector::Refused { reason });
+                return lost("never assigned".into());
+            }
+        };
     let looks = discover.is_some();
+    // A root of a tree speaks for the hosts below it too, and waits for
+    // them before it reports.
+    let below: HashSet<String> = children.iter().flat_map(Child::subtree).collect();
+    let patience = if below.is_empty() { 1 } else { 3 };
     let assignment = ToCollector::Assignment {
         members,
         options,
         go_timeout_ms: u64::try_from(go_timeout.as_millis()).unwrap_or(u64::MAX),
         discover,
+        children,
+        in_tree,
+    };
+    // The key a frame names: its own, or one of the hosts below it.
+    let tagged = |host: Option<String>| -> Option<String> {
+        match host {
+            None => Some(key.clone()),
+            Some(h) if below.contains(&h) => Some(h),
+            Some(_) => None,
+        }
     };
     if let Err(e) = protocol::send(&mut stream, &assignment) {
         return lost(format!("cannot send it its ranks: {e}"));
     }
     // Stopping a rank may take up to 10 s per thread that is slow to stop.
-    let _ = stream.stream.set_read_timeout(Some(timeout * 2));
+    let _ = stream.stream.set_read_timeout(Some(timeout * 2 * patience));
     if looks {
-        // What it found comes first; nothing found, it is done.
+        // What it found comes first; nothing found (and no host below
+        // it), it is done.
         match protocol::receive::<ToFront>(&mut stream, MAX_FRAME) {
-            Ok(ToFront::Found { processes, problem }) => {
+            Ok(ToFront::Found {
+                processes,
+                problem,
+                host: None,
+            }) => {
                 let none = processes.is_empty();
                 let _ = events.send(Event::Found {
                     key: key.clone(),
                     processes,
                     problem,
                 });
-                if none {
+                if none && below.is_empty() {
                     let _ = events.send(Event::Done { key });
                     return;
                 }
@@ -1172,12 +1351,38 @@ fn serve(
             Err(e) => return lost(format!("it did not say what it found in time: {e}")),
         }
     }
-    match protocol::receive::<ToFront>(&mut stream, MAX_FRAME) {
-        Ok(ToFront::Stopped) => {
-            let _ = events.send(Event::Stopped { key: key.clone() });
+    // Until it is stopped: what hosts below it found, and lost.
+    loop {
+        match protocol::receive::<ToFront>(&mut stream, MAX_FRAME) {
+            Ok(ToFront::Stopped) => {
+                let _ = events.send(Event::Stopped { key: key.clone() });
+                break;
+            }
+            Ok(ToFront::Found {
+                processes,
+                problem,
+                host,
+            }) if looks => match tagged(host) {
+                Some(key) => {
+                    let _ = events.send(Event::Found {
+                        key,
+                        processes,
+                        problem,
+                    });
+                }
+                None => return lost("it relayed a host not below it".into()),
+            },
+            Ok(ToFront::Lost { hosts, reason }) => {
+                let hosts = hosts.into_iter().filter(|h| below.contains(h)).collect();
+                let _ = events.send(Event::LostBelow { hosts, reason });
+            }
+            Ok(ToFront::Done) if looks => {
+                let _ = events.send(Event::Done { key });
+                return;
+            }
+            Ok(other) => return lost(format!("it sent {other:?} before stopping its ranks")),
+            Err(e) => return lost(format!("it did not stop its ranks in time: {e}")),
         }
-        Ok(other) => return lost(format!("it sent {other:?} before stopping its ranks")),
-        Err(e) => return lost(format!("it did not stop its ranks in time: {e}")),
     }
     match commands.recv_timeout(timeout * 3) {
         Ok(Command::Go) => {}
@@ -1186,17 +1391,36 @@ fn serve(
     if let Err(e) = protocol::send(&mut stream, &ToCollector::Go) {
         return lost(format!("cannot tell it to go: {e}"));
     }
-    // Each dump must come within the timeout of the one before.
-    let _ = stream.stream.set_read_timeout(Some(timeout));
+    // Each dump must come within the timeout of the one before (a root
+    // sends its subtree's once all of it is in).
+    let _ = stream.stream.set_read_timeout(Some(timeout * patience));
     loop {
         let event = match protocol::receive::<ToFront>(&mut stream, MAX_FRAME) {
-            Ok(ToFront::Process { process }) => Event::Process {
-                key: key.clone(),
-                process,
+            Ok(ToFront::Process { process, host }) => match tagged(host) {
+                Some(key) => Event::Process { key, process },
+                None => return lost("it relayed a host not below it".into()),
             },
-            Ok(ToFront::Failure { failure }) => Event::Failure {
-                key: key.clone(),
-                failure,
+            Ok(ToFront::States { mut states }) => {
+                states.own_host_is(&key);
+                for (host, process) in states.expand() {
+                    let own = host == key;
+                    let Some(key) = (if own { Some(host) } else { tagged(Some(host)) }) else {
+                        return lost("it relayed a host not below it".into());
+                    };
+                    let process = Box::new(process);
+                    if events.send(Event::Process { key, process }).is_err() {
+                        return;
+                    }
+                }
+                continue;
+            }
+            Ok(ToFront::Failure { failure, host }) => match tagged(host) {
+                Some(key) => Event::Failure { key, failure },
+                None => return lost("it relayed a host not below it".into()),
+            },
+            Ok(ToFront::Lost { hosts, reason }) => Event::LostBelow {
+                hosts: hosts.into_iter().filter(|h| below.contains(h)).collect(),
+                reason,
             },
             Ok(ToFront::Done) => {
                 let _ = events.send(Event::Done { key });
@@ -1279,6 +1503,7 @@ mod tests {
             host: host.into(),
             node: None,
             pid: 42,
+            listen: None,
         };
         protocol::send(&mut s, &hello).unwrap();
         s
@@ -1317,7 +1542,7 @@ mod tests {
         let (addr, token) = (front.addr, front.token.as_str().to_string());
         let waiting = std::thread::spawn(move || hello(addr, &token, "NodeA.cluster"));
         match front.event() {
-            Event::Connected { key, commands } => {
+            Event::Connected { key, commands, .. } => {
                 assert_eq!(key, "nodea");
                 commands
                     .send(Command::Assign {
@@ -1325,6 +1550,8 @@ mod tests {
                         options: ShareOptions::default(),
                         go_timeout: Duration::from_secs(1),
                         discover: None,
+                        children: Vec::new(),
+                        in_tree: false,
                     })
                     .unwrap();
             }
@@ -1388,6 +1615,7 @@ mod tests {
             host: "nodea".into(),
             node: None,
             pid: 1,
+            listen: None,
         };
         protocol::send(&mut s, &hello).unwrap();
         let reply: ToCollector = protocol::receive(&mut s, MAX_FRAME).unwrap();
@@ -1412,6 +1640,8 @@ mod tests {
             reported: HashSet::new(),
             results: Vec::new(),
             groups: HashMap::new(),
+            listen: None,
+            below: Vec::new(),
         }
     }
 

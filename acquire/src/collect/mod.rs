@@ -26,7 +26,9 @@ mod collector;
 mod front;
 pub mod protocol;
 pub mod start;
+pub mod states;
 pub mod synthetic;
+pub mod tree;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -37,7 +39,7 @@ use crate::{Error, Result};
 use mqs_core::model::{JobDump, Section, SCHEMA_VERSION};
 
 pub use collector::{run as run_collector, CollectorArgs, SyntheticArgs};
-pub use front::{CollectOptions, Front};
+pub use front::{CollectOptions, Front, DEFAULT_FANOUT};
 pub use start::COLLECTOR_COMMAND;
 
 /// Dumps `pid` as [`inspect::dump`] does, with the ranks on other hosts

@@ -18,8 +18,21 @@
 //!                      ◀─────────── Go
 //!   Process … Failure … Done ──────▶  merged rank by rank
 //! ```
+//!
+//! In a tree ([`super::tree`]) every collector still says hello to the
+//! front end, with the port it listens on for children. The front end
+//! answers the roots with an assignment that names their children (and
+//! theirs, down the tree), and the others with [`ToCollector::WaitForParent`].
+//! A parent calls each child, proves the token ([`ToCollector::Parent`]) and
+//! hands it its assignment; from then on the child speaks to its parent as
+//! to the front end. A parent says `Stopped` once its own ranks and every
+//! child's are stopped (or given up), passes `Go` down, and sends its own
+//! results and its children's up, equal states merged ([`States`]), each
+//! frame from a descendant naming that host; a child it lost is reported
+//! ([`ToFront::Lost`]) with every host below it.
 
 use std::io::{self, Read, Write};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use serde::de::DeserializeOwned;
@@ -30,7 +43,7 @@ use crate::members::Member;
 use mqs_core::model::{ProcessDump, RankFailure};
 
 /// Bumped on any incompatible change of the messages.
-pub const PROTOCOL: u32 = 3;
+pub const PROTOCOL: u32 = 4;
 
 /// The largest frame read before the collector has proven its token.
 pub const MAX_HELLO: usize = 64 << 10;
@@ -53,22 +66,39 @@ pub enum ToFront {
         #[serde(default)]
         node: Option<String>,
         pid: i32,
+        /// The port it listens on for a parent's call, in a tree.
+        #[serde(default)]
+        listen: Option<u16>,
     },
     /// What it found to dump on its host, when told to look itself.
     Found {
         processes: Vec<FoundProcess>,
         /// Why it could not look, if it could not.
         problem: Option<String>,
+        /// The host (key) it was found on, when relayed from below.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        host: Option<String>,
     },
     /// Every member assigned is stopped (or failed to stop).
     Stopped,
     Process {
         process: Box<ProcessDump>,
+        /// The host (key) it ran on, when relayed from below.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        host: Option<String>,
     },
+    /// Ranks in equal states, from a parent: one dump and who is in it.
+    States { states: Box<States> },
     Failure {
         failure: RankFailure,
+        /// The host (key) it ran on, when relayed from below.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        host: Option<String>,
     },
-    /// Everything was sent.
+    /// A parent lost the collector of `hosts` (a child and every host
+    /// below it): their ranks not sent yet are out of reach.
+    Lost { hosts: Vec<String>, reason: String },
+    /// Everything was sent (in a tree: the whole subtree's).
     Done,
 }
 
@@ -90,10 +120,54 @@ pub enum ToCollector {
         /// job (or step), as the node's slurmd lists them.
         #[serde(default)]
         discover: Option<Discover>,
+        /// The collectors this one is the parent of, in a tree.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        children: Vec<Child>,
+        /// It is part of a tree (with or without children): it sends its
+        /// results as [`ToFront::States`].
+        #[serde(default)]
+        in_tree: bool,
     },
     /// Every host's members are stopped: dump.
     Go,
+    /// In a tree: a parent collector will call, at the port given in the
+    /// hello, within this time; this connection ends.
+    WaitForParent {
+        timeout_ms: u64,
+    },
+    /// A parent's first words to its child: the run's token.
+    Parent {
+        protocol: u32,
+        token: String,
+    },
 }
+
+/// A child in a tree, as its parent learns it: where it listens, its own
+/// members, and its children.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Child {
+    /// The front end's key of its host (what relayed frames name).
+    pub key: String,
+    /// Its host's name, for messages.
+    pub name: String,
+    pub address: SocketAddr,
+    pub members: Vec<Member>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<Child>,
+}
+
+impl Child {
+    /// Its key and the keys of every host below it.
+    pub fn subtree(&self) -> Vec<String> {
+        let mut keys = vec![self.key.clone()];
+        for c in &self.children {
+            keys.extend(c.subtree());
+        }
+        keys
+    }
+}
+
+pub use super::states::States;
 
 /// A Slurm job or step whose processes a collector finds on its node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -175,6 +249,13 @@ impl Token {
     }
 }
 
+/// A token given (to a collector, in its arguments).
+impl From<String> for Token {
+    fn from(token: String) -> Self {
+        Self(token)
+    }
+}
+
 /// Never printed, even in debug output.
 impl std::fmt::Debug for Token {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -195,6 +276,7 @@ mod tests {
             host: "nodea".into(),
             node: None,
             pid: 7,
+            listen: None,
         };
         send(&mut wire, &hello).unwrap();
         send(&mut wire, &ToFront::Done).unwrap();

@@ -48,6 +48,11 @@ pub struct SyntheticJob {
     pub states: usize,
     pub per_host: usize,
     pub templates: Vec<ProcessDump>,
+    /// The host whose collector, told to go, stops answering instead (it
+    /// writes its pid to [`SyntheticJob::held_marker`] and sleeps): for
+    /// tests that kill a collector in the middle of a dump.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<String>,
 }
 
 impl SyntheticJob {
@@ -71,6 +76,7 @@ impl SyntheticJob {
             states,
             per_host,
             templates,
+            hold: None,
         })
     }
 
@@ -84,7 +90,15 @@ impl SyntheticJob {
             path: path.to_path_buf(),
             detail: format!("not a synthetic job: {e}"),
         })?;
-        Self::new(job.templates, job.ranks, job.states, job.per_host)
+        let hold = job.hold.clone();
+        let mut job = Self::new(job.templates, job.ranks, job.states, job.per_host)?;
+        job.hold = hold;
+        Ok(job)
+    }
+
+    /// The file the held collector of the job in `spec` writes its pid to.
+    pub fn held_marker(spec: &Path) -> std::path::PathBuf {
+        spec.with_extension("held")
     }
 
     pub fn save(&self, path: &Path) -> Result<()> {

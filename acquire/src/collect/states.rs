@@ -1,0 +1,243 @@
+//! Ranks in equal states: what a parent in a collector tree sends up in
+//! place of one dump per rank.
+//!
+//! Two ranks are in the same state when their dumps are equal once what
+//! necessarily differs between ranks is taken out: the pid, the global
+//! rank, the host, the dump's counters, and the local rank of each
+//! communicator on which it is the global rank (MPI_COMM_WORLD and its
+//! copies). A state is sent once, with runs of the
+//! ranks in it; consecutive ranks with consecutive pids on one host and
+//! equal counters make one run. Nothing is lost: [`States::expand`] gives
+//! back every rank's dump exactly as its collector made it.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use mqs_core::model::{DumpStats, ProcessDump, Section};
+
+/// The host of a run that the sender read itself: its receiver puts the
+/// sender's key in its place ([`States::own_host_is`]).
+pub const OWN_HOST: &str = "";
+
+/// Ranks grouped by state; see the module's documentation.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct States {
+    pub list: Vec<State>,
+    /// Each state's normal form as JSON, to find it again (not sent).
+    #[serde(skip)]
+    index: HashMap<Vec<u8>, usize>,
+}
+
+/// One state and the ranks in it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct State {
+    /// The dump in normal form (pid and global rank 0, no host, no
+    /// counters, a local rank equal to the global rank marked as such).
+    pub dump: ProcessDump,
+    pub runs: Vec<Run>,
+}
+
+/// Ranks `rank..rank + count` with pids `pid..pid + count` on one host.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Run {
+    /// The front end's key of the host.
+    pub host: String,
+    pub rank: i32,
+    pub pid: i32,
+    pub count: u32,
+    pub stats: DumpStats,
+}
+
+impl States {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many ranks it holds.
+    pub fn ranks(&self) -> usize {
+        self.list
+            .iter()
+            .flat_map(|s| &s.runs)
+            .map(|r| r.count as usize)
+            .sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Adds one rank's dump, read on host `host` (its key).
+    pub fn add(&mut self, host: &str, mut process: ProcessDump) {
+        let (pid, rank) = (process.pid, process.global_rank);
+        let stats = std::mem::take(&mut process.stats);
+        normalize(&mut process, rank);
+        let run = Run {
+            host: host.to_string(),
+            rank,
+            pid,
+            count: 1,
+            stats,
+        };
+        self.add_runs(process, vec![run]);
+    }
+
+    /// Adds every state of `other` (a child's).
+    pub fn merge(&mut self, other: States) {
+        for state in other.list {
+            self.add_runs(state.dump, state.runs);
+        }
+    }
+
+    fn add_runs(&mut self, dump: ProcessDump, runs: Vec<Run>) {
+        let key = serde_json::to_vec(&dump).unwrap_or_default();
+        let at = match self.index.get(&key) {
+            Some(&at) => at,
+            None => {
+                self.index.insert(key, self.list.len());
+                self.list.push(State {
+                    dump,
+                    runs: Vec::new(),
+                });
+                self.list.len() - 1
+            }
+        };
+        let list = &mut self.list[at].runs;
+        for run in runs {
+            match list.last_mut() {
+                Some(last) if continues(last, &run) => last.count += run.count,
+                _ => list.push(run),
+            }
+        }
+    }
+
+    /// Names `key` as the host of the sender's own runs.
+    pub fn own_host_is(&mut self, key: &str) {
+        for run in self.list.iter_mut().flat_map(|s| &mut s.runs) {
+            if run.host == OWN_HOST {
+                run.host = key.to_string();
+            }
+        }
+    }
+
+    /// Every rank's dump, with the key of the host it was read on.
+    pub fn expand(self) -> Vec<(String, ProcessDump)> {
+        let mut out = Vec::with_capacity(self.ranks());
+        for state in self.list {
+            for run in state.runs {
+                for i in 0..run.count {
+                    let offset = i32::try_from(i).unwrap_or(i32::MAX);
+                    let mut p = state.dump.clone();
+                    p.pid = run.pid.saturating_add(offset);
+                    p.global_rank = run.rank.saturating_add(offset);
+                    p.stats = run.stats.clone();
+                    restore(&mut p);
+                    out.push((run.host.clone(), p));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Whether `next` extends `run`: the next rank and pid on the same host,
+/// with equal counters.
+fn continues(run: &Run, next: &Run) -> bool {
+    let count = i32::try_from(run.count).unwrap_or(i32::MAX);
+    run.host == next.host
+        && run.rank >= 0
+        && next.rank == run.rank.saturating_add(count)
+        && next.pid == run.pid.saturating_add(count)
+        && serde_json::to_vec(&run.stats).ok() == serde_json::to_vec(&next.stats).ok()
+}
+
+/// What a communicator's local rank becomes in the normal form when it is
+/// the global rank (MPI_COMM_WORLD and its copies); no DLL reports it.
+const SAME_AS_GLOBAL: i64 = i64::MIN;
+
+/// Takes out of a dump what differs between ranks in one state.
+fn normalize(p: &mut ProcessDump, rank: i32) {
+    p.pid = 0;
+    p.global_rank = 0;
+    p.host = None;
+    if let Section::Ok { value } = &mut p.communicators {
+        for c in &mut value.list {
+            if c.local_rank == i64::from(rank) {
+                c.local_rank = SAME_AS_GLOBAL;
+            }
+        }
+    }
+}
+
+/// Puts back what [`normalize`] took out, the pid, rank and counters set.
+fn restore(p: &mut ProcessDump) {
+    let rank = i64::from(p.global_rank);
+    if let Section::Ok { value } = &mut p.communicators {
+        for c in &mut value.list {
+            if c.local_rank == SAME_AS_GLOBAL {
+                c.local_rank = rank;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dump(pid: i32, rank: i32, tag: i64, elapsed: f64) -> ProcessDump {
+        let mut p: ProcessDump = serde_json::from_value(serde_json::json!({
+            "pid": pid, "global_rank": rank, "executable": "a",
+            "dll": {"path": "d", "version": "v", "compatibility": 2},
+            "communicators": {"status": "ok", "list": [{
+                "unique_id": 1, "name": "MPI_COMM_WORLD", "size": 1000, "local_rank": rank,
+                "group": null,
+                "sends": {"status": "ok", "operations": []},
+                "receives": {"status": "ok", "operations": [{
+                    "status": "pending", "desired_local_rank": 1, "desired_global_rank": 1,
+                    "desired_tag": tag, "desired_length": 4, "system_buffer": false,
+                    "buffer": 0, "actual_local_rank": -1, "actual_global_rank": -1,
+                    "actual_tag": -1, "actual_length": -1, "extra_text": []}]},
+                "unexpected": {"status": "not_available", "reason": "r"}}]},
+            "stats": {"fetches": 3, "fetched_bytes": 4, "syscalls": 0, "elapsed_ms": elapsed}
+        }))
+        .unwrap();
+        p.host = None;
+        p
+    }
+
+    #[test]
+    fn equal_states_travel_once_and_expand_to_every_rank_exactly() {
+        let mut parent = States::new();
+        let mut child = States::new();
+        let mut expected = Vec::new();
+        for rank in 0..10 {
+            let (host, tag) = if rank < 6 { ("a", 7) } else { ("b", 8) };
+            let p = dump(100 + rank, rank, tag, 1.0);
+            expected.push((host.to_string(), serde_json::to_value(&p).unwrap()));
+            if rank < 6 {
+                parent.add(host, p);
+            } else {
+                child.add(host, p);
+            }
+        }
+        // A rank whose counters differ is a run of its own.
+        let odd = dump(110, 10, 8, 2.5);
+        expected.push(("b".into(), serde_json::to_value(&odd).unwrap()));
+        child.add("b", odd);
+        parent.merge(child);
+        assert_eq!(parent.list.len(), 2, "two states");
+        assert_eq!(parent.list[0].runs.len(), 1);
+        assert_eq!(parent.list[1].runs.len(), 2);
+        assert_eq!(parent.ranks(), 11);
+        // Through the wire and back.
+        let wire = serde_json::to_vec(&parent).unwrap();
+        let back: States = serde_json::from_slice(&wire).unwrap();
+        let got: Vec<(String, serde_json::Value)> = back
+            .expand()
+            .into_iter()
+            .map(|(h, p)| (h, serde_json::to_value(&p).unwrap()))
+            .collect();
+        assert_eq!(got, expected);
+    }
+}
