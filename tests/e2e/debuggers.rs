@@ -406,8 +406,9 @@ fn lldb_lists_mpich_ch3_queues_as_mqs_dump_does_with_both_dlls() {
 /// inferior selected.
 /// Under pml ucx our DLL asks for UCX's request and worker fields by path
 /// (`recv.tag.sn`, members of untagged structs): the extensions answer
-/// those as mqs-dump does, and list the same queues.
-fn ucx_matches_mqs_dump(debugger: Debugger) {
+/// those as mqs-dump does, and list the same queues; on Open MPI 4.1.4 and
+/// 5.0.7.
+fn ucx_matches_mqs_dump(debugger: Debugger, mpi: Mpi) {
     let options = LaunchOptions {
         env: PML_UCX_ENV
             .into_iter()
@@ -415,9 +416,9 @@ fn ucx_matches_mqs_dump(debugger: Debugger) {
             .collect(),
         ..LaunchOptions::default()
     };
-    let job = Job::launch_with(Mpi::OpenMpiUcx, "queues", 2, &[], &options)
-        .expect("launch queues under pml ucx");
-    let dir = scratch(&format!("{debugger:?}-ucx"));
+    let job =
+        Job::launch_with(mpi, "queues", 2, &[], &options).expect("launch queues under pml ucx");
+    let dir = scratch(&format!("{debugger:?}-{mpi}"));
     let (ours, mqs_dump) = (ours(), mqs_dump_path());
     for (rank, pid) in job.rank_pids() {
         // Each rank's blocking receive on mqs-wait comes after READY.
@@ -430,7 +431,7 @@ fn ucx_matches_mqs_dump(debugger: Debugger) {
             .section("ours", &format!("mpi queues --dll {ours}"))
             .shell("dump-ours", &format!("{mqs_dump} --pid {pid} --dll {ours}"))
             .run(Subject::Pid(pid), &dir);
-        let what = format!("{debugger:?} on pml ucx rank {rank}");
+        let what = format!("{debugger:?} on {mpi}, pml ucx, rank {rank}");
         let text = session.joined("ours");
         assert!(text.contains("pml ucx, UCX 1.13.1"), "{what}:\n{text}");
         assert!(text.contains("tag 1000 "), "{what}:\n{text}");
@@ -446,12 +447,22 @@ fn ucx_matches_mqs_dump(debugger: Debugger) {
 
 #[test]
 fn gdb_lists_queues_under_pml_ucx_as_mqs_dump_does() {
-    ucx_matches_mqs_dump(Debugger::Gdb);
+    ucx_matches_mqs_dump(Debugger::Gdb, Mpi::OpenMpiUcx);
 }
 
 #[test]
 fn lldb_lists_queues_under_pml_ucx_as_mqs_dump_does() {
-    ucx_matches_mqs_dump(Debugger::Lldb);
+    ucx_matches_mqs_dump(Debugger::Lldb, Mpi::OpenMpiUcx);
+}
+
+#[test]
+fn gdb_lists_queues_under_open_mpi_5_pml_ucx_as_mqs_dump_does() {
+    ucx_matches_mqs_dump(Debugger::Gdb, Mpi::OpenMpi5Ucx);
+}
+
+#[test]
+fn lldb_lists_queues_under_open_mpi_5_pml_ucx_as_mqs_dump_does() {
+    ucx_matches_mqs_dump(Debugger::Lldb, Mpi::OpenMpi5Ucx);
 }
 
 #[test]

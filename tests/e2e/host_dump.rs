@@ -322,7 +322,8 @@ fn expected_for(mpi: Mpi, rank: u32) -> (Vec<Comm>, Option<&'static str>, &'stat
         | Mpi::OpenMpiRelease
         | Mpi::OpenMpi5G
         | Mpi::OpenMpi5Release
-        | Mpi::OpenMpiUcx => (
+        | Mpi::OpenMpiUcx
+        | Mpi::OpenMpi5Ucx => (
             open_mpi_expected(rank),
             None,
             "lib/openmpi/libompi_dbg_msgq.so",

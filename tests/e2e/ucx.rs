@@ -1,6 +1,8 @@
-//! Open MPI 4.1 under `pml ucx` (the `openmpi-4.1.4-ucx` build, UCX
-//! 1.13.1 with `-g`): pml ucx keeps no queues, so our DLL reads UCX's
-//! worker. The `queues` fixture's posted receives (specific, ANY_SOURCE,
+//! Open MPI 4.1 and 5.0 under `pml ucx` (the `openmpi-4.1.4-ucx` and
+//! `openmpi-5.0.7-ucx` builds, UCX 1.13.1 with `-g`): pml ucx keeps no
+//! queues, so our DLL reads UCX's worker (whose tags carry the
+//! communicator's `c_contextid` in 4.1, its `c_index` in 5.0). Each test
+//! runs on both. The `queues` fixture's posted receives (specific, ANY_SOURCE,
 //! ANY_TAG, the blocking `MPI_Recv`) and unexpected messages (eager, and
 //! the 400,000-byte rendezvous) must be listed exactly, per communicator,
 //! with global peers, tags and lengths in bytes, and be the same as the
@@ -30,13 +32,23 @@ fn ucx_env() -> Vec<(OsString, OsString)> {
         .collect()
 }
 
-fn launch(fixture: &str, size: u32, ucx: bool) -> Job {
+/// `fixture` on `mpi` (a build with UCX), under pml ucx or, without
+/// `ucx`, ob1 (the launcher's default).
+fn launch(mpi: Mpi, fixture: &str, size: u32, ucx: bool) -> Job {
     let options = LaunchOptions {
         env: if ucx { ucx_env() } else { Vec::new() },
         ..LaunchOptions::default()
     };
-    Job::launch_with(Mpi::OpenMpiUcx, fixture, size, &[], &options)
-        .unwrap_or_else(|e| panic!("launch {fixture}: {e}"))
+    Job::launch_with(mpi, fixture, size, &[], &options)
+        .unwrap_or_else(|e| panic!("launch {fixture} on {mpi}: {e}"))
+}
+
+/// The version line's words for `mpi` under pml ucx.
+fn version_line(mpi: Mpi) -> &'static str {
+    match mpi {
+        Mpi::OpenMpi5Ucx => "Open MPI 5.0.7, pml ucx, UCX 1.13.1",
+        _ => "Open MPI 4.1.4, pml ucx, UCX 1.13.1",
+    }
 }
 
 /// One listed operation: status, peer (in the communicator, and global),
@@ -150,8 +162,19 @@ fn settled(job: &Job, comm: &str) -> Value {
 
 #[test]
 fn queues_under_pml_ucx_are_listed_exactly_and_as_under_ob1() {
+    queues_exactly_and_as_under_ob1(Mpi::OpenMpiUcx);
+}
+
+/// Open MPI 5.0.7: the tags carry `c_index`; the job comes from prterun's
+/// PMIx server.
+#[test]
+fn open_mpi_5_queues_under_pml_ucx_are_listed_exactly_and_as_under_ob1() {
+    queues_exactly_and_as_under_ob1(Mpi::OpenMpi5Ucx);
+}
+
+fn queues_exactly_and_as_under_ob1(mpi: Mpi) {
     let (ucx_dump, theirs) = {
-        let job = launch("queues", 2, true);
+        let job = launch(mpi, "queues", 2, true);
         let dump = settled(&job, "mqs-wait");
         (dump, dump_json(job.launcher_pid(), &["--dll", "mpi"]))
     };
@@ -166,7 +189,7 @@ fn queues_under_pml_ucx_are_listed_exactly_and_as_under_ob1() {
         .sum();
     assert_eq!(listed, 0, "Open MPI's DLL under pml ucx: {theirs:#}");
     let text = ucx_dump.to_string();
-    assert!(text.contains("pml ucx, UCX 1.13.1"), "{ucx_dump:#}");
+    assert!(text.contains(version_line(mpi)), "{ucx_dump:#}");
     let ucx = queues(&ucx_dump);
     assert!(
         ucx.keys().filter(|k| k.2 == "sends").count() >= 5,
@@ -203,7 +226,7 @@ fn queues_under_pml_ucx_are_listed_exactly_and_as_under_ob1() {
     // The same job under ob1 shows the same receives and unexpected
     // messages; only the sends differ, and pml ucx says why.
     let ob1_dump = {
-        let job = launch("queues", 2, false);
+        let job = launch(mpi, "queues", 2, false);
         settled(&job, "mqs-wait")
     };
     let ob1 = queues(&ob1_dump);
@@ -227,7 +250,16 @@ fn queues_under_pml_ucx_are_listed_exactly_and_as_under_ob1() {
 
 #[test]
 fn a_ring_deadlock_under_pml_ucx_is_found() {
-    let job = launch("ring", 3, true);
+    ring_deadlock_is_found(Mpi::OpenMpiUcx);
+}
+
+#[test]
+fn a_ring_deadlock_under_open_mpi_5_pml_ucx_is_found() {
+    ring_deadlock_is_found(Mpi::OpenMpi5Ucx);
+}
+
+fn ring_deadlock_is_found(mpi: Mpi) {
+    let job = launch(mpi, "ring", 3, true);
     let pid = job.launcher_pid().to_string();
     let words = [
         "rank 0 waits for rank 2 (recv tag 42 on MPI_COMM_WORLD)",
@@ -261,9 +293,18 @@ fn a_ring_deadlock_under_pml_ucx_is_found() {
 /// 16).
 #[test]
 fn persistent_mprobe_and_issend_under_pml_ucx() {
+    persistent_mprobe_and_issend(Mpi::OpenMpiUcx);
+}
+
+#[test]
+fn persistent_mprobe_and_issend_under_open_mpi_5_pml_ucx() {
+    persistent_mprobe_and_issend(Mpi::OpenMpi5Ucx);
+}
+
+fn persistent_mprobe_and_issend(mpi: Mpi) {
     let world = "MPI_COMM_WORLD".to_string();
     let ucx_dump = {
-        let job = launch("mprobe", 2, true);
+        let job = launch(mpi, "mprobe", 2, true);
         settled(&job, &world)
     };
     let ucx = queues(&ucx_dump);
@@ -316,7 +357,7 @@ fn persistent_mprobe_and_issend_under_pml_ucx() {
     }
 
     let ob1 = {
-        let job = launch("mprobe", 2, false);
+        let job = launch(mpi, "mprobe", 2, false);
         queues(&settled(&job, &world))
     };
     assert_eq!(

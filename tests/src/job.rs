@@ -33,8 +33,10 @@ const TERM_POLL: Duration = Duration::from_millis(50);
 /// finds them even if they were orphaned.
 pub const JOB_ENV: &str = "MQS_TESTS_JOB";
 
-/// The environment that runs Open MPI 4.1's `pml ucx` on one machine
-/// without InfiniBand (with [`crate::Mpi::OpenMpiUcx`]): pml ucx declines
+/// The environment that runs Open MPI's `pml ucx` on one machine without
+/// InfiniBand (with [`crate::Mpi::OpenMpiUcx`], 4.1, or
+/// [`crate::Mpi::OpenMpi5Ucx`], 5.0, where `pml_ucx_tls` and
+/// `pml_ucx_devices` are synonyms of `opal_common_ucx_*`): pml ucx declines
 /// itself unless told any transport and device will do, and UCX then uses
 /// shared memory.
 pub const PML_UCX_ENV: [(&str, &str); 4] = [

@@ -29,6 +29,9 @@ pub enum Mpi {
     /// Open MPI 4.1.4 built like [`Mpi::OpenMpiG`], and with UCX (the
     /// cache's `ucx-1.13.1-g`, `-g`): `pml ucx` next to ob1.
     OpenMpiUcx,
+    /// Open MPI 5.0.7 built like [`Mpi::OpenMpi5G`], and with the same
+    /// UCX: `pml ucx` next to ob1.
+    OpenMpi5Ucx,
     /// Debian 12's own Open MPI (`openmpi-bin`/`libopenmpi3`/`libopenmpi-dev`
     /// 4.1.4-3+b1, installed under /usr by `setup-mpis`): stripped, its DWARF
     /// only in a -dbgsym package.
@@ -60,6 +63,7 @@ impl Mpi {
             Mpi::OpenMpi5G => "openmpi-5.0.7-g",
             Mpi::OpenMpi5Release => "openmpi-5.0.7-release",
             Mpi::OpenMpiUcx => "openmpi-4.1.4-ucx",
+            Mpi::OpenMpi5Ucx => "openmpi-5.0.7-ucx",
             Mpi::DebianOpenMpi => "debian-openmpi-4.1.4-3+b1",
             Mpi::DebianMpich => "debian-mpich-4.0.2-3+b1",
         }
@@ -72,12 +76,13 @@ impl Mpi {
     }
 
     /// The cached MPIs only the tests written for them run under.
-    pub const fn more() -> [Mpi; 4] {
+    pub const fn more() -> [Mpi; 5] {
         [
             Mpi::MpichCh4,
             Mpi::OpenMpi5G,
             Mpi::OpenMpi5Release,
             Mpi::OpenMpiUcx,
+            Mpi::OpenMpi5Ucx,
         ]
     }
 
@@ -93,6 +98,7 @@ impl Mpi {
             | Mpi::OpenMpi5G
             | Mpi::OpenMpi5Release
             | Mpi::OpenMpiUcx
+            | Mpi::OpenMpi5Ucx
             | Mpi::DebianOpenMpi => Family::OpenMpi,
             Mpi::Mpich | Mpi::MpichCh4 | Mpi::DebianMpich => Family::Mpich,
         }
@@ -101,7 +107,10 @@ impl Mpi {
     /// Open MPI 5: PRRTE's launcher (`prterun`, no MPIR), the `sm` BTL,
     /// `c_index` and 128-bit context ids.
     pub const fn is_open_mpi_5(self) -> bool {
-        matches!(self, Mpi::OpenMpi5G | Mpi::OpenMpi5Release)
+        matches!(
+            self,
+            Mpi::OpenMpi5G | Mpi::OpenMpi5Release | Mpi::OpenMpi5Ucx
+        )
     }
 
     /// Whether this is a distribution's binary package under /usr.
@@ -148,6 +157,7 @@ impl Mpi {
             Mpi::OpenMpi5G => "MQS_OPENMPI5_G_PREFIX",
             Mpi::OpenMpi5Release => "MQS_OPENMPI5_RELEASE_PREFIX",
             Mpi::OpenMpiUcx => "MQS_OPENMPI_UCX_PREFIX",
+            Mpi::OpenMpi5Ucx => "MQS_OPENMPI5_UCX_PREFIX",
             // Installed by Debian's packages under /usr: no override.
             Mpi::DebianOpenMpi | Mpi::DebianMpich => "",
         }
@@ -387,7 +397,8 @@ mod tests {
                 "mpich-4.0.2-ch4",
                 "openmpi-5.0.7-g",
                 "openmpi-5.0.7-release",
-                "openmpi-4.1.4-ucx"
+                "openmpi-4.1.4-ucx",
+                "openmpi-5.0.7-ucx"
             ]
         );
     }

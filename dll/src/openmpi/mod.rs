@@ -328,12 +328,13 @@ impl OpenMpi {
             OpClass::PendingReceives => true,
             OpClass::UnexpectedMessages => false,
         };
+        let context = pml.context.of(comm);
         let slot = &mut self.cache.ucx;
         if slot.as_ref().is_some_and(|s| {
             if posted {
-                s.posted.was_taken(comm.id)
+                s.posted.was_taken(context)
             } else {
-                s.unexpected.was_taken(comm.id)
+                s.unexpected.was_taken(context)
             }
         }) {
             *slot = None;
@@ -347,11 +348,11 @@ impl OpenMpi {
         let (ops, stop) = if posted {
             // Receives in UCX's order, then the messages matched probes
             // took (matched already, as ob1's DLL view shows them).
-            let mut ops = scan.posted.take(comm.id);
+            let mut ops = scan.posted.take(context);
             ops.extend(scan.probed.take(comm.addr));
             (ops, scan.posted_stop)
         } else {
-            (scan.unexpected.take(comm.id), scan.unexpected_stop)
+            (scan.unexpected.take(context), scan.unexpected_stop)
         };
         let items = ops
             .into_iter()
@@ -683,7 +684,7 @@ impl MpiBackend for OpenMpi {
             .pml
             .as_ref()
             .filter(|p| p.name == "ucx")
-            .map(|_| pml_ucx::resolve(image, &t, &layout));
+            .map(|p| pml_ucx::resolve(image, &t, &layout, p.version));
         if self.pml.is_none() {
             syms.ob1_comm_class = image.find_symbol(SYM_OB1_COMM_CLASS);
         }

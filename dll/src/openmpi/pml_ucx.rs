@@ -1,8 +1,10 @@
-//! Open MPI's `pml ucx` (4.1): it keeps no queues of its own, so its
-//! pending operations are read from UCX's worker (`ompi_pml_ucx.ucp_worker`,
-//! [`crate::ucx`]) and decoded by its tag layout (`pml_ucx_request.h`):
-//! MPI tag 24 bits | source 20 | context id 20, high to low, the mask
-//! saying which of them a receive matches.
+//! Open MPI's `pml ucx` (4.1 and 5.0): it keeps no queues of its own, so
+//! its pending operations are read from UCX's worker
+//! (`ompi_pml_ucx.ucp_worker`, [`crate::ucx`]) and decoded by its tag
+//! layout (`pml_ucx_request.h`): MPI tag 24 bits | source 20 | context 20,
+//! high to low, the mask saying which of them a receive matches. The
+//! context is the communicator's `c_contextid` in 4.1 and its `c_index` in
+//! 5.0 ([`TagContext`]); the rest is the same in both.
 
 use std::collections::HashMap;
 
@@ -43,10 +45,55 @@ const SOURCE_MASK: u64 = ((1 << RANK_BITS) - 1) << CONTEXT_BITS;
 /// 63 is in every mask, to keep internal negative tags apart).
 const TAG_MASK: u64 = 0x7fff_ff00_0000_0000;
 
+/// Which field of the communicator the tag's context is
+/// (`PML_UCX_MAKE_SEND_TAG`, `PML_UCX_MAKE_RECV_TAG`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TagContext {
+    /// `c_contextid` (4.1: a 32-bit id, the communicator table's index).
+    ContextId,
+    /// `c_index` (5.0: the table's index, local to the process; 5.0's
+    /// `c_contextid` is the 128-bit extended id, which the tag cannot hold).
+    Index,
+}
+
+impl TagContext {
+    /// From the communicator's DWARF (`index`: where
+    /// `ompi_communicator_t` has `c_index`, if it does). An Open MPI 5
+    /// (`major` from the PML component's version) whose communicator lacks
+    /// it cannot be decoded.
+    pub fn resolve(index: Option<u64>, major: Option<i64>) -> Result<TagContext, Missing> {
+        match (index, major) {
+            (Some(_), _) => Ok(TagContext::Index),
+            (None, Some(m)) if m >= 5 => Err(Missing::Field(COMM_TYPE, COMM_INDEX)),
+            (None, _) => Ok(TagContext::ContextId),
+        }
+    }
+
+    /// The field's name.
+    pub fn field(self) -> &'static str {
+        match self {
+            TagContext::ContextId => COMM_CONTEXTID,
+            TagContext::Index => COMM_INDEX,
+        }
+    }
+
+    /// The context a communicator's operations carry in their tags: its
+    /// [`Comm::id`], which is `c_index` where the type has it and
+    /// `c_contextid` otherwise, the field this tag layout names either way.
+    pub fn of(self, comm: &Comm) -> u64 {
+        comm.id
+    }
+}
+
+pub const COMM_TYPE: &str = "ompi_communicator_t";
+pub const COMM_INDEX: &str = "c_index";
+pub const COMM_CONTEXTID: &str = "c_contextid";
+
 /// A UCX tag as Open MPI means it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tag {
-    /// The communicator's `c_contextid` (4.1).
+    /// The communicator's [`TagContext`] field: `c_contextid` (4.1) or
+    /// `c_index` (5.0).
     pub context: u64,
     /// None: MPI_ANY_SOURCE.
     pub source: Option<i64>,
@@ -117,6 +164,8 @@ fn resolve_messages<I: ImageAccess>(image: &I) -> Result<Messages, Missing> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PmlUcx {
     pub layout: UcxLayout,
+    /// What the tag's context field holds.
+    pub context: TagContext,
     /// `&ompi_pml_ucx.ucp_worker`.
     pub worker_at: u64,
     /// `ompi_request_t_class` and where an object keeps its class: tells a
@@ -149,15 +198,21 @@ fn version_name(version: Option<[u32; 3]>) -> String {
 
 /// Resolves what pml ucx needs, or says plainly why it cannot be read:
 /// "UCX 1.13.1 not supported: field recv.tag.sn of ucp_request_t missing".
+/// `ompi` is Open MPI's version, from the PML component.
 pub fn resolve<I: ImageAccess, P: ProcessAccess + ?Sized>(
     image: &I,
     t: &Target<'_, P>,
     layout: &Layout,
+    ompi: Option<(i64, i64, i64)>,
 ) -> Result<PmlUcx, String> {
     let version = image
         .find_function(ucx_names::FN_VERSION)
         .and_then(|f| read_version(t, f));
     let unsupported = |m: Missing| format!("{} not supported: {m} missing", version_name(version));
+    let context = TagContext::resolve(layout.comm.index, ompi.map(|v| v.0)).map_err(|m| {
+        let (a, b, c) = ompi.unwrap_or_default();
+        format!("Open MPI {a}.{b}.{c}'s pml ucx not supported: {m} missing")
+    })?;
     let module = image
         .find_symbol(SYM_MODULE)
         .ok_or(Missing::Symbol(SYM_MODULE))
@@ -171,6 +226,7 @@ pub fn resolve<I: ImageAccess, P: ProcessAccess + ?Sized>(
         .and_then(|off| Some((image.find_symbol(SYM_REQUEST_CLASS)?, off)));
     Ok(PmlUcx {
         layout: ucx,
+        context,
         worker_at: module + worker,
         request_class,
         callback_data: ty(image, REQUEST_TYPE)
@@ -536,6 +592,24 @@ mod tests {
                 "tag {tag} src {src} ctx {ctx}"
             );
         }
+    }
+
+    #[test]
+    fn the_context_is_c_index_where_the_communicator_has_it() {
+        assert_eq!(
+            TagContext::resolve(None, Some(4)),
+            Ok(TagContext::ContextId)
+        );
+        assert_eq!(TagContext::resolve(None, None), Ok(TagContext::ContextId));
+        assert_eq!(
+            TagContext::resolve(Some(48), Some(5)),
+            Ok(TagContext::Index)
+        );
+        assert_eq!(TagContext::resolve(Some(48), None), Ok(TagContext::Index));
+        let missing = TagContext::resolve(None, Some(5)).unwrap_err();
+        assert_eq!(missing.to_string(), "field c_index of ompi_communicator_t");
+        assert_eq!(TagContext::Index.field(), "c_index");
+        assert_eq!(TagContext::ContextId.field(), "c_contextid");
     }
 
     #[test]
