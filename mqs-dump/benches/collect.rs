@@ -26,9 +26,12 @@
 //! the two ranks of the committed `queues` snapshot, replayed once, in 10
 //! states, 100 ranks per synthetic collector, all on this machine and
 //! read by `mqs-dump __synthetic-front` through the real protocol and
-//! merge. One line per run: `scale ranks=N mode=flat fanout=0 seconds=S
-//! frontend_rss_mb=M frontend_bytes=B` (seconds from the front end's start
-//! to its job view, its peak RSS, the bytes collectors sent it). Sizes
+//! merge, once flat and once in a tree of collectors (fan-out
+//! `--scale-fanout K`, default mqs-dump's). One line per run: `scale
+//! ranks=N mode=flat|tree fanout=K seconds=S frontend_rss_mb=M
+//! frontend_bytes=B` (seconds from the front end's start to its job view,
+//! its peak RSS, the bytes collectors sent it), then the tree's ratios to
+//! flat. Sizes
 //! default to 1,000 and 10,000 ranks (`--scale-sizes 100000` for more);
 //! a run that takes longer than `--scale-limit SECS` (default 600) or
 //! needs more than `--scale-memory GB` (default 8) of address space is
@@ -63,6 +66,8 @@ struct Args {
     scale: Option<Vec<usize>>,
     /// How long one scale run may take.
     scale_limit: Duration,
+    /// The tree's fan-out in the scale harness.
+    scale_fanout: usize,
     /// How much address space the front end of a scale run may take, in
     /// bytes: this machine is shared.
     scale_memory: u64,
@@ -78,6 +83,7 @@ fn parse_args() -> Result<Args, Box<dyn std::error::Error>> {
         scale: None,
         scale_limit: Duration::from_secs(600),
         scale_memory: 8 << 30,
+        scale_fanout: mqs_acquire::collect::DEFAULT_FANOUT,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -110,6 +116,13 @@ fn parse_args() -> Result<Args, Box<dyn std::error::Error>> {
                 let gb: u64 = it.next().ok_or("--scale-memory needs GB")?.parse()?;
                 args.scale_memory = gb << 30;
             }
+            "--scale-fanout" => {
+                args.scale_fanout = it
+                    .next()
+                    .ok_or("--scale-fanout needs K")?
+                    .parse::<usize>()?
+                    .max(1);
+            }
             "--scale-limit" => {
                 args.scale_limit =
                     Duration::from_secs(it.next().ok_or("--scale-limit needs SECS")?.parse()?)
@@ -136,7 +149,13 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = parse_args()?;
     let mqs_dump = mqs_tests::mqs_dump_binary();
     if let Some(sizes) = &args.scale {
-        return scale(&mqs_dump, sizes, args.scale_limit, args.scale_memory);
+        return scale(
+            &mqs_dump,
+            sizes,
+            args.scale_limit,
+            args.scale_memory,
+            args.scale_fanout,
+        );
     }
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!(
@@ -416,15 +435,16 @@ const RANKS_PER_COLLECTOR: usize = 100;
 /// Distinct states of the synthetic ranks.
 const STATES: usize = 10;
 
-/// The scale harness, flat: one line per size (see the top of the file).
+/// The scale harness, flat and tree: one line per size and mode, then the
+/// tree's ratios (see the top of the file).
 fn scale(
     mqs_dump: &Path,
     sizes: &[usize],
     limit: Duration,
     memory: u64,
+    fanout: usize,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    use mqs_acquire::collect::synthetic::{SyntheticJob, FRONT_COMMAND};
-    use std::os::unix::process::CommandExt;
+    use mqs_acquire::collect::synthetic::SyntheticJob;
     let dir = mqs_tests::target_dir()
         .join("mqs-scratch")
         .join("scale-bench");
@@ -440,10 +460,66 @@ fn scale(
         let job = SyntheticJob::new(templates.clone(), ranks, STATES, RANKS_PER_COLLECTOR)?;
         let spec = dir.join(format!("job-{ranks}.json"));
         job.save(&spec)?;
+        let mut figures: Vec<[f64; 3]> = Vec::new();
+        for (mode, k) in [("flat", 0), ("tree", fanout)] {
+            let run = ScaleRun {
+                mqs_dump,
+                spec: &spec,
+                ranks,
+                mode,
+                fanout: k,
+                limit,
+                memory,
+            };
+            if let Some(f) = run.measure()? {
+                figures.push(f);
+            }
+        }
+        if let [flat, tree] = figures[..] {
+            println!(
+                "scale ranks={ranks} tree/flat: seconds {:.2}, frontend_rss_mb {:.2}, \
+                 frontend_bytes {:.4}",
+                tree[0] / flat[0],
+                tree[1] / flat[1],
+                tree[2] / flat[2]
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// One run of the scale harness's front end.
+struct ScaleRun<'a> {
+    mqs_dump: &'a Path,
+    spec: &'a Path,
+    ranks: usize,
+    mode: &'static str,
+    fanout: usize,
+    limit: Duration,
+    memory: u64,
+}
+
+impl ScaleRun<'_> {
+    /// Runs it and prints its line; its seconds, peak RSS and bytes, if
+    /// it made a job view.
+    fn measure(&self) -> Result<Option<[f64; 3]>, Box<dyn std::error::Error>> {
+        use mqs_acquire::collect::synthetic::FRONT_COMMAND;
+        use std::os::unix::process::CommandExt;
+        let ScaleRun {
+            mqs_dump,
+            spec,
+            ranks,
+            mode,
+            fanout,
+            limit,
+            memory,
+        } = *self;
         let mut front = Command::new(mqs_dump);
         front
             .args([FRONT_COMMAND, "--spec"])
-            .arg(&spec)
+            .arg(spec)
+            .args(["--fanout", &fanout.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -519,11 +595,11 @@ fn scale(
         };
         let Some(status) = status else {
             println!(
-                "scale ranks={ranks} mode=flat fanout=0: stopped after {:.0} s (--scale-limit) \
-                 without a job view; {merged}",
+                "scale ranks={ranks} mode={mode} fanout={fanout}: stopped after {:.0} s \
+                 (--scale-limit) without a job view; {merged}",
                 limit.as_secs_f64()
             );
-            continue;
+            return Ok(None);
         };
         match (
             status.success(),
@@ -533,22 +609,23 @@ fn scale(
         ) {
             (true, Some(seconds), Some(rss), Some(bytes)) if complete => {
                 println!(
-                    "scale ranks={ranks} mode=flat fanout=0 seconds={seconds} \
+                    "scale ranks={ranks} mode={mode} fanout={fanout} seconds={seconds} \
                      frontend_rss_mb={rss} frontend_bytes={bytes}"
                 );
                 // Where it went, apart from the line scripts read.
                 eprintln!("  {merged}; the rest is the job view");
+                let number = |t: &str| t.parse::<f64>().unwrap_or(f64::NAN);
+                return Ok(Some([number(&seconds), number(&rss), number(&bytes)]));
             }
             _ => println!(
-                "scale ranks={ranks} mode=flat fanout=0: failed ({status}; {} GB of address \
+                "scale ranks={ranks} mode={mode} fanout={fanout}: failed ({status}; {} GB of address \
                  space allowed, --scale-memory) without a job view; {merged}; it said: {}",
                 memory >> 30,
                 errors.split_whitespace().collect::<Vec<_>>().join(" ")
             ),
         }
+        Ok(None)
     }
-    let _ = std::fs::remove_dir_all(&dir);
-    Ok(())
 }
 
 /// The ranks of the committed `queues` snapshot (Open MPI 4.1.4, 2 ranks,

@@ -29,10 +29,14 @@ pub struct SyntheticFrontArgs {
     /// The collectors' tree's fan-out; 0: flat.
     #[arg(long, default_value_t = 0)]
     pub fanout: usize,
+    /// Print when each step of the collection ended (stderr).
+    #[arg(long)]
+    pub verbose: bool,
 }
 
 pub fn run(args: &SyntheticFrontArgs) -> ExitCode {
     let began = Instant::now();
+    mqs_core::dll::set_verbose(args.verbose);
     let collect = CollectOptions {
         all_hosts: true,
         timeout: Duration::from_millis(args.timeout_ms.max(1)),

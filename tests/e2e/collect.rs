@@ -269,11 +269,25 @@ fn two_nodes_through_the_starters_tool_daemon_launch_equal_direct_dumps_in_each_
         "{} --nodelist={{hosts}} --ntasks-per-node=1",
         srun.display()
     );
-    for template in [per_host, all_hosts] {
-        let (out, _) = timed(&["--pid", &mpirun, "--json", "--launcher", &template]);
+    for template in [per_host.as_str(), all_hosts.as_str()] {
+        let (out, _) = timed(&["--pid", &mpirun, "--json", "--launcher", template]);
         let launched = succeeded(out, &format!("--launcher '{template}'"));
         assert_eq!(hosts_of(&launched), hosts, "{template}");
-        assert_same_ranks(&launched, &direct, &template);
+        assert_same_ranks(&launched, &direct, template);
+    }
+
+    // The collectors in a tree (fan-out 1: nodeb's collector reports
+    // through nodea's), through the starter and through a launcher: the
+    // same job as flat.
+    for launcher in [None, Some(per_host.as_str())] {
+        let mut args = vec!["--pid", &mpirun, "--json", "--fanout", "1"];
+        args.extend(launcher.iter().flat_map(|t| ["--launcher", *t]));
+        let (out, _) = timed(&args);
+        let tree = succeeded(out, &format!("--fanout 1, launcher {launcher:?}"));
+        assert_eq!(tree["failures"], serde_json::json!([]));
+        assert_eq!(hosts_of(&tree), hosts);
+        assert_same_ranks(&tree, &direct, "a tree of collectors");
+        assert_same_ranks(&tree, &by_rank(&merged), "a tree of collectors vs flat");
     }
 
     assert_left_alone(&job, 2);
@@ -410,6 +424,93 @@ fn ranks_whose_collector_never_calls_back_are_reported_and_the_rest_shown() {
     );
 
     assert_left_alone(&job, 4);
+    job.shutdown().expect("teardown");
+}
+
+/// kill -9 of a middle collector while it is inside its DLL with its
+/// ranks stopped. Three nodes, fan-out 1: nodec's collector reports
+/// through nodeb's, nodeb's through nodea's. Killed on nodeb: the ranks of
+/// nodeb and nodec are reported out of reach with the reason, nodea's are
+/// shown, no rank is left stopped or traced, and the job runs on.
+#[test]
+fn a_middle_collector_killed_during_the_dump_loses_its_subtree_and_leaves_every_rank_running() {
+    let three = ["nodea", "nodeb", "nodec"];
+    let nodes = Nodes::start(&three).expect("nodes");
+    let job = job_on(&nodes, "ring", 3, 1, &[]);
+    let mpirun = job.launcher_pid().to_string();
+    let dir = Scratch::new("tree-kill");
+    let blocking = support_program("test_dll", &["-DBLOCK_IN_DLL"], true);
+    // Every collector loads the blocking DLL, each with a block directory
+    // of its own; only nodeb's blocks (the others are released before
+    // they start), and its wrapper kills it there.
+    let wrapper = dir.join("collector");
+    script(
+        &wrapper,
+        &format!(
+            "#!/bin/sh\n\
+             node=$(hostname)\n\
+             export MQS_TEST_BLOCK_DIR={dir}/$node\n\
+             mkdir -p $MQS_TEST_BLOCK_DIR\n\
+             if [ \"$node\" != nodeb ]; then touch $MQS_TEST_BLOCK_DIR/release; \
+             exec {mqs} \"$@\"; fi\n\
+             {mqs} \"$@\" & pid=$!\n\
+             i=0\n\
+             while [ ! -e $MQS_TEST_BLOCK_DIR/inside ] && [ $i -lt 600 ]; do \
+             sleep 0.1; i=$((i+1)); done\n\
+             [ -e $MQS_TEST_BLOCK_DIR/inside ] && echo inside >{dir}/killed-inside\n\
+             kill -9 $pid\n\
+             wait $pid\n",
+            dir = dir.display(),
+            mqs = mqs_dump().display()
+        ),
+    );
+    let (out, _) = timed(&[
+        "--pid",
+        &mpirun,
+        "--json",
+        "--fanout",
+        "1",
+        "--collector",
+        wrapper.to_str().unwrap(),
+        "--dll",
+        blocking.to_str().unwrap(),
+        "--collector-timeout",
+        "10",
+    ]);
+    assert!(
+        dir.join("killed-inside").exists(),
+        "nodeb's collector was not killed inside the DLL: {}",
+        stderr(&out)
+    );
+    assert_eq!(out.status.code(), Some(14), "{}", stderr(&out));
+    let dump = json(&out);
+    let shown: Vec<i64> = by_rank(&dump).into_keys().collect();
+    assert_eq!(shown, [0], "{dump}");
+    assert_eq!(hosts_of(&dump)[&0], "nodea");
+    let failed: Vec<(i64, String, String)> = dump["failures"]
+        .as_array()
+        .expect("failures")
+        .iter()
+        .map(|f| {
+            (
+                f["rank"].as_i64().unwrap(),
+                f["host"].as_str().unwrap().to_string(),
+                f["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(failed.iter().map(|f| f.0).collect::<Vec<_>>(), [1, 2]);
+    assert_eq!(
+        (failed[0].1.as_str(), failed[1].1.as_str()),
+        ("nodeb", "nodec")
+    );
+    for (_, _, message) in &failed {
+        assert!(
+            message.contains("the collector on host 'nodeb' was lost"),
+            "{message}"
+        );
+    }
+    assert_left_alone(&job, 3);
     job.shutdown().expect("teardown");
 }
 

@@ -178,6 +178,29 @@ fn srun_job_read_whole(mpi: Mpi, expected: &[Process]) {
     let dump = succeeded(out, "mqs-dump --slurm JOBID.0");
     assert_every_rank(&dump, expected, &direct, per_node, "--slurm JOBID.0");
     assert_left_running(&slurm, &job, &jobid);
+
+    // The collectors in a tree (fan-out 1: one node's collector reports
+    // through the other's), both ways: the same job.
+    let (out, _) = timed(&["--pid", &srun, "--json", "--fanout", "1"]);
+    let dump = succeeded(out, "mqs-dump --pid <srun> --fanout 1");
+    assert_every_rank(
+        &dump,
+        expected,
+        &direct,
+        per_node,
+        "--pid <srun> --fanout 1",
+    );
+    assert_left_running(&slurm, &job, &jobid);
+    let (out, _) = dump_slurm(&slurm, &["--slurm", &jobid, "--json", "--fanout", "1"]);
+    let dump = succeeded(out, "mqs-dump --slurm JOBID --fanout 1");
+    assert_every_rank(
+        &dump,
+        expected,
+        &direct,
+        per_node,
+        "--slurm JOBID --fanout 1",
+    );
+    assert_left_running(&slurm, &job, &jobid);
     eprintln!(
         "{} ranks of {}: --pid <srun> {by_pid:?}, --slurm {by_id:?}",
         expected.len(),
