@@ -427,33 +427,16 @@ fn ranks_whose_collector_never_calls_back_are_reported_and_the_rest_shown() {
     job.shutdown().expect("teardown");
 }
 
-/// kill -9 of a middle collector while it is inside its DLL with its
-/// ranks stopped. Three nodes, fan-out 1: nodec's collector reports
-/// through nodeb's, nodeb's through nodea's. Killed on nodeb: the ranks of
-/// nodeb and nodec are reported out of reach with the reason, nodea's are
-/// shown, no rank is left stopped or traced, and the job runs on.
-#[test]
-fn a_middle_collector_killed_during_the_dump_loses_its_subtree_and_leaves_every_rank_running() {
-    let three = ["nodea", "nodeb", "nodec"];
-    let nodes = Nodes::start(&three).expect("nodes");
-    let job = job_on(&nodes, "ring", 3, 1, &[]);
-    let mpirun = job.launcher_pid().to_string();
-    let dir = Scratch::new("tree-kill");
-    let blocking = support_program("test_dll", &["-DBLOCK_IN_DLL"], true);
-    // Every collector loads the blocking DLL, each with a block directory
-    // of its own; only nodeb's blocks (the others are released before
-    // they start), and its wrapper kills it there.
+/// Three nodes whose collectors form a chain (fan-out 1: nodec's reports
+/// through nodeb's, nodeb's through nodea's), each loading the blocking
+/// test DLL with a block directory of its own under `dir`. Only the
+/// collector on `blocked` blocks (the others are released before they
+/// start); with `kill_there`, its wrapper kills it -9 once it is inside.
+fn chain_collector(dir: &Path, blocked: &str, kill_there: bool) -> PathBuf {
     let wrapper = dir.join("collector");
-    script(
-        &wrapper,
-        &format!(
-            "#!/bin/sh\n\
-             node=$(hostname)\n\
-             export MQS_TEST_BLOCK_DIR={dir}/$node\n\
-             mkdir -p $MQS_TEST_BLOCK_DIR\n\
-             if [ \"$node\" != nodeb ]; then touch $MQS_TEST_BLOCK_DIR/release; \
-             exec {mqs} \"$@\"; fi\n\
-             {mqs} \"$@\" & pid=$!\n\
+    let then = if kill_there {
+        format!(
+            "{mqs} \"$@\" & pid=$!\n\
              i=0\n\
              while [ ! -e $MQS_TEST_BLOCK_DIR/inside ] && [ $i -lt 600 ]; do \
              sleep 0.1; i=$((i+1)); done\n\
@@ -462,8 +445,40 @@ fn a_middle_collector_killed_during_the_dump_loses_its_subtree_and_leaves_every_
              wait $pid\n",
             dir = dir.display(),
             mqs = mqs_dump().display()
+        )
+    } else {
+        format!("exec {} \"$@\"\n", mqs_dump().display())
+    };
+    script(
+        &wrapper,
+        &format!(
+            "#!/bin/sh\n\
+             node=$(hostname)\n\
+             export MQS_TEST_BLOCK_DIR={dir}/$node\n\
+             mkdir -p $MQS_TEST_BLOCK_DIR\n\
+             if [ \"$node\" != {blocked} ]; then touch $MQS_TEST_BLOCK_DIR/release; \
+             exec {mqs} \"$@\"; fi\n\
+             {then}",
+            dir = dir.display(),
+            mqs = mqs_dump().display()
         ),
     );
+    wrapper
+}
+
+const CHAIN: [&str; 3] = ["nodea", "nodeb", "nodec"];
+
+/// kill -9 of the collector on `victim` (of the chain) while it is inside
+/// its DLL with its ranks stopped: its ranks and those below it are
+/// reported out of reach with the reason, the others are shown, no rank is
+/// left stopped or traced, no collector is left, and the job runs on.
+fn collector_killed_during_the_dump(victim: &str) {
+    let nodes = Nodes::start(&CHAIN).expect("nodes");
+    let job = job_on(&nodes, "ring", 3, 1, &[]);
+    let mpirun = job.launcher_pid().to_string();
+    let dir = Scratch::new(&format!("tree-kill-{victim}"));
+    let blocking = support_program("test_dll", &["-DBLOCK_IN_DLL"], true);
+    let wrapper = chain_collector(&dir, victim, true);
     let (out, _) = timed(&[
         "--pid",
         &mpirun,
@@ -479,14 +494,18 @@ fn a_middle_collector_killed_during_the_dump_loses_its_subtree_and_leaves_every_
     ]);
     assert!(
         dir.join("killed-inside").exists(),
-        "nodeb's collector was not killed inside the DLL: {}",
+        "{victim}'s collector was not killed inside the DLL: {}",
         stderr(&out)
     );
     assert_eq!(out.status.code(), Some(14), "{}", stderr(&out));
     let dump = json(&out);
+    // One rank per node, in the chain's order.
+    let at = CHAIN.iter().position(|n| *n == victim).unwrap() as i64;
     let shown: Vec<i64> = by_rank(&dump).into_keys().collect();
-    assert_eq!(shown, [0], "{dump}");
-    assert_eq!(hosts_of(&dump)[&0], "nodea");
+    assert_eq!(shown, (0..at).collect::<Vec<_>>(), "{dump}");
+    for (rank, host) in hosts_of(&dump) {
+        assert_eq!(host, CHAIN[rank as usize]);
+    }
     let failed: Vec<(i64, String, String)> = dump["failures"]
         .as_array()
         .expect("failures")
@@ -499,17 +518,70 @@ fn a_middle_collector_killed_during_the_dump_loses_its_subtree_and_leaves_every_
             )
         })
         .collect();
-    assert_eq!(failed.iter().map(|f| f.0).collect::<Vec<_>>(), [1, 2]);
     assert_eq!(
-        (failed[0].1.as_str(), failed[1].1.as_str()),
-        ("nodeb", "nodec")
+        failed.iter().map(|f| f.0).collect::<Vec<_>>(),
+        (at..3).collect::<Vec<_>>()
     );
-    for (_, _, message) in &failed {
+    for (rank, host, message) in &failed {
+        assert_eq!(host, CHAIN[*rank as usize]);
         assert!(
-            message.contains("the collector on host 'nodeb' was lost"),
+            message.contains(&format!("the collector on host '{victim}' was lost")),
             "{message}"
         );
     }
+    assert_left_alone(&job, 3);
+    job.shutdown().expect("teardown");
+}
+
+#[test]
+fn a_middle_collector_killed_during_the_dump_loses_its_subtree_and_leaves_every_rank_running() {
+    collector_killed_during_the_dump("nodeb");
+}
+
+#[test]
+fn a_leaf_collector_killed_during_the_dump_loses_its_ranks_only() {
+    collector_killed_during_the_dump("nodec");
+}
+
+/// kill -9 of mqs-dump itself while the middle collector of a chain is
+/// inside its DLL with its ranks stopped: once that collector is let out,
+/// every rank runs untraced, no collector is left, and the job runs on.
+#[test]
+fn the_front_end_killed_during_a_tree_dump_leaves_every_rank_running() {
+    let nodes = Nodes::start(&CHAIN).expect("nodes");
+    let job = job_on(&nodes, "ring", 3, 1, &[]);
+    let mpirun = job.launcher_pid().to_string();
+    let dir = Scratch::new("tree-kill-front");
+    let blocking = support_program("test_dll", &["-DBLOCK_IN_DLL"], true);
+    let wrapper = chain_collector(&dir, "nodeb", false);
+    let mut front = Command::new(mqs_dump())
+        .args(["--pid", &mpirun, "--json", "--fanout", "1", "--collector"])
+        .arg(&wrapper)
+        .arg("--dll")
+        .arg(&blocking)
+        .args(["--collector-timeout", "10"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start mqs-dump");
+    let inside = dir.join("nodeb").join("inside");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !inside.exists() {
+        assert!(
+            front.try_wait().unwrap().is_none(),
+            "mqs-dump ended before nodeb's collector was inside the DLL"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "nodeb's collector never got inside"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SIGKILL: our own child, by its handle; nothing of ours runs after.
+    front.kill().expect("kill mqs-dump");
+    let _ = front.wait();
+    std::fs::write(dir.join("nodeb").join("release"), b"go").expect("release nodeb");
     assert_left_alone(&job, 3);
     job.shutdown().expect("teardown");
 }
