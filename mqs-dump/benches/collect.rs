@@ -30,8 +30,10 @@
 //! `--scale-fanout K`, default mqs-dump's). One line per run: `scale
 //! ranks=N mode=flat|tree fanout=K seconds=S frontend_rss_mb=M
 //! frontend_bytes=B` (seconds from the front end's start to its job view,
-//! its peak RSS, the bytes collectors sent it), then the tree's ratios to
-//! flat. Sizes
+//! its peak RSS, the bytes collectors sent it), for a tree one line per
+//! level (`... level=L collectors=C bytes_received=B merge_ms=M`: level 0
+//! the front end, 1 the roots; the slowest merge of the level), then the
+//! tree's ratios to flat. Sizes
 //! default to 1,000 and 10,000 ranks (`--scale-sizes 100000` for more);
 //! a run that takes longer than `--scale-limit SECS` (default 600) or
 //! needs more than `--scale-memory GB` (default 8) of address space is
@@ -612,7 +614,10 @@ impl ScaleRun<'_> {
                     "scale ranks={ranks} mode={mode} fanout={fanout} seconds={seconds} \
                      frontend_rss_mb={rss} frontend_bytes={bytes}"
                 );
-                // Where it went, apart from the line scripts read.
+                // Each level of a tree, then where the time went.
+                for level in errors.lines().filter(|l| l.starts_with("level=")) {
+                    println!("scale ranks={ranks} mode={mode} fanout={fanout} {level}");
+                }
                 eprintln!("  {merged}; the rest is the job view");
                 let number = |t: &str| t.parse::<f64>().unwrap_or(f64::NAN);
                 return Ok(Some([number(&seconds), number(&rss), number(&bytes)]));

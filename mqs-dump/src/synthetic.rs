@@ -4,7 +4,9 @@
 //! job is merged, `merged_seconds=T merged_rss_mb=R frontend_bytes=B
 //! processes=P failures=F` (seconds from its start, its peak RSS so far,
 //! the bytes collectors sent it); once the job view is made, `seconds=S
-//! frontend_rss_mb=M` (the same, to the job view). Not for users: the collect bench runs it.
+//! frontend_rss_mb=M` (the same, to the job view). In a tree, one line
+//! per level on stderr: `level=L collectors=C bytes_received=B
+//! merge_ms=M`. Not for users: the collect bench runs it.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -44,7 +46,12 @@ pub fn run(args: &SyntheticFrontArgs) -> ExitCode {
         fanout: (args.fanout > 0).then_some(args.fanout),
         ..CollectOptions::default()
     };
-    let (job, bytes) = match collect::dump_synthetic(&args.spec, &collect) {
+    let collect::SyntheticRead {
+        job,
+        bytes,
+        levels,
+        expanding,
+    } = match collect::dump_synthetic(&args.spec, &collect) {
         Ok(done) => done,
         Err(e) => {
             eprintln!("mqs-dump: {e}");
@@ -65,6 +72,24 @@ pub fn run(args: &SyntheticFrontArgs) -> ExitCode {
         job.failures.len()
     )
     .and_then(|()| out.flush());
+    // In a tree, each level's figures (stderr, so that stdout keeps its
+    // three parts): level 0 is the front end (what it received, and its
+    // time expanding the states), level 1 the roots.
+    if !levels.is_empty() {
+        eprintln!(
+            "level=0 collectors=1 bytes_received={bytes} merge_ms={:.1}",
+            expanding.as_secs_f64() * 1e3
+        );
+        for (i, level) in levels.iter().enumerate() {
+            eprintln!(
+                "level={} collectors={} bytes_received={} merge_ms={:.1}",
+                i + 1,
+                level.collectors,
+                level.bytes_received,
+                level.merge_ms
+            );
+        }
+    }
     let text = view::job_view(&job, &ViewOptions::default());
     let mut written = merged.and_then(|()| {
         writeln!(

@@ -251,9 +251,11 @@ fn collect(args: &CollectorArgs, host: &str) -> Result<(), String> {
     }
     // In a tree: own ranks and every child's, equal states merged, in one
     // frame; failures as they are.
+    let began = Instant::now();
     for process in processes {
         states.add(OWN_HOST, process);
     }
+    let own = began.elapsed();
     let _ = stream.set_write_timeout(Some(args.timeout));
     kids.await_done(
         &mut stream,
@@ -262,6 +264,10 @@ fn collect(args: &CollectorArgs, host: &str) -> Result<(), String> {
         Instant::now() + args.timeout * 6,
     )
     .map_err(|e| io("cannot report to", e))?;
+    states.own_level(
+        kids.bytes_received,
+        (own + kids.merging).as_secs_f64() * 1e3,
+    );
     if !states.is_empty() {
         protocol::send(
             &mut stream,

@@ -29,6 +29,7 @@ use super::protocol::{
 };
 use super::start::COLLECTOR_COMMAND;
 use super::start::{CollectorCommand, Launched, Poked, Template};
+use super::states::Level;
 use super::tree;
 use super::{protocol, start};
 
@@ -95,6 +96,8 @@ pub struct Front {
     refused: Vec<(RankFailure, Error)>,
     /// Bytes read from collectors' connections, over every run.
     received: Arc<AtomicU64>,
+    /// The last run's levels ([`Front::levels`]).
+    levels: (Vec<Level>, Duration),
 }
 
 impl Front {
@@ -112,7 +115,15 @@ impl Front {
             run: None,
             refused: Vec::new(),
             received: Arc::default(),
+            levels: (Vec::new(), Duration::ZERO),
         }
+    }
+
+    /// In a tree, what each level of collectors did (the roots first),
+    /// and how long the front end took to expand their states; for the
+    /// last collection.
+    pub fn levels(&self) -> (Vec<Level>, Duration) {
+        self.levels.clone()
     }
 
     /// How many bytes collectors have sent so far (frames and their
@@ -226,6 +237,12 @@ enum Event {
         hosts: Vec<String>,
         reason: String,
     },
+    /// What a root's subtree did, level by level, and how long the front
+    /// end took to expand its states.
+    Levels {
+        levels: Vec<Level>,
+        expand: Duration,
+    },
 }
 
 /// What the front end tells a connection thread.
@@ -293,6 +310,10 @@ struct Run {
     /// When collectors were asked for, and when each step ended (for -v).
     began: Instant,
     steps: Vec<(&'static str, Duration)>,
+    /// In a tree: what each level below the front end did (the roots
+    /// first), and the front end's time expanding the states.
+    levels: Vec<Level>,
+    expanding: Duration,
 }
 
 impl Elsewhere for Front {
@@ -335,6 +356,7 @@ impl Elsewhere for Front {
         if let Some(mut run) = self.run.take() {
             run.await_done();
             results.extend(run.results());
+            self.levels = (std::mem::take(&mut run.levels), run.expanding);
         }
         results
     }
@@ -598,6 +620,8 @@ impl Run {
             timeout,
             began: Instant::now(),
             steps: Vec::new(),
+            levels: Vec::new(),
+            expanding: Duration::ZERO,
         }
     }
 
@@ -957,6 +981,10 @@ impl Run {
                         }
                     }
                 }
+            }
+            Event::Levels { levels, expand } => {
+                super::states::absorb_levels(&mut self.levels, &levels, 0);
+                self.expanding += expand;
             }
             Event::LostBelow { hosts, reason } => {
                 for key in hosts {
@@ -1402,7 +1430,12 @@ fn serve(
             },
             Ok(ToFront::States { mut states }) => {
                 states.own_host_is(&key);
-                for (host, process) in states.expand() {
+                let levels = std::mem::take(&mut states.levels);
+                let began = Instant::now();
+                let expanded = states.expand();
+                let expand = began.elapsed();
+                let _ = events.send(Event::Levels { levels, expand });
+                for (host, process) in expanded {
                     let own = host == key;
                     let Some(key) = (if own { Some(host) } else { tagged(Some(host)) }) else {
                         return lost("it relayed a host not below it".into());

@@ -116,7 +116,18 @@ pub fn dump_slurm(spec: &StepSpec, options: &Options, collect: &CollectOptions) 
 /// [`synthetic`]) read through one collector per host, all started on this
 /// machine, with the real protocol and merge; the job, and the bytes the
 /// collectors sent.
-pub fn dump_synthetic(spec: &Path, collect: &CollectOptions) -> Result<(JobDump, u64)> {
+/// What the scale harness's front end read: the job, the bytes collectors
+/// sent it, and in a tree what each level did (the roots first) and how
+/// long expanding their states took.
+#[derive(Debug)]
+pub struct SyntheticRead {
+    pub job: JobDump,
+    pub bytes: u64,
+    pub levels: Vec<states::Level>,
+    pub expanding: std::time::Duration,
+}
+
+pub fn dump_synthetic(spec: &Path, collect: &CollectOptions) -> Result<SyntheticRead> {
     let job = synthetic::SyntheticJob::load(spec)?;
     let mut front = Front::new(&Options::default(), collect.clone());
     front.synthetic(spec, job.members());
@@ -137,7 +148,13 @@ pub fn dump_synthetic(spec: &Path, collect: &CollectOptions) -> Result<(JobDump,
     out.processes
         .sort_by_key(|p| (p.global_rank < 0, p.global_rank));
     out.failures.sort_by_key(|f| f.rank);
-    Ok((out, front.received_bytes()))
+    let (levels, expanding) = front.levels();
+    Ok(SyntheticRead {
+        job: out,
+        bytes: front.received_bytes(),
+        levels,
+        expanding,
+    })
 }
 
 /// Numbers what collectors found, as for core files: by the rank each

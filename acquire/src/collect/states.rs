@@ -24,9 +24,42 @@ pub const OWN_HOST: &str = "";
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct States {
     pub list: Vec<State>,
+    /// What each level of the subtree that sent it did: its sender first,
+    /// then the sender's children, and so on (figures only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub levels: Vec<Level>,
     /// Each state's normal form as JSON, to find it again (not sent).
     #[serde(skip)]
     index: HashMap<Vec<u8>, usize>,
+}
+
+/// The collectors of one level of a tree, together.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Level {
+    pub collectors: u64,
+    /// Bytes they read from their children.
+    pub bytes_received: u64,
+    /// The longest time one of them took to merge its children's results.
+    pub merge_ms: f64,
+}
+
+impl Level {
+    /// Both levels as one.
+    pub fn absorb(&mut self, other: &Level) {
+        self.collectors += other.collectors;
+        self.bytes_received += other.bytes_received;
+        self.merge_ms = self.merge_ms.max(other.merge_ms);
+    }
+}
+
+/// Adds `more` to `levels` level by level, `more[0]` to `levels[at]`.
+pub fn absorb_levels(levels: &mut Vec<Level>, more: &[Level], at: usize) {
+    if levels.len() < at + more.len() {
+        levels.resize(at + more.len(), Level::default());
+    }
+    for (i, level) in more.iter().enumerate() {
+        levels[at + i].absorb(level);
+    }
 }
 
 /// One state and the ranks in it.
@@ -82,8 +115,10 @@ impl States {
         self.add_runs(process, vec![run]);
     }
 
-    /// Adds every state of `other` (a child's).
+    /// Adds every state of `other` (a child's), and its levels one level
+    /// below this sender's.
     pub fn merge(&mut self, other: States) {
+        absorb_levels(&mut self.levels, &other.levels, 1);
         for state in other.list {
             self.add_runs(state.dump, state.runs);
         }
@@ -109,6 +144,19 @@ impl States {
                 _ => list.push(run),
             }
         }
+    }
+
+    /// Records the sender's own level: it read `bytes_received` from its
+    /// children and merged for `merge_ms`.
+    pub fn own_level(&mut self, bytes_received: u64, merge_ms: f64) {
+        if self.levels.is_empty() {
+            self.levels.push(Level::default());
+        }
+        self.levels[0] = Level {
+            collectors: 1,
+            bytes_received,
+            merge_ms,
+        };
     }
 
     /// Names `key` as the host of the sender's own runs.
@@ -204,6 +252,29 @@ mod tests {
         .unwrap();
         p.host = None;
         p
+    }
+
+    #[test]
+    fn levels_add_up_one_level_below_their_sender() {
+        let leaf = |bytes, ms| {
+            let mut s = States::new();
+            s.own_level(bytes, ms);
+            s
+        };
+        let mut middle = States::new();
+        middle.merge(leaf(0, 2.0));
+        middle.merge(leaf(0, 5.0));
+        middle.own_level(300, 1.5);
+        let mut root = States::new();
+        root.merge(middle);
+        root.merge(leaf(0, 1.0));
+        root.own_level(900, 4.0);
+        let got: Vec<(u64, u64, f64)> = root
+            .levels
+            .iter()
+            .map(|l| (l.collectors, l.bytes_received, l.merge_ms))
+            .collect();
+        assert_eq!(got, vec![(1, 900, 4.0), (2, 300, 1.5), (2, 0, 5.0)]);
     }
 
     #[test]

@@ -58,8 +58,8 @@ pub enum Up {
         hosts: Vec<String>,
         reason: String,
     },
-    /// Child `.0` sent everything.
-    Done(usize),
+    /// Child `.0` sent everything, `.1` bytes over its connection.
+    Done(usize, u64),
     /// Child `.0` is lost, with why.
     Broken(usize, String),
 }
@@ -80,6 +80,10 @@ pub struct Children {
     stages: Vec<Stage>,
     go: Vec<Sender<()>>,
     events: Receiver<Up>,
+    /// Bytes read from the children that finished.
+    pub bytes_received: u64,
+    /// Time spent merging their results.
+    pub merging: Duration,
 }
 
 /// What a parent hands on to its children.
@@ -113,6 +117,8 @@ impl Children {
             children,
             go,
             events,
+            bytes_received: 0,
+            merging: Duration::ZERO,
         }
     }
 
@@ -236,11 +242,15 @@ impl Children {
                 Ok(())
             }
             Up::Process { host, process } => {
+                let began = Instant::now();
                 states.add(&host, *process);
+                self.merging += began.elapsed();
                 Ok(())
             }
             Up::States(more) => {
+                let began = Instant::now();
                 states.merge(*more);
+                self.merging += began.elapsed();
                 Ok(())
             }
             Up::Failure { host, failure } => {
@@ -248,10 +258,11 @@ impl Children {
                 Ok(())
             }
             Up::LostBelow { hosts, reason } => protocol::send(up, &ToFront::Lost { hosts, reason }),
-            Up::Done(i) => {
+            Up::Done(i, bytes) => {
                 if self.stages[i] != Stage::Lost {
                     self.stages[i] = Stage::Done;
                 }
+                self.bytes_received += bytes;
                 Ok(())
             }
             Up::Broken(i, why) => {
@@ -273,12 +284,14 @@ fn serve_child(
     up: &Sender<Up>,
     go: &Receiver<()>,
 ) -> Result<(), String> {
-    let mut stream = TcpStream::connect_timeout(&child.address, CALL_TIMEOUT)
+    let stream = TcpStream::connect_timeout(&child.address, CALL_TIMEOUT)
         .map_err(|e| format!("cannot call it at {}: {e}", child.address))?;
+    let mut stream = Counting { stream, read: 0 };
     let io = |what: &str, e: std::io::Error| format!("{what}: {e}");
     stream
+        .stream
         .set_write_timeout(Some(handed.timeout))
-        .and_then(|()| stream.set_read_timeout(Some(handed.timeout * 2)))
+        .and_then(|()| stream.stream.set_read_timeout(Some(handed.timeout * 2)))
         .map_err(|e| io("cannot talk to it", e))?;
     protocol::send(
         &mut stream,
@@ -317,7 +330,7 @@ fn serve_child(
                 break;
             }
             // Found nothing (a --slurm node without ranks): done already.
-            Ok(ToFront::Done) => return send(Up::Done(index)),
+            Ok(ToFront::Done) => return send(Up::Done(index, stream.read)),
             Ok(other) => return Err(format!("it sent {other:?} before stopping its ranks")),
             Err(e) => return Err(format!("it did not stop its ranks in time: {e}")),
         }
@@ -328,7 +341,7 @@ fn serve_child(
         return Err("no go came for it in time".into());
     }
     protocol::send(&mut stream, &ToCollector::Go).map_err(|e| io("cannot tell it to go", e))?;
-    let _ = stream.set_read_timeout(Some(handed.timeout));
+    let _ = stream.stream.set_read_timeout(Some(handed.timeout));
     loop {
         let event = match protocol::receive::<ToFront>(&mut stream, MAX_FRAME) {
             Ok(ToFront::Process { process, host }) => Up::Process {
@@ -344,11 +357,34 @@ fn serve_child(
                 failure,
             },
             Ok(ToFront::Lost { hosts, reason }) => Up::LostBelow { hosts, reason },
-            Ok(ToFront::Done) => return send(Up::Done(index)),
+            Ok(ToFront::Done) => return send(Up::Done(index, stream.read)),
             Ok(other) => return Err(format!("it sent {other:?} while dumping")),
             Err(e) => return Err(format!("it stopped sending: {e}")),
         };
         send(event)?;
+    }
+}
+
+/// A child's connection, counting what it reads.
+struct Counting {
+    stream: TcpStream,
+    read: u64,
+}
+
+impl std::io::Read for Counting {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.stream.read(buf)?;
+        self.read += n as u64;
+        Ok(n)
+    }
+}
+
+impl std::io::Write for Counting {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.stream.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.stream.flush()
     }
 }
 
