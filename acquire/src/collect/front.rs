@@ -311,7 +311,7 @@ struct Run {
     began: Instant,
     steps: Vec<(&'static str, Duration)>,
     /// In a tree: what each level below the front end did (the roots
-    /// first), and the front end's time expanding the states.
+    /// first), and the front end's longest expansion of one root's states.
     levels: Vec<Level>,
     expanding: Duration,
 }
@@ -984,7 +984,7 @@ impl Run {
             }
             Event::Levels { levels, expand } => {
                 super::states::absorb_levels(&mut self.levels, &levels, 0);
-                self.expanding += expand;
+                self.expanding = self.expanding.max(expand);
             }
             Event::LostBelow { hosts, reason } => {
                 for key in hosts {
