@@ -114,7 +114,8 @@ pub fn arguments_missing(rank: &Rank<'_>) -> Option<String> {
         })
         .unwrap_or_else(|| "the MPI library".into());
     Some(format!(
-        "its stack is in {entry}, whose arguments {object} has no debug information for here          (its debug file, --debug-dir, or debuginfod would give them)"
+        "its stack is in {entry}, whose arguments {object} has no debug information for \
+         here (its debug file, --debug-dir, or debuginfod would give them)"
     ))
 }
 

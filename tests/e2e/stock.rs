@@ -687,3 +687,62 @@ fn stock_mpich_says_why_it_has_no_queues_and_lists_its_cvars() {
         listing["num_cvars"]
     );
 }
+
+/// Debian's own MPICH (built without debugger support, stripped, offline:
+/// no debug files) in a ring deadlock: no DLL can read its queues and the
+/// stacks give no arguments. With `--stacks`, each rank is still dumped
+/// (its stacks, its queues not available and why), and `--deadlock`
+/// cannot judge any rank: it says so, naming the ranks and why, and exits
+/// 17, never "no deadlock". (Debian's hydra keeps no MPIR table: the
+/// ranks are named by pid.)
+#[test]
+fn a_ring_on_stock_mpich_without_debug_info_is_cannot_tell() {
+    let job = Job::launch(Mpi::DebianMpich, "split_ring", 8, &[]).expect("launch on stock MPICH");
+    let pids: Vec<String> = job.rank_pids().iter().map(|(_, p)| p.to_string()).collect();
+    let mut args: Vec<&str> = pids.iter().flat_map(|p| ["--pid", p.as_str()]).collect();
+    args.extend(["--stacks", "--deadlock", "--offline"]);
+    // Once every rank is in its MPI_Recv, the job stays as it is.
+    let started = Instant::now();
+    let out = loop {
+        let out = run(&args);
+        let text = stdout(&out);
+        if text.contains("cannot tell: ranks 0-7 not judged")
+            || started.elapsed() > Duration::from_secs(90)
+        {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(17), "{text}\n{}", stderr(&out));
+    assert!(!text.contains("no deadlock"), "{text}");
+    assert!(text.contains("cannot tell: ranks 0-7 not judged"), "{text}");
+    // Why: no queues for debuggers in Debian's libmpich, and no arguments
+    // in the stacks.
+    let why = text
+        .lines()
+        .find(|l| l.starts_with("not judged: ranks 0-7 ("))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        why.contains("communicators not available")
+            && why.contains("libmpich.so.12")
+            && why.contains("--enable-debuginfo"),
+        "{why}"
+    );
+    assert!(why.contains("MPI_Recv"), "{why}");
+    // The job view says the same, with the ranks' stacks.
+    let mut view: Vec<&str> = pids.iter().flat_map(|p| ["--pid", p.as_str()]).collect();
+    view.extend(["--stacks", "--offline"]);
+    let out = run(&view);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("who waits for whom: cannot tell for ranks 0-7"),
+        "{text}"
+    );
+    assert!(text.contains("MPI_Recv"), "{text}");
+    for (_, pid) in job.rank_pids() {
+        assert_running_untraced(pid);
+    }
+    job.shutdown().expect("shutdown");
+}

@@ -185,12 +185,19 @@ pub fn dump_pids_with(
             None => {
                 let env = MpiEnvironment::of(&target.environment().unwrap_or_default());
                 let member = Member::single(pid, env.rank.unwrap_or(-1));
+                // A launcher that names no job (hydra): the ranks it
+                // started on this host share their parent, its proxy.
+                let job = env.job.clone().or_else(|| {
+                    env.rank?;
+                    let parent = mqs_core::process::ProcessIdentity::parent_of(pid)?;
+                    Some(format!("ranks started by pid {parent}"))
+                });
                 match groups
                     .iter_mut()
-                    .find(|(job, _)| job.is_some() && *job == env.job)
+                    .find(|(known, _)| known.is_some() && *known == job)
                 {
                     Some((_, members)) => members.push(member),
-                    None => groups.push((env.job.clone(), vec![member])),
+                    None => groups.push((job, vec![member])),
                 }
             }
         }
@@ -356,6 +363,7 @@ pub fn dump_with_each_dll(
             executable: executable.clone(),
             mpi_library: mpi_library.clone(),
             cache: Some(cache.clone()),
+            no_queues: None,
         }];
         let mut results = dump_group(dll, &prepared, &[0], &mut || {});
         let [Prepared { target: t, .. }] = prepared;

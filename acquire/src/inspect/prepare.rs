@@ -39,6 +39,10 @@ pub(super) struct Prepared<T: Target> {
     /// when the DLL finds no types.
     pub(super) mpi_library: Option<Arc<ObjectSymbols>>,
     pub(super) cache: Option<Arc<SymbolCache>>,
+    /// Why no DLL can read this process's queues, for a process whose MPI
+    /// keeps none for debuggers, prepared for its stacks alone (`dll` is
+    /// then empty and never loaded).
+    pub(super) no_queues: Option<String>,
 }
 
 impl<T: Target> Prepared<T> {
@@ -68,6 +72,30 @@ impl<T: Target> Prepared<T> {
                     }
                     _ => e,
                 };
+                // With --stacks, an MPI process whose MPI keeps no queues
+                // for debuggers is still worth its stacks: what it waits
+                // for may be read there, and where not, the analysis says
+                // it cannot tell, and why.
+                if let (Error::NoQueueSupport { detail, .. }, true, Some(_)) =
+                    (&e, options.stacks, &index)
+                {
+                    let why = detail.clone();
+                    let executable = executable_of(&target, member.pid);
+                    return Ok(Self {
+                        member,
+                        target,
+                        index,
+                        symbols,
+                        recording: None,
+                        dll: PathBuf::new(),
+                        fallback: None,
+                        chosen: None,
+                        executable,
+                        mpi_library: None,
+                        cache: Some(cache.clone()),
+                        no_queues: Some(why),
+                    });
+                }
                 return Err(Box::new((target, e)));
             }
         };
@@ -86,10 +114,7 @@ impl<T: Target> Prepared<T> {
             Some(r) => r.clone() as Rc<dyn ImageSymbols>,
             None => symbols,
         };
-        let executable = target
-            .executable()
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|_| format!("pid {}", member.pid));
+        let executable = executable_of(&target, member.pid);
         Ok(Self {
             member,
             target,
@@ -102,6 +127,7 @@ impl<T: Target> Prepared<T> {
             executable,
             mpi_library,
             cache: Some(cache.clone()),
+            no_queues: None,
         })
     }
 
@@ -150,6 +176,14 @@ impl<T: Target> Prepared<T> {
             detail,
         }))
     }
+}
+
+/// The path of a process's executable, for its dump.
+fn executable_of(target: &dyn Target, pid: i32) -> String {
+    target
+        .executable()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| format!("pid {pid}"))
 }
 
 /// Gets a process's types ready: lets debuginfod fetch the MPI's own files

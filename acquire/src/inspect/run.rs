@@ -279,8 +279,17 @@ pub(super) fn dump_job<T: Target>(
 ) -> Result<Outcome> {
     let members = prepared.len();
     let total = members * 2;
-    let mut results: Vec<Option<Result<ProcessDump>>> = prepared.iter().map(|_| None).collect();
-    let mut dlls: Vec<PathBuf> = prepared.iter().map(|p| p.dll.clone()).collect();
+    // A process no DLL can read (prepared for its stacks alone) is dumped
+    // without one: its queues not available, and why.
+    let mut results: Vec<Option<Result<ProcessDump>>> = prepared
+        .iter()
+        .map(|p| p.no_queues.as_ref().map(|why| Ok(without_queues(p, why))))
+        .collect();
+    let mut dlls: Vec<PathBuf> = prepared
+        .iter()
+        .filter(|p| p.no_queues.is_none())
+        .map(|p| p.dll.clone())
+        .collect();
     dlls.sort();
     dlls.dedup();
     let mut done = members;
@@ -290,7 +299,7 @@ pub(super) fn dump_job<T: Target>(
     };
     for dll in &dlls {
         let group: Vec<usize> = (0..prepared.len())
-            .filter(|&i| &prepared[i].dll == dll)
+            .filter(|&i| &prepared[i].dll == dll && prepared[i].no_queues.is_none())
             .collect();
         for (i, result) in dump_group(dll, &prepared, &group, &mut step) {
             results[i] = Some(result);
@@ -581,6 +590,39 @@ pub(super) fn process_dump(
         held_by: session.target(process).held_by(),
         stacks: None,
         stats,
+    }
+}
+
+/// The dump of a process whose MPI keeps no queues for debuggers: no DLL,
+/// its communicators not available with the reason (its stacks are added
+/// as anyone's).
+fn without_queues<T: Target>(p: &Prepared<T>, why: &str) -> ProcessDump {
+    let member = &p.member;
+    ProcessDump {
+        pid: member.pid,
+        global_rank: member.identity,
+        host: None,
+        spawned: member.spawned_job.as_ref().map(|job| SpawnedJob {
+            job: job.clone(),
+            rank: member.rank,
+            parent: member.spawned_by.clone(),
+        }),
+        executable: p.executable.clone(),
+        dll: DllInfo::new(
+            String::new(),
+            "none: no DLL can read this process".into(),
+            0,
+        ),
+        communicators: Section::NotAvailable {
+            reason: why.to_string(),
+        },
+        new_processes: None,
+        spawn_breakpoint: None,
+        unreadable: Vec::new(),
+        dll_output: Vec::new(),
+        held_by: p.target.held_by(),
+        stacks: None,
+        stats: Default::default(),
     }
 }
 

@@ -481,6 +481,11 @@ impl ProcessIdentity {
         })
     }
 
+    /// The pid of the parent of the process that has `pid` now.
+    pub fn parent_of(pid: i32) -> Option<i32> {
+        procfs::stat(pid).ok().map(|s| s.ppid)
+    }
+
     /// Whether it still runs code (not gone, not a zombie, not replaced).
     pub fn is_alive(&self) -> bool {
         procfs::is_alive(self.pid, self.start_time)
