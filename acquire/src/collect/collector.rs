@@ -8,6 +8,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::protocol::{
@@ -29,6 +30,15 @@ use mqs_core::process::{LiveProcess, Mode};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The pause between rounds of connection attempts.
 const RETRY: Duration = Duration::from_millis(250);
+
+/// How much longer than its usual limit the collector's watchdog waits.
+static WATCHDOG_EXTRA_MS: AtomicU64 = AtomicU64::new(0);
+
+/// Lets the watchdog wait `extra` longer.
+fn extend_watchdog(extra: Duration) {
+    let ms = u64::try_from(extra.as_millis()).unwrap_or(u64::MAX);
+    WATCHDOG_EXTRA_MS.fetch_max(ms, Ordering::SeqCst);
+}
 
 /// What a collector is started with.
 #[derive(Debug, Clone)]
@@ -62,14 +72,22 @@ pub fn run(args: &CollectorArgs) -> i32 {
         "mqs-dump collector on host '{host}' (pid {})",
         std::process::id()
     );
-    // No step waits longer than a few timeouts; this is the backstop.
+    // No step waits longer than a few timeouts; this is the backstop (a
+    // parent extends it by what its subtree may take).
     let limit = args.timeout * 10 + Duration::from_secs(60);
+    WATCHDOG_EXTRA_MS.store(0, Ordering::SeqCst);
     {
         let me = me.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(limit);
-            eprintln!("{me}: gave up after {limit:?}");
-            std::process::exit(exit_code::COLLECT);
+        let began = Instant::now();
+        std::thread::spawn(move || loop {
+            let extra = Duration::from_millis(WATCHDOG_EXTRA_MS.load(Ordering::SeqCst));
+            let due = limit + extra;
+            let waited = began.elapsed();
+            if waited >= due {
+                eprintln!("{me}: gave up after {due:?}");
+                std::process::exit(exit_code::COLLECT);
+            }
+            std::thread::sleep((due - waited).min(Duration::from_secs(5)));
         });
     }
     match collect(args, &host) {
@@ -145,16 +163,19 @@ fn collect(args: &CollectorArgs, host: &str) -> Result<(), String> {
         Ok(other) => return Err(format!("{peer} sent {other:?} instead of an assignment")),
         Err(e) => return Err(io("no answer from", e)),
     };
-    let mut kids = Children::start(
-        children,
-        &Handed {
-            token: args.token.clone(),
-            options: options.clone(),
-            go_timeout,
-            discover: discover.clone(),
-            timeout: args.timeout,
-        },
-    );
+    let handed = Handed {
+        token: args.token.clone(),
+        options: options.clone(),
+        go_timeout,
+        discover: discover.clone(),
+        timeout: args.timeout,
+    };
+    let mut kids = Children::start(children, &handed);
+    let (stop_limit, results_limit) = (kids.stop_limit(&handed), kids.results_limit(&handed));
+    // A parent waits for its subtree: its watchdog waits as long again.
+    if !kids.is_empty() {
+        extend_watchdog(stop_limit + go_timeout * 2 + results_limit);
+    }
     if let Some(wanted) = &discover {
         let (processes, problem) = find_processes(wanted, host, node.as_deref());
         members = processes.iter().map(|p| p.member.clone()).collect();
@@ -189,7 +210,7 @@ fn collect(args: &CollectorArgs, host: &str) -> Result<(), String> {
             &mut stream,
             &mut states,
             &mut relayed,
-            Instant::now() + args.timeout * 2,
+            Instant::now() + stop_limit,
         )
         .and_then(|()| protocol::send(&mut stream, &ToFront::Stopped))
         .map_err(|e| Error::Collect(format!("cannot report to {above}: {e}")))?;
@@ -261,7 +282,7 @@ fn collect(args: &CollectorArgs, host: &str) -> Result<(), String> {
         &mut stream,
         &mut states,
         &mut relayed,
-        Instant::now() + args.timeout * 6,
+        Instant::now() + results_limit,
     )
     .map_err(|e| io("cannot report to", e))?;
     states.own_level(

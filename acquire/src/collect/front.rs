@@ -1333,7 +1333,28 @@ fn serve(
     // A root of a tree speaks for the hosts below it too, and waits for
     // them before it reports.
     let below: HashSet<String> = children.iter().flat_map(Child::subtree).collect();
-    let patience = if below.is_empty() { 1 } else { 3 };
+    // A root reports once its subtree has: it gets what its children get,
+    // and a step more.
+    let (stop_wait, results_wait) = if children.is_empty() {
+        (timeout * 2, timeout)
+    } else {
+        let handed = tree::Handed {
+            token: String::new(),
+            options: options.clone(),
+            go_timeout,
+            discover: discover.clone(),
+            timeout,
+        };
+        let longest = children
+            .iter()
+            .map(|c| handed.results_limit(c))
+            .max()
+            .unwrap_or_default();
+        (
+            timeout * 2 + handed.stop_limit(&children) + timeout,
+            longest + timeout * 2,
+        )
+    };
     let assignment = ToCollector::Assignment {
         members,
         options,
@@ -1354,7 +1375,7 @@ fn serve(
         return lost(format!("cannot send it its ranks: {e}"));
     }
     // Stopping a rank may take up to 10 s per thread that is slow to stop.
-    let _ = stream.stream.set_read_timeout(Some(timeout * 2 * patience));
+    let _ = stream.stream.set_read_timeout(Some(stop_wait));
     if looks {
         // What it found comes first; nothing found (and no host below
         // it), it is done.
@@ -1421,7 +1442,7 @@ fn serve(
     }
     // Each dump must come within the timeout of the one before (a root
     // sends its subtree's once all of it is in).
-    let _ = stream.stream.set_read_timeout(Some(timeout * patience));
+    let _ = stream.stream.set_read_timeout(Some(results_wait));
     loop {
         let event = match protocol::receive::<ToFront>(&mut stream, MAX_FRAME) {
             Ok(ToFront::Process { process, host }) => match tagged(host) {

@@ -157,6 +157,27 @@ pub struct Child {
 }
 
 impl Child {
+    /// How many levels of collectors are below it (0 for a leaf).
+    pub fn height(&self) -> u32 {
+        self.children
+            .iter()
+            .map(|c| 1 + c.height())
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The ranks assigned to it and to every host below it, each host
+    /// counted as at least `per_host` (hosts that find their ranks
+    /// themselves are told none).
+    pub fn ranks(&self, per_host: u32) -> u32 {
+        let own = u32::try_from(self.members.len())
+            .unwrap_or(u32::MAX)
+            .max(per_host);
+        self.children
+            .iter()
+            .fold(own, |sum, c| sum.saturating_add(c.ranks(per_host)))
+    }
+
     /// Its key and the keys of every host below it.
     pub fn subtree(&self) -> Vec<String> {
         let mut keys = vec![self.key.clone()];
