@@ -524,7 +524,10 @@ mod tests {
             handed.results_limit(&middle),
             Duration::from_secs(2 + 7 + 2)
         );
-        assert_eq!(handed.stop_limit(&[middle.clone()]), Duration::from_secs(4));
+        assert_eq!(
+            handed.stop_limit(std::slice::from_ref(&middle)),
+            Duration::from_secs(4)
+        );
         assert_eq!(handed.stop_limit(&[]), Duration::from_secs(2));
         // Hosts that find their ranks themselves count as many.
         let found = Handed {
