@@ -468,6 +468,10 @@ fn chain_collector(dir: &Path, blocked: &str, kill_there: bool) -> PathBuf {
 
 const CHAIN: [&str; 3] = ["nodea", "nodeb", "nodec"];
 
+/// The file in its block directory that lets the blocking test DLL out
+/// (tests/support/test_dll.c).
+const LET_OUT: &str = "release";
+
 /// kill -9 of the collector on `victim` (of the chain) while it is inside
 /// its DLL with its ranks stopped: its ranks and those below it are
 /// reported out of reach with the reason, the others are shown, no rank is
@@ -581,7 +585,7 @@ fn the_front_end_killed_during_a_tree_dump_leaves_every_rank_running() {
     // SIGKILL: our own child, by its handle; nothing of ours runs after.
     front.kill().expect("kill mqs-dump");
     let _ = front.wait();
-    std::fs::write(dir.join("nodeb").join("release"), b"go").expect("release nodeb");
+    std::fs::write(dir.join("nodeb").join(LET_OUT), b"go").expect("let nodeb's collector out");
     assert_left_alone(&job, 3);
     job.shutdown().expect("teardown");
 }
