@@ -1,0 +1,533 @@
+//! MPICH 4.0's ch4 `ucx` netmod: it keeps no queues of its own (a receive
+//! goes straight to `ucp_tag_recv_nbx`, an unexpected message stays in
+//! UCX), so its posted receives and unexpected messages are read from UCX's
+//! workers, one per VCI (`MPIDI_UCX_global.ctx[vci].worker`, `num_vnis` of
+//! them), with the walks of [`crate::ucx`], and decoded by the netmod's tag
+//! layout (`ucx_types.h`, `MPIDI_UCX_init_tag`, `MPIDI_UCX_recv_tag`,
+//! `MPIDI_UCX_tag_mask` in `ucx_impl.h`), high to low:
+//!
+//! ```text
+//! context id (16) | source rank (RANK_BITS) | tag (64 - 16 - RANK_BITS)
+//! ```
+//!
+//! The context is the receiver's `recvcontext_id` (plus 1 for MPICH's
+//! collectives, as everywhere in MPICH); the source is the sender's rank in
+//! the communicator. A receive's mask clears the rank field for
+//! MPI_ANY_SOURCE and the tag's usable bits for MPI_ANY_TAG; it always
+//! clears MPICH's two tag error bits, so no receive's mask is full and
+//! every one lands in UCX's wildcard queue.
+//!
+//! `RANK_BITS` is `--with-ch4-ucx-rankbits` (16 to 32, 16 by default), a
+//! macro no type records: the netmod tells MPICH its tag width
+//! (`MPIR_Process.tag_bits`), which is the tag field's width when that is
+//! below 31 and 31 for the default 16 rank bits (and for 17, which this DLL
+//! cannot tell from 16: it takes the default).
+
+use std::collections::HashMap;
+
+use mqs_abi::{OpStatus, PendingOperation};
+
+use crate::access::{ImageAccess, ProcessAccess};
+use crate::by_key::ByKey;
+use crate::iteration::CommInfo;
+use crate::target::Target;
+use crate::types::{ty, Missing};
+use crate::ucx::layout::{names as ucx_names, UcxLayout};
+use crate::ucx::matching::{self, Protocol};
+use crate::ucx::read_version;
+use crate::walk::{Stop, MAX_LIST_ITEMS};
+
+use super::communicators::Comm;
+
+/// The netmod's globals: the UCP context and one worker per VCI.
+pub const SYM_GLOBAL: &str = "MPIDI_UCX_global";
+pub const GLOBAL_TYPE: &str = "MPIDI_UCX_global_t";
+pub const GLOBAL_CTX: &str = "ctx";
+pub const GLOBAL_NUM_VNIS: &str = "num_vnis";
+pub const CONTEXT_TYPE: &str = "MPIDI_UCX_context_t";
+pub const CONTEXT_WORKER: &str = "worker";
+/// MPICH's process-wide state: the tag width the netmod reported.
+pub const SYM_PROCESS: &str = "MPIR_Process";
+pub const PROCESS_TYPE: &str = "MPIR_Process_t";
+pub const PROCESS_TAG_BITS: &str = "tag_bits";
+/// `ucp_request_t.user_data`: the netmod passes its `MPIR_Request` as the
+/// receive's user data (optional: only the request line needs it).
+pub const REQUEST_USER_DATA: &str = "user_data";
+
+/// `MPIDI_UCX_CONTEXT_ID_BITS`.
+const CONTEXT_BITS: u32 = 16;
+/// `MPIR_TAG_BITS_DEFAULT`: the tag width MPICH is told when the tag field
+/// is wider.
+const TAG_BITS_DEFAULT: u32 = 31;
+/// The tag field of the default `CH4_UCX_RANKBITS` (16).
+const DEFAULT_TAG_FIELD: u32 = 64 - CONTEXT_BITS - 16;
+
+/// The netmod's tag layout in one process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TagLayout {
+    /// Bits of the tag field (`MPIDI_UCX_TAG_BITS`), 16 to 32.
+    pub tag_field: u32,
+    /// `MPIR_Process.tag_bits`: where MPICH's two error bits are (its top
+    /// two), cleared from a tag shown.
+    pub tag_bits: u32,
+}
+
+impl TagLayout {
+    /// From `MPIR_Process.tag_bits`; None for a width the netmod cannot
+    /// have reported.
+    pub fn from_tag_bits(tag_bits: i64) -> Option<TagLayout> {
+        let tag_bits = u32::try_from(tag_bits).ok()?;
+        let tag_field = match tag_bits {
+            TAG_BITS_DEFAULT => DEFAULT_TAG_FIELD,
+            16..TAG_BITS_DEFAULT => tag_bits,
+            _ => return None,
+        };
+        Some(TagLayout {
+            tag_field,
+            tag_bits,
+        })
+    }
+
+    fn rank_bits(self) -> u32 {
+        64 - CONTEXT_BITS - self.tag_field
+    }
+
+    fn rank_mask(self) -> u64 {
+        ((1u64 << self.rank_bits()) - 1) << self.tag_field
+    }
+
+    /// Decodes a receive's tag and mask (a message's tag with a full mask).
+    pub fn decode(self, tag: u64, mask: u64) -> Tag {
+        let rank_mask = self.rank_mask();
+        let field = tag & ((1u64 << self.tag_field) - 1);
+        // MPIR_TAG_ERROR_BIT and MPIR_TAG_PROC_FAILURE_BIT.
+        let errors = (0b11u64 << self.tag_bits) >> 2;
+        Tag {
+            context: tag >> (64 - CONTEXT_BITS),
+            source: (mask & rank_mask == rank_mask)
+                .then_some(((tag & rank_mask) >> self.tag_field) as i64),
+            // MPI_ANY_TAG clears every usable bit of the mask, bit 0 first.
+            tag: (mask & 1 != 0).then_some((field & !errors) as i64),
+        }
+    }
+}
+
+/// A UCX tag as MPICH's ucx netmod means it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tag {
+    /// The receiving communicator's `recvcontext_id` (+1: its collectives).
+    pub context: u64,
+    /// None: MPI_ANY_SOURCE.
+    pub source: Option<i64>,
+    /// None: MPI_ANY_TAG.
+    pub tag: Option<i64>,
+}
+
+/// What reading the netmod needs, resolved once per process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Netmod {
+    pub layout: UcxLayout,
+    /// `&MPIDI_UCX_global`, and where in it the workers' array and count
+    /// are.
+    pub global: u64,
+    pub ctx: u64,
+    pub ctx_size: u64,
+    pub worker: u64,
+    pub num_vnis: u64,
+    /// How many contexts the array holds (`MPIDI_CH4_MAX_VCIS`), from the
+    /// type's size.
+    pub max_vcis: u64,
+    /// `&MPIR_Process.tag_bits`.
+    pub tag_bits_at: u64,
+    /// `ucp_request_t.user_data`, if the type has it.
+    pub user_data: Option<u64>,
+    pub version: Option<[u32; 3]>,
+}
+
+impl Netmod {
+    /// "UCX 1.13.1" (or "UCX (version unknown)").
+    pub fn name(&self) -> String {
+        version_name(self.version)
+    }
+}
+
+fn version_name(version: Option<[u32; 3]>) -> String {
+    match version {
+        Some([a, b, c]) => format!("UCX {a}.{b}.{c}"),
+        None => "UCX (version unknown)".to_string(),
+    }
+}
+
+/// None when the image has no ucx netmod (no `MPIDI_UCX_global`); else
+/// what reading it needs, or why it cannot be read ("UCX 1.13.1 not
+/// supported: field recv.tag.sn of ucp_request_t missing").
+pub fn resolve<I: ImageAccess, P: ProcessAccess + ?Sized>(
+    image: &I,
+    t: &Target<'_, P>,
+) -> Option<Result<Netmod, String>> {
+    let global = image.find_symbol(SYM_GLOBAL)?;
+    let version = image
+        .find_function(ucx_names::FN_VERSION)
+        .and_then(|f| read_version(t, f));
+    let ucx = |m: Missing| format!("{} not supported: {m} missing", version_name(version));
+    let netmod = |m: Missing| format!("MPICH's ucx netmod not supported: {m} missing");
+    Some((|| {
+        let layout = UcxLayout::resolve(image).map_err(ucx)?;
+        let (ctx, num_vnis, global_size) = ty(image, GLOBAL_TYPE)
+            .and_then(|g| Ok((g.field(GLOBAL_CTX)?, g.field(GLOBAL_NUM_VNIS)?, g.size()?)))
+            .map_err(netmod)?;
+        let (worker, ctx_size) = ty(image, CONTEXT_TYPE)
+            .and_then(|c| Ok((c.field(CONTEXT_WORKER)?, c.size()?)))
+            .map_err(netmod)?;
+        let process = image
+            .find_symbol(SYM_PROCESS)
+            .ok_or(Missing::Symbol(SYM_PROCESS))
+            .map_err(netmod)?;
+        let tag_bits = ty(image, PROCESS_TYPE)
+            .and_then(|p| p.field(PROCESS_TAG_BITS))
+            .map_err(netmod)?;
+        // The array ends where the count begins, or with the struct.
+        let end = if num_vnis > ctx {
+            num_vnis
+        } else {
+            global_size
+        };
+        let max_vcis = end.saturating_sub(ctx) / ctx_size.max(1);
+        let user_data = ty(image, ucx_names::REQUEST)
+            .ok()
+            .and_then(|r| r.opt(REQUEST_USER_DATA));
+        Ok(Netmod {
+            layout,
+            global,
+            ctx,
+            ctx_size,
+            worker,
+            num_vnis,
+            max_vcis: max_vcis.max(1),
+            tag_bits_at: process + tag_bits,
+            user_data,
+            version,
+        })
+    })())
+}
+
+/// One operation read from UCX.
+#[derive(Debug, Clone)]
+pub enum Op {
+    Recv {
+        posted: matching::Posted,
+        decoded: Tag,
+        /// The VCI whose worker holds it.
+        vci: u64,
+        /// Its place in its worker's matching order on its context (from 1).
+        number: usize,
+        /// The `MPIR_Request` the netmod gave as the receive's user data.
+        mpi_request: Option<u64>,
+    },
+    Unexpected {
+        message: matching::Unexpected,
+        decoded: Tag,
+        vci: u64,
+    },
+}
+
+/// What one stop's reading of the workers found, by context id.
+#[derive(Debug, Default)]
+pub struct Scan {
+    pub posted: ByKey<Op>,
+    pub unexpected: ByKey<Op>,
+    pub posted_stop: Option<Stop>,
+    pub unexpected_stop: Option<Stop>,
+    /// Workers whose count of expected requests is not what the walk
+    /// found: (vci, counted, read).
+    pub disagrees: Vec<(u64, u64, usize)>,
+    /// Why the workers or the tag layout could not be read.
+    pub no_worker: Option<String>,
+}
+
+/// Reads every VCI's worker once.
+pub fn scan<P: ProcessAccess + ?Sized>(t: &Target<'_, P>, n: &Netmod) -> Scan {
+    let mut out = Scan::default();
+    let tags = match t.read_int(n.tag_bits_at) {
+        Ok(bits) => match TagLayout::from_tag_bits(bits) {
+            Some(tags) => tags,
+            None => {
+                out.no_worker = Some(format!(
+                    "MPIR_Process.tag_bits is {bits}, not a width the ucx netmod reports"
+                ));
+                return out;
+            }
+        },
+        Err(e) => {
+            out.no_worker = Some(format!("MPIR_Process.tag_bits: {e}"));
+            return out;
+        }
+    };
+    let vcis = match t.read_int(n.global + n.num_vnis) {
+        Ok(v) if v >= 1 && (v as u64) <= n.max_vcis => v as u64,
+        Ok(v) => {
+            out.no_worker = Some(format!(
+                "MPIDI_UCX_global.num_vnis is {v}, not 1 to {}",
+                n.max_vcis
+            ));
+            return out;
+        }
+        Err(e) => {
+            out.no_worker = Some(format!("MPIDI_UCX_global.num_vnis: {e}"));
+            return out;
+        }
+    };
+    let mut numbers: HashMap<(u64, u64), usize> = HashMap::new();
+    for vci in 0..vcis {
+        let at = n.global + n.ctx + vci * n.ctx_size + n.worker;
+        let worker = match t.read_ptr(at) {
+            Ok(w) if w != 0 => w,
+            Ok(_) => {
+                out.no_worker = Some(format!("MPIDI_UCX_global.ctx[{vci}].worker is NULL"));
+                return out;
+            }
+            Err(e) => {
+                out.no_worker = Some(format!("MPIDI_UCX_global.ctx[{vci}].worker: {e}"));
+                return out;
+            }
+        };
+        let expected = matching::expected(t, &n.layout, worker, [None, None], MAX_LIST_ITEMS);
+        out.posted_stop = out.posted_stop.or(expected.stop);
+        if let Some(counted) = expected.disagrees {
+            out.disagrees.push((vci, counted, expected.posted.len()));
+        }
+        for posted in expected.posted {
+            let decoded = tags.decode(posted.tag, posted.mask);
+            let number = numbers.entry((vci, decoded.context)).or_default();
+            *number += 1;
+            let mpi_request = n
+                .user_data
+                .and_then(|off| t.read_ptr(posted.request.checked_add(off)?).ok())
+                .filter(|&r| r != 0);
+            out.posted.push(
+                decoded.context,
+                Op::Recv {
+                    posted,
+                    decoded,
+                    vci,
+                    number: *number,
+                    mpi_request,
+                },
+            );
+        }
+        let (unexpected, stop) = matching::unexpected(t, &n.layout, worker, MAX_LIST_ITEMS);
+        out.unexpected_stop = out.unexpected_stop.or(stop);
+        for message in unexpected {
+            let decoded = tags.decode(message.tag, !0);
+            out.unexpected.push(
+                decoded.context,
+                Op::Unexpected {
+                    message,
+                    decoded,
+                    vci,
+                },
+            );
+        }
+    }
+    out
+}
+
+impl Op {
+    /// `comm`'s operation; `collective`: on its collective context.
+    pub fn to_operation(&self, comm: &Comm, ucx: &str, collective: bool) -> PendingOperation {
+        let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let vci_of = |vci: u64| {
+            if vci == 0 {
+                String::new()
+            } else {
+                format!(", VCI {vci}")
+            }
+        };
+        let mut lines = Vec::new();
+        let op = match self {
+            Op::Recv {
+                posted,
+                decoded,
+                vci,
+                number,
+                mpi_request,
+            } => {
+                lines.push(match mpi_request {
+                    Some(r) => mqs_abi::request_line("receive", *r),
+                    None => format!("UCP request at {:#x}", posted.request),
+                });
+                let queue = if posted.wild {
+                    "wildcard queue"
+                } else {
+                    "hash"
+                };
+                lines.push(format!(
+                    "posted #{number} in {ucx} matching order ({queue}{})",
+                    vci_of(*vci)
+                ));
+                PendingOperation {
+                    status: OpStatus::Pending,
+                    desired_local_rank: decoded.source.unwrap_or(-1),
+                    desired_global_rank: decoded.source.map_or(-1, |s| comm.peer_global(s)),
+                    desired_tag: decoded.tag,
+                    desired_length: clamp(posted.length),
+                    system_buffer: false,
+                    buffer: posted.buffer,
+                    actual_local_rank: -1,
+                    actual_global_rank: -1,
+                    actual_tag: -1,
+                    actual_length: -1,
+                    extra_text: Default::default(),
+                }
+            }
+            Op::Unexpected {
+                message,
+                decoded,
+                vci,
+            } => {
+                let source = decoded.source.unwrap_or(-1);
+                let global = comm.peer_global(source);
+                let tag = decoded.tag.unwrap_or(-1);
+                let length = message.length.map_or(-1, clamp);
+                let kind = match message.protocol {
+                    Protocol::EagerOnly => "eager".to_string(),
+                    Protocol::EagerFirst => "eager, first fragment".to_string(),
+                    Protocol::Rendezvous => "rendezvous".to_string(),
+                    Protocol::Other(f) => format!("descriptor flags {f:#x}"),
+                };
+                lines.push(format!(
+                    "{kind} message, {ucx} descriptor {:#x}{}",
+                    message.descriptor,
+                    vci_of(*vci)
+                ));
+                if message.sync {
+                    lines.push("synchronous: its sender waits for the match".to_string());
+                }
+                PendingOperation {
+                    status: OpStatus::Pending,
+                    desired_local_rank: source,
+                    desired_global_rank: global,
+                    desired_tag: Some(tag),
+                    desired_length: length,
+                    system_buffer: true,
+                    buffer: message.descriptor,
+                    actual_local_rank: source,
+                    actual_global_rank: global,
+                    actual_tag: tag,
+                    actual_length: length,
+                    extra_text: Default::default(),
+                }
+            }
+        };
+        if collective {
+            lines.push("MPICH internal (collective context)".to_string());
+        }
+        PendingOperation {
+            extra_text: lines.into(),
+            ..op
+        }
+    }
+}
+
+/// Why a send queue under ch4:ucx can miss sends (said per communicator:
+/// with an empty queue as "cannot tell", else as its last line).
+pub const SENDS_NOT_LISTED: &str = "sends completed locally under UCX are not listed";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `MPIDI_UCX_recv_tag` and `MPIDI_UCX_tag_mask` as MPICH 4.0.2
+    /// builds them (-1: MPI_ANY_SOURCE, -1: MPI_ANY_TAG, as in mpi.h),
+    /// for `rank_bits` and the tag width MPICH was told.
+    fn make_recv(tag: i64, src: i64, ctx: u64, rank_bits: u32, tag_bits: u32) -> (u64, u64) {
+        let tag_field = 48 - rank_bits;
+        let rank_mask = ((1u64 << rank_bits) - 1) << tag_field;
+        let mut bits = ctx << rank_bits;
+        if src != -1 {
+            bits |= src as u64 & ((1 << rank_bits) - 1);
+        }
+        bits <<= tag_field;
+        if tag != -1 {
+            bits |= tag as u64 & ((1 << tag_field) - 1);
+        }
+        let mut mask = !0u64;
+        // MPIR_TAG_CLEAR_ERROR_BITS: ~(ERROR_BIT ^ PROC_FAILURE_BIT), ints.
+        mask &= !(((1u64 << (tag_bits - 1)) ^ (1u64 << (tag_bits - 2))) as i32 as i64 as u64);
+        if tag == -1 {
+            // MPIR_TAG_USABLE_BITS, an int.
+            mask &= !(((1u64 << (tag_bits - 3)) - 1) as i32 as i64 as u64);
+        }
+        if src == -1 {
+            mask &= !rank_mask;
+        }
+        (bits, mask)
+    }
+
+    /// `MPIDI_UCX_init_tag`, a send's tag.
+    fn make_send(tag: u64, rank: u64, ctx: u64, rank_bits: u32) -> u64 {
+        let tag_field = 48 - rank_bits;
+        (((ctx << rank_bits) | rank) << tag_field) | (tag & ((1 << tag_field) - 1))
+    }
+
+    #[test]
+    fn the_tag_field_follows_from_the_width_mpich_was_told() {
+        let default = TagLayout::from_tag_bits(31).unwrap();
+        assert_eq!((default.tag_field, default.rank_bits()), (32, 16));
+        let wide = TagLayout::from_tag_bits(24).unwrap();
+        assert_eq!((wide.tag_field, wide.rank_bits()), (24, 24));
+        assert_eq!(TagLayout::from_tag_bits(16).unwrap().rank_bits(), 32);
+        for bad in [-1, 0, 15, 32, 64] {
+            assert_eq!(TagLayout::from_tag_bits(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn receive_tags_decode_into_context_source_and_tag() {
+        for (rank_bits, tag_bits) in [(16, 31), (24, 24), (32, 16)] {
+            let layout = TagLayout::from_tag_bits(tag_bits as i64).unwrap();
+            let max_tag = (1i64 << (tag_bits - 3)) - 1;
+            let max_rank = (1i64 << rank_bits) - 1;
+            let cases = [
+                ((7, 1, 3), (3, Some(1), Some(7))),
+                ((8, -1, 0), (0, None, Some(8))),
+                ((-1, 0, 5), (5, Some(0), None)),
+                ((-1, -1, 0xffff), (0xffff, None, None)),
+                ((max_tag, max_rank, 1), (1, Some(max_rank), Some(max_tag))),
+                ((0, 2, 0x8001), (0x8001, Some(2), Some(0))),
+            ];
+            for ((tag, src, ctx), (c, s, t)) in cases {
+                let (bits, mask) = make_recv(tag, src, ctx, rank_bits, tag_bits);
+                assert_ne!(mask, !0, "never a full mask");
+                assert_eq!(
+                    layout.decode(bits, mask),
+                    Tag {
+                        context: c,
+                        source: s,
+                        tag: t
+                    },
+                    "rank bits {rank_bits}: tag {tag} src {src} ctx {ctx}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn message_tags_decode_with_a_full_mask() {
+        let layout = TagLayout::from_tag_bits(31).unwrap();
+        for (tag, rank, ctx) in [(99, 1, 0), (5, 0xffff, 0xffff), (0, 0, 0), (1000, 3, 4)] {
+            let d = layout.decode(make_send(tag, rank, ctx, 16), !0);
+            assert_eq!(
+                d,
+                Tag {
+                    context: ctx,
+                    source: Some(rank as i64),
+                    tag: Some(tag as i64)
+                }
+            );
+        }
+        // MPICH's error bits are not part of the tag shown.
+        let errored = make_send(42 | (1 << 30) | (1 << 29), 1, 2, 16);
+        assert_eq!(layout.decode(errored, !0).tag, Some(42));
+    }
+}
