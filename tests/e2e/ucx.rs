@@ -10,6 +10,14 @@
 //! must be "cannot tell" with the reason, never an empty list. Open MPI's
 //! own DLL lists nothing on the same job. A ring
 //! deadlock under pml ucx must be found by `mqs-dump --deadlock`.
+//!
+//! MPICH 4.0.2 ch4:ucx (the `mpich-4.0.2-ucx` build, the same UCX): its
+//! ucx netmod keeps no queues either; our DLL reads every VCI's worker and
+//! decodes the netmod's own tag layout (context id 16 | rank 16 | tag 32).
+//! The same `queues` fixture's receives and unexpected messages must be
+//! listed exactly; sends come from MPICH's own send queue, which holds the
+//! pending rendezvous send only, and say that sends completed locally are
+//! not listed.
 
 mod support;
 
@@ -380,4 +388,71 @@ fn persistent_mprobe_and_issend(mpi: Mpi) {
         [pending(0, 0, Some(79), 400_000)],
         "ob1 lists the Issend the UCX reader says it cannot"
     );
+}
+
+/// MPICH 4.0.2 ch4:ucx: the `queues` fixture's posted receives (specific,
+/// ANY_SOURCE, ANY_TAG, the blocking `MPI_Recv`) and unexpected messages
+/// (eager, and the 400,000-byte rendezvous) read from UCX's worker, exactly,
+/// on every communicator, with global peers, tags and lengths in bytes;
+/// the sends MPICH remembers (the rendezvous `MPI_Isend`), and for every
+/// other communicator that sends completed locally are not listed.
+#[test]
+fn mpich_ch4_ucx_queues_are_listed_exactly() {
+    let mpi = Mpi::MpichUcx;
+    let dump = {
+        // The launcher sets UCX_TLS for this build (MPICH_UCX_ENV).
+        let job = launch(mpi, "queues", 2, false);
+        settled(&job, "mqs-wait")
+    };
+    let text = dump.to_string();
+    assert!(
+        text.contains("MPICH 4.0.2, device ch4:ucx, device queues, UCX 1.13.1"),
+        "{dump:#}"
+    );
+    let got = queues(&dump);
+    let comms = [
+        "MPI_COMM_SELF",
+        "MPI_COMM_WORLD",
+        "mqs-dup",
+        "mqs-split",
+        "mqs-wait",
+    ];
+    for rank in 0..2 {
+        let mut names: Vec<&str> = got
+            .keys()
+            .filter(|k| k.0 == rank && k.2 == "receives")
+            .map(|k| k.1.as_str())
+            .collect();
+        names.sort_unstable();
+        assert_eq!(names, comms, "rank {rank}");
+    }
+    let want = fixture_contents();
+    // The send MPICH keeps a request for: the rendezvous one, waiting for
+    // its receiver; the netmod sends natively, so ch4 records neither its
+    // buffer nor its length (the eager one was handed back complete and
+    // is in no list).
+    let sends = BTreeMap::from([((1, "MPI_COMM_WORLD"), vec![pending(0, 0, Some(5), -1)])]);
+    let mut errors = Vec::new();
+    for ((rank, comm, queue), listed) in &got {
+        let key = (*rank, comm.as_str());
+        let ok = match (*queue, listed) {
+            ("sends", Listed::Rows(rows)) => sends.get(&key) == Some(rows),
+            ("sends", Listed::NotAvailable(why)) => !sends.contains_key(&key)
+                && why.contains(
+                    "MPICH ch4:ucx (UCX 1.13.1): sends completed locally under UCX are not listed",
+                ),
+            (_, Listed::Rows(rows)) => {
+                *rows
+                    == want
+                        .get(&(*rank, comm.as_str(), *queue))
+                        .cloned()
+                        .unwrap_or_default()
+            }
+            _ => false,
+        };
+        if !ok {
+            errors.push(format!("rank {rank} {comm} {queue}: {listed:?}"));
+        }
+    }
+    assert!(errors.is_empty(), "{}\n{dump:#}", errors.join("\n"));
 }
