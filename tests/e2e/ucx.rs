@@ -41,10 +41,16 @@ fn ucx_env() -> Vec<(OsString, OsString)> {
 }
 
 /// `fixture` on `mpi` (a build with UCX), under pml ucx or, without
-/// `ucx`, ob1 (the launcher's default).
+/// `ucx`, ob1 (the launcher's default). MPICH ch4:ucx has no other
+/// netmod: the launcher gives its jobs UCX's environment.
 fn launch(mpi: Mpi, fixture: &str, size: u32, ucx: bool) -> Job {
+    let open_mpi = mpi.family() == mqs_tests::Family::OpenMpi;
     let options = LaunchOptions {
-        env: if ucx { ucx_env() } else { Vec::new() },
+        env: if ucx && open_mpi {
+            ucx_env()
+        } else {
+            Vec::new()
+        },
         ..LaunchOptions::default()
     };
     Job::launch_with(mpi, fixture, size, &[], &options)
@@ -266,6 +272,11 @@ fn a_ring_deadlock_under_open_mpi_5_pml_ucx_is_found() {
     ring_deadlock_is_found(Mpi::OpenMpi5Ucx);
 }
 
+#[test]
+fn a_ring_deadlock_under_mpich_ch4_ucx_is_found() {
+    ring_deadlock_is_found(Mpi::MpichUcx);
+}
+
 fn ring_deadlock_is_found(mpi: Mpi) {
     let job = launch(mpi, "ring", 3, true);
     let pid = job.launcher_pid().to_string();
@@ -455,4 +466,111 @@ fn mpich_ch4_ucx_queues_are_listed_exactly() {
         }
     }
     assert!(errors.is_empty(), "{}\n{dump:#}", errors.join("\n"));
+
+    // The same job on ch4:ofi with every message on the active-message
+    // path, whose receives and unexpected messages MPICH's own queues
+    // hold: the same receives and unexpected messages (an empty
+    // unexpected queue there says that messages in transit are not read).
+    let am_dump = {
+        let options = LaunchOptions {
+            env: vec![("MPIR_CVAR_CH4_OFI_ENABLE_TAGGED".into(), "0".into())],
+            ..LaunchOptions::default()
+        };
+        let job = Job::launch_with(Mpi::MpichCh4, "queues", 2, &[], &options)
+            .expect("launch queues on ch4:ofi");
+        settled(&job, "mqs-wait")
+    };
+    let am = queues(&am_dump);
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        am.keys().collect::<Vec<_>>(),
+        "the same communicators"
+    );
+    for (key, listed) in got.iter().filter(|(k, _)| k.2 != "sends") {
+        match (key.2, am.get(key)) {
+            ("unexpected", Some(Listed::NotAvailable(_))) if *listed == Listed::Rows(vec![]) => {}
+            (_, theirs) => assert_eq!(
+                theirs,
+                Some(listed),
+                "{key:?}: ucx {listed:?}, ch4:ofi active messages {theirs:?}\n{am_dump:#}"
+            ),
+        }
+    }
+}
+
+/// `mprobe.c` on MPICH ch4:ucx: the started persistent receive and the
+/// blocking receives from UCX's worker, the 400,000-byte synchronous
+/// rendezvous message, the pending `MPI_Issend` from MPICH's send queue,
+/// exactly. The message `MPI_Mprobe` took has left UCX's lists for an
+/// MPICH request in no queue: not listed, and the receive queue's last
+/// line and the DLL's output say so.
+#[test]
+fn persistent_mprobe_and_issend_under_mpich_ch4_ucx() {
+    let world = "MPI_COMM_WORLD".to_string();
+    let (dump, verbose) = {
+        let job = launch(Mpi::MpichUcx, "mprobe", 2, true);
+        let dump = settled(&job, &world);
+        let dll = mqs_tests::our_dll(false).display().to_string();
+        let pid = job.rank_pid(0).expect("rank 0").to_string();
+        let out = run(&["--pid", &pid, "--dll", &dll, "--verbose"]);
+        (dump, stderr(&out))
+    };
+    let got = queues(&dump);
+    let rows = |rank: i64, queue: &'static str| match got.get(&(rank, world.clone(), queue)) {
+        Some(Listed::Rows(rows)) => rows.clone(),
+        other => panic!("rank {rank} {queue}: {other:?}\n{dump:#}"),
+    };
+    assert_eq!(
+        rows(0, "receives"),
+        [pending(1, 1, Some(78), 8), pending(-1, -1, Some(1000), 4)]
+    );
+    assert_eq!(rows(0, "unexpected"), [pending(1, 1, Some(79), 400_000)]);
+    assert_eq!(rows(1, "receives"), [pending(-1, -1, Some(1000), 4)]);
+    assert_eq!(rows(1, "unexpected"), []);
+    // MPICH's send queue: the Issend, natively sent (no length recorded).
+    assert_eq!(rows(1, "sends"), [pending(0, 0, Some(79), -1)]);
+    match got.get(&(0, world.clone(), "sends")) {
+        Some(Listed::NotAvailable(why)) => assert!(
+            why.contains("sends completed locally under UCX are not listed"),
+            "{why}"
+        ),
+        other => panic!("rank 0 sends: {other:?}"),
+    }
+    let rank0 = dump["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["global_rank"] == 0)
+        .expect("rank 0");
+    let receives = rank0["communicators"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "MPI_COMM_WORLD")
+        .expect("world")["receives"]["operations"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let lines = |op: &Value| -> Vec<String> {
+        op["extra_text"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l.as_str().unwrap().to_string())
+            .collect()
+    };
+    // Each names its MPICH request (the persistent one's started request).
+    for op in &receives {
+        assert!(lines(op)[0].starts_with("receive request 0x"), "{op}");
+    }
+    assert_eq!(
+        lines(&receives[1]).last().map(String::as_str),
+        Some("messages taken by MPI_Mprobe are not listed"),
+        "{receives:?}"
+    );
+    // And once per process in the DLL's debug output.
+    let why = "mqs-dll: mqs DLL: MPICH ch4:ucx: a message taken by MPI_Mprobe or \
+               MPI_Improbe and not yet received has left UCX's lists for an MPICH \
+               request in no queue: it is not listed\n";
+    assert_eq!(verbose.matches(why).count(), 1, "{verbose}");
 }

@@ -438,6 +438,8 @@ impl Mpich {
                 )),
                 Some(format!("UCX counts {counted} posted receives, {read} read")),
             ),
+            // A message a matched probe took is in no list read here.
+            (true, None) => (None, Some(ucx::MPROBED_NOT_LISTED.to_string())),
             _ => (None, None),
         };
         (ops, stop, unseen, partial)
@@ -551,6 +553,9 @@ impl MpiBackend for Mpich {
         self.symbols = Some(syms);
         if let Some(why) = self.incomplete.clone() {
             cx.say_once("ch4-incomplete", format!("mqs DLL: {why}"));
+        }
+        if let Some(Ok(_)) = &self.ucx {
+            cx.say_once("ucx-mprobed", format!("mqs DLL: {}", ucx::MPROBED_WHY));
         }
         cx.detect(detected, self.backend_name());
         Ok(())
@@ -734,6 +739,8 @@ impl MpiBackend for Mpich {
         }
         if ucx_unseen.is_some() {
             queue.unseen = ucx_unseen;
+        }
+        if ucx_partial.is_some() {
             queue.partial = ucx_partial;
         }
         if let Some(u) = unlisted {

@@ -429,6 +429,13 @@ impl Op {
     }
 }
 
+/// A message taken by `MPI_Mprobe`/`MPI_Improbe` has left UCX's lists
+/// (`ucp_tag_probe_nb` with remove) for the message handle of an MPICH
+/// request of kind mprobe, which is in no queue: said as the last line of
+/// a non-empty receive queue, and once per process.
+pub const MPROBED_NOT_LISTED: &str = "messages taken by MPI_Mprobe are not listed";
+pub const MPROBED_WHY: &str = "MPICH ch4:ucx: a message taken by MPI_Mprobe or MPI_Improbe and not yet received has left UCX's lists for an MPICH request in no queue: it is not listed";
+
 /// Why a send queue under ch4:ucx can miss sends (said per communicator:
 /// with an empty queue as "cannot tell", else as its last line).
 pub const SENDS_NOT_LISTED: &str = "sends completed locally under UCX are not listed";
