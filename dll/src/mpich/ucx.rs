@@ -443,6 +443,282 @@ pub const SENDS_NOT_LISTED: &str = "sends completed locally under UCX are not li
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::target::{ByteOrder, Sizes};
+    use crate::testing::{FakeImage, FakeProcess};
+    use crate::ucx::layout::HASH_BUCKETS;
+
+    const GLOBAL: u64 = 0x50_0000;
+    const PROCESS: u64 = 0x60_0000;
+
+    /// UCX's types (shaped like 1.13.1's) and the netmod's and MPICH's,
+    /// as 4.0.2 lays them out on x86-64 (`MPIDI_CH4_MAX_VCIS` 64 contexts
+    /// of 64 bytes, `num_vnis` after them).
+    fn image() -> FakeImage {
+        let mut i = crate::ucx::layout::tests::image();
+        i.add_type(
+            ucx_names::REQUEST,
+            200,
+            &[
+                ("recv.queue", 48),
+                ("recv.buffer", 56),
+                ("recv.length", 72),
+                ("recv.tag.tag", 120),
+                ("recv.tag.tag_mask", 128),
+                ("recv.tag.sn", 136),
+                (REQUEST_USER_DATA, 160),
+            ],
+        );
+        i.types
+            .retain(|t| t.0 != ucx_names::REQUEST || t.2.contains_key(REQUEST_USER_DATA));
+        i.add_type(
+            GLOBAL_TYPE,
+            8 + 64 * 64 + 8,
+            &[
+                ("context", 0),
+                (GLOBAL_CTX, 8),
+                (GLOBAL_NUM_VNIS, 8 + 64 * 64),
+            ],
+        );
+        i.add_type(CONTEXT_TYPE, 64, &[(CONTEXT_WORKER, 0), ("if_address", 8)]);
+        i.add_type(PROCESS_TYPE, 256, &[(PROCESS_TAG_BITS, 100)]);
+        i.symbols.insert(SYM_GLOBAL.to_string(), GLOBAL);
+        i.symbols.insert(SYM_PROCESS.to_string(), PROCESS);
+        i
+    }
+
+    fn target(p: &FakeProcess) -> Target<'_, FakeProcess> {
+        Target::new(p, Sizes::LP64, ByteOrder::Same)
+    }
+
+    fn netmod(i: &FakeImage) -> Netmod {
+        let p = FakeProcess::new();
+        resolve(i, &target(&p))
+            .expect("ucx netmod")
+            .expect("resolved")
+    }
+
+    /// A worker at `worker` (its hash at `worker + 0x8_0000`) whose
+    /// wildcard queue holds `reqs` (address, tag, mask), in this order,
+    /// and whose unexpected list holds eager messages `msgs` (address,
+    /// tag, length).
+    fn add_worker(
+        p: &mut FakeProcess,
+        l: &UcxLayout,
+        worker: u64,
+        reqs: &[(u64, u64, u64)],
+        msgs: &[(u64, u64, u32)],
+    ) {
+        let hash = worker + 0x8_0000;
+        p.map(worker, vec![0; 0x1000]);
+        let tm = worker + l.worker_tm;
+        p.write_u64(tm + l.tm_hash, hash);
+        p.map(hash, vec![0; (HASH_BUCKETS * l.rq_size) as usize]);
+        for i in 0..HASH_BUCKETS {
+            let q = hash + i * l.rq_size + l.rq_queue;
+            p.write_u64(q + l.qh_ptail, q + l.qh_head);
+        }
+        let wq = tm + l.tm_wildcard + l.rq_queue;
+        let mut prev = wq + l.qh_head;
+        for (sn, &(r, tag, mask)) in reqs.iter().enumerate() {
+            p.map(r, vec![0; l.req_size as usize]);
+            p.write_u64(r + l.req_tag, tag);
+            p.write_u64(r + l.req_mask, mask);
+            p.write_u64(r + l.req_sn, sn as u64);
+            p.write_u64(r + l.req_buffer, r + 0x800);
+            p.write_u64(r + l.req_length, 16);
+            p.write_u64(r + 160, r + 0x900);
+            p.write_u64(prev, r + l.req_queue);
+            prev = r + l.req_queue + l.qe_next;
+        }
+        p.write_u64(wq + l.qh_ptail, prev);
+        p.write_u32(tm + l.tm_count, reqs.len() as u32);
+        let head = tm + l.tm_unexpected;
+        let link = l.rd_tag_list + l.list_size;
+        let mut prev = head;
+        for &(d, tag, length) in msgs {
+            p.map(d, vec![0; 0x200]);
+            p.write_u16(
+                d + l.rd_flags,
+                crate::ucx::layout::rdesc_flags::EAGER_ONLY as u16,
+            );
+            p.write_u32(d + l.rd_length, length + 8);
+            p.write_u32(d + l.rd_payload, 8);
+            p.write_u64(d + l.rd_size, tag);
+            p.write_u64(prev + l.list_next, d + link);
+            prev = d + link;
+        }
+        p.write_u64(prev + l.list_next, head);
+    }
+
+    /// A process with `workers` (one per VCI) and MPICH's tag width 31.
+    fn process(n: &Netmod, workers: &[u64]) -> FakeProcess {
+        let mut p = FakeProcess::new();
+        p.map(GLOBAL, vec![0; 0x2000]);
+        p.map(PROCESS, vec![0; 0x100]);
+        p.write_u32(PROCESS + 100, 31);
+        p.write_u32(GLOBAL + n.num_vnis, workers.len() as u32);
+        for (vci, &w) in workers.iter().enumerate() {
+            p.write_u64(GLOBAL + n.ctx + vci as u64 * n.ctx_size + n.worker, w);
+        }
+        p
+    }
+
+    /// `MPIDI_UCX_init_tag` with 16 rank bits.
+    fn tag(ctx: u64, rank: u64, tag: u64) -> u64 {
+        (ctx << 48) | (rank << 32) | tag
+    }
+
+    #[test]
+    fn no_netmod_without_its_globals_and_every_missing_name_said() {
+        let base = image();
+        let n = netmod(&base);
+        assert_eq!(
+            (n.ctx, n.ctx_size, n.num_vnis, n.max_vcis),
+            (8, 64, 4104, 64)
+        );
+        assert_eq!(n.tag_bits_at, PROCESS + 100);
+        assert_eq!(n.user_data, Some(160));
+        let p = FakeProcess::new();
+        let t = target(&p);
+        let mut i = base.clone();
+        i.symbols.remove(SYM_GLOBAL);
+        assert!(resolve(&i, &t).is_none(), "not the ucx netmod");
+        let err = |i: &FakeImage| resolve(i, &t).unwrap().unwrap_err();
+        let mut i = base.clone();
+        i.symbols.remove(SYM_PROCESS);
+        assert_eq!(
+            err(&i),
+            "MPICH's ucx netmod not supported: symbol MPIR_Process missing"
+        );
+        for (name, field) in [
+            (GLOBAL_TYPE, GLOBAL_CTX),
+            (GLOBAL_TYPE, GLOBAL_NUM_VNIS),
+            (CONTEXT_TYPE, CONTEXT_WORKER),
+            (PROCESS_TYPE, PROCESS_TAG_BITS),
+        ] {
+            let mut i = base.clone();
+            i.remove_type(name);
+            assert_eq!(
+                err(&i),
+                format!("MPICH's ucx netmod not supported: type {name} missing")
+            );
+            let mut i = base.clone();
+            i.types
+                .iter_mut()
+                .find(|t| t.0 == name)
+                .unwrap()
+                .2
+                .remove(field);
+            assert_eq!(
+                err(&i),
+                format!("MPICH's ucx netmod not supported: field {field} of {name} missing")
+            );
+        }
+        // UCX's own: named with UCX's version (unknown here: no code).
+        let mut i = base.clone();
+        i.remove_type(ucx_names::WORKER);
+        assert_eq!(
+            err(&i),
+            "UCX (version unknown) not supported: type ucp_worker_t missing"
+        );
+        // user_data only names the request.
+        let mut i = base.clone();
+        i.types
+            .iter_mut()
+            .find(|t| t.0 == ucx_names::REQUEST)
+            .unwrap()
+            .2
+            .remove(REQUEST_USER_DATA);
+        assert_eq!(netmod(&i).user_data, None);
+    }
+
+    #[test]
+    fn every_vcis_worker_is_read_and_decoded() {
+        let n = netmod(&image());
+        let l = n.layout;
+        let (w0, w1) = (0x100_0000, 0x200_0000);
+        let mut p = process(&n, &[w0, w1]);
+        let specific = !(0b11u64 << 29);
+        let any_source = specific & !(0xffff << 32);
+        add_worker(
+            &mut p,
+            &l,
+            w0,
+            &[
+                (0x110_0000, tag(5, 1, 7), specific),
+                (0x110_1000, tag(6, 0, 8), any_source),
+                (0x110_2000, tag(5, 0, 0), any_source & !0x0fff_ffff),
+            ],
+            &[(0x120_0000, tag(5, 1, 99), 64)],
+        );
+        add_worker(&mut p, &l, w1, &[(0x210_0000, tag(5, 3, 9), specific)], &[]);
+        let t = target(&p);
+        let mut s = scan(&t, &n);
+        assert_eq!(s.no_worker, None);
+        assert_eq!((s.posted_stop, s.unexpected_stop), (None, None));
+        assert!(s.disagrees.is_empty());
+        let five: Vec<_> = s
+            .posted
+            .take(5)
+            .into_iter()
+            .map(|op| match op {
+                Op::Recv {
+                    decoded,
+                    vci,
+                    number,
+                    mpi_request,
+                    ..
+                } => (decoded.source, decoded.tag, vci, number, mpi_request),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            five,
+            [
+                (Some(1), Some(7), 0, 1, Some(0x110_0900)),
+                (None, None, 0, 2, Some(0x110_2900)),
+                (Some(3), Some(9), 1, 1, Some(0x210_0900)),
+            ]
+        );
+        assert_eq!(s.posted.take(6).len(), 1);
+        match &s.unexpected.take(5)[..] {
+            [Op::Unexpected {
+                message, decoded, ..
+            }] => {
+                assert_eq!((decoded.source, decoded.tag), (Some(1), Some(99)));
+                assert_eq!(message.length, Some(64));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn what_stops_the_reading_is_said() {
+        let n = netmod(&image());
+        let said = |p: &FakeProcess| scan(&target(p), &n).no_worker.unwrap_or_default();
+        let mut p = process(&n, &[0]);
+        assert_eq!(said(&p), "MPIDI_UCX_global.ctx[0].worker is NULL");
+        p.write_u32(GLOBAL + n.num_vnis, 0);
+        assert_eq!(said(&p), "MPIDI_UCX_global.num_vnis is 0, not 1 to 64");
+        p.write_u32(GLOBAL + n.num_vnis, 65);
+        assert_eq!(said(&p), "MPIDI_UCX_global.num_vnis is 65, not 1 to 64");
+        p.write_u32(PROCESS + 100, 40);
+        assert_eq!(
+            said(&p),
+            "MPIR_Process.tag_bits is 40, not a width the ucx netmod reports"
+        );
+        // A worker that cannot be read ends its walks, with the reason.
+        let mut p = process(&n, &[0x100_0000]);
+        let s = scan(&target(&p), &n);
+        assert_eq!(s.no_worker, None);
+        assert!(s.posted_stop.is_some() && s.unexpected_stop.is_some());
+        p.unmap(PROCESS);
+        assert!(
+            said(&p).starts_with("MPIR_Process.tag_bits: "),
+            "{}",
+            said(&p)
+        );
+    }
 
     /// `MPIDI_UCX_recv_tag` and `MPIDI_UCX_tag_mask` as MPICH 4.0.2
     /// builds them (-1: MPI_ANY_SOURCE, -1: MPI_ANY_TAG, as in mpi.h),
