@@ -16,8 +16,8 @@
 //! decodes the netmod's own tag layout (context id 16 | rank 16 | tag 32).
 //! The same `queues` fixture's receives and unexpected messages must be
 //! listed exactly; sends come from MPICH's own send queue, which holds the
-//! pending rendezvous send only, and say that sends completed locally are
-//! not listed.
+//! pending rendezvous send only (its length from its UCP request), and say
+//! that sends completed locally are not listed.
 
 mod support;
 
@@ -405,8 +405,9 @@ fn persistent_mprobe_and_issend(mpi: Mpi) {
 /// ANY_SOURCE, ANY_TAG, the blocking `MPI_Recv`) and unexpected messages
 /// (eager, and the 400,000-byte rendezvous) read from UCX's worker, exactly,
 /// on every communicator, with global peers, tags and lengths in bytes;
-/// the sends MPICH remembers (the rendezvous `MPI_Isend`), and for every
-/// other communicator that sends completed locally are not listed.
+/// the sends MPICH remembers (the rendezvous `MPI_Isend`, its length from
+/// its UCP request), and for every other communicator that sends completed
+/// locally are not listed.
 #[test]
 fn mpich_ch4_ucx_queues_are_listed_exactly() {
     let mpi = Mpi::MpichUcx;
@@ -439,10 +440,9 @@ fn mpich_ch4_ucx_queues_are_listed_exactly() {
     }
     let want = fixture_contents();
     // The send MPICH keeps a request for: the rendezvous one, waiting for
-    // its receiver; the netmod sends natively, so ch4 records neither its
-    // buffer nor its length (the eager one was handed back complete and
-    // is in no list).
-    let sends = BTreeMap::from([((1, "MPI_COMM_WORLD"), vec![pending(0, 0, Some(5), -1)])]);
+    // its receiver, its length from its UCP request (the eager one was
+    // handed back complete and is in no list).
+    let sends = BTreeMap::from([((1, "MPI_COMM_WORLD"), vec![pending(0, 0, Some(5), 400_000)])]);
     let mut errors = Vec::new();
     for ((rank, comm, queue), listed) in &got {
         let key = (*rank, comm.as_str());
@@ -527,8 +527,8 @@ fn persistent_mprobe_and_issend_under_mpich_ch4_ucx() {
     assert_eq!(rows(0, "unexpected"), [pending(1, 1, Some(79), 400_000)]);
     assert_eq!(rows(1, "receives"), [pending(-1, -1, Some(1000), 4)]);
     assert_eq!(rows(1, "unexpected"), []);
-    // MPICH's send queue: the Issend, natively sent (no length recorded).
-    assert_eq!(rows(1, "sends"), [pending(0, 0, Some(79), -1)]);
+    // MPICH's send queue: the Issend, its length from its UCP request.
+    assert_eq!(rows(1, "sends"), [pending(0, 0, Some(79), 400_000)]);
     match got.get(&(0, world.clone(), "sends")) {
         Some(Listed::NotAvailable(why)) => assert!(
             why.contains("sends completed locally under UCX are not listed"),

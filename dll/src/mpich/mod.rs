@@ -526,7 +526,10 @@ impl MpiBackend for Mpich {
             Queues::Device => "device queues",
             Queues::Debugq => "debugger queues (MPIR_Debugq)",
         };
-        self.ucx = (self.layout.device == Device::Ch4)
+        // MPICH 4.0's ch4 over UCX. From 4.1 the debugger queues
+        // (MPIR_Debugq) record every netmod's receives: reading UCX too
+        // would list them twice.
+        self.ucx = (self.layout.device == Device::Ch4 && self.layout.queues == Queues::Device)
             .then(|| ucx::resolve(image, &t))
             .flatten();
         // Which transport the queues come from, when it is UCX.
@@ -673,8 +676,18 @@ impl MpiBackend for Mpich {
                 .as_ref()
                 .map(|_| "queue can be incomplete: ch4 active-message path only"),
         };
+        let ucx_sends = match &self.ucx {
+            Some(Ok(n)) if class == Class::Send => Some(n.clone()),
+            _ => None,
+        };
         let mut ops = Vec::with_capacity(total);
         for (k, (mut f, internal)) in found.enumerate() {
+            // ch4:ucx: a send still in progress has its UCP request, which
+            // knows its buffer and length.
+            let ucx_send = ucx_sends.as_ref().and_then(|n| {
+                let r = f.request.as_ref().ok().filter(|r| r.cc != 0)?;
+                ucx::send_of(&t, n, r.addr)
+            });
             if ch4_native_sends {
                 // Natively sent: the request's active-message part holds
                 // nothing of it; only the send queue entry is sure.
@@ -697,13 +710,18 @@ impl MpiBackend for Mpich {
                 datatype: dt.as_ref(),
                 internal,
                 order: (class == Class::Posted).then_some(k + 1),
-                note: if ch4_native_sends {
-                    Some("ch4 native send: buffer and length not recorded")
-                } else {
-                    note
+                note: match (ch4_native_sends, ucx_send) {
+                    (true, Some(_)) => Some(ucx::SEND_FROM_UCX),
+                    (true, None) => Some("ch4 native send: buffer and length not recorded"),
+                    (false, _) => note,
                 },
             };
-            ops.push(requests::to_operation(&f, class, &oc));
+            let mut op = requests::to_operation(&f, class, &oc);
+            if let Some((buffer, length)) = ucx_send {
+                op.buffer = buffer;
+                op.desired_length = i64::try_from(length).unwrap_or(i64::MAX);
+            }
+            ops.push(op);
         }
         let mut stop = stop;
         let mut ucx_unseen = None;

@@ -53,6 +53,20 @@ pub const PROCESS_TAG_BITS: &str = "tag_bits";
 /// `ucp_request_t.user_data`: the netmod passes its `MPIR_Request` as the
 /// receive's user data (optional: only the request line needs it).
 pub const REQUEST_USER_DATA: &str = "user_data";
+/// A send's buffer and length in bytes in its `ucp_request_t` (optional:
+/// without them a send's length is not known).
+pub const REQUEST_SEND_BUFFER: &str = "send.buffer";
+pub const REQUEST_SEND_LENGTH: &str = "send.length";
+/// Where an `MPIR_Request` keeps its UCP request: `dev.ch4` is a union
+/// whose `netmod` member, a union, holds the netmod's `ucx`
+/// (`MPIDI_UCX_request_t`, a union whose `ucp_request` starts it), so
+/// the pointer is at `dev` + `ch4`.
+pub const MPIR_REQUEST: &str = "MPIR_Request";
+pub const MPIR_REQUEST_DEV: &str = "dev";
+pub const DEVREQ_TYPE: &str = "MPIDI_Devreq_t";
+pub const DEVREQ_CH4: &str = "ch4";
+/// The line a send whose length came from UCX carries.
+pub const SEND_FROM_UCX: &str = "ch4 native send: buffer and length from UCX's request";
 
 /// `MPIDI_UCX_CONTEXT_ID_BITS`.
 const CONTEXT_BITS: u32 = 16;
@@ -141,6 +155,10 @@ pub struct Netmod {
     pub tag_bits_at: u64,
     /// `ucp_request_t.user_data`, if the type has it.
     pub user_data: Option<u64>,
+    /// Where an `MPIR_Request` holds its UCP request's pointer, and the
+    /// send's buffer and length in the `ucp_request_t`, if the types say.
+    pub mpir_ucp_request: Option<u64>,
+    pub send: Option<(u64, u64)>,
     pub version: Option<[u32; 3]>,
 }
 
@@ -193,9 +211,16 @@ pub fn resolve<I: ImageAccess, P: ProcessAccess + ?Sized>(
             global_size
         };
         let max_vcis = end.saturating_sub(ctx) / ctx_size.max(1);
-        let user_data = ty(image, ucx_names::REQUEST)
+        let request = ty(image, ucx_names::REQUEST).ok();
+        let user_data = request.as_ref().and_then(|r| r.opt(REQUEST_USER_DATA));
+        let send = request
+            .as_ref()
+            .and_then(|r| Some((r.opt(REQUEST_SEND_BUFFER)?, r.opt(REQUEST_SEND_LENGTH)?)));
+        let mpir_ucp_request = ty(image, MPIR_REQUEST)
             .ok()
-            .and_then(|r| r.opt(REQUEST_USER_DATA));
+            .and_then(|r| r.opt(MPIR_REQUEST_DEV))
+            .zip(ty(image, DEVREQ_TYPE).ok().and_then(|d| d.opt(DEVREQ_CH4)))
+            .map(|(dev, ch4)| dev + ch4);
         Ok(Netmod {
             layout,
             global,
@@ -206,9 +231,32 @@ pub fn resolve<I: ImageAccess, P: ProcessAccess + ?Sized>(
             max_vcis: max_vcis.max(1),
             tag_bits_at: process + tag_bits,
             user_data,
+            mpir_ucp_request,
+            send,
             version,
         })
     })())
+}
+
+/// A send in progress: (buffer, length in bytes) from the UCP request of
+/// the `MPIR_Request` at `request` (UCX hands the netmod the memory right
+/// behind its `ucp_request_t`). None when that cannot be read.
+pub fn send_of<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    n: &Netmod,
+    request: u64,
+) -> Option<(u64, u64)> {
+    let (buffer, length) = n.send?;
+    let user = t
+        .read_ptr(request.checked_add(n.mpir_ucp_request?)?)
+        .ok()
+        .filter(|&p| p != 0)?;
+    let ucp = user.checked_sub(n.layout.req_size)?;
+    let v = t
+        .check_ptr(ucp, t.ptr_align(), n.layout.req_size)
+        .and_then(|a| t.view(a, n.layout.req_size))
+        .ok()?;
+    Some((v.ptr(buffer).ok()?, v.u64(length).ok()?))
 }
 
 /// One operation read from UCX.
@@ -690,6 +738,39 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_sends_buffer_and_length_come_from_its_ucp_request() {
+        let mut i = image();
+        let req = i
+            .types
+            .iter_mut()
+            .find(|t| t.0 == ucx_names::REQUEST)
+            .unwrap();
+        req.2.insert(REQUEST_SEND_BUFFER.to_string(), 32);
+        req.2.insert(REQUEST_SEND_LENGTH.to_string(), 48);
+        i.add_type(MPIR_REQUEST, 400, &[(MPIR_REQUEST_DEV, 80)]);
+        i.add_type(DEVREQ_TYPE, 300, &[(DEVREQ_CH4, 16)]);
+        let n = netmod(&i);
+        assert_eq!((n.mpir_ucp_request, n.send), (Some(96), Some((32, 48))));
+        let (mpir, ucp) = (0x70_0000, 0x71_0000);
+        let mut p = FakeProcess::new();
+        p.map(mpir, vec![0; 0x200]);
+        p.map(ucp, vec![0; 0x200]);
+        // The netmod holds the memory right behind the ucp_request_t.
+        p.write_u64(mpir + 96, ucp + 200);
+        p.write_u64(ucp + 32, 0x1234_5000);
+        p.write_u64(ucp + 48, 400_000);
+        assert_eq!(send_of(&target(&p), &n, mpir), Some((0x1234_5000, 400_000)));
+        // No UCP request, or one that cannot be read: unknown.
+        p.write_u64(mpir + 96, 0);
+        assert_eq!(send_of(&target(&p), &n, mpir), None);
+        p.write_u64(mpir + 96, 0x99_0000);
+        assert_eq!(send_of(&target(&p), &n, mpir), None);
+        // Without the fields, unknown too.
+        p.write_u64(mpir + 96, ucp + 200);
+        assert_eq!(send_of(&target(&p), &netmod(&image()), mpir), None);
     }
 
     #[test]
