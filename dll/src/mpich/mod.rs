@@ -431,6 +431,16 @@ impl Mpich {
                     .map(|op| op.to_operation(comm, &name, true)),
             );
         }
+        if posted {
+            // Then the messages matched probes took (matched already, as
+            // ob1's DLL view shows them).
+            let probed = scan.probed.take(ctx);
+            ops.extend(probed.iter().map(|op| op.to_operation(comm, &name, false)));
+            if internal {
+                let probed = scan.probed.take(ctx + 1);
+                ops.extend(probed.iter().map(|op| op.to_operation(comm, &name, true)));
+            }
+        }
         let (unseen, partial) = match (posted, scan.disagrees.first()) {
             (true, Some(&(vci, counted, read))) => (
                 Some(format!(
@@ -438,8 +448,10 @@ impl Mpich {
                 )),
                 Some(format!("UCX counts {counted} posted receives, {read} read")),
             ),
-            // A message a matched probe took is in no list read here.
-            (true, None) => (None, Some(ucx::MPROBED_NOT_LISTED.to_string())),
+            // Messages matched probes took, when they could not be read.
+            (true, None) if scan.probed_unread.is_some() => {
+                (None, Some(ucx::MPROBED_NOT_LISTED.to_string()))
+            }
             _ => (None, None),
         };
         (ops, stop, unseen, partial)
@@ -557,8 +569,13 @@ impl MpiBackend for Mpich {
         if let Some(why) = self.incomplete.clone() {
             cx.say_once("ch4-incomplete", format!("mqs DLL: {why}"));
         }
-        if let Some(Ok(_)) = &self.ucx {
-            cx.say_once("ucx-mprobed", format!("mqs DLL: {}", ucx::MPROBED_WHY));
+        if let Some(Ok(n)) = &self.ucx {
+            if let Err(m) = &n.pools {
+                cx.say_once(
+                    "ucx-mprobed",
+                    format!("mqs DLL: {} ({m} missing)", ucx::MPROBED_WHY),
+                );
+            }
         }
         cx.detect(detected, self.backend_name());
         Ok(())

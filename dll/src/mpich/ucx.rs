@@ -65,6 +65,69 @@ pub const MPIR_REQUEST: &str = "MPIR_Request";
 pub const MPIR_REQUEST_DEV: &str = "dev";
 pub const DEVREQ_TYPE: &str = "MPIDI_Devreq_t";
 pub const DEVREQ_CH4: &str = "ch4";
+/// MPICH's request objects, one allocator per VCI (`MPIR_Request_mem`,
+/// `MPIR_Object_alloc_t`: a direct block and indirect blocks of the same
+/// number of objects each), where a message `MPI_Mprobe` took lives in a
+/// request of kind mprobe whose `dev.ch4` holds UCX's message handle (the
+/// descriptor).
+pub const SYM_REQUEST_MEM: &str = "MPIR_Request_mem";
+pub const ALLOC_TYPE: &str = "MPIR_Object_alloc_t";
+pub const ALLOC_DIRECT: &str = "direct";
+pub const ALLOC_DIRECT_SIZE: &str = "direct_size";
+pub const ALLOC_INDIRECT: &str = "indirect";
+pub const ALLOC_INDIRECT_SIZE: &str = "indirect_size";
+pub const ALLOC_NUM_ALLOCATED: &str = "num_allocated";
+pub const REQUEST_KIND: &str = "kind";
+pub const REQUEST_REF_COUNT: &str = "ref_count";
+/// `MPIR_REQUEST_KIND__MPROBE` in MPICH 4.0's `MPIR_Request_kind_t`
+/// (enumerators are not in reach of a DLL).
+pub const KIND_MPROBE: i64 = 11;
+/// Bounds of the allocators' walk: objects per block, blocks per pool.
+const MAX_BLOCK: u64 = 1 << 16;
+const MAX_BLOCKS: u64 = 1 << 12;
+
+/// Where MPICH's request objects are, for the messages matched probes
+/// hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pools {
+    /// `&MPIR_Request_mem` and the size of one allocator.
+    pub mem: u64,
+    pub alloc_size: u64,
+    pub direct: u64,
+    pub direct_size: u64,
+    pub indirect: u64,
+    pub indirect_size: u64,
+    pub num_allocated: u64,
+    /// `MPIR_Request`: its size, `kind`, `ref_count`, and where `dev.ch4`
+    /// holds the message handle.
+    pub req_size: u64,
+    pub kind: u64,
+    pub ref_count: u64,
+    pub handle: u64,
+}
+
+fn resolve_pools<I: ImageAccess>(image: &I) -> Result<Pools, Missing> {
+    let mem = image
+        .find_symbol(SYM_REQUEST_MEM)
+        .ok_or(Missing::Symbol(SYM_REQUEST_MEM))?;
+    let a = ty(image, ALLOC_TYPE)?;
+    let r = ty(image, MPIR_REQUEST)?;
+    let d = ty(image, DEVREQ_TYPE)?;
+    Ok(Pools {
+        mem,
+        alloc_size: a.size()?,
+        direct: a.field(ALLOC_DIRECT)?,
+        direct_size: a.field(ALLOC_DIRECT_SIZE)?,
+        indirect: a.field(ALLOC_INDIRECT)?,
+        indirect_size: a.field(ALLOC_INDIRECT_SIZE)?,
+        num_allocated: a.field(ALLOC_NUM_ALLOCATED)?,
+        req_size: r.size()?,
+        kind: r.field(REQUEST_KIND)?,
+        ref_count: r.field(REQUEST_REF_COUNT)?,
+        handle: r.field(MPIR_REQUEST_DEV)? + d.field(DEVREQ_CH4)?,
+    })
+}
+
 /// The line a send whose length came from UCX carries.
 pub const SEND_FROM_UCX: &str = "ch4 native send: buffer and length from UCX's request";
 
@@ -159,6 +222,9 @@ pub struct Netmod {
     /// send's buffer and length in the `ucp_request_t`, if the types say.
     pub mpir_ucp_request: Option<u64>,
     pub send: Option<(u64, u64)>,
+    /// MPICH's request objects, for the messages matched probes hold, or
+    /// what is missing to find them.
+    pub pools: Result<Pools, Missing>,
     pub version: Option<[u32; 3]>,
 }
 
@@ -233,6 +299,7 @@ pub fn resolve<I: ImageAccess, P: ProcessAccess + ?Sized>(
             user_data,
             mpir_ucp_request,
             send,
+            pools: resolve_pools(image),
             version,
         })
     })())
@@ -277,6 +344,13 @@ pub enum Op {
         decoded: Tag,
         vci: u64,
     },
+    /// A message a matched probe took, held by the mprobe request at
+    /// `holder` until `MPI_Mrecv`.
+    Probed {
+        message: matching::Unexpected,
+        decoded: Tag,
+        holder: u64,
+    },
 }
 
 /// What one stop's reading of the workers found, by context id.
@@ -291,6 +365,10 @@ pub struct Scan {
     pub disagrees: Vec<(u64, u64, usize)>,
     /// Why the workers or the tag layout could not be read.
     pub no_worker: Option<String>,
+    /// Messages matched probes hold, by context id (among the receives).
+    pub probed: ByKey<Op>,
+    /// Why they could not all be read (None: they were).
+    pub probed_unread: Option<String>,
 }
 
 /// Reads every VCI's worker once.
@@ -377,7 +455,94 @@ pub fn scan<P: ProcessAccess + ?Sized>(t: &Target<'_, P>, n: &Netmod) -> Scan {
             );
         }
     }
+    match &n.pools {
+        Ok(pools) => {
+            for vci in 0..vcis {
+                if let Err(why) = probed(t, n, pools, vci, tags, &mut out.probed) {
+                    out.probed_unread.get_or_insert(why);
+                }
+            }
+        }
+        Err(m) => out.probed_unread = Some(format!("{m} missing")),
+    }
     out
+}
+
+/// The mprobe requests of VCI `vci`'s allocator (its direct block, then
+/// every indirect one): each in use (`ref_count` above 0) with a message
+/// handle, its message read from UCX's descriptor.
+fn probed<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    n: &Netmod,
+    p: &Pools,
+    vci: u64,
+    tags: TagLayout,
+    out: &mut ByKey<Op>,
+) -> Result<(), String> {
+    let at = p.mem + vci * p.alloc_size;
+    let v = t
+        .view(at, p.alloc_size)
+        .map_err(|e| format!("MPIR_Request_mem[{vci}]: {e}"))?;
+    let count = |off: u64| -> Result<u64, String> {
+        let n = v.i32(off).map_err(|e| e.to_string())?;
+        u64::try_from(n).map_err(|_| format!("MPIR_Request_mem[{vci}]: a count of {n}"))
+    };
+    let (direct, direct_size) = (v.ptr(p.direct).unwrap_or(0), count(p.direct_size)?);
+    let (indirect, blocks) = (v.ptr(p.indirect).unwrap_or(0), count(p.indirect_size)?);
+    let allocated = count(p.num_allocated)?;
+    let mut areas = Vec::new();
+    if direct != 0 && direct_size > 0 {
+        areas.push((direct, direct_size.min(MAX_BLOCK)));
+    }
+    if let Some(per) = allocated.saturating_sub(direct_size).checked_div(blocks) {
+        if blocks > MAX_BLOCKS || per == 0 || per > MAX_BLOCK || indirect == 0 {
+            return Err(format!(
+                "MPIR_Request_mem[{vci}]: {blocks} blocks of {per} requests"
+            ));
+        }
+        for b in 0..blocks {
+            let block = t
+                .read_ptr(indirect + b * t.ptr_align())
+                .map_err(|e| format!("MPIR_Request_mem[{vci}] block {b}: {e}"))?;
+            if block != 0 {
+                areas.push((block, per));
+            }
+        }
+    }
+    for (base, objects) in areas {
+        let bytes = objects * p.req_size;
+        let area = t
+            .check_ptr(base, t.ptr_align(), bytes)
+            .and_then(|a| t.view(a, bytes))
+            .map_err(|e| format!("requests at {base:#x}: {e}"))?;
+        for i in 0..objects {
+            let o = i * p.req_size;
+            let (Ok(kind), Ok(refs)) = (area.i32(o + p.kind), area.i32(o + p.ref_count)) else {
+                continue;
+            };
+            if kind != KIND_MPROBE || refs <= 0 {
+                continue;
+            }
+            let Ok(desc) = area.ptr(o + p.handle) else {
+                continue;
+            };
+            if desc == 0 {
+                continue;
+            }
+            let message = matching::descriptor(t, &n.layout, desc)
+                .map_err(|e| format!("the descriptor of request {:#x}: {e}", base + o))?;
+            let decoded = tags.decode(message.tag, !0);
+            out.push(
+                decoded.context,
+                Op::Probed {
+                    message,
+                    decoded,
+                    holder: base + o,
+                },
+            );
+        }
+    }
+    Ok(())
 }
 
 impl Op {
@@ -425,6 +590,35 @@ impl Op {
                     actual_global_rank: -1,
                     actual_tag: -1,
                     actual_length: -1,
+                    extra_text: Default::default(),
+                }
+            }
+            Op::Probed {
+                message,
+                decoded,
+                holder,
+            } => {
+                let source = decoded.source.unwrap_or(-1);
+                let global = comm.peer_global(source);
+                let tag = decoded.tag.unwrap_or(-1);
+                let length = message.length.map_or(-1, clamp);
+                lines.push(format!("message taken by MPI_Mprobe: {holder:#x}"));
+                lines.push("waits for MPI_Mrecv".to_string());
+                lines.push(format!("{ucx} descriptor {:#x}", message.descriptor));
+                // As ob1's DLL view shows a matched probe's request:
+                // complete for matching, the data still in the message.
+                PendingOperation {
+                    status: OpStatus::Complete,
+                    desired_local_rank: source,
+                    desired_global_rank: global,
+                    desired_tag: Some(tag),
+                    desired_length: length,
+                    system_buffer: true,
+                    buffer: message.descriptor,
+                    actual_local_rank: source,
+                    actual_global_rank: global,
+                    actual_tag: tag,
+                    actual_length: length,
                     extra_text: Default::default(),
                 }
             }
@@ -479,10 +673,11 @@ impl Op {
 
 /// A message taken by `MPI_Mprobe`/`MPI_Improbe` has left UCX's lists
 /// (`ucp_tag_probe_nb` with remove) for the message handle of an MPICH
-/// request of kind mprobe, which is in no queue: said as the last line of
-/// a non-empty receive queue, and once per process.
+/// request of kind mprobe, which is in no queue: found in MPICH's request
+/// objects; where they cannot be read, said as the last line of a
+/// non-empty receive queue, and once per process.
 pub const MPROBED_NOT_LISTED: &str = "messages taken by MPI_Mprobe are not listed";
-pub const MPROBED_WHY: &str = "MPICH ch4:ucx: a message taken by MPI_Mprobe or MPI_Improbe and not yet received has left UCX's lists for an MPICH request in no queue: it is not listed";
+pub const MPROBED_WHY: &str = "MPICH ch4:ucx: messages taken by MPI_Mprobe or MPI_Improbe and not yet received are not listed: MPICH's request objects cannot be read";
 
 /// Why a send queue under ch4:ucx can miss sends (said per communicator:
 /// with an empty queue as "cannot tell", else as its last line).
@@ -771,6 +966,134 @@ mod tests {
         // Without the fields, unknown too.
         p.write_u64(mpir + 96, ucp + 200);
         assert_eq!(send_of(&target(&p), &netmod(&image()), mpir), None);
+    }
+
+    /// An eager descriptor at `d` of a message with `tag` and `length`.
+    fn descriptor(p: &mut FakeProcess, l: &UcxLayout, d: u64, tag: u64, length: u32) {
+        p.map(d, vec![0; 0x200]);
+        p.write_u16(
+            d + l.rd_flags,
+            crate::ucx::layout::rdesc_flags::EAGER_ONLY as u16,
+        );
+        p.write_u32(d + l.rd_length, length + 8);
+        p.write_u32(d + l.rd_payload, 8);
+        p.write_u64(d + l.rd_size, tag);
+    }
+
+    #[test]
+    fn messages_matched_probes_hold_are_found_among_mpichs_requests() {
+        const MEM: u64 = 0x80_0000;
+        let base = image();
+        let n = netmod(&base);
+        assert!(
+            matches!(n.pools, Err(Missing::Symbol(SYM_REQUEST_MEM))),
+            "{:?}",
+            n.pools
+        );
+        let mut i = base.clone();
+        i.symbols.insert(SYM_REQUEST_MEM.to_string(), MEM);
+        i.add_type(
+            ALLOC_TYPE,
+            128,
+            &[
+                ("avail", 0),
+                (ALLOC_INDIRECT, 16),
+                (ALLOC_INDIRECT_SIZE, 24),
+                (ALLOC_NUM_ALLOCATED, 28),
+                (ALLOC_DIRECT, 48),
+                (ALLOC_DIRECT_SIZE, 56),
+            ],
+        );
+        i.add_type(
+            MPIR_REQUEST,
+            256,
+            &[
+                ("handle", 0),
+                (REQUEST_REF_COUNT, 4),
+                (REQUEST_KIND, 8),
+                (MPIR_REQUEST_DEV, 80),
+            ],
+        );
+        i.add_type(DEVREQ_TYPE, 100, &[(DEVREQ_CH4, 16)]);
+        let n = netmod(&i);
+        let pools = n.pools.expect("pools");
+        assert_eq!(pools.handle, 96);
+        // Every name said when missing.
+        for (name, field) in [
+            (ALLOC_TYPE, ALLOC_INDIRECT),
+            (ALLOC_TYPE, ALLOC_NUM_ALLOCATED),
+            (MPIR_REQUEST, REQUEST_KIND),
+            (MPIR_REQUEST, REQUEST_REF_COUNT),
+            (DEVREQ_TYPE, DEVREQ_CH4),
+        ] {
+            let mut j = i.clone();
+            j.types
+                .iter_mut()
+                .find(|t| t.0 == name)
+                .unwrap()
+                .2
+                .remove(field);
+            assert_eq!(netmod(&j).pools, Err(Missing::Field(name, field)));
+        }
+        let l = n.layout;
+        let w = 0x100_0000;
+        let mut p = process(&n, &[w]);
+        add_worker(&mut p, &l, w, &[], &[]);
+        let (direct, indirect, block) = (0x90_0000, 0x91_0000, 0x92_0000);
+        p.map(MEM, vec![0; 128]);
+        p.write_u64(MEM + 48, direct);
+        p.write_u32(MEM + 56, 3);
+        p.write_u64(MEM + 16, indirect);
+        p.write_u32(MEM + 24, 1);
+        p.write_u32(MEM + 28, 3 + 2);
+        p.map(direct, vec![0; 3 * 256]);
+        p.map(indirect, vec![0; 8]);
+        p.write_u64(indirect, block);
+        p.map(block, vec![0; 2 * 256]);
+        let object = |p: &mut FakeProcess, at: u64, kind: u32, refs: u32, desc: u64| {
+            p.write_u32(at + 4, refs);
+            p.write_u32(at + 8, kind);
+            p.write_u64(at + 96, desc);
+        };
+        // In use, freed (its fields stale), a receive; in the indirect
+        // block one more in use.
+        object(&mut p, direct, 11, 2, 0xa0_0000);
+        object(&mut p, direct + 256, 11, 0, 0xa1_0000);
+        object(&mut p, direct + 512, 2, 1, 0xa2_0000);
+        object(&mut p, block + 256, 11, 1, 0xa3_0000);
+        descriptor(&mut p, &l, 0xa0_0000, tag(5, 1, 77), 16);
+        descriptor(&mut p, &l, 0xa3_0000, tag(6, 0, 5), 8);
+        let mut s = scan(&target(&p), &n);
+        assert_eq!(s.probed_unread, None);
+        /// (holder, source, tag, length).
+        type Held = (u64, Option<i64>, Option<i64>, Option<u64>);
+        let held = |ops: Vec<Op>| -> Vec<Held> {
+            ops.into_iter()
+                .map(|op| match op {
+                    Op::Probed {
+                        message,
+                        decoded,
+                        holder,
+                    } => (holder, decoded.source, decoded.tag, message.length),
+                    other => panic!("{other:?}"),
+                })
+                .collect()
+        };
+        assert_eq!(
+            held(s.probed.take(5)),
+            [(direct, Some(1), Some(77), Some(16))]
+        );
+        assert_eq!(
+            held(s.probed.take(6)),
+            [(block + 256, Some(0), Some(5), Some(8))]
+        );
+        // A corrupt allocator is said, not followed.
+        p.write_u32(MEM + 28, 1 << 22);
+        let s = scan(&target(&p), &n);
+        assert_eq!(
+            s.probed_unread.as_deref(),
+            Some("MPIR_Request_mem[0]: 1 blocks of 4194301 requests")
+        );
     }
 
     #[test]
