@@ -335,6 +335,7 @@ fn expected_for(mpi: Mpi, rank: u32) -> (Vec<Comm>, Option<&'static str>, &'stat
         ),
         Mpi::DebianOpenMpi | Mpi::DebianMpich => panic!("{mpi}: see tests/e2e/stock.rs"),
         Mpi::MpichCh4 => panic!("{mpi}: see tests/e2e/mpich_dll.rs"),
+        Mpi::MpichUcx => panic!("{mpi}: see tests/e2e/ucx.rs"),
     }
 }
 

@@ -10,6 +10,14 @@
 //! must be "cannot tell" with the reason, never an empty list. Open MPI's
 //! own DLL lists nothing on the same job. A ring
 //! deadlock under pml ucx must be found by `mqs-dump --deadlock`.
+//!
+//! MPICH 4.0.2 ch4:ucx (the `mpich-4.0.2-ucx` build, the same UCX): its
+//! ucx netmod keeps no queues either; our DLL reads every VCI's worker and
+//! decodes the netmod's own tag layout (context id 16 | rank 16 | tag 32).
+//! The same `queues` fixture's receives and unexpected messages must be
+//! listed exactly; sends come from MPICH's own send queue, which holds the
+//! pending rendezvous send only (its length from its UCP request), and say
+//! that sends completed locally are not listed.
 
 mod support;
 
@@ -33,10 +41,16 @@ fn ucx_env() -> Vec<(OsString, OsString)> {
 }
 
 /// `fixture` on `mpi` (a build with UCX), under pml ucx or, without
-/// `ucx`, ob1 (the launcher's default).
+/// `ucx`, ob1 (the launcher's default). MPICH ch4:ucx has no other
+/// netmod: the launcher gives its jobs UCX's environment.
 fn launch(mpi: Mpi, fixture: &str, size: u32, ucx: bool) -> Job {
+    let open_mpi = mpi.family() == mqs_tests::Family::OpenMpi;
     let options = LaunchOptions {
-        env: if ucx { ucx_env() } else { Vec::new() },
+        env: if ucx && open_mpi {
+            ucx_env()
+        } else {
+            Vec::new()
+        },
         ..LaunchOptions::default()
     };
     Job::launch_with(mpi, fixture, size, &[], &options)
@@ -258,6 +272,11 @@ fn a_ring_deadlock_under_open_mpi_5_pml_ucx_is_found() {
     ring_deadlock_is_found(Mpi::OpenMpi5Ucx);
 }
 
+#[test]
+fn a_ring_deadlock_under_mpich_ch4_ucx_is_found() {
+    ring_deadlock_is_found(Mpi::MpichUcx);
+}
+
 fn ring_deadlock_is_found(mpi: Mpi) {
     let job = launch(mpi, "ring", 3, true);
     let pid = job.launcher_pid().to_string();
@@ -379,5 +398,162 @@ fn persistent_mprobe_and_issend(mpi: Mpi) {
         rows(&ob1, 1, "sends"),
         [pending(0, 0, Some(79), 400_000)],
         "ob1 lists the Issend the UCX reader says it cannot"
+    );
+}
+
+/// MPICH 4.0.2 ch4:ucx: the `queues` fixture's posted receives (specific,
+/// ANY_SOURCE, ANY_TAG, the blocking `MPI_Recv`) and unexpected messages
+/// (eager, and the 400,000-byte rendezvous) read from UCX's worker, exactly,
+/// on every communicator, with global peers, tags and lengths in bytes;
+/// the sends MPICH remembers (the rendezvous `MPI_Isend`, its length from
+/// its UCP request), and for every other communicator that sends completed
+/// locally are not listed.
+#[test]
+fn mpich_ch4_ucx_queues_are_listed_exactly() {
+    let mpi = Mpi::MpichUcx;
+    let dump = {
+        // The launcher sets UCX_TLS for this build (MPICH_UCX_ENV).
+        let job = launch(mpi, "queues", 2, false);
+        settled(&job, "mqs-wait")
+    };
+    let text = dump.to_string();
+    assert!(
+        text.contains("MPICH 4.0.2, device ch4:ucx, device queues, UCX 1.13.1"),
+        "{dump:#}"
+    );
+    let got = queues(&dump);
+    let comms = [
+        "MPI_COMM_SELF",
+        "MPI_COMM_WORLD",
+        "mqs-dup",
+        "mqs-split",
+        "mqs-wait",
+    ];
+    for rank in 0..2 {
+        let mut names: Vec<&str> = got
+            .keys()
+            .filter(|k| k.0 == rank && k.2 == "receives")
+            .map(|k| k.1.as_str())
+            .collect();
+        names.sort_unstable();
+        assert_eq!(names, comms, "rank {rank}");
+    }
+    let want = fixture_contents();
+    // The send MPICH keeps a request for: the rendezvous one, waiting for
+    // its receiver, its length from its UCP request (the eager one was
+    // handed back complete and is in no list).
+    let sends = BTreeMap::from([((1, "MPI_COMM_WORLD"), vec![pending(0, 0, Some(5), 400_000)])]);
+    let mut errors = Vec::new();
+    for ((rank, comm, queue), listed) in &got {
+        let key = (*rank, comm.as_str());
+        let ok = match (*queue, listed) {
+            ("sends", Listed::Rows(rows)) => sends.get(&key) == Some(rows),
+            ("sends", Listed::NotAvailable(why)) => !sends.contains_key(&key)
+                && why.contains(
+                    "MPICH ch4:ucx (UCX 1.13.1): sends completed locally under UCX are not listed",
+                ),
+            (_, Listed::Rows(rows)) => {
+                *rows
+                    == want
+                        .get(&(*rank, comm.as_str(), *queue))
+                        .cloned()
+                        .unwrap_or_default()
+            }
+            _ => false,
+        };
+        if !ok {
+            errors.push(format!("rank {rank} {comm} {queue}: {listed:?}"));
+        }
+    }
+    assert!(errors.is_empty(), "{}\n{dump:#}", errors.join("\n"));
+
+    // The same job on ch4:ofi with every message on the active-message
+    // path, whose receives and unexpected messages MPICH's own queues
+    // hold: the same receives and unexpected messages (an empty
+    // unexpected queue there says that messages in transit are not read).
+    let am_dump = {
+        let options = LaunchOptions {
+            env: vec![("MPIR_CVAR_CH4_OFI_ENABLE_TAGGED".into(), "0".into())],
+            ..LaunchOptions::default()
+        };
+        let job = Job::launch_with(Mpi::MpichCh4, "queues", 2, &[], &options)
+            .expect("launch queues on ch4:ofi");
+        settled(&job, "mqs-wait")
+    };
+    let am = queues(&am_dump);
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        am.keys().collect::<Vec<_>>(),
+        "the same communicators"
+    );
+    for (key, listed) in got.iter().filter(|(k, _)| k.2 != "sends") {
+        match (key.2, am.get(key)) {
+            ("unexpected", Some(Listed::NotAvailable(_))) if *listed == Listed::Rows(vec![]) => {}
+            (_, theirs) => assert_eq!(
+                theirs,
+                Some(listed),
+                "{key:?}: ucx {listed:?}, ch4:ofi active messages {theirs:?}\n{am_dump:#}"
+            ),
+        }
+    }
+}
+
+/// `mprobe.c` on MPICH ch4:ucx: the started persistent receive and the
+/// blocking receives from UCX's worker, the message `MPI_Mprobe` took
+/// (out of UCX's lists, held by an MPICH request of kind mprobe, found
+/// among MPICH's request objects), the 400,000-byte synchronous rendezvous
+/// message, and the pending `MPI_Issend` from MPICH's send queue with its
+/// length from its UCP request, exactly: the same as Open MPI's under pml
+/// ucx.
+#[test]
+fn persistent_mprobe_and_issend_under_mpich_ch4_ucx() {
+    let world = "MPI_COMM_WORLD".to_string();
+    let dump = {
+        let job = launch(Mpi::MpichUcx, "mprobe", 2, true);
+        settled(&job, &world)
+    };
+    let got = queues(&dump);
+    let rows = |rank: i64, queue: &'static str| match got.get(&(rank, world.clone(), queue)) {
+        Some(Listed::Rows(rows)) => rows.clone(),
+        other => panic!("rank {rank} {queue}: {other:?}\n{dump:#}"),
+    };
+    let mprobed = ("complete".to_string(), 1, 1, Some(77), 16);
+    assert_eq!(
+        rows(0, "receives"),
+        [
+            pending(1, 1, Some(78), 8),
+            pending(-1, -1, Some(1000), 4),
+            mprobed
+        ]
+    );
+    assert_eq!(rows(0, "unexpected"), [pending(1, 1, Some(79), 400_000)]);
+    assert_eq!(rows(1, "receives"), [pending(-1, -1, Some(1000), 4)]);
+    assert_eq!(rows(1, "unexpected"), []);
+    // MPICH's send queue: the Issend, its length from its UCP request.
+    assert_eq!(rows(1, "sends"), [pending(0, 0, Some(79), 400_000)]);
+    match got.get(&(0, world.clone(), "sends")) {
+        Some(Listed::NotAvailable(why)) => assert!(
+            why.contains("sends completed locally under UCX are not listed"),
+            "{why}"
+        ),
+        other => panic!("rank 0 sends: {other:?}"),
+    }
+    let firsts: Vec<String> = dump["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["global_rank"] == 0)
+        .flat_map(|p| p["communicators"]["list"].as_array().unwrap().clone())
+        .filter(|c| c["name"] == "MPI_COMM_WORLD")
+        .flat_map(|c| c["receives"]["operations"].as_array().unwrap().clone())
+        .map(|op| op["extra_text"][0].as_str().unwrap_or_default().to_string())
+        .collect();
+    // The receives name their MPICH requests (the persistent one's the
+    // request MPI_Start made), the probed message its holder.
+    assert!(
+        firsts[0].starts_with("receive request 0x")
+            && firsts[1].starts_with("receive request 0x")
+            && firsts[2].starts_with("message taken by MPI_Mprobe: 0x"),
+        "{firsts:?}"
     );
 }

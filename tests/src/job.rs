@@ -46,6 +46,11 @@ pub const PML_UCX_ENV: [(&str, &str); 4] = [
     ("UCX_TLS", "self,sm"),
 ];
 
+/// The environment that runs MPICH's ch4:ucx ([`crate::Mpi::MpichUcx`])
+/// on one machine without InfiniBand: UCX's loopback and shared-memory
+/// transports only (set by the launcher for every job of that build).
+pub const MPICH_UCX_ENV: [(&str, &str); 1] = [("UCX_TLS", "self,sm")];
+
 /// Options for [`Job::launch_with`].
 #[derive(Debug, Clone)]
 pub struct LaunchOptions {
@@ -138,6 +143,11 @@ pub fn launcher_command(
                 // libfabric's TCP provider: on any machine, no probing of
                 // other networks.
                 cmd.env("FI_PROVIDER", "tcp");
+            }
+            if mpi == Mpi::MpichUcx {
+                // UCX on one machine without InfiniBand: loopback and
+                // shared memory (MPICH_UCX_ENV).
+                cmd.envs(MPICH_UCX_ENV);
             }
         }
     }

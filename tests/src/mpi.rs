@@ -32,6 +32,10 @@ pub enum Mpi {
     /// Open MPI 5.0.7 built like [`Mpi::OpenMpi5G`], and with the same
     /// UCX: `pml ucx` next to ob1.
     OpenMpi5Ucx,
+    /// MPICH 4.0.2 built like [`Mpi::MpichCh4`], but with the ch4 `ucx`
+    /// netmod over the same UCX (Debian's own MPICH is ch4:ucx): no
+    /// shared-memory module, so every message goes through UCX.
+    MpichUcx,
     /// Debian 12's own Open MPI (`openmpi-bin`/`libopenmpi3`/`libopenmpi-dev`
     /// 4.1.4-3+b1, installed under /usr by `setup-mpis`): stripped, its DWARF
     /// only in a -dbgsym package.
@@ -64,6 +68,7 @@ impl Mpi {
             Mpi::OpenMpi5Release => "openmpi-5.0.7-release",
             Mpi::OpenMpiUcx => "openmpi-4.1.4-ucx",
             Mpi::OpenMpi5Ucx => "openmpi-5.0.7-ucx",
+            Mpi::MpichUcx => "mpich-4.0.2-ucx",
             Mpi::DebianOpenMpi => "debian-openmpi-4.1.4-3+b1",
             Mpi::DebianMpich => "debian-mpich-4.0.2-3+b1",
         }
@@ -76,13 +81,14 @@ impl Mpi {
     }
 
     /// The cached MPIs only the tests written for them run under.
-    pub const fn more() -> [Mpi; 5] {
+    pub const fn more() -> [Mpi; 6] {
         [
             Mpi::MpichCh4,
             Mpi::OpenMpi5G,
             Mpi::OpenMpi5Release,
             Mpi::OpenMpiUcx,
             Mpi::OpenMpi5Ucx,
+            Mpi::MpichUcx,
         ]
     }
 
@@ -100,7 +106,7 @@ impl Mpi {
             | Mpi::OpenMpiUcx
             | Mpi::OpenMpi5Ucx
             | Mpi::DebianOpenMpi => Family::OpenMpi,
-            Mpi::Mpich | Mpi::MpichCh4 | Mpi::DebianMpich => Family::Mpich,
+            Mpi::Mpich | Mpi::MpichCh4 | Mpi::MpichUcx | Mpi::DebianMpich => Family::Mpich,
         }
     }
 
@@ -158,6 +164,7 @@ impl Mpi {
             Mpi::OpenMpi5Release => "MQS_OPENMPI5_RELEASE_PREFIX",
             Mpi::OpenMpiUcx => "MQS_OPENMPI_UCX_PREFIX",
             Mpi::OpenMpi5Ucx => "MQS_OPENMPI5_UCX_PREFIX",
+            Mpi::MpichUcx => "MQS_MPICH_UCX_PREFIX",
             // Installed by Debian's packages under /usr: no override.
             Mpi::DebianOpenMpi | Mpi::DebianMpich => "",
         }
@@ -398,7 +405,8 @@ mod tests {
                 "openmpi-5.0.7-g",
                 "openmpi-5.0.7-release",
                 "openmpi-4.1.4-ucx",
-                "openmpi-5.0.7-ucx"
+                "openmpi-5.0.7-ucx",
+                "mpich-4.0.2-ucx"
             ]
         );
     }

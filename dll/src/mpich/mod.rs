@@ -15,6 +15,7 @@ pub mod datatypes;
 pub mod layout;
 pub mod nemesis;
 pub mod requests;
+pub mod ucx;
 
 #[cfg(test)]
 mod debugq_tests;
@@ -160,6 +161,8 @@ struct Cache {
     datatypes: datatypes::Cache,
     /// What waits in the transport, read once per stop.
     transit: Option<transit::Scan>,
+    /// ch4:ucx: the workers' queues, read once per stop.
+    ucx: Option<ucx::Scan>,
 }
 
 /// How messages in transit are found in a process.
@@ -169,6 +172,9 @@ enum Transport {
     Nemesis(nemesis::NemesisSymbols),
     /// Not read: why.
     NotListed(String),
+    /// ch4:ucx: what UCX holds is read from its workers (the unexpected
+    /// messages among it); nothing else is a transport of its own.
+    Ucx,
 }
 
 impl Cache {
@@ -189,6 +195,9 @@ pub struct Mpich {
     symbols: Option<Symbols>,
     /// ch4: why the receive queues can be incomplete (None: complete).
     incomplete: Option<String>,
+    /// ch4:ucx: what reading UCX's workers needs, or why it cannot be
+    /// read (None: not the ucx netmod).
+    ucx: Option<Result<ucx::Netmod, String>>,
     cache: Cache,
     /// MPI_COMM_WORLD's size and this process's rank in it.
     world: Option<(u64, i64)>,
@@ -201,6 +210,7 @@ impl Mpich {
             layout,
             symbols: None,
             incomplete: None,
+            ucx: None,
             cache: Cache::default(),
             world: None,
             transport: Transport::NotListed(transit::not_listed("this device")),
@@ -262,6 +272,17 @@ impl Mpich {
         if self.layout.device != Device::Ch4 || self.layout.queues != Queues::Device {
             return None;
         }
+        match &self.ucx {
+            // Every receive the netmod matches is read from UCX, the
+            // active-message path's from the device queues.
+            Some(Ok(_)) => return None,
+            Some(Err(why)) => {
+                return Some(format!(
+                    "queues can be incomplete: MPICH's ucx netmod keeps its receives inside UCX, which cannot be read here: {why}"
+                ))
+            }
+            None => {}
+        }
         let ch4 = &self.layout.ch4;
         // Set by the user: 0 sends every message through the active-message
         // path; -1 (the default) leaves it to the provider, which matches.
@@ -319,6 +340,7 @@ impl Mpich {
                 s.unlisted.add(why.clone());
                 s
             }
+            (Transport::Ucx, _) => transit::Scan::default(),
             (Transport::Nemesis(_), Err(m)) => {
                 let mut s = transit::Scan::default();
                 s.unlisted
@@ -332,6 +354,107 @@ impl Mpich {
             found.sort_by_key(|m| m.order);
         }
         (found, scan.stop, scan.unlisted.clone())
+    }
+
+    /// ch4:ucx: `comm`'s operations of `class` in UCX's workers (and of
+    /// its collective context, shown on request), read once per stop;
+    /// why the walk ended early; why the queue can be missing operations
+    /// (said for an empty queue) and its last line otherwise.
+    fn read_ucx<P: ProcessAccess + ?Sized>(
+        &mut self,
+        t: &Target<'_, P>,
+        netmod: &ucx::Netmod,
+        comm: &Comm,
+        class: Class,
+        internal: bool,
+    ) -> (
+        Vec<PendingOperation>,
+        Option<crate::walk::Stop>,
+        Option<String>,
+        Option<String>,
+    ) {
+        let name = netmod.name();
+        let posted = match class {
+            Class::Send => {
+                // Sends are MPICH's own queue's; those that completed
+                // locally (eager ones, handed back complete) are in none.
+                return (
+                    Vec::new(),
+                    None,
+                    Some(format!(
+                        "MPICH ch4:ucx ({name}): {}; none waits here",
+                        ucx::SENDS_NOT_LISTED
+                    )),
+                    Some(ucx::SENDS_NOT_LISTED.to_string()),
+                );
+            }
+            Class::Posted => true,
+            Class::Unexpected => false,
+        };
+        let ctx = comm.recvcontext_id;
+        let slot = &mut self.cache.ucx;
+        let taken = |by: &crate::by_key::ByKey<ucx::Op>| {
+            by.was_taken(ctx) || (internal && by.was_taken(ctx + 1))
+        };
+        if slot.as_ref().is_some_and(|s| {
+            if posted {
+                taken(&s.posted)
+            } else {
+                taken(&s.unexpected)
+            }
+        }) {
+            *slot = None;
+        }
+        let scan = slot.get_or_insert_with(|| ucx::scan(t, netmod));
+        if let Some(why) = &scan.no_worker {
+            return (
+                Vec::new(),
+                None,
+                Some(format!("MPICH ch4:ucx ({name}): {why}")),
+                Some(format!("{name} not read")),
+            );
+        }
+        let (by, stop) = if posted {
+            (&mut scan.posted, scan.posted_stop)
+        } else {
+            (&mut scan.unexpected, scan.unexpected_stop)
+        };
+        let mut ops: Vec<PendingOperation> = by
+            .take(ctx)
+            .iter()
+            .map(|op| op.to_operation(comm, &name, false))
+            .collect();
+        if internal {
+            ops.extend(
+                by.take(ctx + 1)
+                    .iter()
+                    .map(|op| op.to_operation(comm, &name, true)),
+            );
+        }
+        if posted {
+            // Then the messages matched probes took (matched already, as
+            // ob1's DLL view shows them).
+            let probed = scan.probed.take(ctx);
+            ops.extend(probed.iter().map(|op| op.to_operation(comm, &name, false)));
+            if internal {
+                let probed = scan.probed.take(ctx + 1);
+                ops.extend(probed.iter().map(|op| op.to_operation(comm, &name, true)));
+            }
+        }
+        let (unseen, partial) = match (posted, scan.disagrees.first()) {
+            (true, Some(&(vci, counted, read))) => (
+                Some(format!(
+                    "MPICH ch4:ucx ({name}): VCI {vci}'s worker counts {counted} posted receives, the walk found {read}"
+                )),
+                Some(format!("UCX counts {counted} posted receives, {read} read")),
+            ),
+            // Messages matched probes took, when they could not be read.
+            (true, None) if scan.probed_unread.is_some() => {
+                (None, Some(ucx::MPROBED_NOT_LISTED.to_string()))
+            }
+            _ => (None, None),
+        };
+        (ops, stop, unseen, partial)
     }
 
     /// The scan of one queue, made once per stop.
@@ -415,21 +538,44 @@ impl MpiBackend for Mpich {
             Queues::Device => "device queues",
             Queues::Debugq => "debugger queues (MPIR_Debugq)",
         };
+        // MPICH 4.0's ch4 over UCX. From 4.1 the debugger queues
+        // (MPIR_Debugq) record every netmod's receives: reading UCX too
+        // would list them twice.
+        self.ucx = (self.layout.device == Device::Ch4 && self.layout.queues == Queues::Device)
+            .then(|| ucx::resolve(image, &t))
+            .flatten();
+        // Which transport the queues come from, when it is UCX.
+        let transport = match &self.ucx {
+            Some(Ok(n)) => format!(", {}", n.name()),
+            Some(Err(why)) => format!(", {why}"),
+            None => String::new(),
+        };
         let detected = format!(
-            "MPICH {}, device {}, {queues}",
+            "MPICH {}, device {}, {queues}{transport}",
             version.as_deref().unwrap_or("(version not recorded)"),
             device
                 .as_deref()
                 .unwrap_or_else(|| self.layout.device.name())
         );
         self.incomplete = self.ch4_incompleteness(image, &t);
-        self.transport = self.transport(image, version.as_deref(), device.as_deref());
+        self.transport = match &self.ucx {
+            Some(Ok(_)) => Transport::Ucx,
+            _ => self.transport(image, version.as_deref(), device.as_deref()),
+        };
         if let Transport::NotListed(why) = &self.transport {
             cx.say_once("transit", format!("mqs DLL: {why}"));
         }
         self.symbols = Some(syms);
         if let Some(why) = self.incomplete.clone() {
             cx.say_once("ch4-incomplete", format!("mqs DLL: {why}"));
+        }
+        if let Some(Ok(n)) = &self.ucx {
+            if let Err(m) = &n.pools {
+                cx.say_once(
+                    "ucx-mprobed",
+                    format!("mqs DLL: {} ({m} missing)", ucx::MPROBED_WHY),
+                );
+            }
         }
         cx.detect(detected, self.backend_name());
         Ok(())
@@ -540,15 +686,25 @@ impl MpiBackend for Mpich {
         let layout = Arc::clone(&self.layout);
         let syms = self.symbols.ok_or(DllError::ImageHasNoQueues)?;
         let incomplete = self.incomplete.clone();
-        let ch4_native_sends = class == Class::Send && incomplete.is_some();
+        let ch4_native_sends = class == Class::Send && (incomplete.is_some() || self.ucx.is_some());
         let note = match class {
             Class::Send => None,
             _ => incomplete
                 .as_ref()
                 .map(|_| "queue can be incomplete: ch4 active-message path only"),
         };
+        let ucx_sends = match &self.ucx {
+            Some(Ok(n)) if class == Class::Send => Some(n.clone()),
+            _ => None,
+        };
         let mut ops = Vec::with_capacity(total);
         for (k, (mut f, internal)) in found.enumerate() {
+            // ch4:ucx: a send still in progress has its UCP request, which
+            // knows its buffer and length.
+            let ucx_send = ucx_sends.as_ref().and_then(|n| {
+                let r = f.request.as_ref().ok().filter(|r| r.cc != 0)?;
+                ucx::send_of(&t, n, r.addr)
+            });
             if ch4_native_sends {
                 // Natively sent: the request's active-message part holds
                 // nothing of it; only the send queue entry is sure.
@@ -571,15 +727,32 @@ impl MpiBackend for Mpich {
                 datatype: dt.as_ref(),
                 internal,
                 order: (class == Class::Posted).then_some(k + 1),
-                note: if ch4_native_sends {
-                    Some("ch4 native send: buffer and length not recorded")
-                } else {
-                    note
+                note: match (ch4_native_sends, ucx_send) {
+                    (true, Some(_)) => Some(ucx::SEND_FROM_UCX),
+                    (true, None) => Some("ch4 native send: buffer and length not recorded"),
+                    (false, _) => note,
                 },
             };
-            ops.push(requests::to_operation(&f, class, &oc));
+            let mut op = requests::to_operation(&f, class, &oc);
+            if let Some((buffer, length)) = ucx_send {
+                op.buffer = buffer;
+                op.desired_length = i64::try_from(length).unwrap_or(i64::MAX);
+            }
+            ops.push(op);
         }
         let mut stop = stop;
+        let mut ucx_unseen = None;
+        let mut ucx_partial = None;
+        if let Some(Ok(netmod)) = self.ucx.clone() {
+            // What UCX holds comes after the active-message path's: the
+            // netmod matches natively, the other path is the exception.
+            let (found, cut, unseen, partial) =
+                self.read_ucx(&t, &netmod, comm, class, cx.show_internal);
+            ops.extend(found);
+            stop = stop.or(cut);
+            ucx_unseen = unseen;
+            ucx_partial = partial;
+        }
         let mut unlisted = None;
         if class == Class::Unexpected {
             // What waits in the transport comes after MPICH's own: its
@@ -598,6 +771,12 @@ impl MpiBackend for Mpich {
             // Empty only on the path ch4 records: the operations it does
             // not record may be there.
             queue.unseen = incomplete.map(|why| format!("{why}; none on that path here"));
+        }
+        if ucx_unseen.is_some() {
+            queue.unseen = ucx_unseen;
+        }
+        if ucx_partial.is_some() {
+            queue.partial = ucx_partial;
         }
         if let Some(u) = unlisted {
             // Messages in transit this DLL cannot read may be there too.
