@@ -137,6 +137,22 @@ fn assert_left_alone(job: &Job, ranks: usize) {
     }
 }
 
+/// A dump's failures: (rank, host, message).
+fn failures_of(dump: &Value) -> Vec<(i64, String, String)> {
+    dump["failures"]
+        .as_array()
+        .expect("failures")
+        .iter()
+        .map(|f| {
+            (
+                f["rank"].as_i64().unwrap(),
+                f["host"].as_str().unwrap().to_string(),
+                f["message"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
 /// A directory of its own for a test's scripts, removed when dropped
 /// (also when the test fails).
 struct Scratch(PathBuf);
@@ -368,18 +384,7 @@ fn ranks_whose_collector_never_calls_back_are_reported_and_the_rest_shown() {
     assert_eq!(out.status.code(), Some(14), "{}", stderr(&out));
     let dump = json(&out);
     let shown: Vec<i64> = by_rank(&dump).into_keys().collect();
-    let failed: Vec<(i64, String, String)> = dump["failures"]
-        .as_array()
-        .expect("failures")
-        .iter()
-        .map(|f| {
-            (
-                f["rank"].as_i64().unwrap(),
-                f["host"].as_str().unwrap().to_string(),
-                f["message"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let failed = failures_of(&dump);
     // slots=2: ranks 0 and 1 on nodea, 2 and 3 on nodeb.
     assert_eq!(shown, [0, 1], "{dump}");
     assert_eq!(failed.iter().map(|f| f.0).collect::<Vec<_>>(), [2, 3]);
@@ -510,18 +515,7 @@ fn collector_killed_during_the_dump(victim: &str) {
     for (rank, host) in hosts_of(&dump) {
         assert_eq!(host, CHAIN[rank as usize]);
     }
-    let failed: Vec<(i64, String, String)> = dump["failures"]
-        .as_array()
-        .expect("failures")
-        .iter()
-        .map(|f| {
-            (
-                f["rank"].as_i64().unwrap(),
-                f["host"].as_str().unwrap().to_string(),
-                f["message"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
+    let failed = failures_of(&dump);
     assert_eq!(
         failed.iter().map(|f| f.0).collect::<Vec<_>>(),
         (at..3).collect::<Vec<_>>()

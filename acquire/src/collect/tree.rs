@@ -185,22 +185,8 @@ impl Children {
         failures: &mut Vec<(String, RankFailure)>,
         deadline: Instant,
     ) -> std::io::Result<()> {
-        while self.stages.contains(&Stage::Assigned) {
-            let Some(event) = self.next(deadline) else {
-                break;
-            };
-            self.handle(event, up, states, failures)?;
-        }
-        for i in 0..self.children.len() {
-            if self.stages[i] == Stage::Assigned {
-                let reason = format!(
-                    "the collector on host '{}' did not stop its ranks in time",
-                    self.children[i].name
-                );
-                self.give_up(i, &reason, up)?;
-            }
-        }
-        Ok(())
+        let late = "did not stop its ranks in time";
+        self.await_past(Stage::Assigned, late, up, states, failures, deadline)
     }
 
     /// Tells every stopped child to go on.
@@ -222,18 +208,30 @@ impl Children {
         failures: &mut Vec<(String, RankFailure)>,
         deadline: Instant,
     ) -> std::io::Result<()> {
-        while self.stages.contains(&Stage::Stopped) {
+        let late = "did not finish in time";
+        self.await_past(Stage::Stopped, late, up, states, failures, deadline)
+    }
+
+    /// Handles what the children send until none is at `stage` any more
+    /// (or `deadline`); those still there are given up, `late` saying why.
+    fn await_past(
+        &mut self,
+        stage: Stage,
+        late: &str,
+        up: &mut TcpStream,
+        states: &mut States,
+        failures: &mut Vec<(String, RankFailure)>,
+        deadline: Instant,
+    ) -> std::io::Result<()> {
+        while self.stages.contains(&stage) {
             let Some(event) = self.next(deadline) else {
                 break;
             };
             self.handle(event, up, states, failures)?;
         }
         for i in 0..self.children.len() {
-            if self.stages[i] == Stage::Stopped {
-                let reason = format!(
-                    "the collector on host '{}' did not finish in time",
-                    self.children[i].name
-                );
+            if self.stages[i] == stage {
+                let reason = format!("the collector on host '{}' {late}", self.children[i].name);
                 self.give_up(i, &reason, up)?;
             }
         }

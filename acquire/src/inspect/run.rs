@@ -571,11 +571,7 @@ pub(super) fn process_dump(
         pid: member.pid,
         global_rank: member.identity,
         host: None,
-        spawned: member.spawned_job.as_ref().map(|job| SpawnedJob {
-            job: job.clone(),
-            rank: member.rank,
-            parent: member.spawned_by.clone(),
-        }),
+        spawned: spawned_of(member),
         executable,
         dll: DllInfo::new(
             dll.path.display().to_string(),
@@ -593,6 +589,16 @@ pub(super) fn process_dump(
     }
 }
 
+/// For a process started after the job: its job, its rank there and who
+/// spawned it.
+fn spawned_of(member: &Member) -> Option<SpawnedJob> {
+    member.spawned_job.as_ref().map(|job| SpawnedJob {
+        job: job.clone(),
+        rank: member.rank,
+        parent: member.spawned_by.clone(),
+    })
+}
+
 /// The dump of a process whose MPI keeps no queues for debuggers: no DLL,
 /// its communicators not available with the reason (its stacks are added
 /// as anyone's).
@@ -602,11 +608,7 @@ fn without_queues<T: Target>(p: &Prepared<T>, why: &str) -> ProcessDump {
         pid: member.pid,
         global_rank: member.identity,
         host: None,
-        spawned: member.spawned_job.as_ref().map(|job| SpawnedJob {
-            job: job.clone(),
-            rank: member.rank,
-            parent: member.spawned_by.clone(),
-        }),
+        spawned: spawned_of(member),
         executable: p.executable.clone(),
         dll: DllInfo::new(
             String::new(),

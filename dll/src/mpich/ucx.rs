@@ -23,6 +23,7 @@
 //! below 31 and 31 for the default 16 rank bits (and for 17, which this DLL
 //! cannot tell from 16: it takes the default).
 
+use crate::ucx::version_name;
 use std::collections::HashMap;
 
 use mqs_abi::{OpStatus, PendingOperation};
@@ -232,13 +233,6 @@ impl Netmod {
     /// "UCX 1.13.1" (or "UCX (version unknown)").
     pub fn name(&self) -> String {
         version_name(self.version)
-    }
-}
-
-fn version_name(version: Option<[u32; 3]>) -> String {
-    match version {
-        Some([a, b, c]) => format!("UCX {a}.{b}.{c}"),
-        None => "UCX (version unknown)".to_string(),
     }
 }
 

@@ -6,6 +6,7 @@
 //! context is the communicator's `c_contextid` in 4.1 and its `c_index` in
 //! 5.0 ([`TagContext`]); the rest is the same in both.
 
+use crate::ucx::version_name;
 use std::collections::HashMap;
 
 use crate::access::{ImageAccess, ProcessAccess};
@@ -186,13 +187,6 @@ impl PmlUcx {
     /// "UCX 1.13.1" (or "UCX (version unknown)").
     pub fn name(&self) -> String {
         version_name(self.version)
-    }
-}
-
-fn version_name(version: Option<[u32; 3]>) -> String {
-    match version {
-        Some([a, b, c]) => format!("UCX {a}.{b}.{c}"),
-        None => "UCX (version unknown)".to_string(),
     }
 }
 

@@ -1,13 +1,23 @@
 //! UCX's tag matching (UCP) as the DLL reads it from a worker, for any MPI
 //! that sends through UCX: the layouts ([`layout`]) and the bounded walks
 //! ([`matching`]). What the 64-bit tags mean is the MPI's (Open MPI's pml
-//! ucx: [`crate::openmpi::pml_ucx`]).
+//! ucx: [`crate::openmpi::pml_ucx`]; MPICH's ucx netmod:
+//! [`crate::mpich::ucx`]).
 
 pub mod layout;
 pub mod matching;
 
 use crate::access::ProcessAccess;
 use crate::target::Target;
+
+/// "UCX 1.13.1", or "UCX (version unknown)": how messages name the UCX a
+/// process runs.
+pub fn version_name(version: Option<[u32; 3]>) -> String {
+    match version {
+        Some([a, b, c]) => format!("UCX {a}.{b}.{c}"),
+        None => "UCX (version unknown)".to_string(),
+    }
+}
 
 /// UCX's version, read from the code of `ucp_get_version` at `function`
 /// (the library records it nowhere else): compiled for x86-64 it is three
