@@ -316,8 +316,10 @@ impl Job {
                 }
                 let pids = job.recorded_pids();
                 let job_id = job.id.clone();
-                // Let the readers catch the last words of a dying job.
-                drain_until_eof(&rx, eofs, Duration::from_secs(1));
+                // Let the readers catch the last words of a dying job (it
+                // returns at their end of file; on a loaded machine the
+                // readers may need more than a second to get there).
+                drain_until_eof(&rx, eofs, Duration::from_secs(10));
                 let (stdout, stderr) = job.output();
                 Err(Error::NotReady(Box::new(NotReady {
                     mpi: mpi.name(),
