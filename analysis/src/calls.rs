@@ -8,7 +8,7 @@
 use mqs_abi::OpClass;
 use mqs_core::model::CallArgs;
 
-use crate::global::{Job, Peer, Rank};
+use crate::global::{Job, Op, Peer, Rank};
 
 /// Point-to-point calls that block until a receive is matched.
 const RECEIVES: [&str; 3] = ["MPI_Recv", "MPI_Probe", "MPI_Mprobe"];
@@ -57,6 +57,20 @@ pub struct CallOp {
     pub tag: Option<i64>,
     /// The operation the DLL lists for it (index into `Job::ops`).
     pub listed: Option<usize>,
+}
+
+impl CallOp {
+    /// The operation the DLL lists as `Job::ops[index]`.
+    fn listed(index: usize, o: &Op<'_>) -> Self {
+        CallOp {
+            class: o.class,
+            comm: Some(o.comm),
+            peer: o.peer,
+            local_peer: o.local_peer,
+            tag: o.tag,
+            listed: Some(index),
+        }
+    }
 }
 
 /// What the call a rank's main thread is in tells.
@@ -231,14 +245,7 @@ fn blocking_receive(job: &Job<'_>, rank: i64) -> Option<CallOp> {
     if marked.next().is_some() {
         return None;
     }
-    Some(CallOp {
-        class: o.class,
-        comm: Some(o.comm),
-        peer: o.peer,
-        local_peer: o.local_peer,
-        tag: o.tag,
-        listed: Some(i),
-    })
+    Some(CallOp::listed(i, o))
 }
 
 /// The requests of an `MPI_Wait*` call, matched by address to the
@@ -255,15 +262,7 @@ fn waiting_on_requests(job: &Job<'_>, rank: &Rank<'_>, args: &CallArgs, all: boo
                     .any(|l| mqs_abi::request_of(l) == Some(*request))
         });
         if let Some(i) = found {
-            let o = &job.ops[i];
-            ops.push(CallOp {
-                class: o.class,
-                comm: Some(o.comm),
-                peer: o.peer,
-                local_peer: o.local_peer,
-                tag: o.tag,
-                listed: Some(i),
-            });
+            ops.push(CallOp::listed(i, &job.ops[i]));
         }
     }
     if !ops.is_empty() {

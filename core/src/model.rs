@@ -278,7 +278,7 @@ impl From<mqs_abi::ProcessLocation> for NewProcess {
 }
 
 /// Counters of one process's dump.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DumpStats {
     /// fetch_data callbacks the DLL made.
     pub fetches: u64,

@@ -137,17 +137,9 @@ impl Front {
     fn hosts_of(&mut self, members: Vec<Member>) -> BTreeMap<String, Host> {
         let mut hosts: BTreeMap<String, Host> = BTreeMap::new();
         for member in members {
-            let host = hosts.entry(host_key(&member.host)).or_insert_with(|| Host {
-                name: member.host.clone(),
-                members: Vec::new(),
-                stage: Stage::Waiting,
-                commands: None,
-                reported: HashSet::new(),
-                results: Vec::new(),
-                groups: HashMap::new(),
-                listen: None,
-                below: Vec::new(),
-            });
+            let host = hosts
+                .entry(host_key(&member.host))
+                .or_insert_with(|| Host::new(&member.host));
             // One process, listed twice on its host: dumped once.
             if let Some(first) = host.members.iter().find(|m| m.pid == member.pid) {
                 let e = Error::Unreachable {
@@ -184,6 +176,23 @@ struct Host {
     /// In a tree, for a root: the keys of every host below it, whose
     /// frames come through its connection.
     below: Vec<String>,
+}
+
+impl Host {
+    /// A host named `name`, its collector not called back yet.
+    fn new(name: &str) -> Self {
+        Host {
+            name: name.to_string(),
+            members: Vec::new(),
+            stage: Stage::Waiting,
+            commands: None,
+            reported: HashSet::new(),
+            results: Vec::new(),
+            groups: HashMap::new(),
+            listen: None,
+            below: Vec::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -384,20 +393,7 @@ impl Front {
         let hosts: BTreeMap<String, Host> = target
             .nodes
             .iter()
-            .map(|node| {
-                let host = Host {
-                    name: node.clone(),
-                    members: Vec::new(),
-                    stage: Stage::Waiting,
-                    commands: None,
-                    reported: HashSet::new(),
-                    results: Vec::new(),
-                    groups: HashMap::new(),
-                    listen: None,
-                    below: Vec::new(),
-                };
-                (host_key(node), host)
-            })
+            .map(|node| (host_key(node), Host::new(node)))
             .collect();
         let job = StarterJob {
             job: target.spec.job.clone(),
@@ -1681,7 +1677,6 @@ mod tests {
 
     fn host(name: &str, members: &[(i32, i32)]) -> Host {
         Host {
-            name: name.into(),
             members: members
                 .iter()
                 .map(|&(pid, rank)| Member {
@@ -1690,12 +1685,7 @@ mod tests {
                 })
                 .collect(),
             stage: Stage::Assigned,
-            commands: None,
-            reported: HashSet::new(),
-            results: Vec::new(),
-            groups: HashMap::new(),
-            listen: None,
-            below: Vec::new(),
+            ..Host::new(name)
         }
     }
 

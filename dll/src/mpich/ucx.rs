@@ -23,6 +23,7 @@
 //! below 31 and 31 for the default 16 rank bits (and for 17, which this DLL
 //! cannot tell from 16: it takes the default).
 
+use crate::ucx::operations::{self, Tag};
 use crate::ucx::version_name;
 use std::collections::HashMap;
 
@@ -34,7 +35,7 @@ use crate::iteration::CommInfo;
 use crate::target::Target;
 use crate::types::{ty, Missing};
 use crate::ucx::layout::{names as ucx_names, UcxLayout};
-use crate::ucx::matching::{self, Protocol};
+use crate::ucx::matching;
 use crate::ucx::read_version;
 use crate::walk::{Stop, MAX_LIST_ITEMS};
 
@@ -188,17 +189,6 @@ impl TagLayout {
             tag: (mask & 1 != 0).then_some((field & !errors) as i64),
         }
     }
-}
-
-/// A UCX tag as MPICH's ucx netmod means it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Tag {
-    /// The receiving communicator's `recvcontext_id` (+1: its collectives).
-    pub context: u64,
-    /// None: MPI_ANY_SOURCE.
-    pub source: Option<i64>,
-    /// None: MPI_ANY_TAG.
-    pub tag: Option<i64>,
 }
 
 /// What reading the netmod needs, resolved once per process.
@@ -542,7 +532,7 @@ fn probed<P: ProcessAccess + ?Sized>(
 impl Op {
     /// `comm`'s operation; `collective`: on its collective context.
     pub fn to_operation(&self, comm: &Comm, ucx: &str, collective: bool) -> PendingOperation {
-        let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let global = |s: i64| comm.peer_global(s);
         let vci_of = |vci: u64| {
             if vci == 0 {
                 String::new()
@@ -550,8 +540,7 @@ impl Op {
                 format!(", VCI {vci}")
             }
         };
-        let mut lines = Vec::new();
-        let op = match self {
+        let (op, mut lines) = match self {
             Op::Recv {
                 posted,
                 decoded,
@@ -559,101 +548,32 @@ impl Op {
                 number,
                 mpi_request,
             } => {
-                lines.push(match mpi_request {
+                let request = match mpi_request {
                     Some(r) => mqs_abi::request_line("receive", *r),
                     None => format!("UCP request at {:#x}", posted.request),
-                });
-                let queue = if posted.wild {
-                    "wildcard queue"
-                } else {
-                    "hash"
                 };
-                lines.push(format!(
-                    "posted #{number} in {ucx} matching order ({queue}{})",
-                    vci_of(*vci)
-                ));
-                PendingOperation {
-                    status: OpStatus::Pending,
-                    desired_local_rank: decoded.source.unwrap_or(-1),
-                    desired_global_rank: decoded.source.map_or(-1, |s| comm.peer_global(s)),
-                    desired_tag: decoded.tag,
-                    desired_length: clamp(posted.length),
-                    system_buffer: false,
-                    buffer: posted.buffer,
-                    actual_local_rank: -1,
-                    actual_global_rank: -1,
-                    actual_tag: -1,
-                    actual_length: -1,
-                    extra_text: Default::default(),
-                }
+                let order = operations::posted_line(posted, *number, ucx, &vci_of(*vci));
+                (
+                    operations::posted(posted, decoded, global),
+                    vec![request, order],
+                )
             }
             Op::Probed {
                 message,
                 decoded,
                 holder,
-            } => {
-                let source = decoded.source.unwrap_or(-1);
-                let global = comm.peer_global(source);
-                let tag = decoded.tag.unwrap_or(-1);
-                let length = message.length.map_or(-1, clamp);
-                lines.push(format!("message taken by MPI_Mprobe: {holder:#x}"));
-                lines.push("waits for MPI_Mrecv".to_string());
-                lines.push(format!("{ucx} descriptor {:#x}", message.descriptor));
-                // As ob1's DLL view shows a matched probe's request:
-                // complete for matching, the data still in the message.
-                PendingOperation {
-                    status: OpStatus::Complete,
-                    desired_local_rank: source,
-                    desired_global_rank: global,
-                    desired_tag: Some(tag),
-                    desired_length: length,
-                    system_buffer: true,
-                    buffer: message.descriptor,
-                    actual_local_rank: source,
-                    actual_global_rank: global,
-                    actual_tag: tag,
-                    actual_length: length,
-                    extra_text: Default::default(),
-                }
-            }
+            } => (
+                operations::message(message, decoded, global, OpStatus::Complete),
+                operations::probe_lines(message, *holder, ucx),
+            ),
             Op::Unexpected {
                 message,
                 decoded,
                 vci,
-            } => {
-                let source = decoded.source.unwrap_or(-1);
-                let global = comm.peer_global(source);
-                let tag = decoded.tag.unwrap_or(-1);
-                let length = message.length.map_or(-1, clamp);
-                let kind = match message.protocol {
-                    Protocol::EagerOnly => "eager".to_string(),
-                    Protocol::EagerFirst => "eager, first fragment".to_string(),
-                    Protocol::Rendezvous => "rendezvous".to_string(),
-                    Protocol::Other(f) => format!("descriptor flags {f:#x}"),
-                };
-                lines.push(format!(
-                    "{kind} message, {ucx} descriptor {:#x}{}",
-                    message.descriptor,
-                    vci_of(*vci)
-                ));
-                if message.sync {
-                    lines.push("synchronous: its sender waits for the match".to_string());
-                }
-                PendingOperation {
-                    status: OpStatus::Pending,
-                    desired_local_rank: source,
-                    desired_global_rank: global,
-                    desired_tag: Some(tag),
-                    desired_length: length,
-                    system_buffer: true,
-                    buffer: message.descriptor,
-                    actual_local_rank: source,
-                    actual_global_rank: global,
-                    actual_tag: tag,
-                    actual_length: length,
-                    extra_text: Default::default(),
-                }
-            }
+            } => (
+                operations::message(message, decoded, global, OpStatus::Pending),
+                operations::arrival_lines(message, ucx, &vci_of(*vci)),
+            ),
         };
         if collective {
             lines.push("MPICH internal (collective context)".to_string());

@@ -6,6 +6,7 @@
 //! context is the communicator's `c_contextid` in 4.1 and its `c_index` in
 //! 5.0 ([`TagContext`]); the rest is the same in both.
 
+use crate::ucx::operations::{self, Tag};
 use crate::ucx::version_name;
 use std::collections::HashMap;
 
@@ -16,7 +17,7 @@ use crate::target::Spans;
 use crate::target::Target;
 use crate::types::{ty, Missing};
 use crate::ucx::layout::{names as ucx_names, UcxLayout};
-use crate::ucx::matching::{self, Protocol};
+use crate::ucx::matching;
 use crate::ucx::read_version;
 use crate::walk::{AddrSet, Stop, MAX_LIST_ITEMS};
 
@@ -89,18 +90,6 @@ impl TagContext {
 pub const COMM_TYPE: &str = "ompi_communicator_t";
 pub const COMM_INDEX: &str = "c_index";
 pub const COMM_CONTEXTID: &str = "c_contextid";
-
-/// A UCX tag as Open MPI means it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Tag {
-    /// The communicator's [`TagContext`] field: `c_contextid` (4.1) or
-    /// `c_index` (5.0).
-    pub context: u64,
-    /// None: MPI_ANY_SOURCE.
-    pub source: Option<i64>,
-    /// None: MPI_ANY_TAG. Negative: Open MPI's own (collectives).
-    pub tag: Option<i64>,
-}
 
 /// Decodes a receive's tag and mask (a message's tag with a full mask).
 pub fn decode(tag: u64, mask: u64) -> Tag {
@@ -420,16 +409,15 @@ impl Op {
     }
 
     pub fn to_operation(&self, comm: &Comm, ucx: &str) -> PendingOperation {
-        let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        match self {
+        let global = |s: i64| comm.peer_global(s);
+        let (op, lines) = match self {
             Op::Recv {
                 posted,
                 decoded,
                 mpi_request,
                 number,
             } => {
-                let peer = decoded.source.unwrap_or(-1);
-                let mut lines = vec![match mpi_request {
+                let request = match mpi_request {
                     MpiRequest::Plain(r) => mqs_abi::request_line("receive", *r),
                     MpiRequest::Persistent(r) => mqs_abi::request_line("persistent receive", *r),
                     MpiRequest::Unknown => format!("UCP request at {:#x}", posted.request),
@@ -438,94 +426,29 @@ impl Op {
                         mqs_abi::BLOCKING_RECEIVE,
                         posted.request
                     ),
-                }];
-                let queue = if posted.wild {
-                    "wildcard queue"
-                } else {
-                    "hash"
                 };
-                lines.push(format!(
-                    "posted #{number} in {ucx} matching order ({queue})"
-                ));
-                PendingOperation {
-                    status: OpStatus::Pending,
-                    desired_local_rank: peer,
-                    desired_global_rank: decoded.source.map_or(-1, |s| comm.peer_global(s)),
-                    desired_tag: decoded.tag,
-                    desired_length: clamp(posted.length),
-                    system_buffer: false,
-                    buffer: posted.buffer,
-                    actual_local_rank: -1,
-                    actual_global_rank: -1,
-                    actual_tag: -1,
-                    actual_length: -1,
-                    extra_text: lines.into(),
-                }
+                let order = operations::posted_line(posted, *number, ucx, "");
+                (
+                    operations::posted(posted, decoded, global),
+                    vec![request, order],
+                )
             }
             Op::Probed {
                 message,
                 decoded,
                 holder,
-            } => {
-                let source = decoded.source.unwrap_or(-1);
-                let global = comm.peer_global(source);
-                let tag = decoded.tag.unwrap_or(-1);
-                let length = message.length.map_or(-1, clamp);
-                // As ob1's DLL view shows a matched probe's request:
-                // complete for matching, the data still in the message.
-                PendingOperation {
-                    status: OpStatus::Complete,
-                    desired_local_rank: source,
-                    desired_global_rank: global,
-                    desired_tag: Some(tag),
-                    desired_length: length,
-                    system_buffer: true,
-                    buffer: message.descriptor,
-                    actual_local_rank: source,
-                    actual_global_rank: global,
-                    actual_tag: tag,
-                    actual_length: length,
-                    extra_text: vec![
-                        format!("message taken by MPI_Mprobe: {holder:#x}"),
-                        "waits for MPI_Mrecv".to_string(),
-                        format!("{ucx} descriptor {:#x}", message.descriptor),
-                    ]
-                    .into(),
-                }
-            }
-            Op::Unexpected { message, decoded } => {
-                let source = decoded.source.unwrap_or(-1);
-                let global = comm.peer_global(source);
-                let tag = decoded.tag.unwrap_or(-1);
-                let length = message.length.map_or(-1, clamp);
-                let kind = match message.protocol {
-                    Protocol::EagerOnly => "eager".to_string(),
-                    Protocol::EagerFirst => "eager, first fragment".to_string(),
-                    Protocol::Rendezvous => "rendezvous".to_string(),
-                    Protocol::Other(f) => format!("descriptor flags {f:#x}"),
-                };
-                let mut lines = vec![format!(
-                    "{kind} message, {ucx} descriptor {:#x}",
-                    message.descriptor
-                )];
-                if message.sync {
-                    lines.push("synchronous: its sender waits for the match".to_string());
-                }
-                PendingOperation {
-                    status: OpStatus::Pending,
-                    desired_local_rank: source,
-                    desired_global_rank: global,
-                    desired_tag: Some(tag),
-                    desired_length: length,
-                    system_buffer: true,
-                    buffer: message.descriptor,
-                    actual_local_rank: source,
-                    actual_global_rank: global,
-                    actual_tag: tag,
-                    actual_length: length,
-                    extra_text: lines.into(),
-                }
-            }
+            } => (
+                operations::message(message, decoded, global, OpStatus::Complete),
+                operations::probe_lines(message, *holder, ucx),
+            ),
+            Op::Unexpected { message, decoded } => (
+                operations::message(message, decoded, global, OpStatus::Pending),
+                operations::arrival_lines(message, ucx, ""),
+            ),
+        };
+        PendingOperation {
+            extra_text: lines.into(),
+            ..op
         }
     }
 }

@@ -1,11 +1,15 @@
 //! UCX's tag matching (UCP) as the DLL reads it from a worker, for any MPI
 //! that sends through UCX: the layouts ([`layout`]) and the bounded walks
-//! ([`matching`]). What the 64-bit tags mean is the MPI's (Open MPI's pml
+//! ([`matching`]), and the operations they hold as the DLL reports them
+//! ([`operations`]). What the 64-bit tags mean is the MPI's (Open MPI's pml
 //! ucx: [`crate::openmpi::pml_ucx`]; MPICH's ucx netmod:
 //! [`crate::mpich::ucx`]).
 
 pub mod layout;
 pub mod matching;
+pub mod operations;
+
+pub use operations::Tag;
 
 use crate::access::ProcessAccess;
 use crate::target::Target;
