@@ -2,7 +2,7 @@
 //! matched across ranks, and every pending operation with its peer
 //! translated to a global rank. Built from the dump model only.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use mqs_abi::{OpClass, OpStatus};
 
@@ -132,8 +132,9 @@ pub struct Job<'a> {
     pub not_available: BTreeMap<(String, String), RankSet>,
     /// Queues the DLL listed only in part: (what, why) -> ranks.
     pub cut_short: BTreeMap<(String, String), RankSet>,
-    /// (rank, the DLL's `unique_id` there) -> index into `comms`.
-    by_id: BTreeMap<(i64, u64), usize>,
+    /// (the dump's address, the DLL's `unique_id` there) -> index into
+    /// `comms` (the ranks of a run share their dump).
+    by_id: HashMap<(usize, u64), usize>,
 }
 
 /// The key communicators are matched by: name and group where the DLL
@@ -188,7 +189,11 @@ impl<'a> Job<'a> {
         let mut ranks: Vec<Rank<'a>> = dump
             .processes
             .iter()
-            .filter_map(|p| Some(rank_of(global_rank(p)?, p)))
+            .flat_map(|p| {
+                let first = global_rank(p);
+                (0..i64::from(p.run_len.max(1)))
+                    .filter_map(move |offset| Some(rank_of(first? + offset, p)))
+            })
             .collect();
         ranks.sort_by_key(|r| r.rank);
         ranks.dedup_by_key(|r| r.rank);
@@ -197,8 +202,11 @@ impl<'a> Job<'a> {
         let mut comms: Vec<JobComm> = Vec::new();
         let mut not_available: BTreeMap<(String, String), RankSet> = BTreeMap::new();
         let mut cut_short: BTreeMap<(String, String), RankSet> = BTreeMap::new();
-        let mut by_id = BTreeMap::new();
+        let mut by_id = HashMap::new();
         let mut local_ops = Vec::new();
+        // The job's communicator of each of a dump's communicators, found
+        // once per dump: the ranks of a run share it.
+        let mut matched: Option<(*const ProcessDump, Vec<Option<usize>>)> = None;
         for r in &ranks {
             let list = match &r.process.communicators {
                 Section::Ok { value } => &value.list,
@@ -217,38 +225,59 @@ impl<'a> Job<'a> {
                     continue;
                 }
             };
-            for (at, c) in list.iter().enumerate() {
-                // MPI_COMM_NULL and other empty ones hold nothing to match.
-                if c.size <= 0 {
-                    continue;
-                }
-                let earlier: Vec<&CommunicatorDump> = list[..at].iter().collect();
-                let key = key_of(r.process, c, &earlier);
-                let index = match keys.get(&key) {
-                    Some(&i) => i,
-                    None => {
-                        keys.insert(key, comms.len());
-                        comms.push(JobComm {
-                            name: c.name.clone(),
-                            unique_id: c.unique_id,
-                            size: c.size,
-                            group: vec![None; usize::try_from(c.size.min(1 << 20)).unwrap_or(0)],
-                            members: RankSet::new(),
-                            conflict: false,
-                            identity: false,
-                        });
-                        comms.len() - 1
+            let this = std::ptr::from_ref(r.process);
+            if matched.as_ref().is_none_or(|(p, _)| *p != this) {
+                let mut indices = Vec::with_capacity(list.len());
+                for (at, c) in list.iter().enumerate() {
+                    // MPI_COMM_NULL and other empty ones hold nothing to match.
+                    if c.size <= 0 {
+                        indices.push(None);
+                        continue;
                     }
+                    let earlier: Vec<&CommunicatorDump> = list[..at].iter().collect();
+                    let key = key_of(r.process, c, &earlier);
+                    let index = match keys.get(&key) {
+                        Some(&i) => i,
+                        None => {
+                            keys.insert(key, comms.len());
+                            comms.push(JobComm {
+                                name: c.name.clone(),
+                                unique_id: c.unique_id,
+                                size: c.size,
+                                group: vec![
+                                    None;
+                                    usize::try_from(c.size.min(1 << 20)).unwrap_or(0)
+                                ],
+                                members: RankSet::new(),
+                                conflict: false,
+                                identity: false,
+                            });
+                            // The DLL's group: the same for every member
+                            // (it is part of the key).
+                            if let (Some(group), Some(comm)) = (&c.group, comms.last_mut()) {
+                                for (slot, g) in comm.group.iter_mut().zip(group) {
+                                    *slot = Some(*g);
+                                }
+                            }
+                            comms.len() - 1
+                        }
+                    };
+                    by_id.entry((this as usize, c.unique_id)).or_insert(index);
+                    indices.push(Some(index));
+                }
+                matched = Some((this, indices));
+            }
+            let Some((_, indices)) = &matched else {
+                continue;
+            };
+            let offset = r.rank - global_rank(r.process).unwrap_or(r.rank);
+            for (c, index) in list.iter().zip(indices) {
+                let Some(index) = *index else {
+                    continue;
                 };
-                by_id.entry((r.rank, c.unique_id)).or_insert(index);
                 let comm = &mut comms[index];
                 comm.members.insert(r.rank);
-                if let Some(group) = &c.group {
-                    for (slot, g) in comm.group.iter_mut().zip(group) {
-                        *slot = Some(*g);
-                    }
-                }
-                if let Some(slot) = usize::try_from(c.local_rank)
+                if let Some(slot) = usize::try_from(r.process.local_rank_at(c, offset))
                     .ok()
                     .and_then(|l| comm.group.get_mut(l))
                 {
@@ -340,7 +369,8 @@ impl<'a> Job<'a> {
 
     /// The job's communicator that `rank` lists with id `unique_id`.
     pub fn comm_of(&self, rank: i64, unique_id: u64) -> Option<usize> {
-        self.by_id.get(&(rank, unique_id)).copied()
+        let dump = std::ptr::from_ref(self.rank(rank)?.process) as usize;
+        self.by_id.get(&(dump, unique_id)).copied()
     }
 
     /// The job's communicator a frame's argument names on `rank`: our DLLs
