@@ -128,6 +128,9 @@ pub struct Job<'a> {
     pub comms: Vec<JobComm>,
     /// Every listed operation of every rank, in rank order.
     pub ops: Vec<Op<'a>>,
+    /// Where each rank's operations start in `ops`, by its place in
+    /// `ranks`; then the end of the last one.
+    op_start: Vec<usize>,
     /// Sections the DLL could not list: (what, reason) -> ranks.
     pub not_available: BTreeMap<(String, String), RankSet>,
     /// Queues the DLL listed only in part: (what, why) -> ranks.
@@ -328,7 +331,7 @@ impl<'a> Job<'a> {
                 .enumerate()
                 .all(|(i, g)| *g == Some(i as i64));
         }
-        let ops = local_ops
+        let ops: Vec<Op<'a>> = local_ops
             .into_iter()
             .map(|(rank, comm, class, op)| {
                 let c = &comms[comm];
@@ -356,11 +359,22 @@ impl<'a> Job<'a> {
                 }
             })
             .collect();
+        // Operations are in rank order, as `ranks` is.
+        let mut op_start = Vec::with_capacity(ranks.len() + 1);
+        let mut at = 0;
+        for r in &ranks {
+            while ops.get(at).is_some_and(|o| o.rank < r.rank) {
+                at += 1;
+            }
+            op_start.push(at);
+        }
+        op_start.push(ops.len());
         Job {
             dump,
             ranks,
             comms,
             ops,
+            op_start,
             not_available,
             cut_short,
             by_id,
@@ -384,9 +398,19 @@ impl<'a> Job<'a> {
     /// The indices into `ops` of `rank`'s operations (`ops` is in rank
     /// order).
     pub fn op_indices(&self, rank: i64) -> std::ops::Range<usize> {
-        let start = self.ops.partition_point(|o| o.rank < rank);
-        let end = start + self.ops[start..].partition_point(|o| o.rank <= rank);
-        start..end
+        match self.position(rank) {
+            Some(at) => self.op_start[at]..self.op_start[at + 1],
+            None => 0..0,
+        }
+    }
+
+    /// Where `rank` is in `ranks`: at its own number when ranks are
+    /// numbered from 0 without gaps (the usual job), else found by search.
+    fn position(&self, rank: i64) -> Option<usize> {
+        let dense = usize::try_from(rank)
+            .ok()
+            .filter(|&at| self.ranks.get(at).is_some_and(|r| r.rank == rank));
+        dense.or_else(|| self.ranks.binary_search_by_key(&rank, |r| r.rank).ok())
     }
 
     /// `rank`'s operations.
@@ -395,10 +419,7 @@ impl<'a> Job<'a> {
     }
 
     pub fn rank(&self, rank: i64) -> Option<&Rank<'a>> {
-        self.ranks
-            .binary_search_by_key(&rank, |r| r.rank)
-            .ok()
-            .map(|i| &self.ranks[i])
+        self.position(rank).map(|i| &self.ranks[i])
     }
 
     /// The peer a rank's `local` names on communicator `comm`: its global
