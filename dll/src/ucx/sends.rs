@@ -9,7 +9,9 @@
 //! and the pool's own address while it is in use. So the requests in use
 //! are the elements whose header is the pool's address: no walk of the
 //! free list is needed. Of those, a tag send (`UCP_REQUEST_FLAG_SEND_TAG`)
-//! not yet completed is a send in flight.
+//! not yet completed is a send in flight; one completed is held by its
+//! owner, not yet waited for (a completed request its owner had freed goes
+//! back to the pool at once).
 //!
 //! Requests an MPI puts elsewhere are not in the pool (a request the
 //! caller passes in `ucp_request_param_t.request`, as Open MPI's blocking
@@ -51,6 +53,8 @@ pub struct Send {
     pub sync: bool,
     /// Its owner freed it before it completed.
     pub released: bool,
+    /// Completed, its owner not yet told (not yet waited for).
+    pub completed: bool,
     /// `send.cb`, the function UCX calls when it completes: who started it.
     pub callback: u64,
     /// The pointer-sized words at the [`Tail`] offsets behind the request.
@@ -68,9 +72,9 @@ pub struct Sends {
     pub new_protocols: bool,
 }
 
-/// Reads the tag sends in flight among the requests of the worker at
+/// Reads the tag sends held (in flight, or completed and not yet freed) among the requests of the worker at
 /// `worker`, at most `cap` elements looked at.
-pub fn in_flight<P: ProcessAccess + ?Sized>(
+pub fn held<P: ProcessAccess + ?Sized>(
     t: &Target<'_, P>,
     l: &SendLayout,
     worker: u64,
@@ -138,8 +142,10 @@ pub fn in_flight<P: ProcessAccess + ?Sized>(
             out.stop = Some(Stop::Limit(MAX_CHUNKS));
             break;
         }
+        // Not aligned: UCX's chunk allocator puts the chunk behind a
+        // 4-byte header of its own (`ucs_mpool_hugetlb_malloc`).
         let header = t
-            .check_ptr(chunk, t.ptr_align(), l.mpc_size)
+            .check_ptr(chunk, 1, l.mpc_size)
             .and_then(|c| t.view(c, l.mpc_size));
         let (next, elems, count) = match header.and_then(|v| {
             Ok((
@@ -179,7 +185,7 @@ pub fn in_flight<P: ProcessAccess + ?Sized>(
 }
 
 /// The `count` elements at `elems`, `stride` bytes apart, read in one go:
-/// the tag sends in flight among those in use.
+/// the tag sends among those in use.
 #[allow(clippy::too_many_arguments)]
 fn elements<P: ProcessAccess + ?Sized>(
     t: &Target<'_, P>,
@@ -206,7 +212,7 @@ fn elements<P: ProcessAccess + ?Sized>(
         let Ok(flags) = v.uint(r + l.req_flags, REQ_FLAGS_BYTES) else {
             continue;
         };
-        if flags & request_flags::SEND_TAG == 0 || flags & request_flags::COMPLETED != 0 {
+        if flags & request_flags::SEND_TAG == 0 {
             continue;
         }
         // Words behind the request, within its element only.
@@ -226,6 +232,7 @@ fn elements<P: ProcessAccess + ?Sized>(
                 length: v.size_t(r + l.send_length)?,
                 sync: flags & request_flags::SYNC != 0,
                 released: flags & request_flags::RELEASED != 0,
+                completed: flags & request_flags::COMPLETED != 0,
                 callback: v.ptr(r + l.send_cb)?,
                 tail: tail.map(behind),
             })
@@ -247,8 +254,9 @@ mod tests {
     const WORKER: u64 = 0x10_0000;
     const DATA: u64 = 0x11_0000;
     const CONTEXT: u64 = 0x12_0000;
-    const CHUNK_A: u64 = 0x20_0000;
-    const CHUNK_B: u64 = 0x30_0000;
+    /// Chunks as UCX places them: behind the allocator's 4-byte header.
+    const CHUNK_A: u64 = 0x20_0004;
+    const CHUNK_B: u64 = 0x30_0004;
     /// 8 bytes of header, 200 of UCP request, 48 of the MPI's.
     const ELEM_SIZE: u64 = 256;
     const ALIGN: u64 = 64;
@@ -270,7 +278,7 @@ mod tests {
     /// Element `k` of the chunk at `chunk` (its elements start so that
     /// each request, behind its 8-byte header, is aligned).
     fn elem(chunk: u64, k: u64) -> u64 {
-        chunk + ALIGN - 8 + k * ELEM_SIZE
+        (chunk & !(ALIGN - 1)) + ALIGN - 8 + k * ELEM_SIZE
     }
 
     fn add_chunk(p: &mut FakeProcess, l: &SendLayout, chunk: u64, next: u64, count: u32) {
@@ -307,8 +315,8 @@ mod tests {
         p.write_u64(r + l.req_size, r + l.req_size);
     }
 
-    /// Two chunks: A of 4 elements, B of 3, three sends in flight among
-    /// free elements, completed sends and a receive.
+    /// Two chunks: A of 4 elements, B of 3: three sends in flight and one
+    /// completed among free elements and a receive.
     fn process(l: &SendLayout) -> FakeProcess {
         let mut p = FakeProcess::new();
         p.map(WORKER, vec![0; 0x1000]);
@@ -323,7 +331,7 @@ mod tests {
         add_chunk(&mut p, l, CHUNK_A, 0, 4);
         let mp = pool(l);
         // A synchronous send in flight; a free element with a stale send;
-        // a completed send; a receive.
+        // a completed send not yet waited for; a receive.
         put(
             &mut p,
             l,
@@ -354,23 +362,24 @@ mod tests {
     }
 
     #[test]
-    fn the_sends_in_flight_are_the_tag_sends_in_use_and_not_completed() {
+    fn the_sends_held_are_the_tag_sends_in_use() {
         let l = layout();
         let p = process(&l);
         let t = target(&p);
-        let s = in_flight(&t, &l, WORKER, [Some(0), Some(100)], 1000);
+        let s = held(&t, &l, WORKER, [Some(0), Some(100)], 1000);
         assert_eq!((s.stop, s.new_protocols), (None, false));
         let got: Vec<_> = s
             .sends
             .iter()
-            .map(|s| (s.ep, s.tag, s.length, s.sync, s.released))
+            .map(|s| (s.ep, s.tag, s.length, s.sync, s.released, s.completed))
             .collect();
         assert_eq!(
             got,
             [
-                (0xe1, 79, 400_000, true, false),
-                (0xe2, 5, 64, false, true),
-                (0xe3, 7, 100_000, false, false),
+                (0xe1, 79, 400_000, true, false, false),
+                (0xe1, 2, 8, false, false, true),
+                (0xe2, 5, 64, false, true, false),
+                (0xe3, 7, 100_000, false, false, false),
             ]
         );
         let first = &s.sends[0];
@@ -390,16 +399,14 @@ mod tests {
         let l = layout();
         let mut p = process(&l);
         p.write_u32(CONTEXT + 0x288, 1);
-        let s = in_flight(&target(&p), &l, WORKER, [None; 2], 1000);
+        let s = held(&target(&p), &l, WORKER, [None; 2], 1000);
         assert!(s.new_protocols && s.sends.is_empty());
         // Without the switch in the types, the pool is read.
         let mut l2 = l;
         l2.proto_enable = None;
         assert_eq!(
-            in_flight(&target(&p), &l2, WORKER, [None; 2], 1000)
-                .sends
-                .len(),
-            3
+            held(&target(&p), &l2, WORKER, [None; 2], 1000).sends.len(),
+            4
         );
     }
 
@@ -407,13 +414,13 @@ mod tests {
     fn corrupt_pools_end_the_walk_with_a_reason() {
         let l = layout();
         let p = process(&l);
-        let walk = |p: &FakeProcess| in_flight(&target(p), &l, WORKER, [None; 2], 1000);
+        let walk = |p: &FakeProcess| held(&target(p), &l, WORKER, [None; 2], 1000);
         // A loop of chunks: each read once.
         let mut c = p.clone();
         c.write_u64(CHUNK_A + l.mpc_next, CHUNK_B);
         let s = walk(&c);
         assert_eq!(s.stop, Some(Stop::Cycle(CHUNK_B)));
-        assert_eq!(s.sends.len(), 3);
+        assert_eq!(s.sends.len(), 4);
         // A chunk that says it holds more than can be read.
         for count in [u32::MAX, 1 << 20] {
             let mut c = p.clone();
@@ -444,7 +451,7 @@ mod tests {
             (pool(&l) + l.mp_data, 0x99_0000),
             (pool(&l) + l.mp_data, 0),
             (DATA + l.mpd_chunks, 0x99_0000),
-            (DATA + l.mpd_chunks, 0x20_0003),
+            (DATA + l.mpd_chunks, 2),
             (CHUNK_B + l.mpc_elems, 0x99_0000),
             (CHUNK_B + l.mpc_next, 0x99_0000),
         ] {
@@ -454,11 +461,11 @@ mod tests {
             assert!(s.stop.is_some(), "{at:#x} = {bad:#x}");
         }
         // The cap: chunk B's 3 elements fit, A's 4 more do not.
-        let s = in_flight(&target(&p), &l, WORKER, [None; 2], 5);
+        let s = held(&target(&p), &l, WORKER, [None; 2], 5);
         assert_eq!(s.stop, Some(Stop::Limit(5)));
         assert_eq!(s.sends.len(), 2);
         // An unreadable worker.
-        let s = in_flight(&target(&p), &l, 0x66_0000, [None; 2], 1000);
+        let s = held(&target(&p), &l, 0x66_0000, [None; 2], 1000);
         assert!(s.stop.is_some() && s.sends.is_empty());
     }
 
@@ -487,7 +494,7 @@ mod tests {
                 assert!(crate::access::ProcessAccess::fetch(&b, w, &mut v));
                 b.write_u64(w, u64::from_ne_bytes(v) ^ (1 << bit));
                 let t = target(&b);
-                let s = in_flight(&t, &l, WORKER, [Some(0), None], 1000);
+                let s = held(&t, &l, WORKER, [Some(0), None], 1000);
                 assert!(s.sends.len() <= 7, "{w:#x} bit {bit}");
                 assert!(
                     t.fetches() <= 4 + 2 * 3,
