@@ -72,8 +72,9 @@ pub struct Sends {
     pub new_protocols: bool,
 }
 
-/// Reads the tag sends held (in flight, or completed and not yet freed) among the requests of the worker at
-/// `worker`, at most `cap` elements looked at.
+/// Reads the tag sends held (in flight, or completed and not yet freed)
+/// among the requests of the worker at `worker`, at most `cap` elements
+/// looked at.
 pub fn held<P: ProcessAccess + ?Sized>(
     t: &Target<'_, P>,
     l: &SendLayout,
