@@ -206,7 +206,8 @@ impl<'a> Job<'a> {
         let mut not_available: BTreeMap<(String, String), RankSet> = BTreeMap::new();
         let mut cut_short: BTreeMap<(String, String), RankSet> = BTreeMap::new();
         let mut by_id = HashMap::new();
-        let mut local_ops = Vec::new();
+        // Peers are read once every communicator's group is known (below).
+        let mut ops: Vec<Op<'a>> = Vec::new();
         // The job's communicator of each of a dump's communicators, found
         // once per dump: the ranks of a run share it.
         let mut matched: Option<(*const ProcessDump, Vec<Option<usize>>)> = None;
@@ -296,7 +297,15 @@ impl<'a> Job<'a> {
                     match c.queue(class) {
                         Section::Ok { value } => {
                             for op in &value.operations {
-                                local_ops.push((r.rank, index, class, op));
+                                ops.push(Op {
+                                    rank: r.rank,
+                                    comm: index,
+                                    class,
+                                    peer: Peer::Any,
+                                    local_peer: None,
+                                    tag: op.desired_tag.filter(|t| *t != MINUS_ONE_U32 && *t != -1),
+                                    op,
+                                });
                             }
                             if let Some(why) = &value.truncated {
                                 cut_short
@@ -331,34 +340,20 @@ impl<'a> Job<'a> {
                 .enumerate()
                 .all(|(i, g)| *g == Some(i as i64));
         }
-        let ops: Vec<Op<'a>> = local_ops
-            .into_iter()
-            .map(|(rank, comm, class, op)| {
-                let c = &comms[comm];
-                let local = op.desired_local_rank;
-                let (peer, local_peer) = if local < 0 || local >= c.size {
-                    (Peer::Any, None)
-                } else if let Some(Some(g)) =
-                    usize::try_from(local).ok().and_then(|l| c.group.get(l))
-                {
-                    (Peer::Rank(*g), Some(local))
-                } else if op.desired_global_rank >= 0 && op.desired_global_rank < MINUS_ONE_U32 {
-                    (Peer::Rank(op.desired_global_rank), Some(local))
-                } else {
-                    (Peer::Local(local), Some(local))
-                };
-                let tag = op.desired_tag.filter(|t| *t != MINUS_ONE_U32 && *t != -1);
-                Op {
-                    rank,
-                    comm,
-                    class,
-                    peer,
-                    local_peer,
-                    tag,
-                    op,
-                }
-            })
-            .collect();
+        ops.shrink_to_fit();
+        for o in &mut ops {
+            let c = &comms[o.comm];
+            let local = o.op.desired_local_rank;
+            (o.peer, o.local_peer) = if local < 0 || local >= c.size {
+                (Peer::Any, None)
+            } else if let Some(Some(g)) = usize::try_from(local).ok().and_then(|l| c.group.get(l)) {
+                (Peer::Rank(*g), Some(local))
+            } else if o.op.desired_global_rank >= 0 && o.op.desired_global_rank < MINUS_ONE_U32 {
+                (Peer::Rank(o.op.desired_global_rank), Some(local))
+            } else {
+                (Peer::Local(local), Some(local))
+            };
+        }
         // Operations are in rank order, as `ranks` is.
         let mut op_start = Vec::with_capacity(ranks.len() + 1);
         let mut at = 0;

@@ -8,11 +8,15 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
+use smallvec::SmallVec;
+
 /// A set of (global) ranks.
 #[derive(Debug, Clone, Default)]
 pub struct RankSet {
     /// Inclusive runs `(first, last)`, sorted, with a gap between any two.
-    runs: Vec<(i64, i64)>,
+    /// One run is held inline: most sets are one peer or one range, and a
+    /// wait-for graph of 100,000 ranks holds half a million of them.
+    runs: SmallVec<[(i64, i64); 1]>,
     /// How many ranks the runs hold.
     len: usize,
 }
@@ -113,7 +117,8 @@ impl RankSet {
             .iter()
             .map(|&(a, b)| run_len(a, b))
             .sum();
-        self.runs.splice(from..to, std::iter::once((lo, hi)));
+        self.runs.drain(from..to);
+        self.runs.insert(from, (lo, hi));
         self.len = self.len - removed + run_len(lo, hi);
     }
 

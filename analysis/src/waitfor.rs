@@ -102,7 +102,7 @@ pub struct Analysis<'j, 'a> {
     pub feeders: Vec<Step>,
     pub chains: Vec<Chain>,
     /// The indices into `waits` of each rank's waits, in order.
-    by_rank: std::collections::HashMap<i64, Vec<usize>>,
+    by_rank: WaitsByRank,
 }
 
 impl<'j, 'a> Analysis<'j, 'a> {
@@ -110,8 +110,10 @@ impl<'j, 'a> Analysis<'j, 'a> {
         let collectives = collectives::collectives(job);
         let members = any_source_members(job);
         let mut waits = Vec::new();
-        // The wait of each listed operation that has one: index into `waits`.
-        let mut wait_of_op: std::collections::HashMap<usize, usize> = Default::default();
+        // The wait of each listed operation that has one: index into
+        // `waits` (NO_WAIT: none), by the operation's index.
+        const NO_WAIT: usize = usize::MAX;
+        let mut wait_of_op: Vec<usize> = vec![NO_WAIT; job.ops.len()];
         let mut met_in_transit = Vec::new();
         for (i, op) in job.ops.iter().enumerate() {
             if op.class == OpClass::UnexpectedMessages || op.status() != mqs_abi::OpStatus::Pending
@@ -130,7 +132,7 @@ impl<'j, 'a> Analysis<'j, 'a> {
                 Peer::Local(_) => None,
                 Peer::Any => members[op.comm].as_ref().map(|m| m.without(op.rank)),
             };
-            wait_of_op.insert(i, waits.len());
+            wait_of_op[i] = waits.len();
             waits.push(Wait {
                 rank: op.rank,
                 kind: WaitKind::Op(i),
@@ -149,7 +151,7 @@ impl<'j, 'a> Analysis<'j, 'a> {
                     // The DLL lists it: one wait, named by both (or none,
                     // where the DLL says it is matched already).
                     Some(listed) => {
-                        if let Some(&w) = wait_of_op.get(&listed) {
+                        if let Some(&w) = wait_of_op.get(listed).filter(|&&w| w != NO_WAIT) {
                             waits[w].from_stack = true;
                         }
                     }
@@ -336,7 +338,11 @@ impl<'j, 'a> Analysis<'j, 'a> {
     /// The waits of `rank`, the specific ones (one peer) first, then
     /// collectives, then OR-waits.
     fn waits_of(&self, rank: i64) -> Vec<usize> {
-        let mut list: Vec<usize> = self.by_rank.get(&rank).cloned().unwrap_or_default();
+        let mut list: Vec<usize> = self
+            .by_rank
+            .get(&rank)
+            .map(<[usize]>::to_vec)
+            .unwrap_or_default();
         list.sort_by_key(|&i| {
             let w = &self.waits[i];
             let n = w.on.as_ref().map_or(usize::MAX, RankSet::len);
@@ -523,7 +529,7 @@ impl<'j, 'a> Analysis<'j, 'a> {
         if let Some(words) = self.stalled_words(rank) {
             return format!("{words}: it is probably the one the others wait for");
         }
-        let pending = self.by_rank.get(&rank).map_or(0, Vec::len);
+        let pending = self.by_rank.get(&rank).map_or(0, <[usize]>::len);
         let place = whereabouts(r);
         match (pending, r.inside_mpi) {
             (0, Some(false)) => format!(
@@ -782,13 +788,45 @@ fn any_source_members(job: &Job<'_>) -> Vec<Option<RankSet>> {
         .collect()
 }
 
-/// The indices into `waits` of each rank's waits, in order.
-fn by_rank(waits: &[Wait]) -> std::collections::HashMap<i64, Vec<usize>> {
-    let mut map: std::collections::HashMap<i64, Vec<usize>> = Default::default();
-    for (i, w) in waits.iter().enumerate() {
-        map.entry(w.rank).or_default().push(i);
+/// The indices into `waits` of each rank's waits, in order: one list
+/// sorted by rank, and where each rank's part starts (a map of a list per
+/// rank cost 120 bytes a rank at 100,000 ranks).
+#[derive(Debug)]
+struct WaitsByRank {
+    ranks: Vec<i64>,
+    /// Where each of `ranks` starts in `waits`; then the end.
+    starts: Vec<usize>,
+    waits: Vec<usize>,
+}
+
+impl WaitsByRank {
+    fn get(&self, rank: &i64) -> Option<&[usize]> {
+        let at = self.ranks.binary_search(rank).ok()?;
+        Some(&self.waits[self.starts[at]..self.starts[at + 1]])
     }
-    map
+
+    fn contains_key(&self, rank: &i64) -> bool {
+        self.ranks.binary_search(rank).is_ok()
+    }
+}
+
+fn by_rank(waits: &[Wait]) -> WaitsByRank {
+    let mut order: Vec<usize> = (0..waits.len()).collect();
+    // Stable: each rank's waits stay in their order.
+    order.sort_by_key(|&i| waits[i].rank);
+    let mut index = WaitsByRank {
+        ranks: Vec::new(),
+        starts: Vec::new(),
+        waits: order,
+    };
+    for (at, &i) in index.waits.iter().enumerate() {
+        if index.ranks.last() != Some(&waits[i].rank) {
+            index.ranks.push(waits[i].rank);
+            index.starts.push(at);
+        }
+    }
+    index.starts.push(index.waits.len());
+    index
 }
 
 /// The words of a wait on one operation: `recv tag 10 on "ring"`, or for an
