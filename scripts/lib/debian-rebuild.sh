@@ -47,11 +47,15 @@ mqs_dump() {
 
 # Debian's build of the unpacked source in $1: nocheck skips the test suite
 # (it does not change what is compiled). The log goes to $work/build.log.
+# `build_env` (an array of NAME=VALUE, empty by default) is added to the
+# build's environment: what makes this machine look like the buildd where it
+# has more installed than the package's build dependencies.
+build_env=()
 debian_build() {
     local srcdir=$1 start=$SECONDS
     rm -f "$work"/src/*.deb "$work"/src/*.ddeb "$work"/src/*.buildinfo "$work"/src/*.changes
     say "dpkg-buildpackage -b (log: $work/build.log)"
-    (cd "$srcdir" && DEB_BUILD_OPTIONS="parallel=$jobs nocheck" nice -n 10 \
+    (cd "$srcdir" && env "${build_env[@]}" DEB_BUILD_OPTIONS="parallel=$jobs nocheck" nice -n 10 \
         dpkg-buildpackage -b -uc -us) >"$work/build.log" 2>&1 \
         || { tail -n 30 "$work/build.log" >&2; die "dpkg-buildpackage failed, see $work/build.log"; }
     say "built in $((SECONDS - start)) s"
