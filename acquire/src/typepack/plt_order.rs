@@ -91,7 +91,11 @@ pub(super) fn explain(a: &[Sec<'_>], b: &[Sec<'_>]) -> Result<Reordered, String>
     // Every relocation names the same symbol in both, but the PLT jump
     // slots of the moved symbols: those are renamed, slot by slot.
     let mut renamed: HashMap<u64, (&Identity, &Identity)> = HashMap::new();
-    for (x, _) in a.iter().zip(b).filter(|(x, _)| x.sh_type == elf::SHT_RELA.0) {
+    for (x, _) in a
+        .iter()
+        .zip(b)
+        .filter(|(x, _)| x.sh_type == elf::SHT_RELA.0)
+    {
         for entry in x.data.chunks_exact(RELA_SIZE) {
             let offset = u64_at(entry, 0);
             let info = u64_at(entry, 8);
@@ -130,7 +134,10 @@ pub(super) fn explain(a: &[Sec<'_>], b: &[Sec<'_>]) -> Result<Reordered, String>
         .filter(|e| u64_at(e, 8) as u32 == elf::R_X86_64_JUMP_SLOT.0)
         .map(|e| (u64_at(e, 0), (u64_at(e, 8) >> 32) as usize))
         .collect();
-    for plt in a.iter().filter(|x| x.name == ".plt" || x.name == ".plt.sec") {
+    for plt in a
+        .iter()
+        .filter(|x| x.name == ".plt" || x.name == ".plt.sec")
+    {
         for (n, entry) in plt.data.chunks_exact(16).enumerate() {
             let at = plt.addr + 16 * n as u64;
             // jmp *slot(%rip), after endbr64 (4 bytes) and bnd (1) if any.
@@ -168,7 +175,10 @@ pub(super) fn explain(a: &[Sec<'_>], b: &[Sec<'_>]) -> Result<Reordered, String>
         let mut explained = vec![false; da.len()];
         for s in 0..da.len().saturating_sub(4) {
             // Direct references to a renamed slot, outside its stub.
-            if !plt && da[s] == 0xff && (da[s + 1] == 0x15 || da[s + 1] == 0x25) && s + 6 <= da.len()
+            if !plt
+                && da[s] == 0xff
+                && (da[s + 1] == 0x15 || da[s + 1] == 0x25)
+                && s + 6 <= da.len()
             {
                 let slot =
                     (x.addr + s as u64 + 6).wrapping_add_signed(i64::from(i32_at(da, s + 2)));
@@ -184,9 +194,8 @@ pub(super) fn explain(a: &[Sec<'_>], b: &[Sec<'_>]) -> Result<Reordered, String>
             if !matches!(da[s], CALL | JMP) || da[s] != db[s] || s + 5 > da.len() {
                 continue;
             }
-            let target = |d: &[u8]| {
-                (x.addr + s as u64 + 5).wrapping_add_signed(i64::from(i32_at(d, s + 1)))
-            };
+            let target =
+                |d: &[u8]| (x.addr + s as u64 + 5).wrapping_add_signed(i64::from(i32_at(d, s + 1)));
             let (ta, tb) = (target(da), target(db));
             let (Some(pa), Some(pb)) = (stubs.get(&ta), stubs.get(&tb)) else {
                 continue;
@@ -387,7 +396,10 @@ mod tests {
         let mut b = image(true);
         b.text[10..15].copy_from_slice(&call(TEXT + 10, PLT + 16));
         let e = explain(&secs(&a), &secs(&b)).unwrap_err();
-        assert!(e.contains("calls foo in the library, bar in the rebuild"), "{e}");
+        assert!(
+            e.contains("calls foo in the library, bar in the rebuild"),
+            "{e}"
+        );
     }
 
     #[test]
