@@ -207,8 +207,9 @@ fn a_ucx_replay_holds_the_fixtures_receives_and_unexpected_messages() {
 }
 
 /// Each UCX type, and each field of a UCP request the DLL reads by path,
-/// taken out of the recorded job in turn: every communicator's receives say
-/// UCX cannot be read, naming what is missing, never an empty queue.
+/// taken out of the recorded job in turn: every communicator's receives and
+/// unexpected messages say UCX cannot be read, naming what is missing,
+/// never an empty queue.
 #[test]
 fn each_missing_ucx_type_or_field_is_named() {
     let process = &recording("ucx-queues").rank(0);
@@ -231,6 +232,18 @@ fn each_missing_ucx_type_or_field_is_named() {
                     c.name
                 ),
                 other => panic!("without {missing}: {} receives {other:?}", c.name),
+            }
+            // Unexpected messages are UCX's as well: the same reason, not
+            // ob1's (not even selected).
+            match &c.unexpected {
+                Section::NotAvailable { reason } => assert!(
+                    reason.contains("inside UCX")
+                        && reason.contains(&format!("not supported: {missing} missing"))
+                        && !reason.contains("ob1"),
+                    "without {missing}: {} unexpected: {reason}",
+                    c.name
+                ),
+                other => panic!("without {missing}: {} unexpected {other:?}", c.name),
             }
         }
     };

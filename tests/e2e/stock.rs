@@ -15,7 +15,8 @@
 //!   alone (libmpi's, `mca_pml_ucx.so`'s and `libucp.so.0`'s), exactly the
 //!   queues of the `-g` build (`openmpi-4.1.4-ucx` on UCX 1.13.1 `-g`) under
 //!   pml ucx; Open MPI's own DLL lists nothing on either, as on the `-g`
-//!   build.
+//!   build. Without UCX's pack our DLL says, per queue, that UCX cannot be
+//!   read and which type is missing.
 //! - MPICH 4.0.2-3+b1 (ch4, no `--enable-debuginfo`): one line saying why
 //!   no queues can be shown (exit 6); `mqs-dump cvars` still lists its
 //!   control variables.
@@ -399,8 +400,35 @@ fn stock_open_mpi_under_pml_ucx_on_stock_ucx_is_dumped_through_the_packs_like_th
         let cache = scratch(&format!("ucx-stock-cache-{fixture}"));
         let data = data_with_packs(&format!("ucx-packs-{fixture}"), |_| {});
         let got = ucx_dumps(&job, comm, &isolated(&data, &cache, None));
-        // Without the packs no DLL has the types: the libraries are named.
+        // With Open MPI's packs but not UCX's: every queue UCX holds says
+        // why it cannot be read, never an empty list.
         let pid = job.rank_pid(0).unwrap().to_string();
+        let open_mpi_only = data_with_packs(&format!("ucx-ompi-only-{fixture}"), |_| {});
+        std::fs::remove_file(open_mpi_only.join("typepacks/debian12-ucx-1.13.1-1-libucp.json"))
+            .expect("the libucp pack is committed");
+        let out = run_with(
+            &["--pid", &pid, "--dll", &our_dll(), "--json"],
+            &isolated(&open_mpi_only, &cache, None),
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        let partial: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        for c in partial["processes"][0]["communicators"]["list"]
+            .as_array()
+            .expect("communicators")
+        {
+            for q in ["receives", "unexpected"] {
+                let reason = c[q]["reason"].as_str().unwrap_or_default();
+                assert!(
+                    c[q]["status"] == "not_available"
+                        && reason.contains("UCX cannot be read here")
+                        && reason.contains("type ucp_worker_t missing"),
+                    "{fixture}: without libucp's pack, {} {q}: {}",
+                    c["name"],
+                    c[q]
+                );
+            }
+        }
+        // Without the packs no DLL has the types: the libraries are named.
         let none = scratch(&format!("ucx-none-{fixture}"));
         let out = run_with(
             &["--pid", &pid, "--dll", &our_dll(), "--offline"],
