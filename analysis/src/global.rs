@@ -2,7 +2,7 @@
 //! matched across ranks, and every pending operation with its peer
 //! translated to a global rank. Built from the dump model only.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use mqs_abi::{OpClass, OpStatus};
 
@@ -128,12 +128,16 @@ pub struct Job<'a> {
     pub comms: Vec<JobComm>,
     /// Every listed operation of every rank, in rank order.
     pub ops: Vec<Op<'a>>,
+    /// Where each rank's operations start in `ops`, by its place in
+    /// `ranks`; then the end of the last one.
+    op_start: Vec<usize>,
     /// Sections the DLL could not list: (what, reason) -> ranks.
     pub not_available: BTreeMap<(String, String), RankSet>,
     /// Queues the DLL listed only in part: (what, why) -> ranks.
     pub cut_short: BTreeMap<(String, String), RankSet>,
-    /// (rank, the DLL's `unique_id` there) -> index into `comms`.
-    by_id: BTreeMap<(i64, u64), usize>,
+    /// (the dump's address, the DLL's `unique_id` there) -> index into
+    /// `comms` (the ranks of a run share their dump).
+    by_id: HashMap<(usize, u64), usize>,
 }
 
 /// The key communicators are matched by: name and group where the DLL
@@ -188,7 +192,11 @@ impl<'a> Job<'a> {
         let mut ranks: Vec<Rank<'a>> = dump
             .processes
             .iter()
-            .filter_map(|p| Some(rank_of(global_rank(p)?, p)))
+            .flat_map(|p| {
+                let first = global_rank(p);
+                (0..i64::from(p.run_len.max(1)))
+                    .filter_map(move |offset| Some(rank_of(first? + offset, p)))
+            })
             .collect();
         ranks.sort_by_key(|r| r.rank);
         ranks.dedup_by_key(|r| r.rank);
@@ -197,8 +205,11 @@ impl<'a> Job<'a> {
         let mut comms: Vec<JobComm> = Vec::new();
         let mut not_available: BTreeMap<(String, String), RankSet> = BTreeMap::new();
         let mut cut_short: BTreeMap<(String, String), RankSet> = BTreeMap::new();
-        let mut by_id = BTreeMap::new();
+        let mut by_id = HashMap::new();
         let mut local_ops = Vec::new();
+        // The job's communicator of each of a dump's communicators, found
+        // once per dump: the ranks of a run share it.
+        let mut matched: Option<(*const ProcessDump, Vec<Option<usize>>)> = None;
         for r in &ranks {
             let list = match &r.process.communicators {
                 Section::Ok { value } => &value.list,
@@ -217,38 +228,59 @@ impl<'a> Job<'a> {
                     continue;
                 }
             };
-            for (at, c) in list.iter().enumerate() {
-                // MPI_COMM_NULL and other empty ones hold nothing to match.
-                if c.size <= 0 {
-                    continue;
-                }
-                let earlier: Vec<&CommunicatorDump> = list[..at].iter().collect();
-                let key = key_of(r.process, c, &earlier);
-                let index = match keys.get(&key) {
-                    Some(&i) => i,
-                    None => {
-                        keys.insert(key, comms.len());
-                        comms.push(JobComm {
-                            name: c.name.clone(),
-                            unique_id: c.unique_id,
-                            size: c.size,
-                            group: vec![None; usize::try_from(c.size.min(1 << 20)).unwrap_or(0)],
-                            members: RankSet::new(),
-                            conflict: false,
-                            identity: false,
-                        });
-                        comms.len() - 1
+            let this = std::ptr::from_ref(r.process);
+            if matched.as_ref().is_none_or(|(p, _)| *p != this) {
+                let mut indices = Vec::with_capacity(list.len());
+                for (at, c) in list.iter().enumerate() {
+                    // MPI_COMM_NULL and other empty ones hold nothing to match.
+                    if c.size <= 0 {
+                        indices.push(None);
+                        continue;
                     }
+                    let earlier: Vec<&CommunicatorDump> = list[..at].iter().collect();
+                    let key = key_of(r.process, c, &earlier);
+                    let index = match keys.get(&key) {
+                        Some(&i) => i,
+                        None => {
+                            keys.insert(key, comms.len());
+                            comms.push(JobComm {
+                                name: c.name.clone(),
+                                unique_id: c.unique_id,
+                                size: c.size,
+                                group: vec![
+                                    None;
+                                    usize::try_from(c.size.min(1 << 20)).unwrap_or(0)
+                                ],
+                                members: RankSet::new(),
+                                conflict: false,
+                                identity: false,
+                            });
+                            // The DLL's group: the same for every member
+                            // (it is part of the key).
+                            if let (Some(group), Some(comm)) = (&c.group, comms.last_mut()) {
+                                for (slot, g) in comm.group.iter_mut().zip(group) {
+                                    *slot = Some(*g);
+                                }
+                            }
+                            comms.len() - 1
+                        }
+                    };
+                    by_id.entry((this as usize, c.unique_id)).or_insert(index);
+                    indices.push(Some(index));
+                }
+                matched = Some((this, indices));
+            }
+            let Some((_, indices)) = &matched else {
+                continue;
+            };
+            let offset = r.rank - global_rank(r.process).unwrap_or(r.rank);
+            for (c, index) in list.iter().zip(indices) {
+                let Some(index) = *index else {
+                    continue;
                 };
-                by_id.entry((r.rank, c.unique_id)).or_insert(index);
                 let comm = &mut comms[index];
                 comm.members.insert(r.rank);
-                if let Some(group) = &c.group {
-                    for (slot, g) in comm.group.iter_mut().zip(group) {
-                        *slot = Some(*g);
-                    }
-                }
-                if let Some(slot) = usize::try_from(c.local_rank)
+                if let Some(slot) = usize::try_from(r.process.local_rank_at(c, offset))
                     .ok()
                     .and_then(|l| comm.group.get_mut(l))
                 {
@@ -299,7 +331,7 @@ impl<'a> Job<'a> {
                 .enumerate()
                 .all(|(i, g)| *g == Some(i as i64));
         }
-        let ops = local_ops
+        let ops: Vec<Op<'a>> = local_ops
             .into_iter()
             .map(|(rank, comm, class, op)| {
                 let c = &comms[comm];
@@ -327,11 +359,22 @@ impl<'a> Job<'a> {
                 }
             })
             .collect();
+        // Operations are in rank order, as `ranks` is.
+        let mut op_start = Vec::with_capacity(ranks.len() + 1);
+        let mut at = 0;
+        for r in &ranks {
+            while ops.get(at).is_some_and(|o| o.rank < r.rank) {
+                at += 1;
+            }
+            op_start.push(at);
+        }
+        op_start.push(ops.len());
         Job {
             dump,
             ranks,
             comms,
             ops,
+            op_start,
             not_available,
             cut_short,
             by_id,
@@ -340,7 +383,8 @@ impl<'a> Job<'a> {
 
     /// The job's communicator that `rank` lists with id `unique_id`.
     pub fn comm_of(&self, rank: i64, unique_id: u64) -> Option<usize> {
-        self.by_id.get(&(rank, unique_id)).copied()
+        let dump = std::ptr::from_ref(self.rank(rank)?.process) as usize;
+        self.by_id.get(&(dump, unique_id)).copied()
     }
 
     /// The job's communicator a frame's argument names on `rank`: our DLLs
@@ -354,9 +398,19 @@ impl<'a> Job<'a> {
     /// The indices into `ops` of `rank`'s operations (`ops` is in rank
     /// order).
     pub fn op_indices(&self, rank: i64) -> std::ops::Range<usize> {
-        let start = self.ops.partition_point(|o| o.rank < rank);
-        let end = start + self.ops[start..].partition_point(|o| o.rank <= rank);
-        start..end
+        match self.position(rank) {
+            Some(at) => self.op_start[at]..self.op_start[at + 1],
+            None => 0..0,
+        }
+    }
+
+    /// Where `rank` is in `ranks`: at its own number when ranks are
+    /// numbered from 0 without gaps (the usual job), else found by search.
+    fn position(&self, rank: i64) -> Option<usize> {
+        let dense = usize::try_from(rank)
+            .ok()
+            .filter(|&at| self.ranks.get(at).is_some_and(|r| r.rank == rank));
+        dense.or_else(|| self.ranks.binary_search_by_key(&rank, |r| r.rank).ok())
     }
 
     /// `rank`'s operations.
@@ -365,10 +419,7 @@ impl<'a> Job<'a> {
     }
 
     pub fn rank(&self, rank: i64) -> Option<&Rank<'a>> {
-        self.ranks
-            .binary_search_by_key(&rank, |r| r.rank)
-            .ok()
-            .map(|i| &self.ranks[i])
+        self.position(rank).map(|i| &self.ranks[i])
     }
 
     /// The peer a rank's `local` names on communicator `comm`: its global

@@ -544,6 +544,7 @@ mod tests {
                 held_by: None,
                 stacks: None,
                 stats: DumpStats::default(),
+                run_len: 1,
             }],
         }
     }

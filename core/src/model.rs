@@ -22,6 +22,31 @@ pub struct JobDump {
     pub failures: Vec<RankFailure>,
 }
 
+impl JobDump {
+    /// How many ranks its dumps stand for.
+    pub fn rank_count(&self) -> usize {
+        self.processes
+            .iter()
+            .map(|p| p.run_len.max(1) as usize)
+            .sum()
+    }
+
+    /// Whether some dump stands for several ranks.
+    pub fn is_compact(&self) -> bool {
+        self.processes.iter().any(|p| p.run_len > 1)
+    }
+
+    /// One dump per rank: what `--json`, the per-rank listing and anything
+    /// that reads `processes` one by one need.
+    pub fn expand(&mut self) {
+        if !self.is_compact() {
+            return;
+        }
+        let runs = std::mem::take(&mut self.processes);
+        self.processes = runs.into_iter().flat_map(ProcessDump::split_run).collect();
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Launcher {
     pub pid: i32,
@@ -130,6 +155,71 @@ pub struct ProcessDump {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stacks: Option<Section<ThreadList>>,
     pub stats: DumpStats,
+    /// How many ranks this dump stands for: 1 for one process. More only
+    /// in a compact job ([`JobDump::expand`]), where ranks in equal states
+    /// stay one dump: global ranks `global_rank..global_rank + run_len`
+    /// with pids `pid..pid + run_len`, the same in all else but a
+    /// communicator whose local rank is `global_rank`, on which each rank
+    /// is its own global rank (MPI_COMM_WORLD and its copies).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub run_len: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
+impl ProcessDump {
+    /// The (pid, global rank) of each rank it stands for.
+    pub fn run_members(&self) -> impl Iterator<Item = (i32, i32)> + '_ {
+        (0..self.run_len.max(1)).map(|i| {
+            let i = i32::try_from(i).unwrap_or(i32::MAX);
+            (
+                self.pid.saturating_add(i),
+                self.global_rank.saturating_add(i),
+            )
+        })
+    }
+
+    /// The local rank on `comm` (one of its communicators) of the rank
+    /// `offset` places into its run.
+    pub fn local_rank_at(&self, comm: &CommunicatorDump, offset: i64) -> i64 {
+        if offset != 0 && comm.local_rank == i64::from(self.global_rank) {
+            comm.local_rank.saturating_add(offset)
+        } else {
+            comm.local_rank
+        }
+    }
+
+    /// The dump of each rank it stands for.
+    pub fn split_run(self) -> Vec<ProcessDump> {
+        if self.run_len <= 1 {
+            return vec![self];
+        }
+        let members: Vec<(i32, i32)> = self.run_members().collect();
+        let first = self.global_rank;
+        members
+            .into_iter()
+            .map(|(pid, rank)| {
+                let mut p = self.clone();
+                p.pid = pid;
+                p.global_rank = rank;
+                p.run_len = 1;
+                if let Section::Ok { value } = &mut p.communicators {
+                    for c in &mut value.list {
+                        if c.local_rank == i64::from(first) {
+                            c.local_rank = i64::from(rank);
+                        }
+                    }
+                }
+                p
+            })
+            .collect()
+    }
 }
 
 /// The threads of a process with their call stacks.

@@ -8,6 +8,7 @@
 mod common;
 
 use common::session::{check_known, check_replay, recording, recordings, replay, Dumped};
+use mqs_abi::OpStatus;
 use mqs_core::model::Section;
 use mqs_tests::contents::SpinMpi;
 use mqs_tests::{contents, Family};
@@ -153,7 +154,10 @@ fn another_pml_is_named_per_queue_instead_of_empty_queues() {
 
 /// A recorded Open MPI 4.1.4 job under pml ucx (queues 3): rank 0's
 /// receives and unexpected messages, read from UCX's worker, are the
-/// fixture's exactly, in UCX's matching and arrival order; sends are
+/// fixture's exactly, in UCX's matching and arrival order; rank 1's
+/// rendezvous `MPI_Isend`, read from UCX's request pool, is pending, and
+/// its eager ones on mqs-dup, which did not complete at once, are complete
+/// and not yet waited for (as ob1 shows them); every other send queue is
 /// "cannot tell", with the reason.
 #[test]
 fn a_ucx_replay_holds_the_fixtures_receives_and_unexpected_messages() {
@@ -199,14 +203,43 @@ fn a_ucx_replay_holds_the_fixtures_receives_and_unexpected_messages() {
             "{comm} unexpected"
         );
     }
-    for c in rank0.comms() {
-        match &c.sends {
-            Section::NotAvailable { reason } => assert!(
-                reason.contains("sends completed locally under UCX are not listed"),
-                "{}: {reason}",
-                c.name
-            ),
-            other => panic!("{} sends: {other:?}", c.name),
+    let (_, rank1) = got.iter().find(|(id, _)| *id == 1).expect("rank 1");
+    let sends = |comm: &str| -> Vec<(OpStatus, i64, Option<i64>, i64)> {
+        let mut ops: Vec<_> = common::session::ops(&rank1.comm(comm).sends)
+            .iter()
+            .map(|o| {
+                (
+                    o.status,
+                    o.desired_global_rank,
+                    o.desired_tag,
+                    o.desired_length,
+                )
+            })
+            .collect();
+        // In the pool's address order: UCX records none of starting.
+        ops.sort_by_key(|o| o.2);
+        ops
+    };
+    assert_eq!(
+        sends("MPI_COMM_WORLD"),
+        [(OpStatus::Pending, 0, Some(5), 400_000)]
+    );
+    assert_eq!(
+        sends("mqs-dup"),
+        [3000, 3001, 3002].map(|tag| (OpStatus::Complete, 0, Some(tag), 4))
+    );
+    for (rank, dump) in [(0, rank0), (1, rank1)] {
+        for c in dump.comms() {
+            match &c.sends {
+                Section::NotAvailable { reason } => assert!(
+                    reason.contains("sends completed locally under UCX are not listed"),
+                    "rank {rank} {}: {reason}",
+                    c.name
+                ),
+                Section::Ok { .. }
+                    if rank == 1 && ["MPI_COMM_WORLD", "mqs-dup"].contains(&c.name.as_str()) => {}
+                other => panic!("rank {rank} {} sends: {other:?}", c.name),
+            }
         }
     }
 }
@@ -214,15 +247,68 @@ fn a_ucx_replay_holds_the_fixtures_receives_and_unexpected_messages() {
 /// Each UCX type, and each field of a UCP request the DLL reads by path,
 /// taken out of the recorded job in turn: every communicator's receives and
 /// unexpected messages say UCX cannot be read, naming what is missing,
-/// never an empty queue.
+/// never an empty queue; a type or field only sends need takes the sends
+/// alone, named the same way (rank 1, whose `MPI_Isend` the request pool
+/// holds).
 #[test]
 fn each_missing_ucx_type_or_field_is_named() {
+    use mqs_dll::ucx::layout::names as n;
+    let sender = &recording("ucx-queues").rank(1);
+    let sends_only = [n::MPOOL, n::MPOOL_DATA, n::MPOOL_CHUNK, n::MPOOL_ELEM];
+    let check_sends = |log: mqs_acquire::snapshot::SymbolLog, missing: &str| {
+        let d = common::fuzzing::with_symbols(sender, log);
+        assert_eq!(d.added, Ok(()), "without {missing}");
+        for c in d.comms() {
+            assert!(
+                matches!(c.receives, Section::Ok { .. }),
+                "without {missing}: {} receives {:?}",
+                c.name,
+                c.receives
+            );
+            match &c.sends {
+                Section::NotAvailable { reason } => assert!(
+                    reason.contains(&format!("request pool cannot be read ({missing} missing)")),
+                    "without {missing}: {}: {reason}",
+                    c.name
+                ),
+                other => panic!("without {missing}: {} sends {other:?}", c.name),
+            }
+        }
+    };
+    for name in sends_only {
+        let mut log = sender.symbols.clone();
+        assert!(log.types.remove(name).is_some(), "{name} recorded");
+        check_sends(log, &format!("type {name}"));
+    }
+    for field in [
+        n::REQ_FLAGS,
+        n::REQ_SEND_EP,
+        n::REQ_SEND_BUFFER,
+        n::REQ_SEND_LENGTH,
+        n::REQ_SEND_TAG,
+        n::REQ_SEND_CB,
+    ] {
+        let mut log = sender.symbols.clone();
+        let t = log.types.get_mut(n::REQUEST).unwrap().as_mut().unwrap();
+        let before = t.fields.len();
+        t.fields.retain(|(f, _)| f != field);
+        assert_eq!(t.fields.len(), before - 1, "{field} recorded once");
+        check_sends(log, &format!("field {field} of {}", n::REQUEST));
+    }
+    // Without UCX's context type the switch of the new protocols is not
+    // read, and the pool is.
+    let mut log = sender.symbols.clone();
+    assert!(log.types.remove(n::CONTEXT).is_some());
+    let d = common::fuzzing::with_symbols(sender, log);
+    assert!(matches!(d.comm("MPI_COMM_WORLD").sends, Section::Ok { .. }));
+
     let process = &recording("ucx-queues").rank(0);
     let ucx_types: Vec<&String> = process
         .symbols
         .types
         .keys()
         .filter(|t| t.starts_with("ucp_") || t.starts_with("ucs_") || *t == "mca_pml_ucx_module_t")
+        .filter(|t| !sends_only.contains(&t.as_str()) && *t != n::CONTEXT)
         .collect();
     assert!(ucx_types.len() >= 10, "{ucx_types:?}");
     let check = |log: mqs_acquire::snapshot::SymbolLog, missing: &str| {
@@ -257,7 +343,6 @@ fn each_missing_ucx_type_or_field_is_named() {
         log.types.remove(name);
         check(log, &format!("type {name}"));
     }
-    use mqs_dll::ucx::layout::names as n;
     for field in [
         n::REQ_QUEUE,
         n::REQ_BUFFER,

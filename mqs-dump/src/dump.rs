@@ -186,6 +186,7 @@ impl CollectArgs {
             timeout: Duration::from_secs_f64(secs),
             callback: self.callback,
             fanout: (self.fanout > 0).then_some(self.fanout),
+            compact: false,
         })
     }
 }
@@ -302,6 +303,12 @@ pub fn run(args: &DumpArgs) -> ExitCode {
         job = confirm::persistent(&job, &again);
     }
     let elapsed = started.elapsed();
+    // Outputs made rank by rank need each rank's own dump.
+    let per_rank = format == Format::Json
+        || (format == Format::Text && (job.rank_count() <= 1 || args.per_rank));
+    if per_rank && !args.deadlock {
+        job.expand();
+    }
     if args.verbose {
         for p in &job.processes {
             let s = &p.stats;
@@ -364,7 +371,7 @@ pub fn run(args: &DumpArgs) -> ExitCode {
             let analysed = Job::new(&job);
             crate::output::emit(&view::dot::dot(&Analysis::new(&analysed)));
         }
-        Format::Text if job.processes.len() > 1 && !args.per_rank => {
+        Format::Text if job.rank_count() > 1 && !args.per_rank => {
             let view_options = ViewOptions {
                 all: args.all,
                 ranks: args.rank.clone(),
@@ -410,7 +417,17 @@ fn collect_options(args: &DumpArgs) -> Result<CollectOptions, Error> {
                 .into(),
         ));
     }
-    c.options()
+    let mut options = c.options()?;
+    // What only the job view, --deadlock and DOT read may keep ranks in
+    // equal states as one dump each run; every per-rank output expands.
+    options.compact = !args.json
+        && args
+            .format
+            .is_none_or(|f| f == Format::Text || f == Format::Dot)
+        && !args.per_rank
+        && !args.verbose
+        && args.confirm.is_none();
+    Ok(options)
 }
 
 /// The core files named: files as given, directories by their `core*`

@@ -44,10 +44,13 @@ pub fn run(args: &SyntheticFrontArgs) -> ExitCode {
         timeout: Duration::from_millis(args.timeout_ms.max(1)),
         callback: Some(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)),
         fanout: (args.fanout > 0).then_some(args.fanout),
+        // As mqs-dump's job view: ranks in equal states stay one dump per
+        // run of ranks.
+        compact: true,
         ..CollectOptions::default()
     };
     let collect::SyntheticRead {
-        job,
+        mut job,
         bytes,
         levels,
         expanding,
@@ -68,7 +71,7 @@ pub fn run(args: &SyntheticFrontArgs) -> ExitCode {
          failures={}",
         began.elapsed().as_secs_f64(),
         peak_rss_mb(),
-        job.processes.len(),
+        job.rank_count(),
         job.failures.len()
     )
     .and_then(|()| out.flush());
@@ -100,6 +103,7 @@ pub fn run(args: &SyntheticFrontArgs) -> ExitCode {
         )
     });
     if args.print_job {
+        job.expand();
         written = written.and_then(|()| {
             serde_json::to_writer(&mut out, &job)
                 .map_err(std::io::Error::other)

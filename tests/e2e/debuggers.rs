@@ -407,13 +407,22 @@ fn lldb_lists_mpich_ch3_queues_as_mqs_dump_does_with_both_dlls() {
 /// Under pml ucx our DLL asks for UCX's request and worker fields by path
 /// (`recv.tag.sn`, members of untagged structs): the extensions answer
 /// those as mqs-dump does, and list the same queues; on Open MPI 4.1.4 and
-/// 5.0.7.
+/// 5.0.7 under pml ucx, and on MPICH 4.0.2 ch4:ucx (whose launcher sets
+/// UCX's transports itself).
 fn ucx_matches_mqs_dump(debugger: Debugger, mpi: Mpi) {
+    let (env, transport) = if mpi == Mpi::MpichUcx {
+        (Vec::new(), "device ch4:ucx, device queues, UCX 1.13.1")
+    } else {
+        (
+            PML_UCX_ENV
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+            "pml ucx, UCX 1.13.1",
+        )
+    };
     let options = LaunchOptions {
-        env: PML_UCX_ENV
-            .into_iter()
-            .map(|(k, v)| (k.into(), v.into()))
-            .collect(),
+        env,
         ..LaunchOptions::default()
     };
     let job =
@@ -431,9 +440,9 @@ fn ucx_matches_mqs_dump(debugger: Debugger, mpi: Mpi) {
             .section("ours", &format!("mpi queues --dll {ours}"))
             .shell("dump-ours", &format!("{mqs_dump} --pid {pid} --dll {ours}"))
             .run(Subject::Pid(pid), &dir);
-        let what = format!("{debugger:?} on {mpi}, pml ucx, rank {rank}");
+        let what = format!("{debugger:?} on {mpi} ({transport}), rank {rank}");
         let text = session.joined("ours");
-        assert!(text.contains("pml ucx, UCX 1.13.1"), "{what}:\n{text}");
+        assert!(text.contains(transport), "{what}:\n{text}");
         assert!(text.contains("tag 1000 "), "{what}:\n{text}");
         assert_same_listing(
             &format!("{what}, ours"),
@@ -463,6 +472,16 @@ fn gdb_lists_queues_under_open_mpi_5_pml_ucx_as_mqs_dump_does() {
 #[test]
 fn lldb_lists_queues_under_open_mpi_5_pml_ucx_as_mqs_dump_does() {
     ucx_matches_mqs_dump(Debugger::Lldb, Mpi::OpenMpi5Ucx);
+}
+
+#[test]
+fn gdb_lists_queues_under_mpich_ch4_ucx_as_mqs_dump_does() {
+    ucx_matches_mqs_dump(Debugger::Gdb, Mpi::MpichUcx);
+}
+
+#[test]
+fn lldb_lists_queues_under_mpich_ch4_ucx_as_mqs_dump_does() {
+    ucx_matches_mqs_dump(Debugger::Lldb, Mpi::MpichUcx);
 }
 
 #[test]

@@ -6,10 +6,13 @@
 //! ANY_TAG, the blocking `MPI_Recv`) and unexpected messages (eager, and
 //! the 400,000-byte rendezvous) must be listed exactly, per communicator,
 //! with global peers, tags and lengths in bytes, and be the same as the
-//! same job's under ob1; sends, which this DLL does not read from UCX yet,
-//! must be "cannot tell" with the reason, never an empty list. Open MPI's
-//! own DLL lists nothing on the same job. A ring
-//! deadlock under pml ucx must be found by `mqs-dump --deadlock`.
+//! same job's under ob1; sends come from UCX's request pool: the pending
+//! rendezvous `MPI_Isend` (and `mprobe.c`'s `MPI_Issend`) exactly, with its
+//! destination found from its endpoint, the same as ob1's pending sends;
+//! every other send queue "cannot tell" with the reason (eager sends
+//! completed locally), never an empty list. Open MPI's own DLL lists
+//! nothing on the same job. A ring deadlock under pml ucx must be found by
+//! `mqs-dump --deadlock`.
 //!
 //! MPICH 4.0.2 ch4:ucx (the `mpich-4.0.2-ucx` build, the same UCX): its
 //! ucx netmod keeps no queues either; our DLL reads every VCI's worker and
@@ -154,6 +157,64 @@ fn fixture_contents() -> BTreeMap<(i64, &'static str, &'static str), Vec<Row>> {
     ])
 }
 
+/// The sends UCX holds in the `queues` fixture: the rendezvous `MPI_Isend`
+/// only (the eager one completed at once and left no request).
+fn fixture_sends() -> BTreeMap<(i64, &'static str), Vec<Row>> {
+    BTreeMap::from([((1, "MPI_COMM_WORLD"), vec![pending(0, 0, Some(5), 400_000)])])
+}
+
+/// The fixture's eager `MPI_Isend` (world rank 1 to 0, tag 99, 64 bytes),
+/// held complete and not yet waited for.
+fn eager_send_complete() -> Row {
+    ("complete".to_string(), 0, 0, Some(99), 64)
+}
+
+/// The sentence every send queue under UCX says, as its reason when empty
+/// and as its last line otherwise.
+const SENDS_NOT_LISTED: &str = "sends completed locally under UCX are not listed";
+
+/// `rows` without those complete: ob1 keeps an eager send's request,
+/// complete, until it is waited for; UCX has none for it.
+fn not_complete(listed: Option<&Listed>) -> Vec<Row> {
+    match listed {
+        Some(Listed::Rows(rows)) => rows.iter().filter(|r| r.0 != "complete").cloned().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The `extra_text` lines of the operations of `queue` on `comm` of world
+/// rank `rank`.
+fn lines(dump: &Value, rank: i64, comm: &str, queue: &str) -> Vec<Vec<String>> {
+    dump["processes"]
+        .as_array()
+        .expect("processes")
+        .iter()
+        .filter(|p| p["global_rank"] == rank)
+        .flat_map(|p| {
+            p["communicators"]["list"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter(|c| c["name"] == comm)
+        .flat_map(|c| {
+            c[queue]["operations"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|op| {
+            op["extra_text"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .map(|l| l.as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .collect()
+}
+
 /// Dumps `job` with our DLL until both ranks wait in their blocking
 /// receive on `comm` (posted after READY).
 fn settled(job: &Job, comm: &str) -> Value {
@@ -210,20 +271,32 @@ fn queues_exactly_and_as_under_ob1(mpi: Mpi) {
         "{ucx_dump:#}"
     );
 
-    // Exactly the fixture's receives and unexpected messages.
+    // Exactly the fixture's receives, unexpected messages and the sends
+    // UCX holds; every other send queue says why it cannot tell.
     let want = fixture_contents();
+    let sends = fixture_sends();
     let mut errors = Vec::new();
     for ((rank, comm, queue), listed) in &ucx {
-        let expected = want
-            .get(&(*rank, comm.as_str(), *queue))
-            .cloned()
-            .unwrap_or_default();
+        let expected = if *queue == "sends" {
+            sends.get(&(*rank, comm.as_str())).cloned()
+        } else {
+            want.get(&(*rank, comm.as_str(), *queue)).cloned()
+        }
+        .unwrap_or_default();
         match (*queue, listed) {
             ("sends", Listed::NotAvailable(why)) => {
-                if !why.contains("sends completed locally under UCX are not listed") {
+                if !why.contains(SENDS_NOT_LISTED) || sends.contains_key(&(*rank, comm.as_str())) {
                     errors.push(format!("rank {rank} {comm} sends: {why}"));
                 }
             }
+            // An eager send that did not complete at once (its endpoint
+            // still connecting) is held complete until waited for: only
+            // the fixture's eager one may be there besides.
+            ("sends", Listed::Rows(rows))
+                if not_complete(Some(listed)) == expected
+                    && rows
+                        .iter()
+                        .all(|r| r.0 != "complete" || *r == eager_send_complete()) => {}
             (_, Listed::Rows(rows)) if *queue != "sends" && *rows == expected => {}
             _ => errors.push(format!(
                 "rank {rank} {comm} {queue}: {listed:?}, expected {expected:?}"
@@ -236,9 +309,20 @@ fn queues_exactly_and_as_under_ob1(mpi: Mpi) {
         }
     }
     assert!(errors.is_empty(), "{}\n{ucx_dump:#}", errors.join("\n"));
+    // The send names the MPI request MPI_Isend returned, then UCX's, and
+    // says what it does not list as its last line.
+    let send = lines(&ucx_dump, 1, "MPI_COMM_WORLD", "sends");
+    let named = |op: &Vec<String>| {
+        op[0].starts_with("send request 0x") && op[1].starts_with("UCX 1.13.1 send 0x")
+    };
+    let last = send.last().and_then(|op| op.last());
+    assert!(
+        !send.is_empty() && send.iter().all(named) && last.is_some_and(|l| l == SENDS_NOT_LISTED),
+        "{send:?}"
+    );
 
     // The same job under ob1 shows the same receives and unexpected
-    // messages; only the sends differ, and pml ucx says why.
+    // messages, and the same sends but the eager ones ob1 holds complete.
     let ob1_dump = {
         let job = launch(mpi, "queues", 2, false);
         settled(&job, "mqs-wait")
@@ -246,6 +330,11 @@ fn queues_exactly_and_as_under_ob1(mpi: Mpi) {
     let ob1 = queues(&ob1_dump);
     for (key, listed) in &ucx {
         if key.2 == "sends" {
+            assert_eq!(
+                not_complete(Some(listed)),
+                not_complete(ob1.get(key)),
+                "{key:?}: ucx {listed:?}\n{ob1_dump:#}"
+            );
             continue;
         }
         let theirs = ob1.get(key);
@@ -305,11 +394,11 @@ fn ring_deadlock_is_found(mpi: Mpi) {
 
 /// `mprobe.c` under pml ucx: the started persistent receive, the blocking
 /// receives, the message taken by `MPI_Mprobe` (held in Open MPI's
-/// `ompi_message_t`, out of UCX's lists) and the 400,000-byte synchronous
-/// rendezvous message from `MPI_Issend`, exactly; the same as under ob1 but
-/// for the sender's `MPI_Issend` (said not listed) and the Mprobe'd
-/// message's length (ob1's request for it counts 0 bytes; the message has
-/// 16).
+/// `ompi_message_t`, out of UCX's lists), the 400,000-byte synchronous
+/// rendezvous message from `MPI_Issend` and, on the sender's side, the
+/// `MPI_Issend` itself (from UCX's request pool, to world rank 0), exactly;
+/// the same as under ob1 but for the Mprobe'd message's length (ob1's
+/// request for it counts 0 bytes; the message has 16).
 #[test]
 fn persistent_mprobe_and_issend_under_pml_ucx() {
     persistent_mprobe_and_issend(Mpi::OpenMpiUcx);
@@ -365,14 +454,20 @@ fn persistent_mprobe_and_issend(mpi: Mpi) {
     );
     assert_eq!(rows(&ucx, 1, "receives"), [pending(-1, -1, Some(1000), 4)]);
     assert_eq!(rows(&ucx, 1, "unexpected"), []);
-    for rank in 0..2 {
-        match ucx.get(&(rank, world.clone(), "sends")) {
-            Some(Listed::NotAvailable(why)) => assert!(
-                why.contains("sends completed locally under UCX are not listed"),
-                "{why}"
-            ),
-            other => panic!("rank {rank} sends: {other:?}"),
-        }
+    // The sender's MPI_Issend, waiting for its receiver: to world rank 0,
+    // tag 79, 400,000 bytes, named by the request MPI_Issend returned.
+    assert_eq!(rows(&ucx, 1, "sends"), [pending(0, 0, Some(79), 400_000)]);
+    let issend = lines(&ucx_dump, 1, "MPI_COMM_WORLD", "sends");
+    assert!(
+        issend[0][0].starts_with("send request 0x")
+            && issend[0][1].starts_with("UCX 1.13.1 send 0x")
+            && issend[0].contains(&"synchronous: waits for its receiver to match it".to_string())
+            && issend[0].last().map(String::as_str) == Some(SENDS_NOT_LISTED),
+        "{issend:?}"
+    );
+    match ucx.get(&(0, world.clone(), "sends")) {
+        Some(Listed::NotAvailable(why)) => assert!(why.contains(SENDS_NOT_LISTED), "{why}"),
+        other => panic!("rank 0 sends: {other:?}"),
     }
 
     let ob1 = {
@@ -387,18 +482,18 @@ fn persistent_mprobe_and_issend(mpi: Mpi) {
             mprobed(0)
         ]
     );
-    for (rank, queue) in [(0, "unexpected"), (1, "receives"), (1, "unexpected")] {
+    for (rank, queue) in [
+        (0, "unexpected"),
+        (1, "receives"),
+        (1, "unexpected"),
+        (1, "sends"),
+    ] {
         assert_eq!(
             rows(&ob1, rank, queue),
             rows(&ucx, rank, queue),
             "rank {rank} {queue}"
         );
     }
-    assert_eq!(
-        rows(&ob1, 1, "sends"),
-        [pending(0, 0, Some(79), 400_000)],
-        "ob1 lists the Issend the UCX reader says it cannot"
-    );
 }
 
 /// MPICH 4.0.2 ch4:ucx: the `queues` fixture's posted receives (specific,

@@ -68,6 +68,11 @@ pub struct CollectOptions {
     /// Collectors in a tree of this fan-out, when there are more hosts
     /// than that ([`super::tree`]); None: each talks to the front end.
     pub fanout: Option<usize>,
+    /// Ranks in equal states that a tree sends as one may stay one dump
+    /// per run of ranks ([`ProcessDump::run_len`]; `JobDump::expand` gives
+    /// each rank's): for callers that only analyse the job, which then
+    /// never holds a dump per rank. Off: one dump per rank.
+    pub compact: bool,
 }
 
 impl Default for CollectOptions {
@@ -79,6 +84,7 @@ impl Default for CollectOptions {
             timeout: Duration::from_secs(30),
             callback: None,
             fanout: Some(DEFAULT_FANOUT),
+            compact: false,
         }
     }
 }
@@ -367,7 +373,16 @@ impl Elsewhere for Front {
             results.extend(run.results());
             self.levels = (std::mem::take(&mut run.levels), run.expanding);
         }
+        if self.collect.compact {
+            return results;
+        }
         results
+            .into_iter()
+            .flat_map(|r| match r {
+                Ok(p) => p.split_run().into_iter().map(Ok).collect(),
+                Err(e) => vec![Err(e)],
+            })
+            .collect()
     }
 }
 
@@ -999,6 +1014,30 @@ impl Run {
         let Some(host) = self.hosts.get_mut(key) else {
             return;
         };
+        // A run of ranks counts as its ranks; one that is not wholly
+        // expected is taken rank by rank, so each is judged alone.
+        if let Ok(run) = &what {
+            if run.run_len > 1 {
+                let whole = run.run_members().all(|(pid, rank)| {
+                    !host.reported.contains(&pid)
+                        && host
+                            .members
+                            .iter()
+                            .any(|m| m.pid == pid && m.identity == rank)
+                });
+                if !whole {
+                    if let Ok(run) = what {
+                        for one in run.split_run() {
+                            self.received(key, Ok(Box::new(one)));
+                        }
+                    }
+                    return;
+                }
+                host.reported.extend(run.run_members().map(|(pid, _)| pid));
+                host.results.push(what);
+                return;
+            }
+        }
         let (pid, identity) = match &what {
             Ok(p) => (p.pid, p.global_rank),
             Err(f) => (f.pid, i32::try_from(f.rank).unwrap_or(-1)),
@@ -1449,10 +1488,12 @@ fn serve(
                 states.own_host_is(&key);
                 let levels = std::mem::take(&mut states.levels);
                 let began = Instant::now();
-                let expanded = states.expand();
+                // One dump per run of ranks in one state: the front end
+                // splits them only if its caller wants one per rank.
+                let runs = states.runs();
                 let expand = began.elapsed();
                 let _ = events.send(Event::Levels { levels, expand });
-                for (host, process) in expanded {
+                for (host, process) in runs {
                     let own = host == key;
                     let Some(key) = (if own { Some(host) } else { tagged(Some(host)) }) else {
                         return lost("it relayed a host not below it".into());
@@ -1885,6 +1926,43 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn a_run_of_ranks_counts_as_its_ranks_and_one_not_wholly_asked_for_is_split() {
+        let (_tx, events) = mpsc::channel();
+        let hosts = [(
+            "nodea".to_string(),
+            host("nodea", &[(7, 0), (8, 1), (9, 2), (20, 5), (21, 6)]),
+        )]
+        .into_iter()
+        .collect();
+        let mut run = Run::idle(events, hosts, Duration::from_secs(1));
+        let run_of = |pid, rank, len| {
+            let mut p = dump(pid, rank);
+            p.run_len = len;
+            Event::Process {
+                key: "nodea".into(),
+                process: p,
+            }
+        };
+        // Pids 7-9 as ranks 0-2: one result. Pids 20-22 as ranks 5-7:
+        // rank 7 was not asked for, so ranks 5 and 6 are taken alone and
+        // rank 7 ignored. Rank 1 again (inside a run): ignored.
+        run.handle(run_of(7, 0, 3));
+        run.handle(run_of(20, 5, 3));
+        run.handle(run_of(8, 1, 1));
+        run.handle(Event::Done {
+            key: "nodea".into(),
+        });
+        let results = run.results();
+        let ok: Vec<(i32, i32, u32)> = results
+            .iter()
+            .filter_map(|r| r.as_ref().ok())
+            .map(|p| (p.pid, p.global_rank, p.run_len))
+            .collect();
+        assert_eq!(ok, [(7, 0, 3), (20, 5, 1), (21, 6, 1)]);
+        assert!(results.iter().all(Result::is_ok), "every rank reported");
     }
 
     #[test]

@@ -163,6 +163,8 @@ pub fn dump_synthetic(spec: &Path, collect: &CollectOptions) -> Result<Synthetic
 /// are numbered one job after the other, and the nodes whose processes
 /// are unknown after all of them; then the job is in rank order.
 pub fn number_found(job: &mut JobDump, groups: &HashMap<(String, i32), String>) {
+    // Jobs are told apart by each process's pid.
+    job.expand();
     for p in &mut job.processes {
         if p.global_rank >= 0 {
             continue;

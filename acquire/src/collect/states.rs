@@ -168,20 +168,30 @@ impl States {
         }
     }
 
+    /// One dump per run, standing for the run's ranks (a compact job's,
+    /// see [`ProcessDump::run_len`]), with the key of its host.
+    pub fn runs(self) -> Vec<(String, ProcessDump)> {
+        let mut out = Vec::new();
+        for state in self.list {
+            for run in state.runs {
+                let mut p = state.dump.clone();
+                p.pid = run.pid;
+                p.global_rank = run.rank;
+                p.stats = run.stats;
+                p.run_len = run.count.max(1);
+                restore(&mut p);
+                out.push((run.host, p));
+            }
+        }
+        out
+    }
+
     /// Every rank's dump, with the key of the host it was read on.
     pub fn expand(self) -> Vec<(String, ProcessDump)> {
         let mut out = Vec::with_capacity(self.ranks());
-        for state in self.list {
-            for run in state.runs {
-                for i in 0..run.count {
-                    let offset = i32::try_from(i).unwrap_or(i32::MAX);
-                    let mut p = state.dump.clone();
-                    p.pid = run.pid.saturating_add(offset);
-                    p.global_rank = run.rank.saturating_add(offset);
-                    p.stats = run.stats.clone();
-                    restore(&mut p);
-                    out.push((run.host.clone(), p));
-                }
+        for (host, run) in self.runs() {
+            for p in run.split_run() {
+                out.push((host.clone(), p));
             }
         }
         out

@@ -7,7 +7,9 @@
 //! every collector talks to at most `k` children and one parent, and the
 //! front end to at most `k` collectors, whatever the number of hosts.
 
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsFd;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::{Duration, Instant};
 
@@ -477,10 +479,18 @@ pub fn await_parent(
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if Instant::now() >= deadline {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
                     return Err(format!("no parent collector called within {timeout:?}"));
                 }
-                std::thread::sleep(Duration::from_millis(20));
+                // Asleep until a call comes: a thousand collectors that
+                // looked every few ms kept two cores busy switching.
+                let ms = i32::try_from(left.as_millis().max(1)).unwrap_or(i32::MAX);
+                let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+                let _ = poll(
+                    &mut fds,
+                    PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
+                );
             }
             Err(e) => return Err(format!("cannot wait for the parent collector: {e}")),
         }

@@ -586,6 +586,7 @@ pub(super) fn process_dump(
         held_by: session.target(process).held_by(),
         stacks: None,
         stats,
+        run_len: 1,
     }
 }
 
@@ -625,6 +626,7 @@ fn without_queues<T: Target>(p: &Prepared<T>, why: &str) -> ProcessDump {
         held_by: p.target.held_by(),
         stacks: None,
         stats: Default::default(),
+        run_len: 1,
     }
 }
 

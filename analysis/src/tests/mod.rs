@@ -16,6 +16,7 @@ use mqs_core::model::{
 mod calls;
 mod cannot_tell;
 mod differing;
+mod runs;
 mod transit;
 
 const ANY: i64 = -1;
@@ -106,6 +107,7 @@ fn job_of(n: usize, comms: &[(&str, Vec<i64>)], ops: &[Vec<Placed>]) -> JobDump 
                 unreadable: vec![],
                 stacks: None,
                 stats: DumpStats::default(),
+                run_len: 1,
             }
         })
         .collect();

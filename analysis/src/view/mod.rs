@@ -55,6 +55,20 @@ fn class_words(class: OpClass) -> (&'static str, &'static str) {
     }
 }
 
+/// What an operation's text is made of: the operation the DLL reported
+/// (by address: the ranks of a run share it) and how the job read its
+/// peer and tag.
+type OpIdentity = (
+    *const mqs_core::model::Operation,
+    Peer,
+    Option<i64>,
+    Option<i64>,
+);
+
+fn identity_of(op: &Op<'_>) -> OpIdentity {
+    (std::ptr::from_ref(op.op), op.peer, op.local_peer, op.tag)
+}
+
 /// One operation within its communicator's block: `recv from rank 1
 /// ("ring" rank 6) tag 10, 4 bytes`.
 fn op_text(job: &Job<'_>, op: &Op<'_>) -> String {
@@ -119,33 +133,57 @@ pub fn job_view(dump: &JobDump, options: &ViewOptions) -> String {
                 continue;
             }
             // Ranks by the text of their operations on this queue, in
-            // order of first appearance.
+            // order of first appearance. Members and operations are both
+            // in rank order: one cursor walks the operations, and a rank
+            // whose operations are its predecessor's (ranks of one run
+            // share them) reuses its text.
             let mut groups: Vec<(String, RankSet)> = Vec::new();
             let mut group_of: HashMap<String, usize> = HashMap::new();
+            let mut cursor = 0;
+            let mut last: Option<(Vec<OpIdentity>, Option<usize>)> = None;
             for rank in comm.members.iter().filter(|r| options.rank_ok(*r)) {
-                let ops: Vec<String> = job
-                    .ops_of(rank)
+                while job.ops.get(cursor).is_some_and(|o| o.rank < rank) {
+                    cursor += 1;
+                }
+                let start = cursor;
+                while job.ops.get(cursor).is_some_and(|o| o.rank == rank) {
+                    cursor += 1;
+                }
+                let ops: Vec<&Op<'_>> = job.ops[start..cursor]
                     .iter()
                     .filter(|o| o.comm == index && o.class == class)
-                    .map(|o| op_text(&job, o))
                     .collect();
+                let identity: Vec<OpIdentity> = ops.iter().map(|o| identity_of(o)).collect();
+                if let Some((seen, group)) = &last {
+                    if *seen == identity {
+                        if let Some(g) = *group {
+                            groups[g].1.insert(rank);
+                        }
+                        continue;
+                    }
+                }
                 if ops.is_empty() && !options.all {
+                    last = Some((identity, None));
                     continue;
                 }
                 let text = if ops.is_empty() {
                     format!("{}: none", class_words(class).0)
                 } else {
-                    ops.join("; ")
+                    let texts: Vec<String> = ops.iter().map(|o| op_text(&job, o)).collect();
+                    texts.join("; ")
                 };
-                match group_of.get(&text) {
+                let g = match group_of.get(&text) {
                     Some(&g) => {
                         groups[g].1.insert(rank);
+                        g
                     }
                     None => {
                         group_of.insert(text.clone(), groups.len());
                         groups.push((text, std::iter::once(rank).collect()));
+                        groups.len() - 1
                     }
-                }
+                };
+                last = Some((identity, Some(g)));
             }
             for (text, ranks) in groups {
                 let _ = writeln!(block, "  {}: {text}", ranks.labelled());
@@ -228,9 +266,10 @@ fn by_kind(
         let Some(k) = kind(p) else {
             continue;
         };
+        let ranks = p.run_members().map(|(_, rank)| rank);
         match kinds.iter_mut().find(|(seen, _)| *seen == k) {
-            Some((_, ranks)) => ranks.push(p.global_rank),
-            None => kinds.push((k, vec![p.global_rank])),
+            Some((_, seen)) => seen.extend(ranks),
+            None => kinds.push((k, ranks.collect())),
         }
     }
     let several = kinds.len() > 1;

@@ -18,7 +18,7 @@ use mqs_abi::{OpClass, ProcessLocation};
 
 use crate::access::{ImageAccess, ProcessAccess, TypeSizes};
 use crate::errors::DllError;
-use crate::iteration::{Call, CommInfo, Context, Listed, Made, MpiBackend, Queue, Setup};
+use crate::iteration::{Call, CommInfo, Context, Listed, Made, MpiBackend, Queue, QueueOf, Setup};
 use crate::messages::{self, Failure};
 use crate::names::ProcName;
 use crate::target::{ByteOrder, ReadError, Sizes, Target};
@@ -317,25 +317,12 @@ impl OpenMpi {
         class: OpClass,
     ) -> Setup<Self> {
         let ucx = pml.name();
-        let posted = match class {
-            OpClass::PendingSends => {
-                messages::set_no_information_reason(&format!(
-                    "pml ucx ({ucx}): {}",
-                    pml_ucx::SENDS_NOT_LISTED
-                ));
-                return Ok(None);
-            }
-            OpClass::PendingReceives => true,
-            OpClass::UnexpectedMessages => false,
-        };
         let context = pml.context.of(comm);
         let slot = &mut self.cache.ucx;
-        if slot.as_ref().is_some_and(|s| {
-            if posted {
-                s.posted.was_taken(context)
-            } else {
-                s.unexpected.was_taken(context)
-            }
+        if slot.as_ref().is_some_and(|s| match class {
+            OpClass::PendingSends => s.sends.was_taken(context),
+            OpClass::PendingReceives => s.posted.was_taken(context),
+            OpClass::UnexpectedMessages => s.unexpected.was_taken(context),
         }) {
             *slot = None;
         }
@@ -345,6 +332,22 @@ impl OpenMpi {
             messages::set_no_information_reason(&format!("pml ucx ({ucx}): {why}"));
             return Ok(None);
         }
+        let posted = match class {
+            OpClass::PendingSends => {
+                let ops = scan.sends.take(context);
+                let (stop, new_protocols) = (scan.sends_stop, scan.new_protocols);
+                return Ok(Some(ucx_send_queue(
+                    cx,
+                    t,
+                    layout,
+                    pml,
+                    comm,
+                    (ops, stop, new_protocols),
+                )));
+            }
+            OpClass::PendingReceives => true,
+            OpClass::UnexpectedMessages => false,
+        };
         let (ops, stop) = if posted {
             // Receives in UCX's order, then the messages matched probes
             // took (matched already, as ob1's DLL view shows them).
@@ -880,6 +883,45 @@ impl MpiBackend for OpenMpi {
             .unwrap_or_else(|| "ob1".to_string());
         format!("mca_pml_{pml}_add_procs")
     }
+}
+
+/// `comm`'s sends in UCX's request pool as taken out of this stop's scan
+/// (with why its walk ended early, and whether UCX runs its new
+/// protocols), their destinations found from their endpoints; what the
+/// pool cannot hold said for an empty queue, and as the last line
+/// otherwise.
+fn ucx_send_queue<P: ProcessAccess + ?Sized>(
+    cx: &Context,
+    t: &Target<'_, P>,
+    layout: &Layout,
+    pml: &pml_ucx::PmlUcx,
+    comm: &Comm,
+    (mut ops, stop, new_protocols): (Vec<pml_ucx::Op>, Option<Stop>, bool),
+) -> QueueOf<OpenMpi> {
+    let ucx = pml.name();
+    let why = match &pml.sends {
+        Err(m) => format!("{ucx}'s request pool cannot be read ({m} missing)"),
+        Ok(_) if new_protocols => format!(
+            "{ucx} runs its new protocols (UCX_PROTO_ENABLE), whose requests \
+             mark no tag send"
+        ),
+        Ok(_) => pml_ucx::SENDS_WHY.to_string(),
+    };
+    if let Ok(r) = &pml.sends {
+        pml_ucx::peers(t, layout, &r.endpoints, comm, &mut ops);
+    }
+    let items = ops
+        .into_iter()
+        .filter(|op| op.tag().is_none_or(|tag| keep_tag(cx, tag)))
+        .map(Pending::Ucx)
+        .collect();
+    let mut queue = Queue::new(Vec::new(), items, stop);
+    queue.unseen = Some(format!(
+        "pml ucx ({ucx}): {}: {why}",
+        pml_ucx::SENDS_NOT_LISTED
+    ));
+    queue.partial = Some(pml_ucx::SENDS_NOT_LISTED.to_string());
+    queue
 }
 
 /// Whether an operation with `tag` is shown: Open MPI's collectives use

@@ -5,6 +5,15 @@
 //! high to low, the mask saying which of them a receive matches. The
 //! context is the communicator's `c_contextid` in 4.1 and its `c_index` in
 //! 5.0 ([`TagContext`]); the rest is the same in both.
+//!
+//! Sends come from UCX's request pool ([`crate::ucx::sends`]): a send's tag
+//! names its communicator (its source field is the sender's own rank), its
+//! endpoint its destination: the member of the communicator whose
+//! `ompi_proc_t` holds that endpoint (`proc_endpoints`, as
+//! `mca_pml_ucx_get_ep` put it there). The function a send completes with
+//! (`send.cb`) says how Open MPI started it, and so where its MPI request
+//! is: right behind the UCP request for `MPI_Isend`, the persistent
+//! request for `MPI_Start`, none for a blocking `MPI_Ssend`.
 
 use crate::ucx::operations::{self, Tag};
 use crate::ucx::version_name;
@@ -16,14 +25,17 @@ use crate::iteration::CommInfo;
 use crate::target::Spans;
 use crate::target::Target;
 use crate::types::{ty, Missing};
+use crate::ucx::layout::SendLayout;
 use crate::ucx::layout::{names as ucx_names, UcxLayout};
 use crate::ucx::matching;
 use crate::ucx::read_version;
+use crate::ucx::sends;
 use crate::walk::{AddrSet, Stop, MAX_LIST_ITEMS};
 
 use mqs_abi::{OpStatus, PendingOperation};
 
 use super::communicators::Comm;
+use super::groups::{self, Member};
 use super::layout::Layout;
 use super::lists::{self, FreeListSpec};
 
@@ -150,6 +162,98 @@ fn resolve_messages<I: ImageAccess>(image: &I) -> Result<Messages, Missing> {
     })
 }
 
+/// The functions Open MPI has UCX call when a send completes, by how it
+/// started the send (`pml_ucx.c`, `pml_ucx_request.c`; the same in 4.1
+/// and 5.0).
+pub const FN_SEND_NONBLOCKING: [&str; 2] = [
+    "mca_pml_ucx_send_completion",
+    "mca_pml_ucx_send_nbx_completion",
+];
+pub const FN_SEND_PERSISTENT: &str = "mca_pml_ucx_psend_completion";
+pub const FN_SEND_BLOCKING: &str = "mca_pml_ucx_send_completion_empty";
+pub const FN_SEND_BUFFERED: [&str; 2] = [
+    "mca_pml_ucx_bsend_completion",
+    "mca_pml_ucx_bsend_nbx_completion",
+];
+
+/// How Open MPI started a send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Started {
+    /// `MPI_Isend` and its kin: the MPI request is right behind the UCP one.
+    Nonblocking,
+    /// `MPI_Start` of a persistent send: the request behind points to it.
+    Persistent,
+    /// A blocking `MPI_Ssend` (or `MPI_Send` where UCX lacks
+    /// `ucp_tag_send_nbr`): no MPI request.
+    Blocking,
+    /// `MPI_Bsend`: complete for MPI, its copy in flight.
+    Buffered,
+}
+
+/// Where each send completion function is, as found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Completions(pub Vec<(u64, Started)>);
+
+impl Completions {
+    fn resolve<I: ImageAccess>(image: &I) -> Completions {
+        let named = FN_SEND_NONBLOCKING
+            .iter()
+            .map(|f| (*f, Started::Nonblocking))
+            .chain([
+                (FN_SEND_PERSISTENT, Started::Persistent),
+                (FN_SEND_BLOCKING, Started::Blocking),
+            ])
+            .chain(FN_SEND_BUFFERED.iter().map(|f| (*f, Started::Buffered)));
+        Completions(
+            named
+                .filter_map(|(name, how)| Some((image.find_function(name)?, how)))
+                .collect(),
+        )
+    }
+
+    /// How the send that completes with `callback` was started.
+    pub fn of(&self, callback: u64) -> Option<Started> {
+        self.0
+            .iter()
+            .find(|(at, _)| *at == callback && callback != 0)
+            .map(|(_, how)| *how)
+    }
+}
+
+/// Where an `ompi_proc_t` keeps its endpoints: the `proc_endpoints` array,
+/// which ends where `padding` begins (its length,
+/// `OMPI_PROC_ENDPOINT_TAG_MAX`, and the PML's slot in it are configure's
+/// choice, in no type: every slot is compared).
+pub const PROC_TYPE: &str = "ompi_proc_t";
+pub const PROC_ENDPOINTS: &str = "proc_endpoints";
+pub const PROC_PADDING: &str = "padding";
+
+/// `ompi_proc_t.proc_endpoints`: offset and number of slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcEndpoints {
+    pub offset: u64,
+    pub count: u64,
+}
+
+fn resolve_endpoints<I: ImageAccess>(image: &I, pointer: u64) -> Result<ProcEndpoints, Missing> {
+    let p = ty(image, PROC_TYPE)?;
+    let offset = p.field(PROC_ENDPOINTS)?;
+    let end = p.field(PROC_PADDING)?;
+    let count = end.saturating_sub(offset) / pointer.max(1);
+    if count == 0 || count > 64 {
+        return Err(Missing::Field(PROC_TYPE, PROC_ENDPOINTS));
+    }
+    Ok(ProcEndpoints { offset, count })
+}
+
+/// What reading pml ucx's sends needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendReading {
+    pub layout: SendLayout,
+    pub endpoints: ProcEndpoints,
+    pub completions: Completions,
+}
+
 /// What reading pml ucx needs, resolved when a process is found to run it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PmlUcx {
@@ -170,6 +274,8 @@ pub struct PmlUcx {
     pub version: Option<[u32; 3]>,
     /// Messages held by matched probes, or why they cannot be read.
     pub messages: Result<Messages, Missing>,
+    /// Sends in UCX's request pool, or why they cannot be read.
+    pub sends: Result<SendReading, Missing>,
 }
 
 impl PmlUcx {
@@ -217,6 +323,13 @@ pub fn resolve<I: ImageAccess, P: ProcessAccess + ?Sized>(
             .and_then(|r| r.opt(REQUEST_CALLBACK_DATA)),
         version,
         messages: resolve_messages(image),
+        sends: SendLayout::resolve(image).and_then(|layout| {
+            Ok(SendReading {
+                layout,
+                endpoints: resolve_endpoints(image, u64::from(t.sizes.pointer))?,
+                completions: Completions::resolve(image),
+            })
+        }),
     })
 }
 
@@ -242,6 +355,30 @@ pub enum Op {
         decoded: Tag,
         holder: u64,
     },
+    /// A send UCX's request pool holds.
+    Send {
+        send: sends::Send,
+        decoded: Tag,
+        mpi_request: SendRequest,
+        /// Its destination's rank in the communicator, once found from its
+        /// endpoint ([`peers`]); None when no member holds it.
+        peer: Option<i64>,
+    },
+}
+
+/// The MPI request a send's UCP request stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendRequest {
+    /// A nonblocking send's, right behind it.
+    Plain(u64),
+    /// The persistent request that started it (`MPI_Start`).
+    Persistent(u64),
+    /// None: a blocking send.
+    Blocking,
+    /// `MPI_Bsend`'s: complete already; this is its copy in flight.
+    Buffered,
+    /// Cannot tell (its completion function is none of pml ucx's known).
+    Unknown,
 }
 
 /// The MPI request a receive's UCP request stands for.
@@ -273,6 +410,12 @@ pub struct Scan {
     pub disagrees: Option<(u64, usize)>,
     /// The worker could not be found (`ucp_worker` NULL or unreadable).
     pub no_worker: Option<String>,
+    /// Sends in UCX's request pool, by context id, and why the walk of the
+    /// pool ended early.
+    pub sends: ByKey<Op>,
+    pub sends_stop: Option<Stop>,
+    /// The context runs UCX's new protocols: no send is found.
+    pub new_protocols: bool,
 }
 
 /// Reads the worker's expected and unexpected queues once, and the
@@ -326,6 +469,39 @@ pub fn scan<P: ProcessAccess + ?Sized>(t: &Target<'_, P>, pml: &PmlUcx, ompi: &L
         let decoded = decode(message.tag, !0);
         out.unexpected
             .push(decoded.context, Op::Unexpected { message, decoded });
+    }
+    if let Ok(r) = &pml.sends {
+        let found = sends::held(
+            t,
+            &r.layout,
+            worker,
+            [pml.callback_data, None],
+            MAX_LIST_ITEMS,
+        );
+        out.sends_stop = found.stop;
+        out.new_protocols = found.new_protocols;
+        for send in found.sends {
+            let decoded = decode(send.tag, !0);
+            let mpi_request = match r.completions.of(send.callback) {
+                Some(Started::Nonblocking) => SendRequest::Plain(send.request + r.layout.req_size),
+                Some(Started::Persistent) => match send.tail[0].filter(|&h| h != 0) {
+                    Some(handle) => SendRequest::Persistent(handle),
+                    None => SendRequest::Plain(send.request + r.layout.req_size),
+                },
+                Some(Started::Blocking) => SendRequest::Blocking,
+                Some(Started::Buffered) => SendRequest::Buffered,
+                None => SendRequest::Unknown,
+            };
+            out.sends.push(
+                decoded.context,
+                Op::Send {
+                    send,
+                    decoded,
+                    mpi_request,
+                    peer: None,
+                },
+            );
+        }
     }
     if let Ok(m) = &pml.messages {
         for (holder, comm, message) in probed(t, pml, ompi, m) {
@@ -398,13 +574,83 @@ fn probed<P: ProcessAccess + ?Sized>(
         .collect()
 }
 
+/// The ranks in `comm` of the destinations of `ops`' sends, found from
+/// their endpoints: each member of its remote group (the local group of an
+/// intracommunicator) whose `ompi_proc_t` holds one of the endpoints, in
+/// any slot of `proc_endpoints`. A member Open MPI has not made a proc for
+/// yet (a sentinel) has no endpoint. Reads each member's endpoints once,
+/// and stops when every endpoint is placed.
+pub fn peers<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    ompi: &Layout,
+    e: &ProcEndpoints,
+    comm: &Comm,
+    ops: &mut [Op],
+) {
+    let mut wanted: HashMap<u64, Option<i64>> = ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::Send { send, .. } if send.ep != 0 => Some((send.ep, None)),
+            _ => None,
+        })
+        .collect();
+    if wanted.is_empty() {
+        return;
+    }
+    let group = comm
+        .addr
+        .checked_add(ompi.comm.remote_group)
+        .ok_or(crate::target::ReadError::OutOfRange)
+        .and_then(|a| t.read_ptr(a));
+    let Ok(members) = group.and_then(|g| groups::group_members(t, ompi, g, 0)) else {
+        return;
+    };
+    let psize = u64::from(t.sizes.pointer);
+    let bytes = e.count * psize;
+    let mut left = wanted.len();
+    for (rank, member) in members.into_iter().enumerate() {
+        let Member::Ptr(proc_) = member else {
+            continue;
+        };
+        if proc_ & 1 != 0 {
+            continue;
+        }
+        let Ok(v) = proc_
+            .checked_add(e.offset)
+            .ok_or(crate::target::ReadError::OutOfRange)
+            .and_then(|a| t.check_ptr(a, t.ptr_align(), bytes))
+            .and_then(|a| t.view(a, bytes))
+        else {
+            continue;
+        };
+        for slot in 0..e.count {
+            let Ok(ep) = v.ptr(slot * psize) else {
+                continue;
+            };
+            if let Some(found @ None) = wanted.get_mut(&ep) {
+                *found = Some(rank as i64);
+                left -= 1;
+            }
+        }
+        if left == 0 {
+            break;
+        }
+    }
+    for op in ops {
+        if let Op::Send { send, peer, .. } = op {
+            *peer = wanted.get(&send.ep).copied().flatten();
+        }
+    }
+}
+
 impl Op {
     /// The MPI tag, for the filter of Open MPI's own operations.
     pub fn tag(&self) -> Option<i64> {
         match self {
             Op::Recv { decoded, .. }
             | Op::Unexpected { decoded, .. }
-            | Op::Probed { decoded, .. } => decoded.tag,
+            | Op::Probed { decoded, .. }
+            | Op::Send { decoded, .. } => decoded.tag,
         }
     }
 
@@ -445,6 +691,25 @@ impl Op {
                 operations::message(message, decoded, global, OpStatus::Pending),
                 operations::arrival_lines(message, ucx, ""),
             ),
+            Op::Send {
+                send,
+                decoded,
+                mpi_request,
+                peer,
+            } => {
+                let request = match mpi_request {
+                    SendRequest::Plain(r) => mqs_abi::request_line("send", *r),
+                    SendRequest::Persistent(r) => mqs_abi::request_line("persistent send", *r),
+                    SendRequest::Blocking => "blocking send: no MPI request".to_string(),
+                    SendRequest::Buffered => "buffered send: complete for MPI".to_string(),
+                    SendRequest::Unknown => "MPI request not known".to_string(),
+                };
+                let mut lines = vec![request];
+                lines.extend(operations::send_lines(send, ucx, peer.is_some()));
+                let mut op = operations::send(send, decoded, *peer, global);
+                op.system_buffer = *mpi_request == SendRequest::Buffered;
+                (op, lines)
+            }
         };
         PendingOperation {
             extra_text: lines.into(),
@@ -453,12 +718,13 @@ impl Op {
     }
 }
 
-/// Why sends are not listed under pml ucx (said per communicator, never
-/// an empty queue that would look complete).
-pub const SENDS_NOT_LISTED: &str =
-    "sends completed locally under UCX are not listed; pml ucx keeps \
-     no send requests of its own, and UCX 1.13 keeps a send that waits for its receiver \
-     (rendezvous, synchronous) on no list unless its endpoint uses indirect ids";
+/// What a send queue under pml ucx cannot show: said for an empty queue
+/// (never an empty queue that would look complete), and as the last line
+/// of a queue with sends ([`SENDS_NOT_LISTED`]).
+pub const SENDS_NOT_LISTED: &str = "sends completed locally under UCX are not listed";
+pub const SENDS_WHY: &str = "an eager send that completed at once has no request, and a \
+     blocking MPI_Send's request lies on its caller's stack, in no list; none of UCX's \
+     requests is a send on this communicator";
 
 #[cfg(test)]
 mod tests {

@@ -46,6 +46,32 @@ pub mod names {
     pub const RTS_SIZE: &str = "size";
     /// `void ucp_get_version(unsigned *, unsigned *, unsigned *)`.
     pub const FN_VERSION: &str = "ucp_get_version";
+    /// The worker's request memory pool, where every UCP request lives
+    /// (`ucp_worker_t.req_mp`, a `ucs_mpool_t`).
+    pub const WORKER_REQ_MP: &str = "req_mp";
+    pub const WORKER_CONTEXT: &str = "context";
+    pub const CONTEXT: &str = "ucp_context_t";
+    /// `UCX_PROTO_ENABLE`: the new protocols, which mark no tag send.
+    pub const CTX_PROTO_ENABLE: &str = "config.ext.proto_enable";
+    pub const MPOOL: &str = "ucs_mpool_t";
+    pub const MP_DATA: &str = "data";
+    pub const MPOOL_DATA: &str = "ucs_mpool_data_t";
+    pub const MPD_ELEM_SIZE: &str = "elem_size";
+    pub const MPD_ALIGNMENT: &str = "alignment";
+    pub const MPD_CHUNKS: &str = "chunks";
+    pub const MPOOL_CHUNK: &str = "ucs_mpool_chunk_t";
+    pub const MPC_NEXT: &str = "next";
+    pub const MPC_ELEMS: &str = "elems";
+    pub const MPC_NUM_ELEMS: &str = "num_elems";
+    /// The header before each element: the next free element while free,
+    /// the pool while in use.
+    pub const MPOOL_ELEM: &str = "ucs_mpool_elem_t";
+    pub const REQ_FLAGS: &str = "flags";
+    pub const REQ_SEND_EP: &str = "send.ep";
+    pub const REQ_SEND_BUFFER: &str = "send.buffer";
+    pub const REQ_SEND_LENGTH: &str = "send.length";
+    pub const REQ_SEND_TAG: &str = "send.msg_proto.tag";
+    pub const REQ_SEND_CB: &str = "send.cb";
 }
 
 /// `ucs_roundup_pow2(UCP_TAG_MATCH_HASH_SIZE)`, UCP_TAG_MATCH_HASH_SIZE
@@ -63,6 +89,25 @@ pub mod rdesc_flags {
     pub const EAGER_SYNC: u64 = 1 << 3;
     pub const RNDV: u64 = 1 << 6;
 }
+
+/// `ucp_request_t.flags` bits (the anonymous enum in
+/// `ucp/core/ucp_request.h`, UCX 1.13; enumerators are not in reach of a
+/// DLL).
+pub mod request_flags {
+    pub const COMPLETED: u64 = 1 << 0;
+    /// Its owner freed it before it completed (`ucp_request_free`).
+    pub const RELEASED: u64 = 1 << 1;
+    /// Synchronous: it completes when the receiver has matched it.
+    pub const SYNC: u64 = 1 << 8;
+    /// A tag send (`ucp_tag_send_req_init`, the only place that sets it).
+    pub const SEND_TAG: u64 = 1 << 14;
+}
+
+/// Widths of scalars DWARF gives offsets of only: `uint32_t flags`,
+/// `unsigned num_elems`, `int proto_enable`.
+pub const REQ_FLAGS_BYTES: u8 = 4;
+pub const MPC_NUM_ELEMS_BYTES: u8 = 4;
+pub const PROTO_ENABLE_BYTES: u8 = 4;
 
 /// Which of a descriptor's two list links is on the list of all
 /// unexpected descriptors (`UCP_RDESC_ALL_LIST`).
@@ -113,6 +158,80 @@ pub struct UcxLayout {
     /// total length, a rendezvous RTS's size.
     pub ef_total: u64,
     pub rts_size: u64,
+}
+
+/// Where the request pool and a send request's fields lie, for one image:
+/// apart from [`UcxLayout`], so that a UCX whose sends cannot be read
+/// still has its receives read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SendLayout {
+    /// `ucp_worker_t.req_mp`.
+    pub worker_req_mp: u64,
+    /// `ucp_worker_t.context` and `ucp_context_t.config.ext.proto_enable`,
+    /// if the types have them.
+    pub proto_enable: Option<(u64, u64)>,
+    /// `ucs_mpool_t.data`.
+    pub mp_data: u64,
+    /// `ucs_mpool_data_t`: element size, alignment, chunk list; and the
+    /// struct's size.
+    pub mpd_elem_size: u64,
+    pub mpd_alignment: u64,
+    pub mpd_chunks: u64,
+    pub mpd_size: u64,
+    /// `ucs_mpool_chunk_t`.
+    pub mpc_next: u64,
+    pub mpc_elems: u64,
+    pub mpc_num_elems: u64,
+    pub mpc_size: u64,
+    /// `sizeof(ucs_mpool_elem_t)`: the header before each element.
+    pub elem_header: u64,
+    /// `ucp_request_t`: its size, flags and send fields.
+    pub req_size: u64,
+    pub req_flags: u64,
+    pub send_ep: u64,
+    pub send_buffer: u64,
+    pub send_length: u64,
+    pub send_tag: u64,
+    pub send_cb: u64,
+}
+
+impl SendLayout {
+    /// Resolves the layout, or names the first type or field missing.
+    pub fn resolve<I: ImageAccess>(image: &I) -> Result<SendLayout, Missing> {
+        use names::*;
+        let worker = ty(image, WORKER)?;
+        let mp = ty(image, MPOOL)?;
+        let data = ty(image, MPOOL_DATA)?;
+        let chunk = ty(image, MPOOL_CHUNK)?;
+        let elem = ty(image, MPOOL_ELEM)?;
+        let req = ty(image, REQUEST)?;
+        let proto_enable = worker.opt(WORKER_CONTEXT).zip(
+            ty(image, CONTEXT)
+                .ok()
+                .and_then(|c| c.opt(CTX_PROTO_ENABLE)),
+        );
+        Ok(SendLayout {
+            worker_req_mp: worker.field(WORKER_REQ_MP)?,
+            proto_enable,
+            mp_data: mp.field(MP_DATA)?,
+            mpd_elem_size: data.field(MPD_ELEM_SIZE)?,
+            mpd_alignment: data.field(MPD_ALIGNMENT)?,
+            mpd_chunks: data.field(MPD_CHUNKS)?,
+            mpd_size: data.size()?,
+            mpc_next: chunk.field(MPC_NEXT)?,
+            mpc_elems: chunk.field(MPC_ELEMS)?,
+            mpc_num_elems: chunk.field(MPC_NUM_ELEMS)?,
+            mpc_size: chunk.size()?,
+            elem_header: elem.size()?,
+            req_size: req.size()?,
+            req_flags: req.field(REQ_FLAGS)?,
+            send_ep: req.field(REQ_SEND_EP)?,
+            send_buffer: req.field(REQ_SEND_BUFFER)?,
+            send_length: req.field(REQ_SEND_LENGTH)?,
+            send_tag: req.field(REQ_SEND_TAG)?,
+            send_cb: req.field(REQ_SEND_CB)?,
+        })
+    }
 }
 
 impl UcxLayout {
@@ -223,6 +342,92 @@ pub(crate) mod tests {
         i.add_type(EAGER_FIRST, 24, &[(EF_TOTAL, 8)]);
         i.add_type(RTS, 41, &[("hdr", 0), (RTS_SIZE, 32)]);
         i
+    }
+
+    /// [`image`] with the request pool's types and a request's send
+    /// fields (UCX 1.13.1's names; offsets made up, consistent).
+    pub(crate) fn send_image() -> FakeImage {
+        use names::*;
+        let mut i = image();
+        let worker = i.types.iter_mut().find(|t| t.0 == WORKER).unwrap();
+        worker.2.insert(WORKER_REQ_MP.to_string(), 0x88);
+        worker.2.insert(WORKER_CONTEXT.to_string(), 0x68);
+        let req = i.types.iter_mut().find(|t| t.0 == REQUEST).unwrap();
+        for (f, o) in [
+            (REQ_FLAGS, 4),
+            (REQ_SEND_EP, 24),
+            (REQ_SEND_BUFFER, 32),
+            (REQ_SEND_LENGTH, 48),
+            (REQ_SEND_CB, 56),
+            (REQ_SEND_TAG, 112),
+        ] {
+            req.2.insert(f.to_string(), o);
+        }
+        i.add_type(CONTEXT, 0x400, &[(CTX_PROTO_ENABLE, 0x288)]);
+        i.add_type(MPOOL, 16, &[("freelist", 0), (MP_DATA, 8)]);
+        i.add_type(
+            MPOOL_DATA,
+            64,
+            &[
+                (MPD_ELEM_SIZE, 0),
+                (MPD_ALIGNMENT, 8),
+                ("align_offset", 16),
+                (MPD_CHUNKS, 40),
+            ],
+        );
+        i.add_type(
+            MPOOL_CHUNK,
+            24,
+            &[(MPC_NEXT, 0), (MPC_ELEMS, 8), (MPC_NUM_ELEMS, 16)],
+        );
+        i.add_type(MPOOL_ELEM, 8, &[]);
+        i
+    }
+
+    #[test]
+    fn every_send_type_and_field_is_named_when_missing() {
+        use names::*;
+        let base = send_image();
+        let l = SendLayout::resolve(&base).unwrap();
+        assert_eq!(l.proto_enable, Some((0x68, 0x288)));
+        assert_eq!((l.elem_header, l.req_size), (8, 200));
+        for name in [WORKER, MPOOL, MPOOL_DATA, MPOOL_CHUNK, MPOOL_ELEM, REQUEST] {
+            let mut i = base.clone();
+            i.remove_type(name);
+            assert_eq!(SendLayout::resolve(&i), Err(Missing::Type(name)));
+        }
+        for (name, field) in [
+            (WORKER, WORKER_REQ_MP),
+            (MPOOL, MP_DATA),
+            (MPOOL_DATA, MPD_ELEM_SIZE),
+            (MPOOL_DATA, MPD_ALIGNMENT),
+            (MPOOL_DATA, MPD_CHUNKS),
+            (MPOOL_CHUNK, MPC_NEXT),
+            (MPOOL_CHUNK, MPC_ELEMS),
+            (MPOOL_CHUNK, MPC_NUM_ELEMS),
+            (REQUEST, REQ_FLAGS),
+            (REQUEST, REQ_SEND_EP),
+            (REQUEST, REQ_SEND_BUFFER),
+            (REQUEST, REQ_SEND_LENGTH),
+            (REQUEST, REQ_SEND_TAG),
+            (REQUEST, REQ_SEND_CB),
+        ] {
+            let mut i = base.clone();
+            i.types
+                .iter_mut()
+                .find(|t| t.0 == name)
+                .unwrap()
+                .2
+                .remove(field);
+            assert_eq!(SendLayout::resolve(&i), Err(Missing::Field(name, field)));
+        }
+        // The new protocols' switch is optional.
+        let mut i = base.clone();
+        i.remove_type(CONTEXT);
+        assert_eq!(SendLayout::resolve(&i).unwrap().proto_enable, None);
+        // The receive side needs none of it.
+        assert!(UcxLayout::resolve(&image()).is_ok());
+        assert!(SendLayout::resolve(&image()).is_err());
     }
 
     #[test]

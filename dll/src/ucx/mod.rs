@@ -8,6 +8,7 @@
 pub mod layout;
 pub mod matching;
 pub mod operations;
+pub mod sends;
 
 pub use operations::Tag;
 

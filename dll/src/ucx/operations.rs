@@ -1,12 +1,13 @@
 //! The operations UCX's lists hold, as the DLL reports them, for any MPI:
 //! a posted receive, a message that arrived and waits (unexpected), a
-//! message a matched probe holds. The MPI says what the tag means
+//! message a matched probe holds, a send its request pool holds. The MPI says what the tag means
 //! ([`Tag`]) and who the peer is globally; the lines naming its own
 //! requests are its own too.
 
 use mqs_abi::{OpStatus, PendingOperation};
 
 use super::matching::{Posted, Protocol, Unexpected};
+use super::sends::Send;
 
 /// A UCX tag as an MPI means it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,4 +112,56 @@ pub fn probe_lines(message: &Unexpected, holder: u64, ucx: &str) -> Vec<String> 
         "waits for MPI_Mrecv".to_string(),
         format!("{ucx} descriptor {:#x}", message.descriptor),
     ]
+}
+
+/// A send UCX holds, to `peer` (its rank in the communicator, None when
+/// its endpoint was not found among the members; `global` gives its
+/// global rank): pending, or complete and not yet waited for. Without
+/// lines yet.
+pub fn send(
+    send: &Send,
+    decoded: &Tag,
+    peer: Option<i64>,
+    global: impl Fn(i64) -> i64,
+) -> PendingOperation {
+    let local = peer.unwrap_or(-1);
+    let global = peer.map_or(-1, global);
+    let tag = decoded.tag.unwrap_or(-1);
+    let length = clamp(send.length);
+    PendingOperation {
+        status: if send.completed {
+            OpStatus::Complete
+        } else {
+            OpStatus::Pending
+        },
+        desired_local_rank: local,
+        desired_global_rank: global,
+        desired_tag: Some(tag),
+        desired_length: length,
+        system_buffer: false,
+        buffer: send.buffer,
+        actual_local_rank: local,
+        actual_global_rank: global,
+        actual_tag: tag,
+        actual_length: length,
+        extra_text: Default::default(),
+    }
+}
+
+/// The lines UCX's side of a send says: its request and endpoint, and
+/// what it waits for.
+pub fn send_lines(send: &Send, ucx: &str, found: bool) -> Vec<String> {
+    let mut lines = vec![format!("{ucx} send {:#x}, ep {:#x}", send.request, send.ep)];
+    if !found {
+        lines.push("destination unknown: no member has its endpoint".to_string());
+    }
+    if send.completed {
+        lines.push("complete, not yet waited for or freed".to_string());
+    } else if send.sync {
+        lines.push("synchronous: waits for its receiver to match it".to_string());
+    }
+    if send.released {
+        lines.push("freed by its owner before it completed".to_string());
+    }
+    lines
 }
