@@ -10,6 +10,13 @@
 //!   by the runtime invariants.
 //! - The same job with the packs removed and `DEBUGINFOD_URLS` pointing at a
 //!   local `debuginfod` serving the debug files works too.
+//! - The same Open MPI under `pml ucx` on Debian's stock UCX (`libucx0`
+//!   1.13.1-1): the `queues` and `mprobe` jobs show, through the packs
+//!   alone (libmpi's, `mca_pml_ucx.so`'s and `libucp.so.0`'s), exactly the
+//!   queues of the `-g` build (`openmpi-4.1.4-ucx` on UCX 1.13.1 `-g`) under
+//!   pml ucx; Open MPI's own DLL lists nothing on either, as on the `-g`
+//!   build. Without UCX's pack our DLL says, per queue, that UCX cannot be
+//!   read and which type is missing.
 //! - MPICH 4.0.2-3+b1 (ch4, no `--enable-debuginfo`): one line saying why
 //!   no queues can be shown (exit 6); `mqs-dump cvars` still lists its
 //!   control variables.
@@ -20,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mqs_tests::{workspace_root, Job, Mpi};
+use mqs_tests::{workspace_root, Job, LaunchOptions, Mpi, PML_UCX_ENV};
 use serde_json::Value;
 use support::*;
 
@@ -95,6 +102,17 @@ fn run_in(netns: Option<&str>, args: &[&str], env: &[(String, String)]) -> std::
 /// The dump of one rank, in JSON, once the rank has posted its blocking
 /// receive (tag 1000 on mqs-wait), which it does just after READY.
 fn settled(pid: u32, extra: &[&str], env: &[(String, String)], netns: Option<&str>) -> Value {
+    settled_on("mqs-wait", pid, extra, env, netns)
+}
+
+/// [`settled`], the blocking receive being on the communicator `comm`.
+fn settled_on(
+    comm: &str,
+    pid: u32,
+    extra: &[&str],
+    env: &[(String, String)],
+    netns: Option<&str>,
+) -> Value {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let pid_s = pid.to_string();
@@ -105,7 +123,7 @@ fn settled(pid: u32, extra: &[&str], env: &[(String, String)], netns: Option<&st
         let json: Value = serde_json::from_slice(&out.stdout).expect("JSON");
         let posted = json["processes"][0]["communicators"]["list"]
             .as_array()
-            .and_then(|l| l.iter().find(|c| c["name"] == "mqs-wait"))
+            .and_then(|l| l.iter().find(|c| c["name"] == comm))
             .and_then(|c| c["receives"]["operations"].as_array())
             .is_some_and(|ops| ops.iter().any(|op| op["desired_tag"] == 1000));
         if posted || Instant::now() > deadline {
@@ -301,6 +319,184 @@ fn stock_open_mpi_is_dumped_with_both_dlls_like_the_g_build() {
     assert_error(&out, NO_DEBUG_INFO, &[STOCK_LIBMPI_ID, "--offline"]);
     assert_running_untraced(job.rank_pid(0).unwrap());
     job.shutdown().expect("shutdown");
+}
+
+/// One dump of one rank, in JSON.
+fn dumped(pid: u32, extra: &[&str], env: &[(String, String)]) -> Value {
+    let pid_s = pid.to_string();
+    let mut args = vec!["--pid", pid_s.as_str(), "--json"];
+    args.extend_from_slice(extra);
+    let out = run_with(&args, env);
+    assert!(out.status.success(), "mqs-dump {args:?}: {}", stderr(&out));
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+/// `fixture` on `mpi` under pml ucx on one machine (UCX's loopback and
+/// shared-memory transports).
+fn launch_pml_ucx(mpi: Mpi, fixture: &str) -> Job {
+    let options = LaunchOptions {
+        env: PML_UCX_ENV
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect(),
+        ..LaunchOptions::default()
+    };
+    Job::launch_with(mpi, fixture, 2, &[], &options)
+        .unwrap_or_else(|e| panic!("launch {fixture} on {mpi} under pml ucx: {e}"))
+}
+
+/// Each rank's queues under pml ucx through Open MPI's own DLL and ours,
+/// once the rank waits in its blocking receive on `comm`; and what our DLL
+/// says it read (`Open MPI 4.1.4, pml ucx, UCX 1.13.1`).
+fn ucx_dumps(job: &Job, comm: &str, env: &[(String, String)]) -> Vec<UcxRank> {
+    let ours = our_dll();
+    job.rank_pids()
+        .into_iter()
+        .map(|(rank, pid)| {
+            let mine = settled_on(comm, pid, &["--dll", &ours], env, None);
+            // Settled now; Open MPI's DLL shows no receive to wait for.
+            let theirs = dumped(pid, &["--dll", "mpi"], env);
+            assert_running_untraced(pid);
+            UcxRank {
+                rank,
+                theirs: contents(&theirs),
+                ours: contents(&mine),
+                version: mine["processes"][0]["dll"]["mpi"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            }
+        })
+        .collect()
+}
+
+#[derive(Debug, PartialEq, Eq)]
+struct UcxRank {
+    rank: u32,
+    theirs: Vec<String>,
+    ours: Vec<String>,
+    version: String,
+}
+
+/// How many operations a listing from [`contents`] has.
+fn operations(lines: &[String]) -> usize {
+    lines
+        .iter()
+        .filter(|l| {
+            ["  sends: ", "  receives: ", "  unexpected: "]
+                .iter()
+                .any(|q| l.starts_with(q) && !l[q.len()..].starts_with("\"not_available\""))
+        })
+        .count()
+}
+
+/// Debian 12's stock Open MPI under `pml ucx` on Debian's stock UCX, every
+/// library stripped: the packs of libmpi, `mca_pml_ucx.so` and
+/// `libucp.so.0` alone let our DLL read UCX's worker, and each rank's
+/// queues are exactly the `-g` build's under pml ucx: a specific and an
+/// ANY_SOURCE receive, an ANY_TAG receive on a dup'd communicator, the
+/// unexpected eager message and the unexpected 400,000-byte rendezvous
+/// one, the blocking `MPI_Recv` (`queues`); a persistent receive, a
+/// message `MPI_Mprobe` took and the `MPI_Issend`'s rendezvous message
+/// (`mprobe`). Open MPI's own DLL lists nothing on either build.
+#[test]
+fn stock_open_mpi_under_pml_ucx_on_stock_ucx_is_dumped_through_the_packs_like_the_g_build() {
+    for (fixture, comm) in [("queues", "mqs-wait"), ("mprobe", "MPI_COMM_WORLD")] {
+        let reference = launch_pml_ucx(Mpi::OpenMpiUcx, fixture);
+        let empty = scratch(&format!("ucx-g-{fixture}"));
+        let expected = ucx_dumps(&reference, comm, &isolated(&empty, &empty, None));
+        reference.shutdown().expect("shutdown");
+
+        let job = launch_pml_ucx(Mpi::DebianOpenMpi, fixture);
+        let cache = scratch(&format!("ucx-stock-cache-{fixture}"));
+        let data = data_with_packs(&format!("ucx-packs-{fixture}"), |_| {});
+        let got = ucx_dumps(&job, comm, &isolated(&data, &cache, None));
+        // With Open MPI's packs but not UCX's: every queue UCX holds says
+        // why it cannot be read, never an empty list.
+        let pid = job.rank_pid(0).unwrap().to_string();
+        let open_mpi_only = data_with_packs(&format!("ucx-ompi-only-{fixture}"), |_| {});
+        std::fs::remove_file(open_mpi_only.join("typepacks/debian12-ucx-1.13.1-1-libucp.json"))
+            .expect("the libucp pack is committed");
+        let out = run_with(
+            &["--pid", &pid, "--dll", &our_dll(), "--json"],
+            &isolated(&open_mpi_only, &cache, None),
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        let partial: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        for c in partial["processes"][0]["communicators"]["list"]
+            .as_array()
+            .expect("communicators")
+        {
+            for q in ["receives", "unexpected"] {
+                let reason = c[q]["reason"].as_str().unwrap_or_default();
+                assert!(
+                    c[q]["status"] == "not_available"
+                        && reason.contains("UCX cannot be read here")
+                        && reason.contains("type ucp_worker_t missing"),
+                    "{fixture}: without libucp's pack, {} {q}: {}",
+                    c["name"],
+                    c[q]
+                );
+            }
+        }
+        // Without the packs no DLL has the types: the libraries are named.
+        let none = scratch(&format!("ucx-none-{fixture}"));
+        let out = run_with(
+            &["--pid", &pid, "--dll", &our_dll(), "--offline"],
+            &isolated(&none, &cache, None),
+        );
+        assert_error(&out, NO_DEBUG_INFO, &[STOCK_LIBMPI_ID, "--offline"]);
+        job.shutdown().expect("shutdown");
+
+        assert_eq!(got.len(), 2, "{fixture}: {got:#?}");
+        for (g, stock) in expected.iter().zip(&got) {
+            let rank = g.rank;
+            assert!(
+                g.version.contains("pml ucx, UCX 1.13.1"),
+                "{fixture} rank {rank}: -g: {}",
+                g.version
+            );
+            assert_eq!(
+                stock.version, g.version,
+                "{fixture} rank {rank}: the version line, stock vs -g"
+            );
+            assert_eq!(
+                stock.ours, g.ours,
+                "{fixture} rank {rank}: our DLL under pml ucx, stock vs -g"
+            );
+            assert_eq!(
+                stock.theirs, g.theirs,
+                "{fixture} rank {rank}: Open MPI's DLL under pml ucx, stock vs -g"
+            );
+            // Open MPI's DLL walks ob1's request lists, which pml ucx never
+            // fills: nothing, on either build.
+            assert_eq!(
+                operations(&stock.theirs),
+                0,
+                "{fixture} rank {rank}: Open MPI's DLL: {:#?}",
+                stock.theirs
+            );
+        }
+        // What each fixture leaves is there (not two empty listings).
+        let rank0 = &got[0].ours;
+        let has = |needle: &str| rank0.iter().filter(|l| l.contains(needle)).count();
+        match fixture {
+            "queues" => {
+                assert_eq!(
+                    has("unexpected: \"pending\""),
+                    2,
+                    "eager and rendezvous: {rank0:#?}"
+                );
+                assert!(has("tag 1000") >= 1, "{rank0:#?}");
+                assert!(has("len 400000") >= 1, "{rank0:#?}");
+            }
+            _ => {
+                assert_eq!(has("message taken by MPI_Mprobe"), 1, "{rank0:#?}");
+                assert_eq!(has("persistent receive request ADDR"), 1, "{rank0:#?}");
+                assert_eq!(has("len 400000"), 1, "{rank0:#?}");
+            }
+        }
+    }
 }
 
 #[test]

@@ -7,7 +7,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use mqs_tests::{workspace_root, Job, Mpi};
+use mqs_tests::{workspace_root, Job, LaunchOptions, Mpi, PML_UCX_ENV};
 use serde_json::Value;
 use support::*;
 
@@ -32,16 +32,18 @@ fn ok(args: &[&str]) -> String {
     stdout(&out)
 }
 
-#[test]
-fn the_query_list_holds_every_name_both_dlls_look_up() {
-    let job = Job::launch(Mpi::OpenMpiG, "queues", 2, &[]).expect("launch");
-    let dir = scratch("queries");
+/// Both DLLs' lookups on every rank of `job`, saved as snapshots in
+/// `dir` (named after `tag`), once each rank waits in its blocking receive.
+fn record_lookups(job: &Job, dir: &Path, tag: &str) -> Vec<String> {
     let mut snapshots = Vec::new();
     for (rank, pid) in job.rank_pids() {
         // Wait for the blocking receive, so every queue has something.
         let _ = dump_json(pid, &[]);
         for (name, dll) in [("theirs", None), ("ours", Some(our_dll()))] {
-            let file = dir.join(format!("{name}-{rank}.mqs")).display().to_string();
+            let file = dir
+                .join(format!("{tag}-{name}-{rank}.mqs"))
+                .display()
+                .to_string();
             let pid = pid.to_string();
             let mut args = vec!["--pid", pid.as_str(), "--save", file.as_str()];
             if let Some(d) = &dll {
@@ -51,33 +53,114 @@ fn the_query_list_holds_every_name_both_dlls_look_up() {
             snapshots.push(file);
         }
     }
-    job.shutdown().expect("shutdown");
+    snapshots
+}
+
+/// `mqs-dump typepack queries` over the snapshots.
+fn recorded_queries(snapshots: &[String]) -> Value {
     let mut args = vec!["typepack", "queries"];
-    for s in &snapshots {
+    for s in snapshots {
         args.extend(["--snapshot", s.as_str()]);
     }
-    let recorded: Value = serde_json::from_str(&ok(&args)).unwrap();
-    let list: Value = serde_json::from_slice(
-        &std::fs::read(workspace_root().join("typepacks/queries/openmpi-4.1.json")).unwrap(),
-    )
-    .unwrap();
+    serde_json::from_str(&ok(&args)).unwrap()
+}
+
+/// The committed query lists named, as one.
+fn query_lists(files: &[&str]) -> Value {
+    let mut all = serde_json::json!({"symbols": [], "functions": [], "types": []});
+    for file in files {
+        let list: Value = serde_json::from_slice(
+            &std::fs::read(workspace_root().join("typepacks/queries").join(file)).unwrap(),
+        )
+        .unwrap();
+        for kind in ["symbols", "functions", "types"] {
+            let names = list[kind].as_array().cloned().unwrap_or_default();
+            all[kind].as_array_mut().unwrap().extend(names);
+        }
+    }
+    all
+}
+
+/// The names `recorded` has that `list` lacks, as "kind name".
+fn missing_names(recorded: &Value, list: &Value) -> Vec<String> {
+    let mut missing = Vec::new();
     for kind in ["symbols", "functions", "types"] {
         let have: Vec<&Value> = list[kind].as_array().unwrap().iter().collect();
-        let missing: Vec<&Value> = recorded[kind]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|n| !have.contains(n))
-            .collect();
-        assert!(
-            missing.is_empty(),
-            "the DLLs now look up {kind} {missing:?}, which typepacks/queries/openmpi-4.1.json \
-             lacks: add them and make the packs again (scripts/typepack-debian12-openmpi)"
+        missing.extend(
+            recorded[kind]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|n| !have.contains(n))
+                .map(|n| format!("{kind} {n}")),
         );
     }
+    missing
+}
+
+#[test]
+fn the_query_list_holds_every_name_both_dlls_look_up() {
+    let job = Job::launch(Mpi::OpenMpiG, "queues", 2, &[]).expect("launch");
+    let dir = scratch("queries");
+    let snapshots = record_lookups(&job, &dir, "ob1");
+    job.shutdown().expect("shutdown");
+    let recorded = recorded_queries(&snapshots);
+    let missing = missing_names(&recorded, &query_lists(&["openmpi-4.1.json"]));
+    assert!(
+        missing.is_empty(),
+        "the DLLs now look up {missing:?}, which typepacks/queries/openmpi-4.1.json lacks: add \
+         them and make the packs again (scripts/typepack-debian12-openmpi)"
+    );
     // Both DLLs' core names are there (the recording is not empty).
     let types = recorded["types"].as_array().unwrap();
     for t in ["ompi_communicator_t", "mca_pml_ob1_comm_t"] {
+        assert!(types.iter().any(|x| x == t), "{t} not recorded: {types:?}");
+    }
+}
+
+/// The same under pml ucx (the `queues` and `mprobe` jobs on the
+/// `openmpi-4.1.4-ucx` build): Open MPI's names are in openmpi-4.1.json,
+/// UCX's in ucx-1.13.json, which the packs of Debian's libucx0 are made
+/// from (scripts/typepack-debian12-ucx).
+#[test]
+fn the_query_lists_hold_every_name_the_dlls_look_up_under_pml_ucx() {
+    let dir = scratch("queries-ucx");
+    let mut snapshots = Vec::new();
+    for fixture in ["queues", "mprobe"] {
+        let options = LaunchOptions {
+            env: PML_UCX_ENV
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+            ..LaunchOptions::default()
+        };
+        let job = Job::launch_with(Mpi::OpenMpiUcx, fixture, 2, &[], &options).expect("launch");
+        snapshots.extend(record_lookups(&job, &dir, fixture));
+        job.shutdown().expect("shutdown");
+    }
+    let recorded = recorded_queries(&snapshots);
+    let missing = missing_names(
+        &recorded,
+        &query_lists(&["openmpi-4.1.json", "ucx-1.13.json"]),
+    );
+    assert!(
+        missing.is_empty(),
+        "under pml ucx the DLLs now look up {missing:?}, which typepacks/queries/openmpi-4.1.json \
+         and ucx-1.13.json lack: add them (UCX's names to ucx-1.13.json) and make the packs \
+         again (scripts/typepack-debian12-openmpi, scripts/typepack-debian12-ucx)"
+    );
+    // UCX's own names are in UCX's list, not Open MPI's.
+    let ucx = query_lists(&["ucx-1.13.json"]);
+    let types = recorded["types"].as_array().unwrap();
+    for t in types.iter().filter_map(Value::as_str) {
+        if t.starts_with("ucp_") || t.starts_with("ucs_") {
+            assert!(
+                ucx["types"].as_array().unwrap().iter().any(|x| x == t),
+                "{t} belongs in ucx-1.13.json"
+            );
+        }
+    }
+    for t in ["ucp_worker_t", "ucp_request_t", "mca_pml_ucx_module_t"] {
         assert!(types.iter().any(|x| x == t), "{t} not recorded: {types:?}");
     }
 }

@@ -2,13 +2,16 @@
 //! loads: every allocated section equal (name, type, flags, address, size,
 //! contents; NOBITS by size), every PT_LOAD segment equal, all but the
 //! build-id note. Then the rebuild's DWARF describes the library, whose own
-//! debug file we do not have.
+//! debug file we do not have. The one other difference accepted is a newer
+//! linker's order of the imported symbols, when proven to be nothing else
+//! ([`super::plt_order`]).
 
 use std::path::Path;
 
 use object::read::elf::{ElfFile64, FileHeader, ProgramHeader, SectionHeader};
 use object::{elf, Endianness};
 
+use super::plt_order::{self, Sec};
 use mqs_core::hex::hex;
 use mqs_core::symbols::typepack::Rebuilt;
 use mqs_core::{Error, Result};
@@ -49,6 +52,7 @@ pub fn compare_loaded(library: &Path, rebuild: &Path) -> Result<Rebuilt> {
     }
     let mut compared = 0u64;
     let mut identical = Vec::new();
+    let mut first_difference = None;
     for (x, y) in a_secs.iter().zip(&b_secs) {
         if (x.sh_type, x.flags, x.addr, x.size) != (y.sh_type, y.flags, y.addr, y.size) {
             return Err(differ(format!(
@@ -61,15 +65,19 @@ pub fn compare_loaded(library: &Path, rebuild: &Path) -> Result<Rebuilt> {
         if x.name == BUILD_ID_NOTE {
             continue;
         }
-        if let Some(at) = x.data.iter().zip(y.data).position(|(p, q)| p != q) {
-            return Err(differ(format!(
-                "section {} differs at byte {at:#x} (address {:#x})",
-                x.name,
-                x.addr + at as u64
-            )));
-        }
         compared += x.data.len() as u64;
-        identical.push(x.name.clone());
+        match x.data.iter().zip(y.data).position(|(p, q)| p != q) {
+            None => identical.push(x.name.clone()),
+            Some(at) => {
+                first_difference.get_or_insert_with(|| {
+                    format!(
+                        "section {} differs at byte {at:#x} (address {:#x})",
+                        x.name,
+                        x.addr + at as u64
+                    )
+                });
+            }
+        }
     }
     let build_id = object::Object::build_id(&b)
         .ok()
@@ -81,17 +89,60 @@ pub fn compare_loaded(library: &Path, rebuild: &Path) -> Result<Rebuilt> {
         .flatten()
         .map(hex)
         .unwrap_or_default();
+    let mut statement = format!(
+        "the DWARF is the rebuild's (build-id {build_id}); the rebuild loads the same bytes \
+         as the library (build-id {library_id}): {} allocated sections ({compared} bytes) and \
+         every PT_LOAD segment are identical, only the build-id note differs",
+        identical.len()
+    );
+    let mut equivalent = Vec::new();
+    if let Some(first) = first_difference {
+        // Only a newer linker's order of imports, proven, is accepted.
+        let x86_64 = a.elf_header().e_machine(a.endian()) == elf::EM_X86_64;
+        let proof = if x86_64 {
+            plt_order::explain(&as_secs(&a_secs), &as_secs(&b_secs))
+        } else {
+            Err("not x86-64".to_string())
+        };
+        let r = proof.map_err(|why| differ(format!("{first}; {why}")))?;
+        statement = format!(
+            "the DWARF is the rebuild's (build-id {build_id}); the rebuild loads the same code \
+             and data as the library (build-id {library_id}): of {} allocated sections \
+             ({compared} bytes) and every PT_LOAD segment, all but the build-id note and {} are \
+             identical; those differ only by the order of {} imported (undefined) symbols in \
+             .dynsym, as a newer linker put them, so that {} PLT slots call other functions \
+             and {} call/jump operands in the code changed with them, each calling the same \
+             function in both (checked: every other relocation names the same symbol in both, \
+             and every call through a reordered slot calls the same function)",
+            identical.len() + r.sections.len(),
+            r.sections.join(", "),
+            r.symbols,
+            r.slots,
+            r.operands
+        );
+        equivalent = r.sections;
+    }
     Ok(Rebuilt {
-        statement: format!(
-            "the DWARF is the rebuild's (build-id {build_id}); the rebuild loads the same bytes \
-             as the library (build-id {library_id}): {} allocated sections ({compared} bytes) and \
-             every PT_LOAD segment are identical, only the build-id note differs",
-            identical.len()
-        ),
+        statement,
         build_id,
         identical_sections: identical,
+        equivalent_sections: equivalent,
         bytes_compared: compared,
     })
+}
+
+/// The sections but the build-id note, as `plt_order` reads them.
+fn as_secs<'s>(secs: &'s [Section<'_>]) -> Vec<Sec<'s>> {
+    secs.iter()
+        .filter(|x| x.name != BUILD_ID_NOTE)
+        .map(|x| Sec {
+            name: &x.name,
+            sh_type: x.sh_type,
+            flags: x.flags,
+            addr: x.addr,
+            data: x.data,
+        })
+        .collect()
 }
 
 struct Section<'a> {

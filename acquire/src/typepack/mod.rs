@@ -1,7 +1,7 @@
 //! Type packs beyond the symbol layer: making one from a library's DWARF
 //! (`extract`), checking one against a library (`check`), the proof that a
 //! rebuild loads the same bytes as the library it stands in for
-//! (`identity`), the names DLLs ask for (`queries`), and the runtime
+//! (`identity`; `plt_order`, the one linker difference it accepts), the names DLLs ask for (`queries`), and the runtime
 //! invariants that guard every pack before a DLL reads through it
 //! (`guard`). The pack format and its lookup live in
 //! [`mqs_core::symbols::typepack`], below this module.
@@ -10,6 +10,7 @@ pub mod check;
 pub mod extract;
 pub mod guard;
 pub mod identity;
+mod plt_order;
 pub mod queries;
 
 pub use mqs_core::symbols::typepack::{TypePack, TypePacks};

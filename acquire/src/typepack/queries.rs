@@ -1,9 +1,10 @@
 //! The names message-queue DLLs look up: what a pack must answer. The
 //! built-in list is the union of what Open MPI 4.1's own DLL and ours ask
-//! for, recorded by running both against a live job of the `-g` build
-//! (`mqs-dump --save`, then `mqs-dump typepack queries --snapshot ...`);
+//! for, recorded by running both against live jobs of the `-g` builds,
+//! under ob1 and under pml ucx (`mqs-dump --save`, then `mqs-dump typepack
+//! queries --snapshot ...`), and of the UCX names ours asks for there;
 //! `tests/e2e/typepack.rs` records them again and fails when a DLL asks for
-//! a name the list lacks.
+//! a name the lists lack.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -28,11 +29,16 @@ pub struct Queries {
 
 /// The committed list for Open MPI 4.1 (`typepacks/queries/openmpi-4.1.json`).
 const OPENMPI_41: &str = include_str!("../../../typepacks/queries/openmpi-4.1.json");
+/// The committed list for UCX 1.13 (`typepacks/queries/ucx-1.13.json`).
+const UCX_113: &str = include_str!("../../../typepacks/queries/ucx-1.13.json");
 
 impl Queries {
-    /// The built-in list.
+    /// The built-in list: Open MPI 4.1's names and UCX 1.13's.
     pub fn builtin() -> Self {
-        serde_json::from_str(OPENMPI_41).unwrap_or_default()
+        let mut q: Self = serde_json::from_str(OPENMPI_41).unwrap_or_default();
+        let ucx: Self = serde_json::from_str(UCX_113).unwrap_or_default();
+        q.merge(&ucx);
+        q
     }
 
     /// A list from a file: a query list in JSON, or a snapshot (`--save`),
@@ -102,5 +108,9 @@ mod tests {
             assert!(q.types.contains(t), "{t} missing from the built-in list");
         }
         assert!(q.symbols.contains("MPIR_debug_typedefs_sizeof"));
+        for t in ["ucp_worker_t", "ucs_queue_head_t", "mca_pml_ucx_module_t"] {
+            assert!(q.types.contains(t), "{t} missing from the built-in list");
+        }
+        assert!(q.functions.contains("ucp_get_version"));
     }
 }

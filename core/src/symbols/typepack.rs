@@ -73,9 +73,15 @@ pub struct Provenance {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rebuilt {
     pub build_id: String,
-    /// Every loaded (SHF_ALLOC) section, compared byte for byte (NOBITS by
-    /// size) between the library and the rebuild, except the build-id note.
+    /// The loaded (SHF_ALLOC) sections found identical, compared byte for
+    /// byte (NOBITS by size) between the library and the rebuild, except the
+    /// build-id note.
     pub identical_sections: Vec<String>,
+    /// Sections that differ only by a newer linker's order of the imported
+    /// symbols, proven to make the same code (`.dynsym`, code sections);
+    /// the statement says what was checked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub equivalent_sections: Vec<String>,
     pub bytes_compared: u64,
     /// The one sentence a reader needs.
     pub statement: String,

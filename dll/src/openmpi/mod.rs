@@ -777,6 +777,14 @@ impl MpiBackend for OpenMpi {
         if let Some(pml) = self.ucx().cloned() {
             return self.read_ucx(cx, &t, &pml, comm, class);
         }
+        // Under pml ucx whose UCX cannot be read, unexpected messages are
+        // UCX's too: say why, not what ob1 (not even loaded) lacks.
+        if let (OpClass::UnexpectedMessages, Some(Err(_))) = (class, &self.ucx) {
+            if let Some(why) = self.pml_blind_spot() {
+                messages::set_no_information_reason(&why);
+            }
+            return Ok(None);
+        }
         let (built, unlisted) = match class {
             OpClass::PendingSends => (self.sends(cx, &t, &layout, &syms, comm), None),
             OpClass::PendingReceives => (self.receives(cx, &t, &layout, &syms, comm), None),

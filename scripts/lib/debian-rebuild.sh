@@ -1,0 +1,77 @@
+# What the scripts that rebuild a Debian package for its DWARF share
+# (scripts/typepack-debian12-*): messages, the stage bookkeeping, the checks
+# of the machine, and the mqs-dump that writes the packs. Sourced, not run.
+#
+# The sourcing script sets `tool` (its name, for messages) and `work` (its
+# work directory) first, then calls `parse_stages "$@"` and `check_bookworm`.
+
+say() { printf '%s: %s\n' "$tool" "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+need_sudo() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# --from N (redo stage N and later) and --until N (stop after N); stages run
+# from 1 to $last_stage.
+parse_stages() {
+    from=1 until=$last_stage
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --from) from=${2:?--from needs a stage number}; shift 2 ;;
+            --until) until=${2:?--until needs a stage number}; shift 2 ;;
+            *) die "usage: $0 [--from N] [--until N]" ;;
+        esac
+    done
+}
+
+# The stock packages are amd64 builds of bookworm's toolchain: a rebuild
+# anywhere else would not load the same bytes.
+check_bookworm() {
+    [ "$(dpkg --print-architecture)" = amd64 ] || die "the stock package is amd64; this is $(dpkg --print-architecture)"
+    grep -qs 'VERSION_CODENAME=bookworm' /etc/os-release || die "run this on Debian 12 (bookworm): the rebuild must use its toolchain"
+    mkdir -p "$work"
+}
+
+# A stage is skipped when it is done (and not redone by --from) or after --until.
+stage_done() { { [ "$1" -lt "$from" ] && [ -f "$work/.stage-$1" ]; } || [ "$1" -gt "$until" ]; }
+finish() { touch "$work/.stage-$1"; say "stage $1 ($2) done"; }
+
+# The mqs-dump that writes and checks the packs: $MQS_DUMP, else this tree's,
+# built with cargo --release (into $CARGO_TARGET_DIR when set).
+mqs_dump() {
+    if [ -n "${MQS_DUMP:-}" ]; then
+        printf '%s\n' "$MQS_DUMP"
+        return
+    fi
+    (cd "$root" && cargo build --release -q -p mqs-dump) >&2
+    printf '%s\n' "${CARGO_TARGET_DIR:-$root/target}/release/mqs-dump"
+}
+
+# Debian's build of the unpacked source in $1: nocheck skips the test suite
+# (it does not change what is compiled). The log goes to $work/build.log.
+# `build_env` (an array of NAME=VALUE, empty by default) is added to the
+# build's environment: what makes this machine look like the buildd where it
+# has more installed than the package's build dependencies.
+build_env=()
+debian_build() {
+    local srcdir=$1 start=$SECONDS
+    rm -f "$work"/src/*.deb "$work"/src/*.ddeb "$work"/src/*.buildinfo "$work"/src/*.changes
+    say "dpkg-buildpackage -b (log: $work/build.log)"
+    (cd "$srcdir" && env "${build_env[@]}" DEB_BUILD_OPTIONS="parallel=$jobs nocheck" nice -n 10 \
+        dpkg-buildpackage -b -uc -us) >"$work/build.log" 2>&1 \
+        || { tail -n 30 "$work/build.log" >&2; die "dpkg-buildpackage failed, see $work/build.log"; }
+    say "built in $((SECONDS - start)) s"
+}
+
+# The pack of the stock library $1 (a path inside the package), from the
+# rebuild's DWARF, checked against the stock library: extract compares the
+# rebuilt library's loaded sections with the stock one's byte for byte and
+# keys the pack by the stock build-id. $2: the pack file, $3: provenance,
+# $4: the query list (empty: mqs-dump's built-in one).
+make_pack() {
+    local lib=$1 pack=$2 provenance=$3 queries=${4:-}
+    local extra=()
+    [ -n "$queries" ] && extra=(--queries "$queries")
+    "$dump" typepack extract --lib "$work/stock/$lib" --built-lib "$work/rebuilt/$lib" \
+        --debug-dir "$work/dbgsym/usr/lib/debug" --provenance "$provenance" \
+        "${extra[@]}" --out "$pack"
+    "$dump" typepack check --lib "$work/stock/$lib" --typepack "$(dirname "$pack")"
+}
