@@ -237,7 +237,7 @@ pub fn resolve<I: ImageAccess, P: ProcessAccess + ?Sized>(
     let version = image
         .find_function(ucx_names::FN_VERSION)
         .and_then(|f| read_version(t, f));
-    let ucx = |m: Missing| format!("{} not supported: {m} missing", version_name(version));
+    let ucx = |m: Missing| crate::ucx::unreadable(version, m);
     let netmod = |m: Missing| format!("MPICH's ucx netmod not supported: {m} missing");
     Some((|| {
         let layout = UcxLayout::resolve(image).map_err(ucx)?;
@@ -776,7 +776,19 @@ mod tests {
         i.remove_type(ucx_names::WORKER);
         assert_eq!(
             err(&i),
-            "UCX (version unknown) not supported: type ucp_worker_t missing"
+            "UCX (version unknown)'s types are not known here: type ucp_worker_t missing \
+             (libucp.so.0 has no debug information: install its debug symbols, point \
+             --debug-dir at them, or add its type pack)"
+        );
+        // Another of UCX's types missing: a layout we do not know.
+        let mut i = base.clone();
+        i.remove_type(ucx_names::REQUEST);
+        assert_eq!(
+            err(&i),
+            format!(
+                "UCX (version unknown) not supported: type {} missing",
+                ucx_names::REQUEST
+            )
         );
         // user_data only names the request.
         let mut i = base.clone();

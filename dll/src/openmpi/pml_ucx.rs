@@ -297,7 +297,7 @@ pub fn resolve<I: ImageAccess, P: ProcessAccess + ?Sized>(
     let version = image
         .find_function(ucx_names::FN_VERSION)
         .and_then(|f| read_version(t, f));
-    let unsupported = |m: Missing| format!("{} not supported: {m} missing", version_name(version));
+    let unsupported = |m: Missing| crate::ucx::unreadable(version, m);
     let context = TagContext::resolve(layout.comm.index, ompi.map(|v| v.0)).map_err(|m| {
         let (a, b, c) = ompi.unwrap_or_default();
         format!("Open MPI {a}.{b}.{c}'s pml ucx not supported: {m} missing")

@@ -24,6 +24,22 @@ pub fn version_name(version: Option<[u32; 3]>) -> String {
     }
 }
 
+/// Why UCX's queues cannot be read, from the first name missing: without
+/// its first type, libucp has no types here at all (no debug information
+/// and no pack), which a user fixes on their side; any other name missing
+/// is a UCX whose layout we do not know.
+pub fn unreadable(version: Option<[u32; 3]>, missing: crate::types::Missing) -> String {
+    let name = version_name(version);
+    match missing {
+        crate::types::Missing::Type(t) if t == layout::names::WORKER => format!(
+            "{name}'s types are not known here: type {t} missing (libucp.so.0 has no debug \
+             information: install its debug symbols, point --debug-dir at them, or add its type \
+             pack)"
+        ),
+        other => format!("{name} not supported: {other} missing"),
+    }
+}
+
 /// UCX's version, read from the code of `ucp_get_version` at `function`
 /// (the library records it nowhere else): compiled for x86-64 it is three
 /// `movl $imm32, (reg)` to the major, minor and release pointers (rdi,
