@@ -173,12 +173,16 @@ fn nemesis_positions(p: &Recorded) -> Vec<Position> {
 }
 
 /// The fixture's contents for each MPICH recording.
-fn known(name: &str) -> Vec<contents::Process> {
+/// What the fixture left, where `contents` describes it (ch4:ucx's
+/// queues are checked exactly by tests/e2e/ucx.rs; its replay equals its
+/// recording here).
+fn known(name: &str) -> Option<Vec<contents::Process>> {
     match name {
-        "mpich-queues2" => contents::mpich_queues(2, 2),
-        "mpich-queues8" => contents::mpich_queues(8, 0),
-        "mpich-ch4-queues3" => contents::mpich_ch4_queues(3, 2),
-        "mpich-spin-ring" => contents::spin_ring(3, contents::SpinMpi::Mpich),
+        "mpich-queues2" => Some(contents::mpich_queues(2, 2)),
+        "mpich-queues8" => Some(contents::mpich_queues(8, 0)),
+        "mpich-ch4-queues3" => Some(contents::mpich_ch4_queues(3, 2)),
+        "mpich-spin-ring" => Some(contents::spin_ring(3, contents::SpinMpi::Mpich)),
+        "mpich-ucx-queues" => None,
         other => panic!("{other}: no known contents"),
     }
 }
@@ -203,6 +207,7 @@ fn mpich_replays_equal_the_dumps_that_recorded_them() {
         [
             "mpich-queues2",
             "mpich-queues8",
+            "mpich-ucx-queues",
             "mpich-ch4-queues3",
             "mpich-spin-ring"
         ]
@@ -213,7 +218,9 @@ fn mpich_replays_equal_the_dumps_that_recorded_them() {
 fn mpich_replays_hold_what_the_fixture_left() {
     let mut checked = 0;
     for plan in recordings(Family::Mpich) {
-        checked += check_known(plan.name, &known(plan.name));
+        if let Some(expected) = known(plan.name) {
+            checked += check_known(plan.name, &expected);
+        }
     }
     // 2 ranks, N = 2: rank 0 has 10, rank 1 has 6; 8 ranks: rank 0 has 6,
     // rank 1 has 10, ranks 2-7 have 3 each; ch4, 3 ranks, N = 2: 10, 7

@@ -223,6 +223,27 @@ pub const RECORDINGS: &[Plan] = &[
         mpi2_only: false,
         env: &mqs_tests::PML_UCX_ENV,
     },
+    // The same under Open MPI 5.0.7's pml ucx (the tag's context is the
+    // communicator's c_index) and MPICH 4.0.2's ch4:ucx (its own tag
+    // layout, every VCI's worker; the launcher sets UCX's transports).
+    Plan {
+        name: "ompi5-ucx-queues",
+        fixture: "queues",
+        ranks: 2,
+        args: &["3"],
+        mpi: Mpi::OpenMpi5Ucx,
+        mpi2_only: false,
+        env: &mqs_tests::PML_UCX_ENV,
+    },
+    Plan {
+        name: "mpich-ucx-queues",
+        fixture: "queues",
+        ranks: 2,
+        args: &[],
+        mpi: Mpi::MpichUcx,
+        mpi2_only: false,
+        env: &[],
+    },
     // MPICH 4.0.2 ch4:ofi with every message on its active-message path
     // (the only one whose receives it records): 3 ranks, rank 2's derived
     // datatypes, two extra operations.
