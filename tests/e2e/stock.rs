@@ -232,7 +232,14 @@ fn data_with_packs(tag: &str, edit: impl Fn(&mut Value)) -> PathBuf {
 
 /// Sets `type.field`'s offset in whichever pack has the type.
 fn shift_field(pack: &mut Value, ty: &str, field: &str, by: i64) {
-    if let Some(fields) = pack["types"][ty]["fields"].as_array_mut() {
+    // `get_mut`, not indexing: indexing a Value inserts what it lacks,
+    // which would give every other pack a broken entry of that name.
+    let fields = pack
+        .get_mut("types")
+        .and_then(|t| t.get_mut(ty))
+        .and_then(|t| t.get_mut("fields"))
+        .and_then(Value::as_array_mut);
+    if let Some(fields) = fields {
         for f in fields {
             if f[0] == field {
                 f[1] = Value::from(f[1].as_i64().unwrap() + by);
@@ -411,9 +418,28 @@ fn stock_open_mpi_under_pml_ucx_on_stock_ucx_is_dumped_through_the_packs_like_th
         let cache = scratch(&format!("ucx-stock-cache-{fixture}"));
         let data = data_with_packs(&format!("ucx-packs-{fixture}"), |_| {});
         let got = ucx_dumps(&job, comm, &isolated(&data, &cache, None));
+        let pid = job.rank_pid(0).unwrap().to_string();
+        // A libucp pack with the unexpected list a word off is refused
+        // before any DLL reads through it (the worker's ring is checked).
+        let shifted = data_with_packs(&format!("ucx-shifted-{fixture}"), |p| {
+            shift_field(p, "ucp_tag_match_t", "unexpected.all", 8)
+        });
+        let out = run_with(
+            &["--pid", &pid, "--dll", &our_dll()],
+            &isolated(&shifted, &cache, None),
+        );
+        assert_error(
+            &out,
+            NO_DEBUG_INFO,
+            &[
+                "refused",
+                "libucp.so.0",
+                "unexpected.all",
+                "does not link back",
+            ],
+        );
         // With Open MPI's packs but not UCX's: every queue UCX holds says
         // why it cannot be read, never an empty list.
-        let pid = job.rank_pid(0).unwrap().to_string();
         let open_mpi_only = data_with_packs(&format!("ucx-ompi-only-{fixture}"), |_| {});
         std::fs::remove_file(open_mpi_only.join("typepacks/debian12-ucx-1.13.1-1-libucp.json"))
             .expect("the libucp pack is committed");

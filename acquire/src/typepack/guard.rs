@@ -6,7 +6,10 @@
 //! - MPI_COMM_WORLD's name (`c_name`) reads `MPI_COMM_WORLD`;
 //! - its local group's size (`grp_proc_count`) is the job size, and its
 //!   `c_my_rank` the rank, where the environment says them;
-//! - with ob1's pack: the world's `c_pml_comm` has `num_procs` = the size.
+//! - with ob1's pack: the world's `c_pml_comm` has `num_procs` = the size;
+//! - with the packs of pml ucx or UCX's libucp, when pml ucx runs: the
+//!   worker's list of unexpected messages (`tm.unexpected.all`, a circular
+//!   doubly linked list) links back to itself both ways.
 //!
 //! A pack that fails one is refused with the reason, never used to guess.
 
@@ -193,7 +196,92 @@ pub fn check_packs(
             done.push(format!("ob1's MPI_COMM_WORLD has {num} procs"));
         }
     }
+    // 5. pml ucx's worker, when its pack or UCX's is in use.
+    // Named by UCX's library if its pack is in use, else pml ucx's.
+    let ucx_packed = ["libucp", "mca_pml_ucx"].iter().find_map(|prefix| {
+        in_use.iter().find_map(|(l, ..)| {
+            let n = l.file_name()?.to_string_lossy().into_owned();
+            n.starts_with(prefix).then_some(n)
+        })
+    });
+    if let Some(library) = ucx_packed {
+        if let Some(checked) = check_ucx_worker(target, symbols, &library, &refuse)? {
+            done.push(checked);
+        }
+    }
     Ok(done)
+}
+
+/// UCX's names as its sources spell them (the DLL's are in its
+/// `ucx::layout::names`; the host reads these few for the check alone).
+mod ucx {
+    pub const MODULE: &str = "ompi_pml_ucx";
+    pub const MODULE_TYPE: &str = "mca_pml_ucx_module_t";
+    pub const MODULE_WORKER: &str = "ucp_worker";
+    pub const WORKER: &str = "ucp_worker_t";
+    pub const WORKER_TM: &str = "tm";
+    pub const TAG_MATCH: &str = "ucp_tag_match_t";
+    pub const TM_UNEXPECTED: &str = "unexpected.all";
+    pub const LIST: &str = "ucs_list_link_t";
+}
+
+/// The worker's list of unexpected messages is a ring: its head's `next`
+/// leads to a link whose `prev` is the head, and its `prev` to one whose
+/// `next` is. A pack with a wrong offset on the way reads words that do
+/// not. None: pml ucx does not run here (no module, or no worker).
+fn check_ucx_worker(
+    target: &dyn Target,
+    symbols: &dyn ImageSymbols,
+    library: &str,
+    refuse: &dyn Fn(String) -> Error,
+) -> Result<Option<String>> {
+    let word = target.pointer_size();
+    let Some(module) = symbols.find_symbol(ucx::MODULE) else {
+        return Ok(None);
+    };
+    // Without UCX's types (no pack for libucp) the DLL says why it cannot
+    // read UCX; there is nothing here to check.
+    if symbols.find_type(ucx::WORKER).is_none() || symbols.find_type(ucx::MODULE_TYPE).is_none() {
+        return Ok(None);
+    }
+    let offset = |ty: &str, field: &str| -> Result<u64> {
+        symbols
+            .find_type(ty)
+            .and_then(|t| t.field_offset(field))
+            .ok_or_else(|| refuse(format!("the pack has no field {field} of {ty}")))
+    };
+    let worker = read_word(
+        target,
+        module + offset(ucx::MODULE_TYPE, ucx::MODULE_WORKER)?,
+        word,
+    )?;
+    if worker == 0 {
+        return Ok(None);
+    }
+    let head =
+        worker + offset(ucx::WORKER, ucx::WORKER_TM)? + offset(ucx::TAG_MATCH, ucx::TM_UNEXPECTED)?;
+    let (next_off, prev_off) = (offset(ucx::LIST, "next")?, offset(ucx::LIST, "prev")?);
+    let next = read_word(target, head + next_off, word)?;
+    let prev = read_word(target, head + prev_off, word)?;
+    let back = |at: u64, off: u64| read_word(target, at + off, word).ok();
+    if next == 0
+        || prev == 0
+        || back(next, prev_off) != Some(head)
+        || back(prev, next_off) != Some(head)
+    {
+        return Err(refuse(format!(
+            "{library}: pml ucx's worker's list of unexpected messages \
+             ({}.{} + {}.{}, {:#x} bytes into the worker) does not link back to itself",
+            ucx::WORKER,
+            ucx::WORKER_TM,
+            ucx::TAG_MATCH,
+            ucx::TM_UNEXPECTED,
+            head - worker
+        )));
+    }
+    Ok(Some(
+        "pml ucx's worker's list of unexpected messages links back to itself".into(),
+    ))
 }
 
 /// A type of the pack, with the name it was looked up by (for messages).
@@ -576,5 +664,69 @@ mod tests {
         let mut case = Case::right();
         case.symbols.types.remove("ompi_group_t");
         assert_eq!(case.refused("aaaa"), "the pack has no ompi_group_t");
+    }
+
+    /// Under pml ucx, with a pack for libucp: the module's worker, its
+    /// tag matching at 0x100 and the unexpected list's head 0x40 into it,
+    /// a ring of the head and one message.
+    fn under_ucx(worker: u64) -> Case {
+        const MODULE_AT: u64 = 0x60000;
+        const WORKER_AT: u64 = 0x70000;
+        const MESSAGE_AT: u64 = 0x80000;
+        let mut case = Case::right();
+        let head = WORKER_AT + 0x140;
+        case.memory.write(MODULE_AT, &[0; 0x10]);
+        case.memory.write(MODULE_AT + 0x8, &worker.to_le_bytes());
+        case.memory.write(WORKER_AT, &[0x55; 0x200]);
+        // next at 0, prev at 8: head <-> message.
+        case.memory.write(head, &MESSAGE_AT.to_le_bytes());
+        case.memory.write(head + 8, &MESSAGE_AT.to_le_bytes());
+        case.memory.write(MESSAGE_AT, &head.to_le_bytes());
+        case.memory.write(MESSAGE_AT + 8, &head.to_le_bytes());
+        case.symbols.symbols.insert(ucx::MODULE, MODULE_AT);
+        case.symbols.types.extend([
+            (ucx::MODULE_TYPE, layout(&[(ucx::MODULE_WORKER, 0x8)])),
+            (ucx::WORKER, layout(&[(ucx::WORKER_TM, 0x100)])),
+            (ucx::TAG_MATCH, layout(&[(ucx::TM_UNEXPECTED, 0x40)])),
+            (ucx::LIST, layout(&[("next", 0), ("prev", 8)])),
+        ]);
+        case.in_use.push((
+            PathBuf::from("/usr/lib/x86_64-linux-gnu/libucp.so.0.0.0"),
+            PathBuf::from("/packs/cccc.json"),
+            "cccc".to_owned(),
+        ));
+        case
+    }
+
+    #[test]
+    fn pml_ucxs_unexpected_list_must_link_back_through_the_pack() {
+        let right = under_ucx(0x70000);
+        let done = right.check().unwrap();
+        assert!(
+            done.iter().any(|d| d.contains("links back to itself")),
+            "{done:?}"
+        );
+        // An offset off by a word on the way: the words read are no ring.
+        let mut shifted = under_ucx(0x70000);
+        shifted
+            .symbols
+            .types
+            .insert(ucx::TAG_MATCH, layout(&[(ucx::TM_UNEXPECTED, 0x48)]));
+        let detail = shifted.refused("cccc");
+        assert!(
+            detail.starts_with("libucp.so.0.0.0: pml ucx's worker's list")
+                && detail.contains("0x148 bytes into the worker"),
+            "{detail}"
+        );
+        // No pack for libucp (UCX's types unknown): nothing to check; the
+        // DLL says why it cannot read UCX.
+        let mut untyped = under_ucx(0x70000);
+        untyped.symbols.types.remove(ucx::WORKER);
+        let done = untyped.check().unwrap();
+        assert!(!done.iter().any(|d| d.contains("pml ucx")), "{done:?}");
+        // pml ucx not running (no worker): nothing of UCX's to check.
+        let idle = under_ucx(0);
+        let done = idle.check().unwrap();
+        assert!(!done.iter().any(|d| d.contains("pml ucx")), "{done:?}");
     }
 }
