@@ -130,6 +130,19 @@ impl FakeImage {
     pub fn remove_type(&mut self, name: &str) {
         self.types.retain(|t| t.0 != name);
     }
+
+    /// The fields of type `name`, by name (it must have been added).
+    pub fn fields_of(&mut self, name: &str) -> &mut HashMap<String, u64> {
+        match self.types.iter_mut().find(|t| t.0 == name) {
+            Some(t) => &mut t.2,
+            None => panic!("the fake image has no type {name}"),
+        }
+    }
+
+    /// Type `name` without its field `field`.
+    pub fn remove_field(&mut self, name: &str, field: &str) {
+        self.fields_of(name).remove(field);
+    }
 }
 
 impl ImageAccess for FakeImage {

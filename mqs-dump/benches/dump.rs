@@ -46,7 +46,7 @@ use mqs_core::dll::{Dll, Session};
 use mqs_core::interface::Target;
 use mqs_core::model::{CommunicatorList, DumpStats, Queue, Section};
 use mqs_core::process::{LiveProcess, Mode, PageCache};
-use mqs_tests::{Family, Job, LaunchOptions, Mpi, PML_UCX_ENV};
+use mqs_tests::{Family, Job, LaunchOptions, Mpi};
 
 fn main() {
     if let Err(e) = run() {
@@ -126,10 +126,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             let env = if mpi == Mpi::MpichCh4 {
                 vec![("MPIR_CVAR_CH4_OFI_ENABLE_TAGGED".into(), "0".into())]
             } else if args.ucx {
-                PML_UCX_ENV
-                    .into_iter()
-                    .map(|(k, v)| (k.into(), v.into()))
-                    .collect()
+                mqs_tests::pml_ucx_env()
             } else {
                 Vec::new()
             };

@@ -20,7 +20,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mqs_tests::contents::{self, Process};
-use mqs_tests::{Job, LaunchOptions, Mpi, PML_UCX_ENV};
+use mqs_tests::{Job, LaunchOptions, Mpi};
 use serde_json::Value;
 use support::*;
 
@@ -413,13 +413,7 @@ fn ucx_matches_mqs_dump(debugger: Debugger, mpi: Mpi) {
     let (env, transport) = if mpi == Mpi::MpichUcx {
         (Vec::new(), "device ch4:ucx, device queues, UCX 1.13.1")
     } else {
-        (
-            PML_UCX_ENV
-                .into_iter()
-                .map(|(k, v)| (k.into(), v.into()))
-                .collect(),
-            "pml ucx, UCX 1.13.1",
-        )
+        (mqs_tests::pml_ucx_env(), "pml ucx, UCX 1.13.1")
     };
     let options = LaunchOptions {
         env,

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mqs_tests::{workspace_root, Job, LaunchOptions, Mpi, PML_UCX_ENV};
+use mqs_tests::{workspace_root, Job, LaunchOptions, Mpi};
 use serde_json::Value;
 use support::*;
 
@@ -341,13 +341,7 @@ fn dumped(pid: u32, extra: &[&str], env: &[(String, String)]) -> Value {
 /// `fixture` on `mpi` under pml ucx on one machine (UCX's loopback and
 /// shared-memory transports).
 fn launch_pml_ucx(mpi: Mpi, fixture: &str) -> Job {
-    let options = LaunchOptions {
-        env: PML_UCX_ENV
-            .into_iter()
-            .map(|(k, v)| (k.into(), v.into()))
-            .collect(),
-        ..LaunchOptions::default()
-    };
+    let options = LaunchOptions::pml_ucx();
     Job::launch_with(mpi, fixture, 2, &[], &options)
         .unwrap_or_else(|e| panic!("launch {fixture} on {mpi} under pml ucx: {e}"))
 }

@@ -7,7 +7,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use mqs_tests::{workspace_root, Job, LaunchOptions, Mpi, PML_UCX_ENV};
+use mqs_tests::{workspace_root, Job, LaunchOptions, Mpi};
 use serde_json::Value;
 use support::*;
 
@@ -127,13 +127,7 @@ fn the_query_lists_hold_every_name_the_dlls_look_up_under_pml_ucx() {
     let dir = scratch("queries-ucx");
     let mut snapshots = Vec::new();
     for fixture in ["queues", "mprobe"] {
-        let options = LaunchOptions {
-            env: PML_UCX_ENV
-                .into_iter()
-                .map(|(k, v)| (k.into(), v.into()))
-                .collect(),
-            ..LaunchOptions::default()
-        };
+        let options = LaunchOptions::pml_ucx();
         let job = Job::launch_with(Mpi::OpenMpiUcx, fixture, 2, &[], &options).expect("launch");
         snapshots.extend(record_lookups(&job, &dir, fixture));
         job.shutdown().expect("shutdown");

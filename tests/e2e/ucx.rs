@@ -25,23 +25,15 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
-use mqs_tests::{Job, LaunchOptions, Mpi, PML_UCX_ENV};
+use mqs_tests::{Job, LaunchOptions, Mpi};
 use serde_json::Value;
 use support::*;
 
 /// How long the job may take to reach the fixture's state after READY
 /// (the blocking receives come after it) on a loaded 2-core machine.
 const SETTLE: Duration = Duration::from_secs(90);
-
-fn ucx_env() -> Vec<(OsString, OsString)> {
-    PML_UCX_ENV
-        .into_iter()
-        .map(|(k, v)| (k.into(), v.into()))
-        .collect()
-}
 
 /// `fixture` on `mpi` (a build with UCX), under pml ucx or, without
 /// `ucx`, ob1 (the launcher's default). MPICH ch4:ucx has no other
@@ -50,7 +42,7 @@ fn launch(mpi: Mpi, fixture: &str, size: u32, ucx: bool) -> Job {
     let open_mpi = mpi.family() == mqs_tests::Family::OpenMpi;
     let options = LaunchOptions {
         env: if ucx && open_mpi {
-            ucx_env()
+            mqs_tests::pml_ucx_env()
         } else {
             Vec::new()
         },

@@ -81,6 +81,24 @@ impl Default for LaunchOptions {
     }
 }
 
+impl LaunchOptions {
+    /// The default options with [`PML_UCX_ENV`]: a job under pml ucx.
+    pub fn pml_ucx() -> Self {
+        LaunchOptions {
+            env: pml_ucx_env(),
+            ..LaunchOptions::default()
+        }
+    }
+}
+
+/// [`PML_UCX_ENV`] as a launch's environment.
+pub fn pml_ucx_env() -> Vec<(OsString, OsString)> {
+    PML_UCX_ENV
+        .into_iter()
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect()
+}
+
 /// The command that runs `exe args...` as an `nprocs`-rank job of `mpi` on
 /// this machine only, started quickly and quietly. Callers add stdio and the
 /// rest; [`Job::launch`] is the usual way in.

@@ -18,7 +18,9 @@ mod slurm;
 
 pub use artifacts::{core_example, dll_beside_test_binary, mqs_dump_binary, our_dll};
 pub use error::{Error, NotReady, Result};
-pub use job::{launcher_command, Job, LaunchOptions, JOB_ENV, MPICH_UCX_ENV, PML_UCX_ENV};
+pub use job::{
+    launcher_command, pml_ucx_env, Job, LaunchOptions, JOB_ENV, MPICH_UCX_ENV, PML_UCX_ENV,
+};
 pub use limit::{within, DUMP_LIMIT};
 pub use mpi::{
     build_fixture, fixture_source, fixtures_dir, target_dir, workspace_root, Family, Mpi,

@@ -349,10 +349,10 @@ pub(crate) mod tests {
     pub(crate) fn send_image() -> FakeImage {
         use names::*;
         let mut i = image();
-        let worker = i.types.iter_mut().find(|t| t.0 == WORKER).unwrap();
-        worker.2.insert(WORKER_REQ_MP.to_string(), 0x88);
-        worker.2.insert(WORKER_CONTEXT.to_string(), 0x68);
-        let req = i.types.iter_mut().find(|t| t.0 == REQUEST).unwrap();
+        let worker = i.fields_of(WORKER);
+        worker.insert(WORKER_REQ_MP.to_string(), 0x88);
+        worker.insert(WORKER_CONTEXT.to_string(), 0x68);
+        let req = i.fields_of(REQUEST);
         for (f, o) in [
             (REQ_FLAGS, 4),
             (REQ_SEND_EP, 24),
@@ -361,7 +361,7 @@ pub(crate) mod tests {
             (REQ_SEND_CB, 56),
             (REQ_SEND_TAG, 112),
         ] {
-            req.2.insert(f.to_string(), o);
+            req.insert(f.to_string(), o);
         }
         i.add_type(CONTEXT, 0x400, &[(CTX_PROTO_ENABLE, 0x288)]);
         i.add_type(MPOOL, 16, &[("freelist", 0), (MP_DATA, 8)]);
@@ -413,12 +413,7 @@ pub(crate) mod tests {
             (REQUEST, REQ_SEND_CB),
         ] {
             let mut i = base.clone();
-            i.types
-                .iter_mut()
-                .find(|t| t.0 == name)
-                .unwrap()
-                .2
-                .remove(field);
+            i.remove_field(name, field);
             assert_eq!(SendLayout::resolve(&i), Err(Missing::Field(name, field)));
         }
         // The new protocols' switch is optional.
@@ -444,8 +439,7 @@ pub(crate) mod tests {
             );
             for field in fields.keys().filter(|f| *f != "prev" && *f != "hdr") {
                 let mut i = base.clone();
-                let t = i.types.iter_mut().find(|t| &t.0 == name).unwrap();
-                t.2.remove(field);
+                i.remove_field(name, field);
                 let missing = UcxLayout::resolve(&i).unwrap_err();
                 assert_eq!(missing.to_string(), format!("field {field} of {name}"));
             }
