@@ -357,12 +357,7 @@ impl OpenMpi {
         } else {
             (scan.unexpected.take(context), scan.unexpected_stop)
         };
-        let items = ops
-            .into_iter()
-            .filter(|op| op.tag().is_none_or(|tag| keep_tag(cx, tag)))
-            .map(Pending::Ucx)
-            .collect();
-        let mut queue = Queue::new(Vec::new(), items, stop);
+        let mut queue = ucx_queue(cx, ops, stop);
         if let (true, Some((counted, read))) = (posted, scan.disagrees) {
             queue.unseen = Some(format!(
                 "pml ucx ({ucx}): the worker counts {counted} posted receives, the walk found {read}"
@@ -910,18 +905,24 @@ fn ucx_send_queue<P: ProcessAccess + ?Sized>(
     if let Ok(r) = &pml.sends {
         pml_ucx::peers(t, layout, &r.endpoints, comm, &mut ops);
     }
-    let items = ops
-        .into_iter()
-        .filter(|op| op.tag().is_none_or(|tag| keep_tag(cx, tag)))
-        .map(Pending::Ucx)
-        .collect();
-    let mut queue = Queue::new(Vec::new(), items, stop);
+    let mut queue = ucx_queue(cx, ops, stop);
     queue.unseen = Some(format!(
         "pml ucx ({ucx}): {}: {why}",
         pml_ucx::SENDS_NOT_LISTED
     ));
     queue.partial = Some(pml_ucx::SENDS_NOT_LISTED.to_string());
     queue
+}
+
+/// A queue of UCX's operations, Open MPI's internal ones left out unless
+/// asked for.
+fn ucx_queue(cx: &Context, ops: Vec<pml_ucx::Op>, stop: Option<Stop>) -> QueueOf<OpenMpi> {
+    let items = ops
+        .into_iter()
+        .filter(|op| op.tag().is_none_or(|tag| keep_tag(cx, tag)))
+        .map(Pending::Ucx)
+        .collect();
+    Queue::new(Vec::new(), items, stop)
 }
 
 /// Whether an operation with `tag` is shown: Open MPI's collectives use
