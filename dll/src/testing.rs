@@ -131,17 +131,18 @@ impl FakeImage {
         self.types.retain(|t| t.0 != name);
     }
 
-    /// The fields of type `name`, by name (it must have been added).
-    pub fn fields_of(&mut self, name: &str) -> &mut HashMap<String, u64> {
-        match self.types.iter_mut().find(|t| t.0 == name) {
-            Some(t) => &mut t.2,
-            None => panic!("the fake image has no type {name}"),
-        }
+    /// The fields of type `name`, by name, if it was added.
+    pub fn fields_of(&mut self, name: &str) -> Option<&mut HashMap<String, u64>> {
+        self.types
+            .iter_mut()
+            .find(|t| t.0 == name)
+            .map(|t| &mut t.2)
     }
 
-    /// Type `name` without its field `field`.
-    pub fn remove_field(&mut self, name: &str, field: &str) {
-        self.fields_of(name).remove(field);
+    /// Type `name` without its field `field`; whether it had it.
+    pub fn remove_field(&mut self, name: &str, field: &str) -> bool {
+        self.fields_of(name)
+            .is_some_and(|fields| fields.remove(field).is_some())
     }
 }
 

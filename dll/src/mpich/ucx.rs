@@ -760,7 +760,7 @@ mod tests {
                 format!("MPICH's ucx netmod not supported: type {name} missing")
             );
             let mut i = base.clone();
-            i.remove_field(name, field);
+            assert!(i.remove_field(name, field));
             assert_eq!(
                 err(&i),
                 format!("MPICH's ucx netmod not supported: field {field} of {name} missing")
@@ -787,7 +787,7 @@ mod tests {
         );
         // user_data only names the request.
         let mut i = base.clone();
-        i.remove_field(ucx_names::REQUEST, REQUEST_USER_DATA);
+        assert!(i.remove_field(ucx_names::REQUEST, REQUEST_USER_DATA));
         assert_eq!(netmod(&i).user_data, None);
     }
 
@@ -854,7 +854,7 @@ mod tests {
     #[test]
     fn a_sends_buffer_and_length_come_from_its_ucp_request() {
         let mut i = image();
-        let req = i.fields_of(ucx_names::REQUEST);
+        let req = i.fields_of(ucx_names::REQUEST).unwrap();
         req.insert(REQUEST_SEND_BUFFER.to_string(), 32);
         req.insert(REQUEST_SEND_LENGTH.to_string(), 48);
         i.add_type(MPIR_REQUEST, 400, &[(MPIR_REQUEST_DEV, 80)]);
@@ -939,7 +939,7 @@ mod tests {
             (DEVREQ_TYPE, DEVREQ_CH4),
         ] {
             let mut j = i.clone();
-            j.remove_field(name, field);
+            assert!(j.remove_field(name, field));
             assert_eq!(netmod(&j).pools, Err(Missing::Field(name, field)));
         }
         let l = n.layout;

@@ -349,10 +349,10 @@ pub(crate) mod tests {
     pub(crate) fn send_image() -> FakeImage {
         use names::*;
         let mut i = image();
-        let worker = i.fields_of(WORKER);
+        let worker = i.fields_of(WORKER).unwrap();
         worker.insert(WORKER_REQ_MP.to_string(), 0x88);
         worker.insert(WORKER_CONTEXT.to_string(), 0x68);
-        let req = i.fields_of(REQUEST);
+        let req = i.fields_of(REQUEST).unwrap();
         for (f, o) in [
             (REQ_FLAGS, 4),
             (REQ_SEND_EP, 24),
@@ -413,7 +413,7 @@ pub(crate) mod tests {
             (REQUEST, REQ_SEND_CB),
         ] {
             let mut i = base.clone();
-            i.remove_field(name, field);
+            assert!(i.remove_field(name, field));
             assert_eq!(SendLayout::resolve(&i), Err(Missing::Field(name, field)));
         }
         // The new protocols' switch is optional.
@@ -439,7 +439,7 @@ pub(crate) mod tests {
             );
             for field in fields.keys().filter(|f| *f != "prev" && *f != "hdr") {
                 let mut i = base.clone();
-                i.remove_field(name, field);
+                assert!(i.remove_field(name, field));
                 let missing = UcxLayout::resolve(&i).unwrap_err();
                 assert_eq!(missing.to_string(), format!("field {field} of {name}"));
             }
