@@ -138,6 +138,14 @@ pub const MPICH_LIST_UNREADABLE: &CStr = c"The MPICH communicator list of %s can
 /// What the DLL detected, for the version string.
 static DETECTED: Mutex<Option<&'static CStr>> = Mutex::new(None);
 
+/// What the DLL reads, as its version string says it (a macro: `concat!`
+/// takes only literals).
+macro_rules! supported {
+    () => {
+        "for Open MPI 4.1 and 5.0 (ob1, pml ucx) and MPICH 4.0 (ch3, ch4)"
+    };
+}
+
 /// The version string before any MPI was detected: the crate's version,
 /// the interface level.
 const VERSION_NONE: &CStr = {
@@ -145,13 +153,17 @@ const VERSION_NONE: &CStr = {
         concat!(
             "mqs message-queue DLL ",
             env!("CARGO_PKG_VERSION"),
-            " (MPI-2 interface, compatibility 3) for Open MPI 4.1 and 5.0 (ob1 PML) and MPICH 4.0 (ch3); no MPI detected yet\0"
+            " (MPI-2 interface, compatibility 3) ",
+            supported!(),
+            "; no MPI detected yet\0"
         )
     } else {
         concat!(
             "mqs message-queue DLL ",
             env!("CARGO_PKG_VERSION"),
-            " (MPI-1 interface, compatibility 2) for Open MPI 4.1 and 5.0 (ob1 PML) and MPICH 4.0 (ch3); no MPI detected yet\0"
+            " (MPI-1 interface, compatibility 2) ",
+            supported!(),
+            "; no MPI detected yet\0"
         )
     };
     match CStr::from_bytes_with_nul(TEXT.as_bytes()) {
@@ -171,8 +183,9 @@ pub fn set_detected(what: &str, backend: &str) {
         "MPI-1 interface, compatibility 2"
     };
     let text = format!(
-        "mqs message-queue DLL {} ({level}) for Open MPI 4.1 and 5.0 (ob1 PML) and MPICH 4.0 (ch3); detected: {}; backend: {backend}",
+        "mqs message-queue DLL {} ({level}) {}; detected: {}; backend: {backend}",
         env!("CARGO_PKG_VERSION"),
+        supported!(),
         what.replace(';', ",")
     );
     let s = intern(&text, VERSION_NONE);
