@@ -64,7 +64,7 @@ pub struct RankFailure {
     pub exit_code: i32,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DllInfo {
     pub path: String,
     pub version: String,
@@ -113,7 +113,7 @@ fn recognised(version: &str) -> (Option<String>, Option<String>) {
     (mpi.map(String::from), backend.map(String::from))
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProcessDump {
     pub pid: i32,
     /// The process's number in the job: its MPI_COMM_WORLD rank (from MPIR
@@ -344,7 +344,7 @@ pub struct SpawnParent {
     pub rank: i32,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NewProcessList {
     pub list: Vec<NewProcess>,
 }
@@ -462,7 +462,7 @@ impl CallbackCounts {
 }
 
 /// Something the DLL may or may not be able to say.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum Section<T> {
     /// The DLL answered (possibly with a truncated list, see `error`).
@@ -476,12 +476,12 @@ pub enum Section<T> {
     Error { message: String },
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CommunicatorList {
     pub list: Vec<CommunicatorDump>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CommunicatorDump {
     pub unique_id: u64,
     pub name: String,
@@ -528,7 +528,7 @@ impl CommunicatorDump {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Queue {
     pub operations: Vec<Operation>,
     /// Set when the DLL stopped with an error (or the host's bound was hit)

@@ -31,6 +31,10 @@ pub struct States {
     /// Each state's normal form as JSON, to find it again (not sent).
     #[serde(skip)]
     index: HashMap<Vec<u8>, usize>,
+    /// The state the last rank added went to: the next rank is most often
+    /// in it too, and comparing is far cheaper than writing the JSON.
+    #[serde(skip)]
+    last: Option<usize>,
 }
 
 /// The collectors of one level of a tree, together.
@@ -125,18 +129,27 @@ impl States {
     }
 
     fn add_runs(&mut self, dump: ProcessDump, runs: Vec<Run>) {
-        let key = serde_json::to_vec(&dump).unwrap_or_default();
-        let at = match self.index.get(&key) {
-            Some(&at) => at,
+        let same = self
+            .last
+            .filter(|&at| self.list.get(at).is_some_and(|s| s.dump == dump));
+        let at = match same {
+            Some(at) => at,
             None => {
-                self.index.insert(key, self.list.len());
-                self.list.push(State {
-                    dump,
-                    runs: Vec::new(),
-                });
-                self.list.len() - 1
+                let key = serde_json::to_vec(&dump).unwrap_or_default();
+                match self.index.get(&key) {
+                    Some(&at) => at,
+                    None => {
+                        self.index.insert(key, self.list.len());
+                        self.list.push(State {
+                            dump,
+                            runs: Vec::new(),
+                        });
+                        self.list.len() - 1
+                    }
+                }
             }
         };
+        self.last = Some(at);
         let list = &mut self.list[at].runs;
         for run in runs {
             match list.last_mut() {
