@@ -8,6 +8,10 @@
 //!   `c_my_rank` the rank, where the environment says them;
 //! - with ob1's pack: the world's `c_pml_comm` has `num_procs` = the size.
 //!
+//! For MPICH (no `ompi_mpi_comm_world`, a `MPIR_Comm_builtin`): its first
+//! builtin communicator has MPI_COMM_WORLD's handle and name, the job's
+//! size (`remote_size`) and the process's rank.
+//!
 //! A pack that fails one is refused with the reason, never used to guess.
 
 use std::path::PathBuf;
@@ -86,6 +90,11 @@ pub fn check_packs(
         }))
     };
     let mut done = Vec::new();
+    if symbols.find_symbol(WORLD).is_none() {
+        if let Some(builtin) = symbols.find_symbol(MPICH_BUILTIN) {
+            return check_mpich(target, symbols, builtin, env, &refuse);
+        }
+    }
     let world = symbols.find_symbol(WORLD).ok_or_else(|| {
         refuse(format!(
             "{WORLD} is not found: the host knows no invariants for this library, and uses a \
@@ -192,6 +201,77 @@ pub fn check_packs(
             }
             done.push(format!("ob1's MPI_COMM_WORLD has {num} procs"));
         }
+    }
+    Ok(done)
+}
+
+/// MPICH: its builtin communicators, MPI_COMM_WORLD first.
+const MPICH_BUILTIN: &str = "MPIR_Comm_builtin";
+/// MPI_COMM_WORLD's handle in MPICH (builtin, communicator, index 0).
+const MPICH_WORLD_HANDLE: u32 = 0x4400_0000;
+
+/// MPICH's invariants: `MPIR_Comm_builtin[0]` (MPI_COMM_WORLD, whether or
+/// not MPICH was built with debugger support) has MPI_COMM_WORLD's handle
+/// and name, the job's size (`remote_size`) and the process's rank.
+fn check_mpich(
+    target: &dyn Target,
+    symbols: &dyn ImageSymbols,
+    world: u64,
+    env: &MpiEnvironment,
+    refuse: &dyn Fn(String) -> Error,
+) -> Result<Vec<String>> {
+    let mut done = Vec::new();
+    let comm = symbols
+        .find_type("MPIR_Comm")
+        .ok_or_else(|| refuse("the pack has no MPIR_Comm".into()))?;
+    let field = |name: &str| {
+        comm.field_offset(name)
+            .ok_or_else(|| refuse(format!("the pack has no field {name} of MPIR_Comm")))
+    };
+    let int = |off: u64| -> Result<i32> {
+        let mut b = [0u8; 4];
+        target.read(world + off, &mut b)?;
+        Ok(i32::from_le_bytes(b))
+    };
+    let handle = int(field("handle")?)? as u32;
+    if handle != MPICH_WORLD_HANDLE {
+        return Err(refuse(format!(
+            "MPI_COMM_WORLD's handle (MPIR_Comm_builtin[0].handle) reads {handle:#x}, not \
+             {MPICH_WORLD_HANDLE:#x} (or MPI is not initialised yet)"
+        )));
+    }
+    done.push(format!("MPI_COMM_WORLD's handle is {handle:#x}"));
+    let mut name = [0u8; 64];
+    target.read(world + field("name")?, &mut name)?;
+    let text = c_text(&name);
+    if text != "MPI_COMM_WORLD" {
+        return Err(refuse(format!(
+            "MPI_COMM_WORLD's name (MPIR_Comm.name) reads {text:?}, not \"MPI_COMM_WORLD\""
+        )));
+    }
+    done.push("MPI_COMM_WORLD's name reads MPI_COMM_WORLD".into());
+    let size = int(field("remote_size")?)?;
+    match env.size {
+        Some(n) if n != size => {
+            return Err(refuse(format!(
+                "MPI_COMM_WORLD has {size} processes (MPIR_Comm.remote_size), the job {n}"
+            )))
+        }
+        None if size <= 0 || size as u64 > MAX_PROCS => {
+            return Err(refuse(format!(
+                "MPI_COMM_WORLD has {size} processes (MPIR_Comm.remote_size)"
+            )))
+        }
+        _ => done.push(format!("MPI_COMM_WORLD has {size} processes")),
+    }
+    if let Some(rank) = env.rank {
+        let mine = int(field("rank")?)?;
+        if mine != rank {
+            return Err(refuse(format!(
+                "MPI_COMM_WORLD's rank (MPIR_Comm.rank) reads {mine}, the process is rank {rank}"
+            )));
+        }
+        done.push(format!("MPI_COMM_WORLD's rank is {rank}"));
     }
     Ok(done)
 }
