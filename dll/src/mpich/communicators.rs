@@ -579,6 +579,9 @@ const HANDLE_INDIRECT: u32 = 3 << 30;
 const HANDLE_MPI_KIND_SHIFT: u32 = 26;
 const HANDLE_INDIRECT_SHIFT: u32 = 12;
 
+/// Communicator objects read whole: each one's address and bytes.
+pub type Objects = Vec<(u64, Vec<u8>)>;
+
 /// Where the pool's objects are in a process: `&MPIR_Comm_builtin` and
 /// `&MPIR_Comm_mem`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -595,7 +598,7 @@ pub fn pool_objects<P: ProcessAccess + ?Sized>(
     layout: &Layout,
     pool: &CommPoolLayout,
     syms: PoolSymbols,
-) -> Result<(Vec<(u64, Vec<u8>)>, Option<Stop>), ReadError> {
+) -> Result<(Objects, Option<Stop>), ReadError> {
     let size = layout.comm.size;
     let kind = KIND_COMM << HANDLE_MPI_KIND_SHIFT;
     // (base, objects, handle of the first, whether indices run on in the
@@ -622,9 +625,8 @@ pub fn pool_objects<P: ProcessAccess + ?Sized>(
     if direct != 0 && direct_size > 0 && allocated >= direct_size {
         areas.push((direct, direct_size.min(MAX_BLOCK), HANDLE_DIRECT | kind));
     }
-    if blocks > 0 {
+    if let Some(per) = allocated.saturating_sub(direct_size).checked_div(blocks) {
         let indirect = a.ptr(pool.indirect)?;
-        let per = allocated.saturating_sub(direct_size) / blocks;
         if blocks > MAX_BLOCKS || per == 0 || per > MAX_BLOCK || indirect == 0 {
             stop = Some(Stop::BadPointer(indirect));
         } else {

@@ -46,6 +46,11 @@ pub const SYM_ALL_COMMUNICATORS: &str = "MPIR_All_communicators";
 /// builtin ones and their allocator.
 pub const SYM_COMM_BUILTIN: &str = "MPIR_Comm_builtin";
 pub const SYM_COMM_MEM: &str = "MPIR_Comm_mem";
+/// `MQS_MPICH_COMMS=pool` in the debugger's environment reads an MPICH
+/// built with debugger support as one built without: communicators from
+/// the pools, ch4's queues from `MPIDI_global` (a cross-check of both
+/// ways on the same process).
+pub const ENV_COMMS: &str = "MQS_MPICH_COMMS";
 /// 4.0: pointers to the device's queue heads.
 pub const SYM_POSTED: &str = "MPID_Recvq_posted_head_ptr";
 pub const SYM_UNEXPECTED: &str = "MPID_Recvq_unexpected_head_ptr";
@@ -140,8 +145,10 @@ pub struct Symbols {
 
 fn resolve_symbols<I: ImageAccess>(image: &I, layout: &Layout) -> Result<Symbols, Failure> {
     // The list when MPICH keeps it (debugger support), else the objects.
+    let forced = std::env::var_os(ENV_COMMS).is_some_and(|v| v == "pool");
     let list = layout
         .comm_list
+        .filter(|_| !(forced && layout.comm_pool.is_some()))
         .and_then(|_| image.find_symbol(SYM_ALL_COMMUNICATORS));
     let comms = match (list, layout.comm_pool) {
         (Some(a), _) => CommSource::List(a),
@@ -163,7 +170,10 @@ fn resolve_symbols<I: ImageAccess>(image: &I, layout: &Layout) -> Result<Symbols
         Some((Head::At(g + posted), Head::At(g + unexp)))
     };
     let (posted, unexpected, recvq, unexpq) = match layout.queues {
-        Queues::Device => match image.find_symbol(SYM_POSTED) {
+        Queues::Device => match image
+            .find_symbol(SYM_POSTED)
+            .filter(|_| !(forced && vci0().is_some()))
+        {
             Some(p) => (
                 Some(Head::Pointer(p)),
                 image.find_symbol(SYM_UNEXPECTED).map(Head::Pointer),
@@ -640,8 +650,12 @@ impl MpiBackend for Mpich {
             Some(Err(why)) => format!(", {why}"),
             None => String::new(),
         };
+        let pools = match syms.comms {
+            CommSource::Pool(_) => ", communicators from MPICH's object pools",
+            CommSource::List(_) => "",
+        };
         let detected = format!(
-            "MPICH {}, device {}, {queues}{transport}",
+            "MPICH {}, device {}, {queues}{transport}{pools}",
             version.as_deref().unwrap_or("(version not recorded)"),
             device
                 .as_deref()
