@@ -657,4 +657,67 @@ mod tests {
         case.symbols.types.remove("ompi_group_t");
         assert_eq!(case.refused("aaaa"), "the pack has no ompi_group_t");
     }
+
+    /// Rank 2 of 4 of an MPICH job (no Open MPI world), read through a
+    /// libmpich pack: `MPIR_Comm_builtin[0]` is MPI_COMM_WORLD.
+    fn mpich() -> Case {
+        let mut case = Case::right();
+        let mut memory = Memory::default();
+        let mut name = [0u8; 64];
+        name[..14].copy_from_slice(b"MPI_COMM_WORLD");
+        memory.write(WORLD_AT, &[0; 0x100]);
+        memory.write(WORLD_AT, &0x4400_0000u32.to_le_bytes());
+        memory.write(WORLD_AT + 0x10, &4i32.to_le_bytes());
+        memory.write(WORLD_AT + 0x14, &2i32.to_le_bytes());
+        memory.write(WORLD_AT + 0x40, &name);
+        case.memory = memory;
+        case.symbols = Symbols {
+            symbols: [("MPIR_Comm_builtin", WORLD_AT)].into(),
+            types: [(
+                "MPIR_Comm",
+                layout(&[
+                    ("handle", 0),
+                    ("remote_size", 0x10),
+                    ("rank", 0x14),
+                    ("name", 0x40),
+                ]),
+            )]
+            .into(),
+        };
+        case.in_use = vec![(
+            PathBuf::from("/usr/lib/x86_64-linux-gnu/libmpich.so.12"),
+            PathBuf::from("/packs/cccc.json"),
+            "cccc".to_owned(),
+        )];
+        case.typedefs = None;
+        case
+    }
+
+    #[test]
+    fn mpichs_world_that_reads_right_passes_and_one_that_does_not_is_refused() {
+        let done = mpich().check().expect("passes");
+        assert_eq!(
+            done,
+            [
+                "MPI_COMM_WORLD's handle is 0x44000000",
+                "MPI_COMM_WORLD's name reads MPI_COMM_WORLD",
+                "MPI_COMM_WORLD has 4 processes",
+                "MPI_COMM_WORLD's rank is 2",
+            ]
+        );
+        let mut case = mpich();
+        case.field("MPIR_Comm", "remote_size", 0x14);
+        assert!(
+            case.refused("cccc")
+                .contains("MPI_COMM_WORLD has 2 processes"),
+            "{}",
+            case.refused("cccc")
+        );
+        let mut case = mpich();
+        case.field("MPIR_Comm", "handle", 4);
+        assert!(case.refused("cccc").contains("handle"));
+        let mut case = mpich();
+        case.env.rank = Some(1);
+        assert!(case.refused("cccc").contains("the process is rank 1"));
+    }
 }
