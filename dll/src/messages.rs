@@ -135,6 +135,10 @@ pub const TABLE_UNREADABLE: &CStr = c"The Open MPI communicator table of %s cann
 /// The process's MPICH communicator list cannot be read.
 pub const MPICH_LIST_UNREADABLE: &CStr = c"The MPICH communicator list of %s cannot be read (corrupt memory, or the process is exiting).";
 
+/// MPICH built without debugger support (Debian's): what is found
+/// elsewhere, and what stays unknown.
+pub const MPICH_NO_DEBUGGER_SUPPORT: &str = "MPICH built without debugger support: communicators are found among MPICH's communicator objects in use (MPIR_Comm_builtin, MPIR_Comm_mem), in order of context id, their names as MPICH keeps them; MPICH keeps no send queue, so sends are not listed (those that completed locally are not known at all)";
+
 /// What the DLL detected, for the version string.
 static DETECTED: Mutex<Option<&'static CStr>> = Mutex::new(None);
 

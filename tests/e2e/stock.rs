@@ -17,9 +17,14 @@
 //!   pml ucx; Open MPI's own DLL lists nothing on either, as on the `-g`
 //!   build. Without UCX's pack our DLL says, per queue, that UCX cannot be
 //!   read and which type is missing.
-//! - MPICH 4.0.2-3+b1 (ch4, no `--enable-debuginfo`): one line saying why
-//!   no queues can be shown (exit 6); `mqs-dump cvars` still lists its
-//!   control variables.
+//! - MPICH 4.0.2-3+b1 (ch4:ucx, no `--enable-debuginfo`): through the
+//!   packs of `libmpich.so.12` (once made: ignored until then) and
+//!   `libucp.so.0`, our DLL lists the
+//!   `queues` job's posted receives and unexpected messages exactly (the
+//!   communicators found among MPICH's communicator objects, the queues of
+//!   ch4's active-message path on one node), and says sends are not
+//!   known; without the MPICH pack, one line saying why no queues can be
+//!   shown (exit 6); `mqs-dump cvars` still lists its control variables.
 
 mod support;
 
@@ -868,11 +873,29 @@ fn ring_arguments_from_fetched_debug_files(server: &Debuginfod, scratch_dir: &Pa
     job.shutdown().expect("shutdown");
 }
 
+/// A data directory with the committed packs but MPICH's: stock MPICH as
+/// it is without one.
+fn data_without_mpich_pack(tag: &str) -> PathBuf {
+    let data = data_with_packs(tag, |_| {});
+    for entry in std::fs::read_dir(data.join("typepacks")).unwrap() {
+        let path = entry.unwrap().path();
+        if path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("debian12-mpich-"))
+        {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    data
+}
+
 #[test]
 fn stock_mpich_says_why_it_has_no_queues_and_lists_its_cvars() {
+    let data = data_without_mpich_pack("mpich-nopack");
+    let env = isolated(&data, &data.join("cache"), None);
     let job = Job::launch(Mpi::DebianMpich, "queues", 2, &[]).expect("launch on stock MPICH");
     for (_, pid) in job.rank_pids() {
-        let out = run(&["--pid", &pid.to_string()]);
+        let out = run_with(&["--pid", &pid.to_string()], &env);
         assert_error(
             &out,
             NO_DEBUG_INFO,
@@ -914,6 +937,9 @@ fn stock_mpich_says_why_it_has_no_queues_and_lists_its_cvars() {
 /// ranks are named by pid.)
 #[test]
 fn a_ring_on_stock_mpich_without_debug_info_is_cannot_tell() {
+    let data = data_without_mpich_pack("mpich-ring");
+    let env = isolated(&data, &data.join("cache"), None);
+    let run = |args: &[&str]| run_with(args, &env);
     let job = Job::launch(Mpi::DebianMpich, "split_ring", 8, &[]).expect("launch on stock MPICH");
     let pids: Vec<String> = job.rank_pids().iter().map(|(_, p)| p.to_string()).collect();
     let mut args: Vec<&str> = pids.iter().flat_map(|p| ["--pid", p.as_str()]).collect();
@@ -958,6 +984,172 @@ fn a_ring_on_stock_mpich_without_debug_info_is_cannot_tell() {
         "{text}"
     );
     assert!(text.contains("MPI_Recv"), "{text}");
+    for (_, pid) in job.rank_pids() {
+        assert_running_untraced(pid);
+    }
+    job.shutdown().expect("shutdown");
+}
+
+/// One listed operation of a stock MPICH dump: status, peer (in the
+/// communicator, and global), tag (None: ANY_TAG) and length in bytes.
+type MpichRow = (String, i64, i64, Option<i64>, i64);
+
+fn mpich_pending(peer: i64, global: i64, tag: Option<i64>, length: i64) -> MpichRow {
+    ("pending".to_string(), peer, global, tag, length)
+}
+
+/// (global rank, communicator, queue) -> the rows listed, or Err(why) for
+/// a queue not available.
+fn mpich_queues(
+    dump: &Value,
+) -> std::collections::BTreeMap<(i64, String, &'static str), Result<Vec<MpichRow>, String>> {
+    let mut out = std::collections::BTreeMap::new();
+    for p in dump["processes"].as_array().expect("processes") {
+        let rank = p["global_rank"].as_i64().expect("global rank");
+        for c in p["communicators"]["list"]
+            .as_array()
+            .expect("communicators")
+        {
+            let name = c["name"].as_str().unwrap_or_default().to_string();
+            for queue in ["sends", "receives", "unexpected"] {
+                let section = &c[queue];
+                let listed = match section["status"].as_str() {
+                    Some("ok") => Ok(section["operations"]
+                        .as_array()
+                        .expect("operations")
+                        .iter()
+                        .map(|op| {
+                            (
+                                op["status"].as_str().unwrap_or_default().to_string(),
+                                op["desired_local_rank"].as_i64().unwrap(),
+                                op["desired_global_rank"].as_i64().unwrap(),
+                                op["desired_tag"].as_i64(),
+                                op["desired_length"].as_i64().unwrap(),
+                            )
+                        })
+                        .collect()),
+                    _ => Err(section["reason"].as_str().unwrap_or_default().to_string()),
+                };
+                out.insert((rank, name.clone(), queue), listed);
+            }
+        }
+    }
+    out
+}
+
+/// Debian's own MPICH (ch4:ucx, no debugger support, stripped) running
+/// the `queues` fixture on one node, dumped with our DLL through the
+/// committed packs (libmpich.so.12's and libucp.so.0's) alone: the
+/// communicators are found among MPICH's communicator objects, and every
+/// posted receive and unexpected message of the fixture is listed exactly
+/// (on one node they are in ch4's active-message queues: MPICH's
+/// shared-memory module carries them), the sends not available, saying
+/// why.
+#[test]
+#[ignore = "needs typepacks/debian12-mpich-4.0.2-3+b1-libmpich.json, made by scripts/typepack-debian12-mpich"]
+fn stock_mpich_queues_through_the_packs_are_exact() {
+    let data = data_with_packs("mpich-packs", |_| {});
+    let env = isolated(&data, &data.join("cache"), None);
+    let job = Job::launch(Mpi::DebianMpich, "queues", 2, &[]).expect("launch on stock MPICH");
+    let pids: Vec<String> = job.rank_pids().iter().map(|(_, p)| p.to_string()).collect();
+    let dll = our_dll();
+    let mut args: Vec<&str> = pids.iter().flat_map(|p| ["--pid", p.as_str()]).collect();
+    args.extend(["--json", "--dll", dll.as_str()]);
+    let started = Instant::now();
+    let dump = loop {
+        let out = run_with(&args, &env);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let dump: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let q = mpich_queues(&dump);
+        let waiting = (0..2).all(|r| {
+            matches!(q.get(&(r, "mqs-wait".to_string(), "receives")),
+                     Some(Ok(rows)) if rows.iter().any(|row| row.3 == Some(1000)))
+        });
+        if waiting {
+            break dump;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "never settled: {dump:#}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let text = dump.to_string();
+    assert!(text.contains("MPICH 4.0.2, device ch4:ucx"), "{dump:#}");
+    assert!(
+        text.contains("communicators from MPICH's object pools"),
+        "{dump:#}"
+    );
+    let want = std::collections::BTreeMap::from([
+        (
+            (0, "mqs-dup", "receives"),
+            vec![mpich_pending(1, 1, Some(7), 16)],
+        ),
+        (
+            (0, "MPI_COMM_WORLD", "receives"),
+            vec![mpich_pending(-1, -1, Some(8), 32)],
+        ),
+        // World rank 1 is split rank 0.
+        (
+            (0, "mqs-split", "receives"),
+            vec![mpich_pending(0, 1, None, 8)],
+        ),
+        (
+            (0, "mqs-wait", "receives"),
+            vec![mpich_pending(-1, -1, Some(1000), 4)],
+        ),
+        (
+            (0, "MPI_COMM_WORLD", "unexpected"),
+            vec![
+                mpich_pending(1, 1, Some(99), 64),
+                mpich_pending(1, 1, Some(5), 400_000),
+            ],
+        ),
+        (
+            (1, "mqs-dup", "receives"),
+            vec![mpich_pending(0, 0, Some(11), 32)],
+        ),
+        (
+            (1, "mqs-wait", "receives"),
+            vec![mpich_pending(-1, -1, Some(1000), 4)],
+        ),
+    ]);
+    let got = mpich_queues(&dump);
+    let comms = [
+        "MPI_COMM_SELF",
+        "MPI_COMM_WORLD",
+        "mqs-dup",
+        "mqs-split",
+        "mqs-wait",
+    ];
+    for rank in 0..2 {
+        let mut names: Vec<&str> = got
+            .keys()
+            .filter(|k| k.0 == rank && k.2 == "receives")
+            .map(|k| k.1.as_str())
+            .collect();
+        names.sort_unstable();
+        assert_eq!(names, comms, "rank {rank}\n{dump:#}");
+    }
+    let mut errors = Vec::new();
+    for ((rank, comm, queue), listed) in &got {
+        let ok = match (*queue, listed) {
+            ("sends", Err(why)) => why.contains("without debugger support"),
+            ("sends", Ok(_)) => false,
+            (_, Ok(rows)) => {
+                *rows
+                    == want
+                        .get(&(*rank, comm.as_str(), *queue))
+                        .cloned()
+                        .unwrap_or_default()
+            }
+            (_, Err(_)) => false,
+        };
+        if !ok {
+            errors.push(format!("rank {rank} {comm} {queue}: {listed:?}"));
+        }
+    }
+    assert!(errors.is_empty(), "{}\n{dump:#}", errors.join("\n"));
     for (_, pid) in job.rank_pids() {
         assert_running_untraced(pid);
     }

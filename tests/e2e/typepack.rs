@@ -310,3 +310,62 @@ fn the_committed_packs_fit_debians_stock_libraries() {
         assert!(text.contains("the rebuild loads the same bytes"), "{text}");
     }
 }
+
+/// What our DLL looks up in MPICH 4.0 over UCX, read as an MPICH without
+/// debugger support (`MQS_MPICH_COMMS=pool`: communicators from the
+/// object pools, ch4's queues from `MPIDI_global`) and with it, on the
+/// `queues` and `mprobe` jobs of the `-g` ch4:ucx build: every name is in
+/// mpich-4.0.json (MPICH's) or ucx-1.13.json (UCX's), which the pack of
+/// Debian's libmpich12 is made from (scripts/typepack-debian12-mpich).
+#[test]
+fn the_query_lists_hold_every_name_our_dll_looks_up_in_mpich() {
+    let dir = scratch("queries-mpich");
+    let dll = our_dll();
+    let mut snapshots = Vec::new();
+    for fixture in ["queues", "mprobe"] {
+        let job = Job::launch(Mpi::MpichUcx, fixture, 2, &[]).expect("launch");
+        for (rank, pid) in job.rank_pids() {
+            let _ = dump_json(pid, &["--dll", &dll]);
+            for mode in ["pool", "list"] {
+                let file = dir
+                    .join(format!("{fixture}-{mode}-{rank}.mqs"))
+                    .display()
+                    .to_string();
+                let pid = pid.to_string();
+                let out = run_env(
+                    &["--pid", &pid, "--save", &file, "--dll", &dll],
+                    &[("MQS_MPICH_COMMS", mode)],
+                );
+                assert!(out.status.success(), "{}", stderr(&out));
+                snapshots.push(file);
+            }
+        }
+        job.shutdown().expect("shutdown");
+    }
+    let recorded = recorded_queries(&snapshots);
+    let missing = missing_names(
+        &recorded,
+        &query_lists(&["mpich-4.0.json", "ucx-1.13.json"]),
+    );
+    assert!(
+        missing.is_empty(),
+        "on MPICH our DLL now looks up {missing:?}, which typepacks/queries/mpich-4.0.json and \
+         ucx-1.13.json lack: add them and make the pack again (scripts/typepack-debian12-mpich)"
+    );
+    let types = recorded["types"].as_array().unwrap();
+    for t in [
+        "MPIR_Comm",
+        "MPIR_Object_alloc_t",
+        "MPIDI_per_vci_t",
+        "ucp_worker_t",
+    ] {
+        assert!(types.iter().any(|x| x == t), "{t} not recorded: {types:?}");
+    }
+    let symbols = recorded["symbols"].as_array().unwrap();
+    for s in ["MPIR_Comm_builtin", "MPIR_Comm_mem", "MPIDI_global"] {
+        assert!(
+            symbols.iter().any(|x| x == s),
+            "{s} not recorded: {symbols:?}"
+        );
+    }
+}

@@ -644,3 +644,46 @@ fn persistent_mprobe_and_issend_under_mpich_ch4_ucx() {
         "{firsts:?}"
     );
 }
+
+/// MPICH without debugger support keeps no communicator list: our DLL then
+/// finds the communicators among MPICH's communicator objects in use
+/// (`MPIR_Comm_builtin`, `MPIR_Comm_mem`) and ch4's active-message queues
+/// in `MPIDI_global` (Debian's stock MPICH, `tests/e2e/stock.rs`). Here the
+/// same reading (`MQS_MPICH_COMMS=pool`) on the `-g` builds, whose list
+/// and queue pointers MPICH does keep, must give exactly what they give:
+/// the `queues` job on ch4:ucx (queues in UCX) and on ch4:ofi with every
+/// message on the active-message path (queues in `MPIDI_global`).
+#[test]
+fn mpich_communicators_from_the_pools_are_those_of_the_list() {
+    let dll = mqs_tests::our_dll(false).display().to_string();
+    let am = LaunchOptions {
+        env: vec![("MPIR_CVAR_CH4_OFI_ENABLE_TAGGED".into(), "0".into())],
+        ..LaunchOptions::default()
+    };
+    for (mpi, options) in [
+        (Mpi::MpichUcx, LaunchOptions::default()),
+        (Mpi::MpichCh4, am),
+    ] {
+        let job = Job::launch_with(mpi, "queues", 2, &[], &options)
+            .unwrap_or_else(|e| panic!("launch queues on {mpi}: {e}"));
+        let listed = settled(&job, "mqs-wait");
+        let pid = job.launcher_pid().to_string();
+        let out = run_env(
+            &["--pid", &pid, "--json", "--dll", &dll],
+            &[("MQS_MPICH_COMMS", "pool")],
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        let pooled: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        assert!(
+            pooled
+                .to_string()
+                .contains("communicators from MPICH's object pools"),
+            "{mpi}: {pooled:#}"
+        );
+        assert_eq!(
+            queues(&pooled),
+            queues(&listed),
+            "{mpi}: from the pools\n{pooled:#}\nfrom the list\n{listed:#}"
+        );
+    }
+}

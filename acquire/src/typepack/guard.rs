@@ -11,6 +11,10 @@
 //!   worker's list of unexpected messages (`tm.unexpected.all`, a circular
 //!   doubly linked list) links back to itself both ways.
 //!
+//! For MPICH (no `ompi_mpi_comm_world`, a `MPIR_Comm_builtin`): its first
+//! builtin communicator has MPI_COMM_WORLD's handle and name, the job's
+//! size (`remote_size`) and the process's rank.
+//!
 //! A pack that fails one is refused with the reason, never used to guess.
 
 use std::path::PathBuf;
@@ -89,6 +93,11 @@ pub fn check_packs(
         }))
     };
     let mut done = Vec::new();
+    if symbols.find_symbol(WORLD).is_none() {
+        if let Some(builtin) = symbols.find_symbol(MPICH_BUILTIN) {
+            return check_mpich(target, symbols, builtin, env, &refuse);
+        }
+    }
     let world = symbols.find_symbol(WORLD).ok_or_else(|| {
         refuse(format!(
             "{WORLD} is not found: the host knows no invariants for this library, and uses a \
@@ -282,6 +291,77 @@ fn check_ucx_worker(
     Ok(Some(
         "pml ucx's worker's list of unexpected messages links back to itself".into(),
     ))
+}
+
+/// MPICH: its builtin communicators, MPI_COMM_WORLD first.
+const MPICH_BUILTIN: &str = "MPIR_Comm_builtin";
+/// MPI_COMM_WORLD's handle in MPICH (builtin, communicator, index 0).
+const MPICH_WORLD_HANDLE: u32 = 0x4400_0000;
+
+/// MPICH's invariants: `MPIR_Comm_builtin[0]` (MPI_COMM_WORLD, whether or
+/// not MPICH was built with debugger support) has MPI_COMM_WORLD's handle
+/// and name, the job's size (`remote_size`) and the process's rank.
+fn check_mpich(
+    target: &dyn Target,
+    symbols: &dyn ImageSymbols,
+    world: u64,
+    env: &MpiEnvironment,
+    refuse: &dyn Fn(String) -> Error,
+) -> Result<Vec<String>> {
+    let mut done = Vec::new();
+    let comm = symbols
+        .find_type("MPIR_Comm")
+        .ok_or_else(|| refuse("the pack has no MPIR_Comm".into()))?;
+    let field = |name: &str| {
+        comm.field_offset(name)
+            .ok_or_else(|| refuse(format!("the pack has no field {name} of MPIR_Comm")))
+    };
+    let int = |off: u64| -> Result<i32> {
+        let mut b = [0u8; 4];
+        target.read(world + off, &mut b)?;
+        Ok(i32::from_le_bytes(b))
+    };
+    let handle = int(field("handle")?)? as u32;
+    if handle != MPICH_WORLD_HANDLE {
+        return Err(refuse(format!(
+            "MPI_COMM_WORLD's handle (MPIR_Comm_builtin[0].handle) reads {handle:#x}, not \
+             {MPICH_WORLD_HANDLE:#x} (or MPI is not initialised yet)"
+        )));
+    }
+    done.push(format!("MPI_COMM_WORLD's handle is {handle:#x}"));
+    let mut name = [0u8; 64];
+    target.read(world + field("name")?, &mut name)?;
+    let text = c_text(&name);
+    if text != "MPI_COMM_WORLD" {
+        return Err(refuse(format!(
+            "MPI_COMM_WORLD's name (MPIR_Comm.name) reads {text:?}, not \"MPI_COMM_WORLD\""
+        )));
+    }
+    done.push("MPI_COMM_WORLD's name reads MPI_COMM_WORLD".into());
+    let size = int(field("remote_size")?)?;
+    match env.size {
+        Some(n) if n != size => {
+            return Err(refuse(format!(
+                "MPI_COMM_WORLD has {size} processes (MPIR_Comm.remote_size), the job {n}"
+            )))
+        }
+        None if size <= 0 || size as u64 > MAX_PROCS => {
+            return Err(refuse(format!(
+                "MPI_COMM_WORLD has {size} processes (MPIR_Comm.remote_size)"
+            )))
+        }
+        _ => done.push(format!("MPI_COMM_WORLD has {size} processes")),
+    }
+    if let Some(rank) = env.rank {
+        let mine = int(field("rank")?)?;
+        if mine != rank {
+            return Err(refuse(format!(
+                "MPI_COMM_WORLD's rank (MPIR_Comm.rank) reads {mine}, the process is rank {rank}"
+            )));
+        }
+        done.push(format!("MPI_COMM_WORLD's rank is {rank}"));
+    }
+    Ok(done)
 }
 
 /// A type of the pack, with the name it was looked up by (for messages).
@@ -698,6 +778,41 @@ mod tests {
         case
     }
 
+    /// Rank 2 of 4 of an MPICH job (no Open MPI world), read through a
+    /// libmpich pack: `MPIR_Comm_builtin[0]` is MPI_COMM_WORLD.
+    fn mpich() -> Case {
+        let mut case = Case::right();
+        let mut memory = Memory::default();
+        let mut name = [0u8; 64];
+        name[..14].copy_from_slice(b"MPI_COMM_WORLD");
+        memory.write(WORLD_AT, &[0; 0x100]);
+        memory.write(WORLD_AT, &0x4400_0000u32.to_le_bytes());
+        memory.write(WORLD_AT + 0x10, &4i32.to_le_bytes());
+        memory.write(WORLD_AT + 0x14, &2i32.to_le_bytes());
+        memory.write(WORLD_AT + 0x40, &name);
+        case.memory = memory;
+        case.symbols = Symbols {
+            symbols: [("MPIR_Comm_builtin", WORLD_AT)].into(),
+            types: [(
+                "MPIR_Comm",
+                layout(&[
+                    ("handle", 0),
+                    ("remote_size", 0x10),
+                    ("rank", 0x14),
+                    ("name", 0x40),
+                ]),
+            )]
+            .into(),
+        };
+        case.in_use = vec![(
+            PathBuf::from("/usr/lib/x86_64-linux-gnu/libmpich.so.12"),
+            PathBuf::from("/packs/cccc.json"),
+            "cccc".to_owned(),
+        )];
+        case.typedefs = None;
+        case
+    }
+
     #[test]
     fn pml_ucxs_unexpected_list_must_link_back_through_the_pack() {
         let right = under_ucx(0x70000);
@@ -728,5 +843,33 @@ mod tests {
         let idle = under_ucx(0);
         let done = idle.check().unwrap();
         assert!(!done.iter().any(|d| d.contains("pml ucx")), "{done:?}");
+    }
+
+    #[test]
+    fn mpichs_world_that_reads_right_passes_and_one_that_does_not_is_refused() {
+        let done = mpich().check().expect("passes");
+        assert_eq!(
+            done,
+            [
+                "MPI_COMM_WORLD's handle is 0x44000000",
+                "MPI_COMM_WORLD's name reads MPI_COMM_WORLD",
+                "MPI_COMM_WORLD has 4 processes",
+                "MPI_COMM_WORLD's rank is 2",
+            ]
+        );
+        let mut case = mpich();
+        case.field("MPIR_Comm", "remote_size", 0x14);
+        assert!(
+            case.refused("cccc")
+                .contains("MPI_COMM_WORLD has 2 processes"),
+            "{}",
+            case.refused("cccc")
+        );
+        let mut case = mpich();
+        case.field("MPIR_Comm", "handle", 4);
+        assert!(case.refused("cccc").contains("handle"));
+        let mut case = mpich();
+        case.env.rank = Some(1);
+        assert!(case.refused("cccc").contains("the process is rank 1"));
     }
 }

@@ -1,7 +1,10 @@
 //! MPICH's communicators: the list `MPIR_All_communicators` keeps
 //! (`MPIR_Comm_list`: a sequence number bumped on every change, and the
-//! head of the communicators linked through `comm_next`), which of them
-//! MPICH made for itself, and the global ranks of their members.
+//! head of the communicators linked through `comm_next`), or, in an MPICH
+//! built without debugger support (no list), the communicator objects in
+//! use in MPICH's own object pools (`MPIR_Comm_builtin` and the allocator
+//! `MPIR_Comm_mem`); which of them MPICH made for itself, and the global
+//! ranks of their members.
 
 use std::collections::{HashMap, HashSet};
 
@@ -9,7 +12,7 @@ use mqs_abi::Communicator;
 
 use crate::access::ProcessAccess;
 use crate::iteration::CommInfo;
-use crate::mpich::layout::{CommDevice, Layout, RankMapLayout};
+use crate::mpich::layout::{CommDevice, CommPoolLayout, Layout, RankMapLayout};
 use crate::names::{identity_of, NameMap, ProcName};
 use crate::target::{ReadError, Target, View};
 use crate::walk::Stop;
@@ -90,7 +93,7 @@ pub fn read_head<P: ProcessAccess + ?Sized>(
     layout: &Layout,
     addr: u64,
 ) -> Result<ListHead, ReadError> {
-    let l = &layout.comm_list;
+    let l = layout.comm_list.as_ref().ok_or(ReadError::OutOfRange)?;
     let len = l.sequence.max(l.head) + u64::from(t.sizes.pointer);
     let v = t.view(t.check_ptr(addr, t.ptr_align(), len)?, len)?;
     Ok(ListHead {
@@ -478,6 +481,18 @@ pub fn build<P: ProcessAccess + ?Sized>(
         raws.push((cur, bytes));
         cur = next;
     }
+    translate(t, layout, raws, names, built)
+}
+
+/// The communicators read whole (`raws`: each one's address and bytes),
+/// decoded, their members translated, sorted as MPICH's DLL lists them.
+fn translate<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    layout: &Layout,
+    raws: Vec<(u64, Vec<u8>)>,
+    names: Option<&NameMap>,
+    mut built: Built,
+) -> Result<Built, ReadError> {
     let decoded: Vec<(u64, Vec<u8>, Option<Raw>)> = raws
         .into_iter()
         .map(|(addr, bytes)| {
@@ -543,4 +558,159 @@ pub fn build<P: ProcessAccess + ?Sized>(
     // As MPICH's own DLL lists them: by receive context id.
     built.comms.sort_by_key(|c| (c.recvcontext_id, c.addr));
     Ok(built)
+}
+
+/// Builtin communicators (`MPIR_COMM_N_BUILTIN`): world, self, MPICH's
+/// internal copy of the world.
+pub const N_BUILTIN: u64 = 3;
+/// Bounds of the allocator's walk: objects per indirect block, blocks.
+const MAX_BLOCK: u64 = 1 << 16;
+const MAX_BLOCKS: u64 = 1 << 13;
+/// `MPIR_COMM` in `MPII_Object_kind` and the handle's fields
+/// (`mpir_objects.h`): kind in bits 30-31 (builtin 1, direct 2, indirect
+/// 3), object kind in bits 26-29, an indirect block's number in bits 12-25
+/// and the index in it below, a direct or builtin object's index in bits
+/// 0-25. Every object's handle is written when its block is set up and
+/// never changes, so it proves an object's place.
+const KIND_COMM: u32 = 0x1;
+const HANDLE_BUILTIN: u32 = 1 << 30;
+const HANDLE_DIRECT: u32 = 2 << 30;
+const HANDLE_INDIRECT: u32 = 3 << 30;
+const HANDLE_MPI_KIND_SHIFT: u32 = 26;
+const HANDLE_INDIRECT_SHIFT: u32 = 12;
+
+/// Communicator objects read whole: each one's address and bytes.
+pub type Objects = Vec<(u64, Vec<u8>)>;
+
+/// Where the pool's objects are in a process: `&MPIR_Comm_builtin` and
+/// `&MPIR_Comm_mem`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolSymbols {
+    pub builtin: u64,
+    pub mem: u64,
+}
+
+/// The communicator objects in use, each read whole: those whose handle is
+/// the one its place in the pool gives and whose reference count is above
+/// 0; and why the walk stopped early, if it did.
+pub fn pool_objects<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    layout: &Layout,
+    pool: &CommPoolLayout,
+    syms: PoolSymbols,
+) -> Result<(Objects, Option<Stop>), ReadError> {
+    let size = layout.comm.size;
+    let kind = KIND_COMM << HANDLE_MPI_KIND_SHIFT;
+    // (base, objects, handle of the first, whether indices run on in the
+    // handle's block bits).
+    let mut areas: Vec<(u64, u64, u32)> = vec![(syms.builtin, N_BUILTIN, HANDLE_BUILTIN | kind)];
+    let a = t.view(
+        t.check_ptr(syms.mem, t.ptr_align(), pool.alloc_size)?,
+        pool.alloc_size,
+    )?;
+    let mut stop = None;
+    // Set up at the first allocation: before it, only the builtins exist.
+    let obj_size = u64::try_from(a.i32(pool.obj_size)?).unwrap_or(0);
+    let count = |off: u64| -> Result<u64, ReadError> {
+        u64::try_from(a.i32(off)?).map_err(|_| ReadError::OutOfRange)
+    };
+    let direct = a.ptr(pool.direct)?;
+    let direct_size = count(pool.direct_size)?;
+    let blocks = count(pool.indirect_size)?;
+    let allocated = count(pool.num_allocated)?;
+    if obj_size != 0 && obj_size != size {
+        // Not MPIR_Comm's allocator as the types say: nothing is read in it.
+        return Err(ReadError::OutOfRange);
+    }
+    if direct != 0 && direct_size > 0 && allocated >= direct_size {
+        areas.push((direct, direct_size.min(MAX_BLOCK), HANDLE_DIRECT | kind));
+    }
+    if let Some(per) = allocated.saturating_sub(direct_size).checked_div(blocks) {
+        let indirect = a.ptr(pool.indirect)?;
+        if blocks > MAX_BLOCKS || per == 0 || per > MAX_BLOCK || indirect == 0 {
+            stop = Some(Stop::BadPointer(indirect));
+        } else {
+            let psize = u64::from(t.sizes.pointer);
+            for b in 0..blocks {
+                let block = match t.read_ptr(indirect + b * psize) {
+                    Ok(p) => p,
+                    Err(ReadError::Budget) => return Err(ReadError::Budget),
+                    Err(_) => {
+                        stop = Some(Stop::Unreadable(indirect + b * psize));
+                        break;
+                    }
+                };
+                if block != 0 {
+                    let first = HANDLE_INDIRECT | kind | ((b as u32) << HANDLE_INDIRECT_SHIFT);
+                    areas.push((block, per, first));
+                }
+            }
+        }
+    }
+    let mut found = Vec::new();
+    for (base, objects, first) in areas {
+        let bytes = objects * size;
+        let area = match t
+            .check_ptr(base, t.ptr_align(), bytes)
+            .and_then(|at| t.read_bytes(at, bytes as usize))
+        {
+            Ok(b) => b,
+            Err(ReadError::Budget) => return Err(ReadError::Budget),
+            Err(_) => {
+                stop = stop.or(Some(Stop::Unreadable(base)));
+                continue;
+            }
+        };
+        let v = t.view_from(base, area.clone());
+        for i in 0..objects {
+            if found.len() >= MAX_COMMS {
+                return Ok((found, Some(Stop::Limit(MAX_COMMS))));
+            }
+            let o = i * size;
+            let (Ok(handle), Ok(refs)) = (v.u32(o + layout.comm.handle), v.i32(o + pool.ref_count))
+            else {
+                continue;
+            };
+            if handle as u32 != first + i as u32 || refs <= 0 {
+                continue;
+            }
+            let (start, end) = (o as usize, (o + size) as usize);
+            if let Some(obj) = area.get(start..end) {
+                found.push((base + o, obj.to_vec()));
+            }
+        }
+    }
+    Ok((found, stop))
+}
+
+/// A fingerprint of the communicators in use: their addresses and the
+/// bytes MPICH's DLL interface shows of them change when one is made or
+/// freed.
+pub fn fingerprint(objects: &[(u64, Vec<u8>)]) -> i64 {
+    // FNV-1a over every object's address and bytes.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for (addr, bytes) in objects {
+        for b in addr.to_le_bytes().iter().chain(bytes.iter()) {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h as i64
+}
+
+/// The communicators in use in the pool, as [`build`] makes them from
+/// the list.
+pub fn build_from_pool<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    layout: &Layout,
+    pool: &CommPoolLayout,
+    syms: PoolSymbols,
+    names: Option<&NameMap>,
+) -> Result<Built, ReadError> {
+    let (raws, stop) = pool_objects(t, layout, pool, syms)?;
+    let built = Built {
+        stop,
+        ..Built::default()
+    };
+    translate(t, layout, raws, names, built)
 }

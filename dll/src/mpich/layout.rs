@@ -33,6 +33,28 @@ pub struct CommListLayout {
     pub head: u64,
 }
 
+/// MPICH's communicator objects, which exist with or without debugger
+/// support: `MPIR_Comm_builtin` (MPI_COMM_WORLD, MPI_COMM_SELF and its
+/// internal copy of the world) and the allocator `MPIR_Comm_mem`
+/// (`MPIR_Object_alloc_t`: a direct block of `direct_size` objects, and
+/// `indirect_size` blocks behind `indirect` of equally many objects each,
+/// `num_allocated` in all), every object starting with its `handle` and
+/// `ref_count` (above 0 while in use; 0 once freed or never used).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommPoolLayout {
+    /// `MPIR_Object_alloc_t`: its size and fields.
+    pub alloc_size: u64,
+    pub direct: u64,
+    pub direct_size: u64,
+    pub indirect: u64,
+    pub indirect_size: u64,
+    pub num_allocated: u64,
+    /// `size`: the allocator's object size, checked against `MPIR_Comm`'s.
+    pub obj_size: u64,
+    /// `MPIR_Comm.ref_count`.
+    pub ref_count: u64,
+}
+
 /// How a device maps a communicator's ranks to processes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CommDevice {
@@ -220,6 +242,11 @@ impl Device {
 pub struct Ch4Layout {
     /// Offset of `n_vcis` in `MPIDI_global`.
     pub n_vcis: Option<u64>,
+    /// Offsets of VCI 0's `per_vci[0].posted_list` and `unexp_list` in
+    /// `MPIDI_global`: the active-message queues' heads, which MPICH
+    /// built with debugger support also points `MPID_Recvq_posted_head_ptr`
+    /// and `MPID_Recvq_unexpected_head_ptr` at.
+    pub vci0_heads: Option<(u64, u64)>,
 }
 
 /// ch3's `MPIDI_Message_match_parts_t`: how a request and a packet name
@@ -277,7 +304,10 @@ pub struct NemesisLayout {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
     pub device: Device,
-    pub comm_list: CommListLayout,
+    /// The communicator list (MPICH with debugger support).
+    pub comm_list: Option<CommListLayout>,
+    /// The communicator objects (any MPICH whose types are known).
+    pub comm_pool: Option<CommPoolLayout>,
     pub comm: CommLayout,
     pub group: Option<GroupLayout>,
     pub request: RequestLayout,
@@ -305,10 +335,14 @@ fn size_u8(n: Option<u64>, default: u8) -> u8 {
 impl Layout {
     /// Resolves the layout, or says which type or field is missing.
     pub fn resolve<I: ImageAccess>(image: &I) -> Result<Layout, Missing> {
-        let list = ty(image, "MPIR_Comm_list")?;
-        let comm_list = CommListLayout {
-            sequence: list.field("sequence_number")?,
-            head: list.field("head")?,
+        // Without debugger support there is no list; the communicator
+        // objects are then found in their allocator.
+        let comm_list = match ty(image, "MPIR_Comm_list") {
+            Ok(list) => Some(CommListLayout {
+                sequence: list.field("sequence_number")?,
+                head: list.field("head")?,
+            }),
+            Err(_) => None,
         };
         let ctx_size = size_u8(
             ty(image, "MPIR_Context_id_t")
@@ -319,6 +353,10 @@ impl Layout {
         let aint_size = size_u8(ty(image, "MPI_Aint").ok().and_then(|t| t.size().ok()), 8);
         let (device, request_device, parts) = resolve_request_device(image, ctx_size)?;
         let comm = resolve_comm(image, ctx_size, device)?;
+        let comm_pool = resolve_comm_pool(image, comm.size);
+        if comm_list.is_none() && comm_pool.is_none() {
+            return Err(Missing::Type("MPIR_Comm_list"));
+        }
         let group = ty(image, "MPIR_Group").ok().and_then(|g| {
             let pmap = ty(image, "MPII_Group_pmap_t").ok()?;
             Some(GroupLayout {
@@ -389,6 +427,7 @@ impl Layout {
         Ok(Layout {
             device,
             comm_list,
+            comm_pool,
             comm,
             group,
             request,
@@ -713,8 +752,33 @@ fn resolve_ch4_comm<I: ImageAccess>(image: &I, dev: u64) -> Option<CommDevice> {
 }
 
 fn resolve_ch4<I: ImageAccess>(image: &I) -> Ch4Layout {
-    let n_vcis = ty(image, "MPIDI_CH4_Global_t")
-        .ok()
-        .and_then(|g| g.opt("n_vcis"));
-    Ch4Layout { n_vcis }
+    let global = ty(image, "MPIDI_CH4_Global_t").ok();
+    let n_vcis = global.as_ref().and_then(|g| g.opt("n_vcis"));
+    // `per_vci` is an array of `MPIDI_per_vci_t`: VCI 0's is at its start.
+    let vci0_heads = global
+        .as_ref()
+        .and_then(|g| g.opt("per_vci"))
+        .and_then(|at| {
+            let v = ty(image, "MPIDI_per_vci_t").ok()?;
+            Some((at + v.opt("posted_list")?, at + v.opt("unexp_list")?))
+        });
+    Ch4Layout { n_vcis, vci0_heads }
+}
+
+/// The communicator allocator's fields, when its type and `MPIR_Comm`'s
+/// reference count are known.
+fn resolve_comm_pool<I: ImageAccess>(image: &I, comm_size: u64) -> Option<CommPoolLayout> {
+    let a = ty(image, "MPIR_Object_alloc_t").ok()?;
+    let c = ty(image, "MPIR_Comm").ok()?;
+    Some(CommPoolLayout {
+        alloc_size: a.size().ok()?,
+        direct: a.opt("direct")?,
+        direct_size: a.opt("direct_size")?,
+        indirect: a.opt("indirect")?,
+        indirect_size: a.opt("indirect_size")?,
+        num_allocated: a.opt("num_allocated")?,
+        obj_size: a.opt("size")?,
+        ref_count: c.opt("ref_count")?,
+    })
+    .filter(|_| comm_size > 0)
 }

@@ -19,6 +19,8 @@ pub mod ucx;
 
 #[cfg(test)]
 mod debugq_tests;
+#[cfg(test)]
+mod pool_tests;
 
 use std::sync::Arc;
 
@@ -33,13 +35,22 @@ use crate::target::{ByteOrder, ReadError, Sizes, Target};
 use crate::transit;
 use crate::types::Missing;
 
-use communicators::{Comm, ListHead, OWN_JOB};
+use communicators::{Comm, ListHead, PoolSymbols, OWN_JOB};
 use layout::{Device, Layout, Queues, RequestDevice};
 use requests::{Class, OpContext, Scan};
 
 /// The communicator list (`MPIR_Comm_list`): its presence is what makes an
 /// image MPICH with debugger support.
 pub const SYM_ALL_COMMUNICATORS: &str = "MPIR_All_communicators";
+/// Without debugger support: the communicator objects themselves, the
+/// builtin ones and their allocator.
+pub const SYM_COMM_BUILTIN: &str = "MPIR_Comm_builtin";
+pub const SYM_COMM_MEM: &str = "MPIR_Comm_mem";
+/// `MQS_MPICH_COMMS=pool` in the debugger's environment reads an MPICH
+/// built with debugger support as one built without: communicators from
+/// the pools, ch4's queues from `MPIDI_global` (a cross-check of both
+/// ways on the same process).
+pub const ENV_COMMS: &str = "MQS_MPICH_COMMS";
 /// 4.0: pointers to the device's queue heads.
 pub const SYM_POSTED: &str = "MPID_Recvq_posted_head_ptr";
 pub const SYM_UNEXPECTED: &str = "MPID_Recvq_unexpected_head_ptr";
@@ -84,12 +95,46 @@ pub fn process_sizes<P: ProcessAccess + ?Sized>(
     Ok((sizes, ByteOrder::probe(p)))
 }
 
+/// Where the communicators are found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommSource {
+    /// `&MPIR_All_communicators` (debugger support).
+    List(u64),
+    /// The object pools (no debugger support).
+    Pool(PoolSymbols),
+}
+
+impl Default for CommSource {
+    fn default() -> Self {
+        CommSource::List(0)
+    }
+}
+
+/// Where a device queue's head is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Head {
+    /// The address of a pointer to the head (`MPID_Recvq_*_head_ptr`).
+    Pointer(u64),
+    /// The address of the head itself (`MPIDI_global.per_vci[0]`'s lists).
+    At(u64),
+}
+
+impl Head {
+    /// The address of the head.
+    fn address<P: ProcessAccess + ?Sized>(self, t: &Target<'_, P>) -> Option<u64> {
+        match self {
+            Head::Pointer(p) => t.read_ptr(p).ok(),
+            Head::At(a) => Some(a),
+        }
+    }
+}
+
 /// Addresses of the symbols, per process.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Symbols {
-    pub all_comms: u64,
-    pub posted: Option<u64>,
-    pub unexpected: Option<u64>,
+    pub comms: CommSource,
+    pub posted: Option<Head>,
+    pub unexpected: Option<Head>,
     pub sendq: Option<u64>,
     pub recvq: Option<u64>,
     pub unexpq: Option<u64>,
@@ -99,20 +144,49 @@ pub struct Symbols {
 }
 
 fn resolve_symbols<I: ImageAccess>(image: &I, layout: &Layout) -> Result<Symbols, Failure> {
-    let all_comms = image
-        .find_symbol(SYM_ALL_COMMUNICATORS)
-        .ok_or(layout_missing_symbol(SYM_ALL_COMMUNICATORS))?;
+    // The list when MPICH keeps it (debugger support), else the objects.
+    let forced = std::env::var_os(ENV_COMMS).is_some_and(|v| v == "pool");
+    let list = layout
+        .comm_list
+        .filter(|_| !(forced && layout.comm_pool.is_some()))
+        .and_then(|_| image.find_symbol(SYM_ALL_COMMUNICATORS));
+    let comms = match (list, layout.comm_pool) {
+        (Some(a), _) => CommSource::List(a),
+        (None, Some(_)) => CommSource::Pool(PoolSymbols {
+            builtin: image
+                .find_symbol(SYM_COMM_BUILTIN)
+                .ok_or(layout_missing_symbol(SYM_COMM_BUILTIN))?,
+            mem: image
+                .find_symbol(SYM_COMM_MEM)
+                .ok_or(layout_missing_symbol(SYM_COMM_MEM))?,
+        }),
+        (None, None) => return Err(layout_missing_symbol(SYM_ALL_COMMUNICATORS)),
+    };
+    // ch4 without debugger support: VCI 0's active-message lists in
+    // `MPIDI_global`, where the debugger's pointers would point.
+    let vci0 = || {
+        let (posted, unexp) = layout.ch4.vci0_heads?;
+        let g = image.find_symbol(SYM_CH4_GLOBAL)?;
+        Some((Head::At(g + posted), Head::At(g + unexp)))
+    };
     let (posted, unexpected, recvq, unexpq) = match layout.queues {
-        Queues::Device => (
-            Some(
-                image
-                    .find_symbol(SYM_POSTED)
-                    .ok_or(layout_missing_symbol(SYM_POSTED))?,
+        Queues::Device => match image
+            .find_symbol(SYM_POSTED)
+            .filter(|_| !(forced && vci0().is_some()))
+        {
+            Some(p) => (
+                Some(Head::Pointer(p)),
+                image.find_symbol(SYM_UNEXPECTED).map(Head::Pointer),
+                None,
+                None,
             ),
-            image.find_symbol(SYM_UNEXPECTED),
-            None,
-            None,
-        ),
+            None => {
+                let (p, u) = vci0()
+                    .filter(|_| matches!(comms, CommSource::Pool(_)))
+                    .ok_or(layout_missing_symbol(SYM_POSTED))?;
+                (Some(p), Some(u), None, None)
+            }
+        },
         Queues::Debugq => (
             None,
             None,
@@ -126,7 +200,7 @@ fn resolve_symbols<I: ImageAccess>(image: &I, layout: &Layout) -> Result<Symbols
     };
     let datatypes = layout.datatype.is_some();
     Ok(Symbols {
-        all_comms,
+        comms,
         posted,
         unexpected,
         sendq: layout.sends.and_then(|_| image.find_symbol(SYM_SENDQ)),
@@ -249,6 +323,26 @@ impl Mpich {
             base: image.find_symbol(nemesis::SYM_BASE),
             seqno: image.find_symbol(nemesis::SYM_SEQNO),
         })
+    }
+
+    /// What says the communicators changed: the list's sequence number and
+    /// head, or, from the pool, a fingerprint of the objects in use.
+    fn comm_marker<P: ProcessAccess + ?Sized>(
+        &self,
+        t: &Target<'_, P>,
+        comms: CommSource,
+    ) -> Result<ListHead, ReadError> {
+        match (comms, self.layout.comm_pool) {
+            (CommSource::List(a), _) => communicators::read_head(t, &self.layout, a),
+            (CommSource::Pool(p), Some(pool)) => {
+                let (objects, _) = communicators::pool_objects(t, &self.layout, &pool, p)?;
+                Ok(ListHead {
+                    sequence: communicators::fingerprint(&objects),
+                    head: 0,
+                })
+            }
+            (CommSource::Pool(_), None) => Err(ReadError::OutOfRange),
+        }
     }
 
     /// The backend's name, for the version string.
@@ -473,11 +567,11 @@ impl Mpich {
                     requests::walk_entries(t, &layout, &e, syms.sendq?)
                 }
                 (Class::Posted, Queues::Device) => {
-                    let head_at = t.read_ptr(syms.posted?).ok()?;
+                    let head_at = syms.posted?.address(t)?;
                     requests::walk_requests(t, &layout, head_at)
                 }
                 (Class::Unexpected, Queues::Device) => {
-                    let head_at = t.read_ptr(syms.unexpected?).ok()?;
+                    let head_at = syms.unexpected?.address(t)?;
                     let mut scan = requests::walk_requests(t, &layout, head_at);
                     if matches!(layout.request.device, RequestDevice::Ch4 { .. }) {
                         for f in scan.by_ctx.items_mut() {
@@ -522,10 +616,16 @@ impl MpiBackend for Mpich {
         let syms = resolve_symbols(image, &self.layout)?;
         let t = call.target();
         let cx = &mut *call.cx;
-        communicators::read_head(&t, &self.layout, syms.all_comms).map_err(|e| Failure {
+        self.comm_marker(&t, syms.comms).map_err(|e| Failure {
             code: e.into(),
             message: Some(messages::MPICH_LIST_UNREADABLE),
         })?;
+        if matches!(syms.comms, CommSource::Pool(_)) {
+            cx.say_once(
+                "no-debugger-support",
+                format!("mqs DLL: {}", messages::MPICH_NO_DEBUGGER_SUPPORT),
+            );
+        }
         let read_string = |sym: &str| {
             image
                 .find_symbol(sym)
@@ -550,8 +650,12 @@ impl MpiBackend for Mpich {
             Some(Err(why)) => format!(", {why}"),
             None => String::new(),
         };
+        let pools = match syms.comms {
+            CommSource::Pool(_) => ", communicators from MPICH's object pools",
+            CommSource::List(_) => "",
+        };
         let detected = format!(
-            "MPICH {}, device {}, {queues}{transport}",
+            "MPICH {}, device {}, {queues}{transport}{pools}",
             version.as_deref().unwrap_or("(version not recorded)"),
             device
                 .as_deref()
@@ -585,7 +689,7 @@ impl MpiBackend for Mpich {
     fn list_head(&mut self, call: &mut Call<'_>) -> Result<(ListHead, ListHead), DllError> {
         let syms = self.symbols.ok_or(DllError::ImageHasNoQueues)?;
         self.cache = Cache::default();
-        let head = communicators::read_head(&call.target(), &self.layout, syms.all_comms)?;
+        let head = self.comm_marker(&call.target(), syms.comms)?;
         Ok((head, head))
     }
 
@@ -593,7 +697,13 @@ impl MpiBackend for Mpich {
     /// for.
     fn build_list(&mut self, call: &mut Call<'_>, head: ListHead) -> Listed<Self> {
         let t = call.target();
-        let built = communicators::build(&t, &self.layout, head.head, call.names)?;
+        let syms = self.symbols.ok_or(DllError::ImageHasNoQueues)?;
+        let built = match (syms.comms, self.layout.comm_pool) {
+            (CommSource::Pool(p), Some(pool)) => {
+                communicators::build_from_pool(&t, &self.layout, &pool, p, call.names)?
+            }
+            _ => communicators::build(&t, &self.layout, head.head, call.names)?,
+        };
         let cx = &mut *call.cx;
         if built.skipped > 0 {
             cx.say(format!(
@@ -659,7 +769,13 @@ impl MpiBackend for Mpich {
             *slot = None;
         }
         if self.scan(&t, class).is_none() {
+            let pool = self
+                .symbols
+                .is_some_and(|s| matches!(s.comms, CommSource::Pool(_)));
             messages::set_no_information_reason(match class {
+                Class::Send if pool => {
+                    "MPICH built without debugger support keeps no send queue: sends that completed locally are not known"
+                }
                 Class::Send => "MPICH keeps no send queue here (MPIR_Sendq_head missing)",
                 _ => "MPICH's queue heads cannot be read in this process",
             });
