@@ -634,7 +634,8 @@ impl ScaleRun<'_> {
 }
 
 /// The ranks of the committed `queues` snapshot (Open MPI 4.1.4, 2 ranks,
-/// queues on several communicators), replayed once by mqs-dump.
+/// queues on several communicators), replayed once by mqs-dump with our
+/// DLL.
 fn recorded_ranks(
     mqs_dump: &Path,
     dir: &Path,
@@ -647,9 +648,13 @@ fn recorded_ranks(
     }
     let snapshot = dir.join("queues.snap");
     std::fs::write(&snapshot, &unpacked.stdout)?;
+    // Our DLL, named: the committed recordings no longer name a path
+    // that exists here (scripts/scrub-snapshots).
     let out = Command::new(mqs_dump)
         .arg("--snapshot")
         .arg(&snapshot)
+        .arg("--dll")
+        .arg(mqs_tests::our_dll(false))
         .arg("--json")
         .stdin(Stdio::null())
         .output()?;
