@@ -221,11 +221,6 @@ pub(super) fn prepare_types(
         index.allow_fetch(fetchable);
     }
     let env = MpiEnvironment::of(&target.environment().unwrap_or_default());
-    // Borrowed packs first: one that does not fit is dropped, not fatal
-    // (nobody asked for it), and the guard then sees only the packs left.
-    // What fit is not said here (`mqs-dump typepack` tells); what did not
-    // is in the object's notes.
-    let _ = crate::typepack::borrowed::check(target, index);
     crate::typepack::guard::check(target, index, &env)?;
     Ok(library)
 }
