@@ -8,9 +8,11 @@
 //! matched, in the MPI's unexpected queue, or after those, in transit (the
 //! marker `mqs_abi::IN_TRANSIT` starting its first line), a rendezvous
 //! message with its full length; on Debian's stock Open MPI too, through
-//! the committed type packs. Where the DLL cannot read the transport (Open
-//! MPI's release build, without debug information) it says so instead of
-//! an empty queue.
+//! the committed type packs, and on Open MPI's release build through the
+//! packs of Debian's build, borrowed (`acquire::typepack::borrowed`).
+//! Where the DLL cannot read the transport (the release build without any
+//! pack, or with a vader pack that does not fit) it says so instead of an
+//! empty queue.
 //!
 //! That a job whose messages MPI handled shows nothing in transit (no
 //! duplicate of the MPI's own unexpected messages) is checked wherever the
@@ -24,7 +26,7 @@ mod support;
 use std::collections::BTreeMap;
 
 use mqs_tests::contents::{self, SpinMpi};
-use mqs_tests::{Job, Mpi};
+use mqs_tests::{workspace_root, Job, Mpi};
 use serde_json::Value;
 use support::*;
 
@@ -78,9 +80,16 @@ fn shown(process: &Value) -> BTreeMap<Key, Vec<&'static str>> {
 
 /// Dumps a `spin_ring` job of `size` ranks on `mpi` and checks every rank.
 fn check_spin(mpi: Mpi, size: u32, which: SpinMpi) {
+    check_spin_env(mpi, size, which, &[]);
+}
+
+/// [`check_spin`], mqs-dump run with `env` added.
+fn check_spin_env(mpi: Mpi, size: u32, which: SpinMpi, env: &[(&str, &str)]) {
     let job = Job::launch(mpi, "spin_ring", size, &[]).expect("launch spin_ring");
     let dll = mqs_tests::our_dll(false).display().to_string();
-    let dump = dump_json(job.launcher_pid(), &["--dll", &dll]);
+    let pid = job.launcher_pid().to_string();
+    let out = run_env(&["--pid", &pid, "--json", "--dll", &dll], env);
+    let dump = succeeded(out, "mqs-dump of spin_ring");
     let processes = dump["processes"].as_array().cloned().unwrap_or_default();
     assert_eq!(processes.len(), size as usize, "{dump:#}");
     let expected = contents::spin_ring(i64::from(size), which);
@@ -163,14 +172,94 @@ fn open_mpi_8_ranks_show_every_message_in_queues_or_transport() {
     check_spin(Mpi::OpenMpiG, 8, SpinMpi::OpenMpi(true));
 }
 
+/// Open MPI's release build has no DWARF for vader: its layouts come from
+/// the committed pack of Debian's build of the same Open MPI (configured
+/// alike where vader is concerned), borrowed once the process's own DWARF
+/// and vader's invariants agree with it.
 #[test]
-fn open_mpi_release_says_messages_in_transit_are_not_listed() {
-    check_spin(Mpi::OpenMpiRelease, 4, SpinMpi::OpenMpi(false));
+fn open_mpi_release_shows_every_message_through_a_borrowed_vader_pack() {
+    check_spin(Mpi::OpenMpiRelease, 4, SpinMpi::OpenMpi(true));
 }
 
 #[test]
-fn open_mpi_release_8_ranks_say_messages_in_transit_are_not_listed() {
-    check_spin(Mpi::OpenMpiRelease, 8, SpinMpi::OpenMpi(false));
+fn open_mpi_release_8_ranks_show_every_message_through_a_borrowed_vader_pack() {
+    check_spin(Mpi::OpenMpiRelease, 8, SpinMpi::OpenMpi(true));
+}
+
+/// Without any pack: said, never an empty list.
+#[test]
+fn open_mpi_release_without_packs_says_messages_in_transit_are_not_listed() {
+    let data = scratch_dir("transit-nopacks");
+    std::fs::create_dir_all(data.join("typepacks")).unwrap();
+    let data = data.display().to_string();
+    check_spin_env(
+        Mpi::OpenMpiRelease,
+        4,
+        SpinMpi::OpenMpi(false),
+        &[("MQS_DATA_DIR", &data)],
+    );
+}
+
+/// A vader pack whose endpoint size is one word off reads the endpoints
+/// wrong: it is dropped, the dump goes on (ob1's borrowed pack still
+/// reads the MPI's own queues) and says that what is in transit on vader
+/// is not listed.
+#[test]
+fn open_mpi_release_drops_a_vader_pack_that_does_not_fit() {
+    let data = scratch_dir("transit-badpack");
+    let packs = data.join("typepacks");
+    std::fs::create_dir_all(&packs).unwrap();
+    for entry in std::fs::read_dir(workspace_root().join("typepacks")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|x| x == "json") {
+            let mut pack: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            if let Some(size) = pack
+                .get_mut("types")
+                .and_then(|t| t.get_mut("mca_btl_vader_endpoint_t"))
+                .and_then(|t| t.get_mut("size"))
+            {
+                *size = Value::from(size.as_u64().unwrap() + 8);
+            }
+            std::fs::write(
+                packs.join(path.file_name().unwrap()),
+                serde_json::to_vec_pretty(&pack).unwrap(),
+            )
+            .unwrap();
+        }
+    }
+    let data = data.display().to_string();
+    let job = Job::launch(Mpi::OpenMpiRelease, "spin_ring", 4, &[]).expect("launch spin_ring");
+    let dll = mqs_tests::our_dll(false).display().to_string();
+    let pid = job.launcher_pid().to_string();
+    let out = run_env(
+        &["--pid", &pid, "--json", "--dll", &dll],
+        &[("MQS_DATA_DIR", &data)],
+    );
+    let dump = succeeded(out, "mqs-dump of spin_ring with a bad vader pack");
+    job.shutdown().expect("shutdown");
+    let processes = dump["processes"].as_array().cloned().unwrap_or_default();
+    assert_eq!(processes.len(), 4, "{dump:#}");
+    for p in &processes {
+        let rank = &p["global_rank"];
+        for c in p["communicators"]["list"].as_array().unwrap() {
+            if c["name"] == "MPI_COMM_SELF" {
+                continue;
+            }
+            let unexpected = &c["unexpected"];
+            assert!(
+                !ops(unexpected).iter().any(in_transit),
+                "rank {rank} {}: in transit through a refused pack: {unexpected}",
+                c["name"]
+            );
+            assert!(
+                unexpected
+                    .to_string()
+                    .contains("messages in transit on vader not listed"),
+                "rank {rank} {}: not said: {unexpected}",
+                c["name"]
+            );
+        }
+    }
 }
 
 #[test]
@@ -236,4 +325,10 @@ fn the_job_view_names_the_ranks_outside_mpi_with_messages_waiting_open_mpi() {
 #[test]
 fn the_job_view_names_the_ranks_outside_mpi_with_messages_waiting_mpich() {
     check_view_names_ranks_outside_mpi(Mpi::Mpich);
+}
+
+/// The release build, its transport read through the borrowed vader pack.
+#[test]
+fn the_job_view_names_the_ranks_outside_mpi_with_messages_waiting_open_mpi_release() {
+    check_view_names_ranks_outside_mpi(Mpi::OpenMpiRelease);
 }

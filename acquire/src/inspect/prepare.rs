@@ -221,6 +221,12 @@ pub(super) fn prepare_types(
         index.allow_fetch(fetchable);
     }
     let env = MpiEnvironment::of(&target.environment().unwrap_or_default());
+    // Borrowed packs first: one that does not fit is dropped, not fatal
+    // (nobody asked for it), and the guard then sees only the packs left.
+    // The dump does not name the packs it read through (as for packs of
+    // the process's own build); why one was dropped is in the object's
+    // notes.
+    let _ = crate::typepack::borrowed::check(target, index);
     crate::typepack::guard::check(target, index, &env)?;
     Ok(library)
 }

@@ -137,6 +137,7 @@ fn find(places: &[PathBuf], id: &str) -> Result<Option<FoundPack>> {
                 return Ok(Some(FoundPack {
                     path: place.clone(),
                     pack: pack.into(),
+                    borrowed: false,
                 }));
             }
         } else if let Some(found) = TypePacks::new(vec![place.clone()]).find(id) {

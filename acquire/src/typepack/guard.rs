@@ -29,11 +29,13 @@ const TYPEDEFS: &str = "MPIR_debug_typedefs_sizeof";
 /// Sizes beyond this are not a job (and not a group we believe).
 const MAX_PROCS: u64 = 1 << 24;
 
-/// The packs a process's symbols answer from: (library, pack file).
+/// The packs a process's symbols answer from: (library, pack file), but
+/// those borrowed from another build (`super::borrowed` checks them).
 pub fn packs_in_use(index: &SymbolIndex) -> Vec<(PathBuf, PathBuf, String)> {
     index
         .objects()
         .into_iter()
+        .filter(|(object, _)| !object.pack().is_some_and(|f| f.borrowed))
         .filter_map(|(object, _)| match object.type_source() {
             TypeSource::Pack(pack) => Some((
                 object.path().to_owned(),
@@ -189,20 +191,11 @@ pub fn check_packs(
         l.file_name()
             .is_some_and(|n| n.to_string_lossy().contains("pml_ob1"))
     });
-    if ob1_packed {
-        if let (Some(pml), Some(ob1)) = (
-            comm.layout.field_offset("c_pml_comm"),
-            layout("mca_pml_ob1_comm_t"),
-        ) {
-            let pml_comm = read_word(target, world + pml, word)?;
-            let num = read_word(target, pml_comm + field(&ob1, "num_procs")?, word)?;
-            if i64::from(count) != num as i64 {
-                return Err(refuse(format!(
-                    "mca_pml_ob1.so: ob1's MPI_COMM_WORLD has {num} procs \
-                     (mca_pml_ob1_comm_t.num_procs), its group {count}"
-                )));
-            }
-            done.push(format!("ob1's MPI_COMM_WORLD has {num} procs"));
+    if ob1_packed && layout("mca_pml_ob1_comm_t").is_some() {
+        match super::borrowed::check_ob1(target, symbols) {
+            Ok(Some(line)) => done.push(line),
+            Ok(None) => {}
+            Err(detail) => return Err(refuse(format!("mca_pml_ob1.so: {detail}"))),
         }
     }
     // 5. pml ucx's worker, when its pack or UCX's is in use.
@@ -377,82 +370,9 @@ fn c_text(bytes: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
 
     use super::*;
-    use mqs_core::interface::{Environment, Liveness, MappedObject, Thread};
-
-    /// A process's memory as a byte map: what was written reads back,
-    /// anything else is unreadable.
-    #[derive(Debug, Default)]
-    struct Memory(BTreeMap<u64, u8>);
-
-    impl Memory {
-        fn write(&mut self, addr: u64, bytes: &[u8]) {
-            for (i, b) in bytes.iter().enumerate() {
-                self.0.insert(addr + i as u64, *b);
-            }
-        }
-    }
-
-    impl Target for Memory {
-        fn pid(&self) -> i32 {
-            7
-        }
-        fn read(&self, addr: u64, buf: &mut [u8]) -> mqs_core::Result<()> {
-            let len = buf.len();
-            for (at, b) in (addr..).zip(buf.iter_mut()) {
-                *b = *self.0.get(&at).ok_or_else(|| mqs_core::Error::Read {
-                    pid: 7,
-                    addr,
-                    len,
-                    detail: "not in the fake's memory".into(),
-                })?;
-            }
-            Ok(())
-        }
-        fn mapped_objects(&self) -> mqs_core::Result<Vec<MappedObject>> {
-            Ok(Vec::new())
-        }
-        fn executable(&self) -> mqs_core::Result<PathBuf> {
-            Ok("/bin/app".into())
-        }
-        fn environment(&self) -> mqs_core::Result<Environment> {
-            Ok(Environment::default())
-        }
-        fn threads(&self) -> mqs_core::Result<Vec<Thread>> {
-            Ok(Vec::new())
-        }
-        fn liveness(&self) -> Liveness {
-            Liveness::Offline
-        }
-    }
-
-    /// Symbols and types as a pack answers them.
-    #[derive(Debug, Default)]
-    struct Symbols {
-        symbols: BTreeMap<&'static str, u64>,
-        types: BTreeMap<&'static str, TypeLayout>,
-    }
-
-    impl ImageSymbols for Symbols {
-        fn find_symbol(&self, name: &str) -> Option<u64> {
-            self.symbols.get(name).copied()
-        }
-        fn find_function(&self, _: &str) -> Option<u64> {
-            None
-        }
-        fn find_type(&self, name: &str) -> Option<TypeLayout> {
-            self.types.get(name).cloned()
-        }
-    }
-
-    fn layout(fields: &[(&str, u64)]) -> TypeLayout {
-        TypeLayout {
-            size: None,
-            fields: fields.iter().map(|(f, o)| ((*f).to_owned(), *o)).collect(),
-        }
-    }
+    use crate::typepack::fakes::{layout, Memory, Symbols};
 
     const WORLD_AT: u64 = 0x10000;
     const GROUP_AT: u64 = 0x20000;
@@ -581,7 +501,7 @@ mod tests {
                 "MPI_COMM_WORLD's name reads MPI_COMM_WORLD",
                 "MPI_COMM_WORLD's group has 4 processes",
                 "MPI_COMM_WORLD's rank is 2",
-                "ob1's MPI_COMM_WORLD has 4 procs",
+                "ob1's MPI_COMM_WORLD has 4 procs, as its group",
             ]
         );
     }

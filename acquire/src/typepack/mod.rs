@@ -6,8 +6,11 @@
 //! (`guard`). The pack format and its lookup live in
 //! [`mqs_core::symbols::typepack`], below this module.
 
+pub mod borrowed;
 pub mod check;
 pub mod extract;
+#[cfg(test)]
+mod fakes;
 pub mod guard;
 pub mod identity;
 mod plt_order;

@@ -168,6 +168,21 @@ impl SymbolIndex {
         lock(&self.types).retain(|_, found| found.is_some());
     }
 
+    /// Stops `object` answering from a pack borrowed from another build
+    /// (it failed its invariants: see `ObjectSymbols::refuse_borrowed`), and
+    /// forgets the types it answered.
+    pub fn refuse_borrowed(&self, object: &ObjectSymbols, why: String) {
+        object.refuse_borrowed(why);
+        lock(&self.types).clear();
+    }
+
+    /// Leaves the types `names` of `object`'s borrowed pack to the objects
+    /// whose DWARF describes them, and forgets what was answered.
+    pub fn shadow_borrowed(&self, object: &ObjectSymbols, names: Vec<String>) {
+        object.shadow_borrowed(names);
+        lock(&self.types).clear();
+    }
+
     /// The objects, in order, with their biases.
     pub fn objects(&self) -> Vec<(Arc<ObjectSymbols>, u64)> {
         self.snapshot()

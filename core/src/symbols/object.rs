@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -90,6 +91,12 @@ pub struct ObjectSymbols {
     types: OnceLock<DwarfTypes>,
     /// The type pack for its build-id, looked for when it has no DWARF here.
     pack: OnceLock<Option<FoundPack>>,
+    /// Set when a borrowed pack failed its runtime invariants: it is not
+    /// used again (the layouts are another build's).
+    borrow_refused: AtomicBool,
+    /// Types a borrowed pack must not answer: the process's own DWARF
+    /// describes them (`SymbolIndex::shadow_borrowed`).
+    shadowed: Mutex<std::collections::HashSet<String>>,
     /// DWARF fetched from debuginfod, when nothing here has any: tried at
     /// most once, and only when a lookup allows it.
     fetched: OnceLock<Option<DwarfData>>,
@@ -122,6 +129,8 @@ impl ObjectSymbols {
             dwarf: OnceLock::new(),
             types: OnceLock::new(),
             pack: OnceLock::new(),
+            borrow_refused: AtomicBool::new(false),
+            shadowed: Mutex::new(Default::default()),
             fetched: OnceLock::new(),
             fetched_types: OnceLock::new(),
             notes: Mutex::new(Vec::new()),
@@ -133,7 +142,7 @@ impl ObjectSymbols {
         if !this.elf.has_symtab {
             if let Some(debug) = this.debug_file() {
                 symbols.add_from(&debug.object()?, true);
-            } else if let Some(found) = this.pack() {
+            } else if let Some(found) = this.pack().filter(|f| !f.borrowed) {
                 for (name, s) in &found.pack.symbols {
                     symbols.add_def(name, s.value, s.global, false);
                 }
@@ -217,7 +226,9 @@ impl ObjectSymbols {
         }
     }
 
-    /// The type pack for this object's build-id, when it has no DWARF here.
+    /// The type pack for this object's build-id, when it has no DWARF here;
+    /// else one borrowed from another build of the same library
+    /// ([`super::typepack::BORROWABLE`]), unless it was refused.
     pub fn pack(&self) -> Option<&FoundPack> {
         self.pack
             .get_or_init(|| {
@@ -226,10 +237,31 @@ impl ObjectSymbols {
                 if self.dwarf_file().is_some() {
                     return None;
                 }
-                let id = self.build_id_hex()?;
-                self.dirs.packs.find(&id)
+                self.build_id_hex()
+                    .and_then(|id| self.dirs.packs.find(&id))
+                    .or_else(|| {
+                        let name = self.path().file_name()?.to_str()?;
+                        self.dirs.packs.find_borrowed(name)
+                    })
             })
             .as_ref()
+            .filter(|f| !(f.borrowed && self.borrow_refused.load(Ordering::Relaxed)))
+    }
+
+    /// Leaves `names` to other objects: a borrowed pack stops answering
+    /// them.
+    pub fn shadow_borrowed(&self, names: impl IntoIterator<Item = String>) {
+        lock(&self.shadowed).extend(names);
+    }
+
+    /// Stops answering from a borrowed pack that does not fit the running
+    /// process, saying why among the object's notes. The caller forgets
+    /// what it answered already (`SymbolIndex::refuse_borrowed`).
+    pub fn refuse_borrowed(&self, why: String) {
+        if self.pack().is_some_and(|f| f.borrowed) {
+            self.borrow_refused.store(true, Ordering::Relaxed);
+            self.note(why);
+        }
     }
 
     /// The dynamic symbols' link-time values, for checking a pack.
@@ -310,6 +342,9 @@ impl ObjectSymbols {
                 super::types::Scope::Any | super::types::Scope::Typedef => query.name.clone(),
                 _ => format!("{} {}", scope_word(query.scope), query.name),
             };
+            if found.borrowed && lock(&self.shadowed).contains(&asked) {
+                return Lookup::Missing;
+            }
             return match found.pack.find_type(&asked) {
                 Some(info) => Lookup::Found(Arc::new(info)),
                 None => Lookup::Missing,

@@ -261,13 +261,29 @@ fn one_line_pairs(pretty: &str) -> String {
 pub struct FoundPack {
     pub path: PathBuf,
     pub pack: Arc<TypePack>,
+    /// Made for another build of a library of the same name (see
+    /// [`BORROWABLE`]): it must pass its own runtime invariants
+    /// (`crate::typepack::guard`) before any DLL reads through it.
+    pub borrowed: bool,
 }
+
+/// Libraries whose pack may describe another build of the same file: ones
+/// with no DWARF anywhere (a release build compiles them without `-g`),
+/// whose layouts do not move with where code sits (their packs hold types
+/// only), and for which the host checks the layouts against the running
+/// process before use. Open MPI 4.1's shared-memory BTL (its component's
+/// endpoints and FIFO point at each other in ways only right offsets read)
+/// and ob1 (its MPI_COMM_WORLD knows as many processes as the world's
+/// group).
+pub const BORROWABLE: &[&str] = &["mca_btl_vader.so", "mca_pml_ob1.so"];
 
 /// The directories packs are looked up in, scanned once on first use.
 #[derive(Debug, Default)]
 pub struct TypePacks {
     dirs: Vec<PathBuf>,
     by_build_id: OnceLock<HashMap<String, FoundPack>>,
+    /// Types-only packs of [`BORROWABLE`] libraries, by library file name.
+    by_library: OnceLock<HashMap<String, FoundPack>>,
     notes: OnceLock<Vec<String>>,
 }
 
@@ -276,6 +292,7 @@ impl TypePacks {
         Self {
             dirs,
             by_build_id: OnceLock::new(),
+            by_library: OnceLock::new(),
             notes: OnceLock::new(),
         }
     }
@@ -305,6 +322,50 @@ impl TypePacks {
         self.index().get(&build_id.to_ascii_lowercase()).cloned()
     }
 
+    /// A pack made for another build of the library named `file_name`, for
+    /// a build that has neither DWARF nor a pack of its own: only for the
+    /// [`BORROWABLE`] libraries, and only a pack of types alone. The first
+    /// directory (and, within it, the first file by name) wins.
+    pub fn find_borrowed(&self, file_name: &str) -> Option<FoundPack> {
+        if !BORROWABLE.contains(&file_name) {
+            return None;
+        }
+        self.by_library
+            .get_or_init(|| {
+                let mut by_library: HashMap<String, FoundPack> = HashMap::new();
+                let mut all: Vec<&FoundPack> = self.index().values().collect();
+                all.sort_by_key(|f| self.rank_of(&f.path));
+                for found in all {
+                    let pack = &found.pack;
+                    if BORROWABLE.contains(&pack.library.as_str())
+                        && pack.symbols.is_empty()
+                        && pack.functions.is_empty()
+                    {
+                        by_library
+                            .entry(pack.library.clone())
+                            .or_insert_with(|| FoundPack {
+                                borrowed: true,
+                                ..found.clone()
+                            });
+                    }
+                }
+                by_library
+            })
+            .get(file_name)
+            .cloned()
+    }
+
+    /// Where a pack file sorts in search order: its directory's place, then
+    /// its path.
+    fn rank_of(&self, path: &Path) -> (usize, PathBuf) {
+        let dir = self
+            .dirs
+            .iter()
+            .position(|d| path.parent() == Some(d.as_path()))
+            .unwrap_or(usize::MAX);
+        (dir, path.to_owned())
+    }
+
     /// Files in the directories that were not packs, and why.
     pub fn notes(&self) -> &[String] {
         self.index();
@@ -331,6 +392,7 @@ impl TypePacks {
                             found.entry(key).or_insert(FoundPack {
                                 path,
                                 pack: Arc::new(pack),
+                                borrowed: false,
                             });
                         }
                         Err(e) => notes.push(e.to_string()),
@@ -404,6 +466,36 @@ mod tests {
         assert!(packs.find("abcd02").is_none());
         assert_eq!(packs.notes().len(), 1, "{:?}", packs.notes());
         assert!(packs.notes()[0].contains("not an mqs type pack"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn only_types_only_packs_of_borrowable_libraries_are_borrowed() {
+        let dir = std::env::temp_dir().join(format!("mqs-typepack-b-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut vader = pack("aa01");
+        vader.library = "mca_btl_vader.so".into();
+        vader.save(&dir.join("vader.json")).unwrap();
+        // ob1's, but with a symbol: where code sits is one build's alone.
+        let mut ob1 = pack("aa02");
+        ob1.library = "mca_pml_ob1.so".into();
+        ob1.symbols.insert(
+            "x".into(),
+            PackSymbol {
+                value: 0x10,
+                global: false,
+            },
+        );
+        ob1.save(&dir.join("ob1.json")).unwrap();
+        pack("aa03").save(&dir.join("libx.json")).unwrap();
+        let packs = TypePacks::new(vec![dir.clone()]);
+        let found = packs.find_borrowed("mca_btl_vader.so").expect("borrowed");
+        assert!(found.borrowed);
+        assert_eq!(found.path, dir.join("vader.json"));
+        assert!(!packs.find("aa01").expect("by id").borrowed);
+        assert!(packs.find_borrowed("mca_pml_ob1.so").is_none());
+        assert!(packs.find_borrowed("libx.so").is_none());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

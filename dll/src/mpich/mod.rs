@@ -21,6 +21,8 @@ pub mod ucx;
 mod debugq_tests;
 #[cfg(test)]
 mod pool_tests;
+#[cfg(test)]
+mod test_image;
 
 use std::sync::Arc;
 

@@ -413,3 +413,11 @@ pub fn hosts_of(dump: &Value) -> BTreeMap<i64, String> {
         .map(|(r, p)| (r, p["host"].as_str().unwrap_or("").to_string()))
         .collect()
 }
+
+/// An empty directory of this test process under the target directory.
+pub fn scratch_dir(tag: &str) -> PathBuf {
+    let dir = mqs_tests::target_dir().join(format!("mqs-scratch/{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
