@@ -57,6 +57,27 @@ mqs_dump() {
 # logged as done. Whether the result still loads the stock bytes is not
 # assumed: `typepack extract --built-lib` proves it or refuses.
 build_env=()
+# pic_only=yes: every libtool script of the build tree compiles only the PIC
+# object (what the shared library is linked from), not the second, static
+# one: half the compilation. The static archive is then made of the PIC
+# objects (libtool's own fallback), which the packs never read; the shared
+# library is byte for byte the same, and extract still proves it. The
+# scripts appear during configure, so a watcher patches each one it finds,
+# replacing the file (mv) so that a libtool already running keeps its copy.
+pic_only=
+pic_only_patch() {
+    local f
+    while IFS= read -r -d '' f; do
+        grep -q 'mqs: PIC only' "$f" && continue
+        awk '!done && /^build_old_libs=yes$/ {
+                print
+                print "# mqs: PIC only while compiling (the .a is then made of the PIC objects)"
+                print "case \" $* \" in *\" --mode=compile \"*) build_old_libs=no ;; esac"
+                done = 1; next
+            } { print }' "$f" >"$f.mqs-new" && chmod --reference="$f" "$f.mqs-new" && mv "$f.mqs-new" "$f"
+    done < <(find "$1" -name libtool -type f -print0)
+}
+pic_only_watch() { while sleep 10; do pic_only_patch "$1"; done; }
 debian_build() {
     local srcdir=$1 start=$SECONDS clean=()
     rm -f "$work"/src/*.deb "$work"/src/*.ddeb "$work"/src/*.buildinfo "$work"/src/*.changes
@@ -78,9 +99,17 @@ debian_build() {
         : >"$work/build.log"
     fi
     touch "$work/.build-started"
+    local watcher=
+    if [ -n "$pic_only" ]; then
+        pic_only_patch "$srcdir"
+        pic_only_watch "$srcdir" &
+        watcher=$!
+    fi
+    local rc=0
     (cd "$srcdir" && env "${build_env[@]}" DEB_BUILD_OPTIONS="parallel=$jobs nocheck" nice -n 10 \
-        dpkg-buildpackage -b -uc -us "${clean[@]}") >>"$work/build.log" 2>&1 \
-        || { tail -n 30 "$work/build.log" >&2; die "dpkg-buildpackage failed, see $work/build.log"; }
+        dpkg-buildpackage -b -uc -us "${clean[@]}") >>"$work/build.log" 2>&1 || rc=$?
+    [ -z "$watcher" ] || kill "$watcher" 2>/dev/null || true
+    [ "$rc" -eq 0 ] || { tail -n 30 "$work/build.log" >&2; die "dpkg-buildpackage failed, see $work/build.log"; }
     rm -f "$work/.build-started"
     say "built in $((SECONDS - start)) s"
 }
