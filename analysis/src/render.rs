@@ -234,6 +234,9 @@ fn process_text(out: &mut impl Write, p: &ProcessDump) {
         let backend = p.dll.backend.as_deref().unwrap_or("?");
         let _ = writeln!(out, "  MPI: {mpi} (the DLL's {backend} backend)");
     }
+    for line in &p.type_packs {
+        let _ = writeln!(out, "  Types: {line}");
+    }
     for line in &p.dll_output {
         let _ = writeln!(out, "  DLL output: {line}");
     }
@@ -539,6 +542,7 @@ mod tests {
                 },
                 new_processes: None,
                 spawn_breakpoint: None,
+                type_packs: vec![],
                 unreadable: vec![],
                 dll_output: vec![],
                 held_by: None,
@@ -598,6 +602,7 @@ mod tests {
             message: "bad".into(),
         });
         p.spawn_breakpoint = Some("MPIR_Breakpoint".into());
+        p.type_packs = vec!["mca_pml_ob1.so: types from ob1.json".into()];
         p.unreadable = vec!["8 bytes at 0x10: unmapped".into()];
         p.dll_output = vec!["warning".into()];
         p.held_by = Some(mqs_core::interface::HeldBy {
@@ -673,6 +678,16 @@ mod tests {
             text.contains("Process 43 (rank 1; spawned: rank 0 of job 12, by rank 0 of 11) on nodea: /bin/app\n  Held stopped by gdb (pid 77): read as that debugger holds it"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn text_names_the_type_packs_read_through() {
+        let text = text(&full_sample());
+        assert!(
+            text.contains("  Types: mca_pml_ob1.so: types from ob1.json\n"),
+            "{text}"
+        );
+        assert!(!super::text(&sample()).contains("Types:"));
     }
 
     #[test]

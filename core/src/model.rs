@@ -142,6 +142,12 @@ pub struct ProcessDump {
     /// MPI-2 DLLs only: the function to stop in to learn about spawns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spawn_breakpoint: Option<String>,
+    /// The libraries whose types were read through type packs (no DWARF of
+    /// their own), one line each: the library, the pack, and how the pack
+    /// was checked against this process (a pack made for another build
+    /// says so, or why it was not used).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub type_packs: Vec<String>,
     /// Memory the DLL asked for and did not get (a core or snapshot that
     /// lacks it, an unmapped address), each as `LEN bytes at ADDR: why`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

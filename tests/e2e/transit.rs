@@ -84,6 +84,50 @@ fn check_spin(mpi: Mpi, size: u32, which: SpinMpi) {
 }
 
 /// [`check_spin`], mqs-dump run with `env` added.
+/// The dump's `type_packs` lines.
+fn type_packs(p: &Value) -> Vec<String> {
+    p["type_packs"]
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .filter_map(|s| s.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The dump names the packs it read through: ob1's and vader's borrowed
+/// ones in the release build, Debian's own in the stock one, none where
+/// DWARF gave every type or no pack is installed.
+fn check_type_packs(mpi: Mpi, which: SpinMpi, p: &Value) -> Result<(), String> {
+    let lines = type_packs(p);
+    let pack = |c: &str| format!("types from debian12-openmpi-4.1.4-3+b1-{c}.json, made for");
+    let want: Vec<(String, String)> = match (mpi, which) {
+        (Mpi::OpenMpiRelease, SpinMpi::OpenMpi(true)) => ["mca_pml_ob1", "mca_btl_vader"]
+            .iter()
+            .map(|c| (format!("{c}.so: "), pack(c) + " another build: "))
+            .collect(),
+        (Mpi::DebianOpenMpi, _) => [
+            ("libmpi.so.40", "libmpi"),
+            ("mca_pml_ob1.so", "mca_pml_ob1"),
+            ("mca_btl_vader.so", "mca_btl_vader"),
+        ]
+        .iter()
+        .map(|(lib, c)| (lib.to_string(), pack(c) + " this build"))
+        .collect(),
+        _ => Vec::new(),
+    };
+    let found = |(lib, text): &(String, String)| {
+        lines
+            .iter()
+            .any(|l| l.starts_with(lib.as_str()) && l.contains(text.as_str()))
+    };
+    if want.is_empty() != lines.is_empty() || !want.iter().all(found) {
+        return Err(format!("type packs: want {want:?}, got {lines:?}"));
+    }
+    Ok(())
+}
+
 fn check_spin_env(mpi: Mpi, size: u32, which: SpinMpi, env: &[(&str, &str)]) {
     let job = Job::launch(mpi, "spin_ring", size, &[]).expect("launch spin_ring");
     let dll = mqs_tests::our_dll(false).display().to_string();
@@ -97,6 +141,9 @@ fn check_spin_env(mpi: Mpi, size: u32, which: SpinMpi, env: &[(&str, &str)]) {
     let mut errors = Vec::new();
     for p in &processes {
         let rank = p["global_rank"].as_i64().unwrap();
+        if let Err(e) = check_type_packs(mpi, which, p) {
+            errors.push(format!("rank {rank}: {e}"));
+        }
         let want = &expected[usize::try_from(rank).unwrap()];
         if let Err(e) = contents::check_ours(want, &p["communicators"]) {
             errors.push(e);
@@ -241,6 +288,20 @@ fn open_mpi_release_drops_a_vader_pack_that_does_not_fit() {
     assert_eq!(processes.len(), 4, "{dump:#}");
     for p in &processes {
         let rank = &p["global_rank"];
+        let lines = type_packs(p);
+        assert!(
+            lines.iter().any(|l| l.starts_with(
+                "mca_btl_vader.so: the type pack debian12-openmpi-4.1.4-3+b1-mca_btl_vader.json, \
+                 made for another build, does not fit this one: "
+            )),
+            "rank {rank}: the dropped pack is not named: {lines:?}"
+        );
+        assert!(
+            lines.iter().any(
+                |l| l.starts_with("mca_pml_ob1.so: types from ") && l.contains("another build")
+            ),
+            "rank {rank}: ob1's pack is not named: {lines:?}"
+        );
         for c in p["communicators"]["list"].as_array().unwrap() {
             if c["name"] == "MPI_COMM_SELF" {
                 continue;

@@ -345,8 +345,8 @@ pub fn dump_with_each_dll(
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| format!("pid {pid}"));
     // The packs are checked once, whichever DLLs read through them.
-    let mpi_library = match prepare_types(&target, &symbols, &cache) {
-        Ok(library) => library,
+    let (mpi_library, type_packs) = match prepare_types(&target, &symbols, &cache) {
+        Ok(types) => types,
         Err(e) => return finish(&mut target, Err(e)),
     };
     let mut dumps = Vec::new();
@@ -362,6 +362,7 @@ pub fn dump_with_each_dll(
             chosen: None,
             executable: executable.clone(),
             mpi_library: mpi_library.clone(),
+            type_packs: type_packs.clone(),
             cache: Some(cache.clone()),
             no_queues: None,
         }];

@@ -38,6 +38,8 @@ pub(super) struct Prepared<T: Target> {
     /// The MPI library (the object naming the DLL), to say what it lacks
     /// when the DLL finds no types.
     pub(super) mpi_library: Option<Arc<ObjectSymbols>>,
+    /// The type packs the symbols answer from, as the dump names them.
+    pub(super) type_packs: Vec<String>,
     pub(super) cache: Option<Arc<SymbolCache>>,
     /// Why no DLL can read this process's queues, for a process whose MPI
     /// keeps none for debuggers, prepared for its stacks alone (`dll` is
@@ -92,6 +94,7 @@ impl<T: Target> Prepared<T> {
                         chosen: None,
                         executable,
                         mpi_library: None,
+                        type_packs: Vec::new(),
                         cache: Some(cache.clone()),
                         no_queues: Some(why),
                     });
@@ -99,12 +102,12 @@ impl<T: Target> Prepared<T> {
                 return Err(Box::new((target, e)));
             }
         };
-        let mpi_library = match &index {
+        let (mpi_library, type_packs) = match &index {
             Some(index) => match prepare_types(&target, index, cache) {
-                Ok(library) => library,
+                Ok(types) => types,
                 Err(e) => return Err(Box::new((target, e))),
             },
-            None => None,
+            None => (None, Vec::new()),
         };
         let recording = options
             .save
@@ -126,6 +129,7 @@ impl<T: Target> Prepared<T> {
             chosen: pick.chosen,
             executable,
             mpi_library,
+            type_packs,
             cache: Some(cache.clone()),
             no_queues: None,
         })
@@ -190,12 +194,13 @@ fn executable_of(target: &dyn Target, pid: i32) -> String {
 /// (the library that names the DLL, and the objects in the directories of
 /// the DLLs it names, where Open MPI keeps its components), and checks the
 /// type packs the symbols answer from against the process. Returns the MPI
-/// library.
+/// library, and a line per library read through a type pack (see
+/// [`type_pack_lines`]).
 pub(super) fn prepare_types(
     target: &dyn Target,
     index: &SymbolIndex,
     cache: &SymbolCache,
-) -> Result<Option<Arc<ObjectSymbols>>> {
+) -> Result<(Option<Arc<ObjectSymbols>>, Vec<String>)> {
     let objects = index.objects();
     let library = objects
         .iter()
@@ -223,12 +228,35 @@ pub(super) fn prepare_types(
     let env = MpiEnvironment::of(&target.environment().unwrap_or_default());
     // Borrowed packs first: one that does not fit is dropped, not fatal
     // (nobody asked for it), and the guard then sees only the packs left.
-    // The dump does not name the packs it read through (as for packs of
-    // the process's own build); why one was dropped is in the object's
-    // notes.
-    let _ = crate::typepack::borrowed::check(target, index);
+    let borrowed = crate::typepack::borrowed::check(target, index);
     crate::typepack::guard::check(target, index, &env)?;
-    Ok(library)
+    Ok((library, type_pack_lines(index, borrowed)))
+}
+
+/// What the dump says about the packs: each pack of the process's own
+/// build (the guard's invariants held, or the dump would have failed),
+/// then each pack borrowed from another build, used or dropped, with why
+/// (`borrowed::check`'s lines). Nothing that differs between the ranks of
+/// a job (the guard's rank and handles), so that equal ranks stay one
+/// state in a collector tree. Empty when every type came from DWARF.
+fn type_pack_lines(index: &SymbolIndex, borrowed: Vec<String>) -> Vec<String> {
+    let name = |p: &Path| {
+        p.file_name().map_or_else(
+            || p.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        )
+    };
+    crate::typepack::guard::packs_in_use(index)
+        .iter()
+        .map(|(library, pack, _)| {
+            format!(
+                "{}: types from {}, made for this build (its invariants hold in this process)",
+                name(library),
+                name(pack)
+            )
+        })
+        .chain(borrowed)
+        .collect()
 }
 
 /// Why a process with an MPI library but no `MPIR_dll_name` shows no

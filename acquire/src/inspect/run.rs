@@ -531,6 +531,7 @@ pub(super) fn dump_group<T: Target>(
         output.splice(0..0, std::mem::take(&mut setup_output));
         echo_verbose(&output);
         dump.dll_output = output;
+        dump.type_packs = p.type_packs.clone();
         out.push((i, Ok(dump)));
     }
     // Destroying the session's objects may print too; nobody reads that.
@@ -581,6 +582,7 @@ pub(super) fn process_dump(
         communicators,
         new_processes,
         spawn_breakpoint,
+        type_packs: Vec::new(),
         unreadable: session.unreadable(process),
         dll_output: Vec::new(),
         held_by: session.target(process).held_by(),
@@ -621,6 +623,7 @@ fn without_queues<T: Target>(p: &Prepared<T>, why: &str) -> ProcessDump {
         },
         new_processes: None,
         spawn_breakpoint: None,
+        type_packs: p.type_packs.clone(),
         unreadable: Vec::new(),
         dll_output: Vec::new(),
         held_by: p.target.held_by(),

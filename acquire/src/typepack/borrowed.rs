@@ -44,6 +44,12 @@ pub fn check(target: &dyn Target, index: &SymbolIndex) -> Vec<String> {
     let mut lines = Vec::new();
     let objects = index.objects();
     for (object, _) in &objects {
+        // Refused while reading another process of the job (the objects
+        // are shared): that one's reason stands for this one too.
+        if let Some(why) = object.borrow_refusal() {
+            lines.push(why.to_string());
+            continue;
+        }
         let Some(found) = object.pack().filter(|f| f.borrowed).cloned() else {
             continue;
         };
@@ -125,9 +131,12 @@ fn agree_with_dwarf(
         if same {
             agreed += 1;
         } else {
+            let size =
+                |s: Option<u64>| s.map_or_else(|| "no size".into(), |s| format!("{s} bytes"));
             differ.push(format!(
-                "{name} ({:?} bytes in {here}'s DWARF, {:?} in the pack)",
-                info.size, t.size
+                "{name} ({} in {here}'s DWARF, {} in the pack)",
+                size(info.size),
+                size(t.size)
             ));
         }
     }

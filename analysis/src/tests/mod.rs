@@ -104,6 +104,7 @@ fn job_of(n: usize, comms: &[(&str, Vec<i64>)], ops: &[Vec<Placed>]) -> JobDump 
                 dll_output: vec![],
                 held_by: None,
                 spawn_breakpoint: None,
+                type_packs: vec![],
                 unreadable: vec![],
                 stacks: None,
                 stats: DumpStats::default(),
@@ -339,6 +340,32 @@ fn recorded_stacks_merge_into_one_tree() {
          \x20   ranks 1-2: mca_pml_ob1_recv > ompi_request_wait_completion > sched_yield\n\
          \x20 rank 3: MPI_Recv > mca_pml_ob1_recv > ompi_request_wait_completion > sched_yield\n"
     );
+}
+
+/// The packs the dumps were read through: each line once, its ranks named
+/// only when not all ranks say it.
+#[test]
+fn job_view_names_the_type_packs_once() {
+    let mut dump = job(3, &[world(3)], &[vec![], vec![], vec![]]);
+    for p in &mut dump.processes {
+        p.type_packs = vec!["ob1.so: types from a.json, made for another build".into()];
+    }
+    dump.processes[2]
+        .type_packs
+        .push("vader.so: the type pack b.json, made for another build, does not fit".into());
+    let text = view::job_view(&dump, &ViewOptions::default());
+    assert!(
+        text.contains(
+            "\nTypes: ob1.so: types from a.json, made for another build\n\
+             Types: vader.so: the type pack b.json, made for another build, does not fit on ranks 2\n"
+        ),
+        "{text}"
+    );
+    assert_eq!(text.matches("Types: ob1.so").count(), 1, "{text}");
+    for p in &mut dump.processes {
+        p.type_packs.clear();
+    }
+    assert!(!view::job_view(&dump, &ViewOptions::default()).contains("Types:"));
 }
 
 #[test]

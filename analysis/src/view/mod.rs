@@ -109,6 +109,7 @@ pub fn job_view(dump: &JobDump, options: &ViewOptions) -> String {
     summary(&job, options, &mut out);
     chosen(dump, &mut out);
     recognised(dump, &mut out);
+    type_packs(dump, &mut out);
     for (rank, _) in &analysis.stalled {
         if let Some(words) = analysis.stalled_words(*rank) {
             let _ = writeln!(out, "{words}");
@@ -252,6 +253,32 @@ fn recognised(dump: &JobDump, out: &mut String) {
     });
     for (what, on) in &kinds {
         let _ = writeln!(out, "MPI: {what}{on}");
+    }
+}
+
+/// The type packs the processes were read through (docs/typepacks.md):
+/// each distinct line once, in order of first appearance, with its ranks
+/// when not every rank's dump says it.
+fn type_packs(dump: &JobDump, out: &mut String) {
+    let mut lines: Vec<(&str, Vec<i64>)> = Vec::new();
+    let mut all = 0usize;
+    for p in &dump.processes {
+        let ranks: Vec<i64> = p.run_members().map(|(_, rank)| i64::from(rank)).collect();
+        all += ranks.len();
+        for line in &p.type_packs {
+            match lines.iter_mut().find(|(seen, _)| *seen == line.as_str()) {
+                Some((_, seen)) => seen.extend(&ranks),
+                None => lines.push((line, ranks.clone())),
+            }
+        }
+    }
+    for (line, ranks) in lines {
+        let on = if ranks.len() == all {
+            String::new()
+        } else {
+            format!(" on ranks {}", crate::ranks::ordered_runs(&ranks))
+        };
+        let _ = writeln!(out, "Types: {line}{on}");
     }
 }
 

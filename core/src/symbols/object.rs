@@ -4,7 +4,6 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -91,9 +90,10 @@ pub struct ObjectSymbols {
     types: OnceLock<DwarfTypes>,
     /// The type pack for its build-id, looked for when it has no DWARF here.
     pack: OnceLock<Option<FoundPack>>,
-    /// Set when a borrowed pack failed its runtime invariants: it is not
-    /// used again (the layouts are another build's).
-    borrow_refused: AtomicBool,
+    /// Why a borrowed pack failed its runtime invariants, once it did: it
+    /// is not used again (the layouts are another build's), and every
+    /// process read through this object says why.
+    borrow_refused: OnceLock<String>,
     /// Types a borrowed pack must not answer: the process's own DWARF
     /// describes them (`SymbolIndex::shadow_borrowed`).
     shadowed: Mutex<std::collections::HashSet<String>>,
@@ -129,7 +129,7 @@ impl ObjectSymbols {
             dwarf: OnceLock::new(),
             types: OnceLock::new(),
             pack: OnceLock::new(),
-            borrow_refused: AtomicBool::new(false),
+            borrow_refused: OnceLock::new(),
             shadowed: Mutex::new(Default::default()),
             fetched: OnceLock::new(),
             fetched_types: OnceLock::new(),
@@ -245,7 +245,7 @@ impl ObjectSymbols {
                     })
             })
             .as_ref()
-            .filter(|f| !(f.borrowed && self.borrow_refused.load(Ordering::Relaxed)))
+            .filter(|f| !(f.borrowed && self.borrow_refused.get().is_some()))
     }
 
     /// Leaves `names` to other objects: a borrowed pack stops answering
@@ -258,10 +258,14 @@ impl ObjectSymbols {
     /// process, saying why among the object's notes. The caller forgets
     /// what it answered already (`SymbolIndex::refuse_borrowed`).
     pub fn refuse_borrowed(&self, why: String) {
-        if self.pack().is_some_and(|f| f.borrowed) {
-            self.borrow_refused.store(true, Ordering::Relaxed);
+        if self.pack().is_some_and(|f| f.borrowed) && self.borrow_refused.set(why.clone()).is_ok() {
             self.note(why);
         }
+    }
+
+    /// Why the borrowed pack was refused, if it was.
+    pub fn borrow_refusal(&self) -> Option<&str> {
+        self.borrow_refused.get().map(String::as_str)
     }
 
     /// The dynamic symbols' link-time values, for checking a pack.
