@@ -53,6 +53,11 @@ pub enum Error {
     #[error("pid {pid}: {detail}")]
     Unreachable { pid: i32, detail: String },
 
+    /// A rank the starter listed that ended before it was read: the job
+    /// is ending (`watch` takes it so).
+    #[error("pid {pid}: rank {rank} has exited (no process with pid {pid} any more)")]
+    RankExited { pid: i32, rank: usize },
+
     /// Ranks on other hosts could not be read through collectors there: none
     /// could be started, or none called back in time.
     #[error("{0}")]
@@ -130,6 +135,7 @@ impl Error {
             Self::OnHost { code, .. } if (1..=COLLECT).contains(code) => *code,
             Self::OnHost { .. } => OTHER,
             Self::Remote { .. } | Self::Unreachable { .. } => OTHER,
+            Self::RankExited { .. } => NO_SUCH_PROCESS,
         }
     }
 

@@ -58,7 +58,8 @@ fn ended(e: &mqs_acquire::Error, seen_before: bool) -> bool {
     matches!(
         e.core(),
         Some(mqs_core::Error::NoSuchProcess { .. } | mqs_core::Error::ProcessGone { .. })
-    ) || (seen_before && matches!(e, mqs_acquire::Error::NotMpi { .. }))
+    ) || matches!(e, mqs_acquire::Error::RankExited { .. })
+        || (seen_before && matches!(e, mqs_acquire::Error::NotMpi { .. }))
 }
 
 /// Watches the job of `pid` until a finding persists (exit 12) or the job
@@ -115,5 +116,29 @@ pub fn watch(pid: i32, options: &Options, every: Duration, keep_going: bool) -> 
     match ended_with {
         Some(code) => ExitCode::from(code as u8),
         None => ExitCode::SUCCESS,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ended;
+    use mqs_acquire::Error;
+
+    /// A rank that exited between the starter's table and its attach is
+    /// the job ending (seen when the watched chain completes mid-snapshot),
+    /// and so is a process that is gone; a rank that cannot be read for
+    /// another reason is not.
+    #[test]
+    fn a_rank_that_exited_ends_the_watch() {
+        assert!(ended(&Error::RankExited { pid: 7, rank: 0 }, false));
+        assert!(ended(
+            &Error::Core(mqs_core::Error::NoSuchProcess { pid: 7 }),
+            false
+        ));
+        let other = Error::Unreachable {
+            pid: 7,
+            detail: "permission denied".into(),
+        };
+        assert!(!ended(&other, true));
     }
 }

@@ -179,12 +179,9 @@ pub(super) fn dump_here(
             Ok(target) => target,
             // A rank that ended since the starter listed it.
             Err(Error::Core(CoreError::NoSuchProcess { pid })) => {
-                let e = Error::Unreachable {
+                let e = Error::RankExited {
                     pid,
-                    detail: format!(
-                        "rank {} has exited (no process with pid {pid} any more)",
-                        member.rank
-                    ),
+                    rank: member.rank,
                 };
                 failures.push((failure(&member, &e), e));
                 continue;
