@@ -106,7 +106,10 @@ debian_build() {
         watcher=$!
     fi
     local rc=0
-    (cd "$srcdir" && env "${build_env[@]}" DEB_BUILD_OPTIONS="parallel=$jobs nocheck" nice -n 10 \
+    # The buildd's PATH (sbuild's default): no tool of this machine's own
+    # (a pyenv python3 first on PATH would regenerate yaksa's sources).
+    (cd "$srcdir" && env "${build_env[@]}" PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+        DEB_BUILD_OPTIONS="parallel=$jobs nocheck" nice -n 10 \
         dpkg-buildpackage -b -uc -us "${clean[@]}") >>"$work/build.log" 2>&1 || rc=$?
     [ -z "$watcher" ] || kill "$watcher" 2>/dev/null || true
     [ "$rc" -eq 0 ] || { tail -n 30 "$work/build.log" >&2; die "dpkg-buildpackage failed, see $work/build.log"; }
