@@ -240,12 +240,7 @@ pub(super) fn prepare_types(
 /// a job (the guard's rank and handles), so that equal ranks stay one
 /// state in a collector tree. Empty when every type came from DWARF.
 fn type_pack_lines(index: &SymbolIndex, borrowed: Vec<String>) -> Vec<String> {
-    let name = |p: &Path| {
-        p.file_name().map_or_else(
-            || p.display().to_string(),
-            |n| n.to_string_lossy().into_owned(),
-        )
-    };
+    let name = crate::typepack::borrowed::file_name;
     crate::typepack::guard::packs_in_use(index)
         .iter()
         .map(|(library, pack, _)| {

@@ -83,7 +83,8 @@ pub fn check(target: &dyn Target, index: &SymbolIndex) -> Vec<String> {
     lines
 }
 
-fn file_name(path: &Path) -> String {
+/// A library's or pack's file name, as the dump's lines name them.
+pub(crate) fn file_name(path: &Path) -> String {
     path.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
