@@ -240,6 +240,7 @@ pub fn resolve<I: ImageAccess, P: ProcessAccess + ?Sized>(
     let ucx = |m: Missing| crate::ucx::unreadable(version, m);
     let netmod = |m: Missing| format!("MPICH's ucx netmod not supported: {m} missing");
     Some((|| {
+        crate::ucx::check_version(version)?;
         let layout = UcxLayout::resolve(image).map_err(ucx)?;
         let (ctx, num_vnis, global_size) = ty(image, GLOBAL_TYPE)
             .and_then(|g| Ok((g.field(GLOBAL_CTX)?, g.field(GLOBAL_NUM_VNIS)?, g.size()?)))

@@ -298,6 +298,7 @@ pub fn resolve<I: ImageAccess, P: ProcessAccess + ?Sized>(
         .find_function(ucx_names::FN_VERSION)
         .and_then(|f| read_version(t, f));
     let unsupported = |m: Missing| crate::ucx::unreadable(version, m);
+    crate::ucx::check_version(version)?;
     let context = TagContext::resolve(layout.comm.index, ompi.map(|v| v.0)).map_err(|m| {
         let (a, b, c) = ompi.unwrap_or_default();
         format!("Open MPI {a}.{b}.{c}'s pml ucx not supported: {m} missing")

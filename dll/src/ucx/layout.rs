@@ -82,7 +82,8 @@ pub mod names {
 pub const HASH_BUCKETS: u64 = 1024;
 
 /// `ucp_recv_desc_t.flags` bits (`enum ucp_recv_desc_flags` in
-/// `ucp/core/ucp_request.h`; enumerators are not in reach of a DLL).
+/// `ucp/core/ucp_request.h`; enumerators are not in reach of a DLL). The
+/// same from UCX 1.8 on ([`super::OLDEST_SUPPORTED`]).
 pub mod rdesc_flags {
     pub const EAGER: u64 = 1 << 1;
     pub const EAGER_ONLY: u64 = 1 << 2;
@@ -91,8 +92,8 @@ pub mod rdesc_flags {
 }
 
 /// `ucp_request_t.flags` bits (the anonymous enum in
-/// `ucp/core/ucp_request.h`, UCX 1.13; enumerators are not in reach of a
-/// DLL).
+/// `ucp/core/ucp_request.h`; enumerators are not in reach of a DLL). The
+/// same from UCX 1.8 on ([`super::OLDEST_SUPPORTED`]).
 pub mod request_flags {
     pub const COMPLETED: u64 = 1 << 0;
     /// Its owner freed it before it completed (`ucp_request_free`).

@@ -40,6 +40,29 @@ pub fn unreadable(version: Option<[u32; 3]>, missing: crate::types::Missing) -> 
     }
 }
 
+/// The oldest UCX whose flag values ([`layout::request_flags`],
+/// [`layout::rdesc_flags`]) are ours. Before 1.8 a rendezvous descriptor
+/// was bit 5, not 6, and before 1.7 no request said it was a tag send. From
+/// 1.8.0 to 1.22.0 (checked in UCX's history) they and the hash table's
+/// size have not changed.
+pub const OLDEST_SUPPORTED: [u32; 2] = [1, 8];
+
+/// Refuses a UCX older than [`OLDEST_SUPPORTED`], whose flag bits mean
+/// other things: its fields resolve all the same, so only its version
+/// tells. A version not read is let through: the layouts are still
+/// checked field by field, and the transport line says it is unknown.
+pub fn check_version(version: Option<[u32; 3]>) -> Result<(), String> {
+    match version {
+        Some([a, b, _]) if [a, b] < OLDEST_SUPPORTED => Err(format!(
+            "{} not supported: its request and descriptor flag bits differ before UCX {}.{}",
+            version_name(version),
+            OLDEST_SUPPORTED[0],
+            OLDEST_SUPPORTED[1]
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// UCX's version, read from the code of `ucp_get_version` at `function`
 /// (the library records it nowhere else): compiled for x86-64 it is three
 /// `movl $imm32, (reg)` to the major, minor and release pointers (rdi,
@@ -91,5 +114,22 @@ mod tests {
         assert_eq!(read_version(&t, 0x2000), None);
         assert_eq!(read_version(&t, 0x3000), None);
         assert_eq!(read_version(&t, 0x9000), None);
+    }
+
+    #[test]
+    fn a_ucx_older_than_1_8_is_refused_with_its_version() {
+        assert_eq!(check_version(Some([1, 13, 1])), Ok(()));
+        assert_eq!(check_version(Some([1, 8, 0])), Ok(()));
+        assert_eq!(check_version(Some([2, 0, 0])), Ok(()));
+        assert_eq!(check_version(None), Ok(()));
+        assert_eq!(
+            check_version(Some([1, 7, 0])),
+            Err(
+                "UCX 1.7.0 not supported: its request and descriptor flag bits differ before \
+                 UCX 1.8"
+                    .to_string()
+            )
+        );
+        assert!(check_version(Some([0, 9, 9])).is_err());
     }
 }
