@@ -250,7 +250,8 @@ fn open_mpi_release_without_packs_says_messages_in_transit_are_not_listed() {
 /// A vader pack whose endpoint size is one word off reads the endpoints
 /// wrong: it is dropped, the dump goes on (ob1's borrowed pack still
 /// reads the MPI's own queues) and says that what is in transit on vader
-/// is not listed.
+/// is not listed. A file beside the packs that is no pack is named as
+/// skipped.
 #[test]
 fn open_mpi_release_drops_a_vader_pack_that_does_not_fit() {
     let data = scratch_dir("transit-badpack");
@@ -274,6 +275,9 @@ fn open_mpi_release_drops_a_vader_pack_that_does_not_fit() {
             .unwrap();
         }
     }
+    // A file that is no pack at all stands for no library: every rank's
+    // dump says it was skipped, and why.
+    std::fs::write(packs.join("broken-pack.json"), b"{ \"format\": ").unwrap();
     let data = data.display().to_string();
     let job = Job::launch(Mpi::OpenMpiRelease, "spin_ring", 4, &[]).expect("launch spin_ring");
     let dll = mqs_tests::our_dll(false).display().to_string();
@@ -301,6 +305,13 @@ fn open_mpi_release_drops_a_vader_pack_that_does_not_fit() {
                 |l| l.starts_with("mca_pml_ob1.so: types from ") && l.contains("another build")
             ),
             "rank {rank}: ob1's pack is not named: {lines:?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("not a type pack, skipped: ")
+                    && l.contains("broken-pack.json: not JSON")),
+            "rank {rank}: the broken pack file is not named: {lines:?}"
         );
         for c in p["communicators"]["list"].as_array().unwrap() {
             if c["name"] == "MPI_COMM_SELF" {

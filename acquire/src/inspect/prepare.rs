@@ -174,8 +174,12 @@ impl<T: Target> Prepared<T> {
             library: library.path().to_owned(),
             build_id: library.build_id_hex().unwrap_or_else(|| "none".into()),
             tried: format!(
-                "no DWARF in it or in the debug directories, no type pack in {}, {debuginfod}",
-                dirs.join(", ")
+                "no DWARF in it or in the debug directories, no type pack in {}{}, {debuginfod}",
+                dirs.join(", "),
+                match cache.typepack_notes() {
+                    [] => String::new(),
+                    notes => format!(" ({} skipped: {})", notes.len(), notes.join("; ")),
+                }
             ),
             detail,
         }))
@@ -230,7 +234,9 @@ pub(super) fn prepare_types(
     // (nobody asked for it), and the guard then sees only the packs left.
     let borrowed = crate::typepack::borrowed::check(target, index);
     crate::typepack::guard::check(target, index, &env)?;
-    Ok((library, type_pack_lines(index, borrowed)))
+    let mut lines = type_pack_lines(index, borrowed);
+    lines.extend(unreadable_pack_lines(cache));
+    Ok((library, lines))
 }
 
 /// What the dump says about the packs: each pack of the process's own
@@ -252,6 +258,15 @@ fn type_pack_lines(index: &SymbolIndex, borrowed: Vec<String>) -> Vec<String> {
         })
         .chain(borrowed)
         .collect()
+}
+
+/// A line per file in the pack directories that is not a type pack: it
+/// stands for no library, and the user who put it there learns why.
+fn unreadable_pack_lines(cache: &SymbolCache) -> impl Iterator<Item = String> + '_ {
+    cache
+        .typepack_notes()
+        .iter()
+        .map(|note| format!("not a type pack, skipped: {note}"))
 }
 
 /// Why a process with an MPI library but no `MPIR_dll_name` shows no

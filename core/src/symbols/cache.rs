@@ -55,6 +55,13 @@ impl SymbolCache {
         self.dirs.packs.dirs()
     }
 
+    /// The files in the type pack directories that are not packs, and why
+    /// ("PATH: not JSON: ..."): a broken pack is no pack at all, so a dump
+    /// says so rather than leave its library's types unexplained.
+    pub fn typepack_notes(&self) -> &[String] {
+        self.dirs.packs.notes()
+    }
+
     /// Where debug files are fetched from (debuginfod servers), if asked.
     pub fn fetcher(&self) -> Option<&dyn DebugFileFetcher> {
         self.dirs.debuginfod.as_deref()
