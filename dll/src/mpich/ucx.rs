@@ -36,7 +36,6 @@ use crate::target::Target;
 use crate::types::{ty, Missing};
 use crate::ucx::layout::{names as ucx_names, UcxLayout};
 use crate::ucx::matching;
-use crate::ucx::read_version;
 use crate::walk::{Stop, MAX_LIST_ITEMS};
 
 use super::communicators::Comm;
@@ -234,9 +233,7 @@ pub fn resolve<I: ImageAccess, P: ProcessAccess + ?Sized>(
     t: &Target<'_, P>,
 ) -> Option<Result<Netmod, String>> {
     let global = image.find_symbol(SYM_GLOBAL)?;
-    let version = image
-        .find_function(ucx_names::FN_VERSION)
-        .and_then(|f| read_version(t, f));
+    let version = crate::ucx::version_of(image, t);
     let ucx = |m: Missing| crate::ucx::unreadable(version, m);
     let netmod = |m: Missing| format!("MPICH's ucx netmod not supported: {m} missing");
     Some((|| {

@@ -26,9 +26,8 @@ use crate::target::Spans;
 use crate::target::Target;
 use crate::types::{ty, Missing};
 use crate::ucx::layout::SendLayout;
-use crate::ucx::layout::{names as ucx_names, UcxLayout};
+use crate::ucx::layout::UcxLayout;
 use crate::ucx::matching;
-use crate::ucx::read_version;
 use crate::ucx::sends;
 use crate::walk::{AddrSet, Stop, MAX_LIST_ITEMS};
 
@@ -294,9 +293,7 @@ pub fn resolve<I: ImageAccess, P: ProcessAccess + ?Sized>(
     layout: &Layout,
     ompi: Option<(i64, i64, i64)>,
 ) -> Result<PmlUcx, String> {
-    let version = image
-        .find_function(ucx_names::FN_VERSION)
-        .and_then(|f| read_version(t, f));
+    let version = crate::ucx::version_of(image, t);
     let unsupported = |m: Missing| crate::ucx::unreadable(version, m);
     crate::ucx::check_version(version)?;
     let context = TagContext::resolve(layout.comm.index, ompi.map(|v| v.0)).map_err(|m| {

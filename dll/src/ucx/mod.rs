@@ -12,7 +12,7 @@ pub mod sends;
 
 pub use operations::Tag;
 
-use crate::access::ProcessAccess;
+use crate::access::{ImageAccess, ProcessAccess};
 use crate::target::Target;
 
 /// "UCX 1.13.1", or "UCX (version unknown)": how messages name the UCX a
@@ -61,6 +61,18 @@ pub fn check_version(version: Option<[u32; 3]>) -> Result<(), String> {
         )),
         _ => Ok(()),
     }
+}
+
+/// The version of the UCX an image links, from its `ucp_get_version`
+/// ([`read_version`]); None when the function is absent or its code is not
+/// the one we know.
+pub fn version_of<I: ImageAccess, P: ProcessAccess + ?Sized>(
+    image: &I,
+    t: &Target<'_, P>,
+) -> Option<[u32; 3]> {
+    image
+        .find_function(layout::names::FN_VERSION)
+        .and_then(|f| read_version(t, f))
 }
 
 /// UCX's version, read from the code of `ucp_get_version` at `function`
