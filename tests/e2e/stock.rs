@@ -18,11 +18,11 @@
 //!   build. Without UCX's pack our DLL says, per queue, that UCX cannot be
 //!   read and which type is missing.
 //! - MPICH 4.0.2-3+b1 (ch4:ucx, no `--enable-debuginfo`): through the
-//!   packs of `libmpich.so.12` (once made: ignored until then) and
-//!   `libucp.so.0`, our DLL lists the
+//!   packs of `libmpich.so.12` and `libucp.so.0`, our DLL lists the
 //!   `queues` job's posted receives and unexpected messages exactly (the
-//!   communicators found among MPICH's communicator objects, the queues of
-//!   ch4's active-message path on one node), and says sends are not
+//!   communicators found among MPICH's communicator objects, the queues
+//!   from UCX's worker: Debian's build sends every message through UCX,
+//!   on one node too), and says sends are not
 //!   known; without the MPICH pack, one line saying why no queues can be
 //!   shown (exit 6); `mqs-dump cvars` still lists its control variables.
 
@@ -1041,13 +1041,47 @@ fn mpich_queues(
 /// the `queues` fixture on one node, dumped with our DLL through the
 /// committed packs (libmpich.so.12's and libucp.so.0's) alone: the
 /// communicators are found among MPICH's communicator objects, and every
-/// posted receive and unexpected message of the fixture is listed exactly
-/// (on one node they are in ch4's active-message queues: MPICH's
-/// shared-memory module carries them), the sends not available, saying
-/// why.
+/// posted receive and unexpected message of the fixture is listed exactly,
+/// the sends not available, saying why. Debian's MPICH is built with
+/// `MPIDI_CH4_DIRECT_NETMOD` (no shared-memory module in use): on one node
+/// too, every message goes through UCX, so every operation listed is read
+/// from UCX's worker (its matching order, its descriptors) through
+/// libucp's pack.
 #[test]
-#[ignore = "needs typepacks/debian12-mpich-4.0.2-3+b1-libmpich.json, made by scripts/typepack-debian12-mpich"]
 fn stock_mpich_queues_through_the_packs_are_exact() {
+    let dump = stock_mpich_queues_job();
+    let ops = receives_and_unexpected(&dump);
+    assert_eq!(ops.len(), 8, "{dump:#}");
+    for op in ops {
+        assert!(
+            op.contains("in UCX 1.13.1 matching order") || op.contains("UCX 1.13.1 descriptor"),
+            "{op}\n{dump:#}"
+        );
+    }
+}
+
+/// Every receive's and unexpected message's `extra_text`, as JSON text.
+fn receives_and_unexpected(dump: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in dump["processes"].as_array().expect("processes") {
+        for c in p["communicators"]["list"]
+            .as_array()
+            .expect("communicators")
+        {
+            for queue in ["receives", "unexpected"] {
+                for op in c[queue]["operations"].as_array().into_iter().flatten() {
+                    out.push(op["extra_text"].to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The `queues` job on stock MPICH dumped through the packs once every
+/// rank waits on "mqs-wait"; every queue is checked against the fixture's
+/// (exactly what it posted and sent), and the dump returned.
+fn stock_mpich_queues_job() -> Value {
     let data = data_with_packs("mpich-packs", |_| {});
     let env = isolated(&data, &data.join("cache"), None);
     let job = Job::launch(Mpi::DebianMpich, "queues", 2, &[]).expect("launch on stock MPICH");
@@ -1154,4 +1188,5 @@ fn stock_mpich_queues_through_the_packs_are_exact() {
         assert_running_untraced(pid);
     }
     job.shutdown().expect("shutdown");
+    dump
 }

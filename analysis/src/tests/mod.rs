@@ -369,6 +369,35 @@ fn job_view_names_the_type_packs_once() {
 }
 
 #[test]
+fn job_view_names_the_starter_and_nothing_for_ranks_named_by_pid() {
+    let ops = vec![vec![(0, false, 1, 7)], vec![]];
+    let mut dump = job(2, &[world(2)], &ops);
+    let headline = |dump: &JobDump| {
+        let text = view::job_view(dump, &ViewOptions::default());
+        text.lines().next().unwrap_or_default().to_string()
+    };
+    dump.launcher = Some(mqs_core::model::Launcher {
+        pid: 41,
+        executable: "/opt/mpi/bin/mpiexec.hydra".to_string(),
+    });
+    assert!(
+        headline(&dump).starts_with("job of mpiexec.hydra (pid 41): 2 ranks (0-1)"),
+        "{}",
+        headline(&dump)
+    );
+    // `--pid RANK --pid RANK`: no starter was read.
+    dump.launcher = Some(mqs_core::model::Launcher {
+        pid: 42,
+        executable: String::new(),
+    });
+    assert!(
+        headline(&dump).starts_with("2 ranks (0-1), "),
+        "{}",
+        headline(&dump)
+    );
+}
+
+#[test]
 fn job_view_merges_equal_ranks_and_leaves_out_empty_parts() {
     let ops = vec![vec![(0, false, 2, 7)], vec![(0, false, 2, 7)], vec![]];
     let dump = job(3, &[world(3), ("idle", vec![0, 1, 2])], &ops);

@@ -342,15 +342,18 @@ fn summary(job: &Job<'_>, options: &ViewOptions, out: &mut String) {
         .iter()
         .filter(|r| shown.contains(*r))
         .collect();
+    // Ranks named by pid have no starter: the launcher then stands for the
+    // first of them and has no executable, and naming it would read as
+    // "job of  (pid 123)".
     let who = match &job.dump.launcher {
-        Some(l) => {
+        Some(l) if !l.executable.is_empty() => {
             let name = std::path::Path::new(&l.executable)
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
             format!("job of {name} (pid {}): ", l.pid)
         }
-        None => String::new(),
+        _ => String::new(),
     };
     let time = options
         .elapsed
