@@ -188,8 +188,10 @@ fn text_into(out: &mut impl Write, job: &JobDump) {
     for failure in &job.failures {
         let _ = writeln!(
             out,
-            "Rank {} (pid {} on {}): not dumped: {}",
-            failure.rank, failure.pid, failure.host, failure.message
+            "Rank {} ({}): not dumped: {}",
+            failure.rank,
+            mqs_core::model::pid_on(failure.pid, &failure.host),
+            failure.message
         );
     }
 }
@@ -264,7 +266,12 @@ fn process_text(out: &mut impl Write, p: &ProcessDump) {
         Some(Section::Ok { value }) => {
             let _ = writeln!(out, "  New processes: {}", value.list.len());
             for n in &value.list {
-                let _ = writeln!(out, "    pid {} on {}: {}", n.pid, n.host, n.executable);
+                let _ = writeln!(
+                    out,
+                    "    {}: {}",
+                    mqs_core::model::pid_on(n.pid, &n.host),
+                    n.executable
+                );
             }
         }
         Some(Section::NotAvailable { reason }) => {

@@ -53,6 +53,16 @@ pub struct Launcher {
     pub executable: String,
 }
 
+/// "pid 12 on node3", or "pid 12" for a process of this host (whose host
+/// is recorded as "").
+pub fn pid_on(pid: impl std::fmt::Display, host: &str) -> String {
+    if host.is_empty() {
+        format!("pid {pid}")
+    } else {
+        format!("pid {pid} on {host}")
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RankFailure {
     /// Its number in the job, as `ProcessDump::global_rank`.

@@ -395,6 +395,21 @@ fn job_view_names_the_starter_and_nothing_for_ranks_named_by_pid() {
         "{}",
         headline(&dump)
     );
+    // A rank of this host that failed has no host to name; one elsewhere has.
+    for (host, place) in [("", "(pid 43)"), ("node2", "(pid 43 on node2)")] {
+        dump.failures = vec![mqs_core::model::RankFailure {
+            rank: 2,
+            pid: 43,
+            host: host.to_string(),
+            message: "gone".to_string(),
+            exit_code: 3,
+        }];
+        let text = view::job_view(&dump, &ViewOptions::default());
+        assert!(
+            text.contains(&format!("rank 2 {place} not dumped: gone")),
+            "{text}"
+        );
+    }
 }
 
 #[test]

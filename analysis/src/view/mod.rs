@@ -228,8 +228,10 @@ pub fn job_view(dump: &JobDump, options: &ViewOptions) -> String {
     for failure in &dump.failures {
         let _ = writeln!(
             out,
-            "rank {} (pid {} on {}) not dumped: {}",
-            failure.rank, failure.pid, failure.host, failure.message
+            "rank {} ({}) not dumped: {}",
+            failure.rank,
+            mqs_core::model::pid_on(failure.pid, &failure.host),
+            failure.message
         );
     }
     out
