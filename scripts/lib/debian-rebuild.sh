@@ -34,6 +34,31 @@ check_bookworm() {
 stage_done() { { [ "$1" -lt "$from" ] && [ -f "$work/.stage-$1" ]; } || [ "$1" -gt "$until" ]; }
 finish() { touch "$work/.stage-$1"; say "stage $1 ($2) done"; }
 
+# Installed packages, one `name:arch` a line (removed ones left out).
+installed_packages() {
+    dpkg-query -W -f='${db:Status-Abbrev} ${binary:Package}\n' | awk '$1 == "ii" { print $2 }' | sort
+}
+
+# apt-get build-dep for "SOURCE=VERSION", after recording what was installed
+# before it first ran, so that build_deps_left can name what it added.
+build_dep() {
+    [ -f "$work/packages-before" ] || installed_packages >"$work/packages-before"
+    need_sudo env DEBIAN_FRONTEND=noninteractive apt-get build-dep -y -qq "$1" >&2
+}
+
+# Says which packages the rebuild installed and left. They are not removed:
+# the tests' other setup scripts find their packages by presence, and one
+# of them may have come with the build dependencies.
+build_deps_left() {
+    [ -f "$work/packages-before" ] || return 0
+    installed_packages | comm -13 "$work/packages-before" - >"$work/packages-added"
+    local n
+    n=$(wc -l <"$work/packages-added")
+    [ "$n" -eq 0 ] && return 0
+    say "$n packages installed for the build stay installed, listed in $work/packages-added;" \
+        "remove them (apt-get purge) once nothing else on this machine needs them"
+}
+
 # The mqs-dump that writes and checks the packs: $MQS_DUMP, else this tree's,
 # built with cargo --release (into $CARGO_TARGET_DIR when set).
 mqs_dump() {
