@@ -23,7 +23,8 @@
 //!   communicators found among MPICH's communicator objects, the queues
 //!   from UCX's worker: Debian's build sends every message through UCX,
 //!   on one node too), and says sends are not
-//!   known; without the MPICH pack, one line saying why no queues can be
+//!   known; the `mprobe` job's persistent receive, `MPI_Mprobe`'d message
+//!   and `MPI_Issend`'s unexpected rendezvous message too; without the MPICH pack, one line saying why no queues can be
 //!   shown (exit 6); `mqs-dump cvars` still lists its control variables.
 
 mod support;
@@ -1078,36 +1079,89 @@ fn receives_and_unexpected(dump: &Value) -> Vec<String> {
     out
 }
 
-/// The `queues` job on stock MPICH dumped through the packs once every
-/// rank waits on "mqs-wait"; every queue is checked against the fixture's
-/// (exactly what it posted and sent), and the dump returned.
-fn stock_mpich_queues_job() -> Value {
-    let data = data_with_packs("mpich-packs", |_| {});
+/// `fixture` on stock MPICH (2 ranks) dumped with our DLL through the
+/// committed packs (in a scratch data directory named by `tag`), once
+/// both ranks list their blocking receive (tag 1000) on `comm`.
+fn settled_stock_mpich(tag: &str, fixture: &str, comm: &str) -> (Job, Value) {
+    let data = data_with_packs(tag, |_| {});
     let env = isolated(&data, &data.join("cache"), None);
-    let job = Job::launch(Mpi::DebianMpich, "queues", 2, &[]).expect("launch on stock MPICH");
+    let job = Job::launch(Mpi::DebianMpich, fixture, 2, &[]).expect("launch on stock MPICH");
     let pids: Vec<String> = job.rank_pids().iter().map(|(_, p)| p.to_string()).collect();
     let dll = our_dll();
     let mut args: Vec<&str> = pids.iter().flat_map(|p| ["--pid", p.as_str()]).collect();
     args.extend(["--json", "--dll", dll.as_str()]);
     let started = Instant::now();
-    let dump = loop {
+    loop {
         let out = run_with(&args, &env);
         assert!(out.status.success(), "{}", stderr(&out));
         let dump: Value = serde_json::from_slice(&out.stdout).expect("JSON");
         let q = mpich_queues(&dump);
         let waiting = (0..2).all(|r| {
-            matches!(q.get(&(r, "mqs-wait".to_string(), "receives")),
+            matches!(q.get(&(r, comm.to_string(), "receives")),
                      Some(Ok(rows)) if rows.iter().any(|row| row.3 == Some(1000)))
         });
         if waiting {
-            break dump;
+            return (job, dump);
         }
         assert!(
             started.elapsed() < Duration::from_secs(90),
             "never settled: {dump:#}"
         );
         std::thread::sleep(Duration::from_millis(500));
-    };
+    }
+}
+
+/// The `mprobe` job on stock MPICH through the packs: rank 0's persistent
+/// receive, its blocking `MPI_Recv`, the message `MPI_Mprobe` took (held
+/// by an MPICH request, found among MPICH's request objects), and the
+/// 400,000-byte message of rank 1's `MPI_Issend` waiting unexpected
+/// (rendezvous): exactly as on the `-g` ch4:ucx build
+/// (`persistent_mprobe_and_issend_under_mpich_ch4_ucx` in ucx.rs), but for
+/// the Issend itself, which MPICH without debugger support keeps in no
+/// send queue: sends are "not available", saying why.
+#[test]
+fn stock_mpich_persistent_mprobe_and_issend_through_the_packs_are_exact() {
+    let (job, dump) = settled_stock_mpich("mpich-packs-mprobe", "mprobe", "MPI_COMM_WORLD");
+    let got = mpich_queues(&dump);
+    let world = |rank: i64, queue: &'static str| got.get(&(rank, "MPI_COMM_WORLD".into(), queue));
+    let mprobed = ("complete".to_string(), 1, 1, Some(77), 16);
+    assert_eq!(
+        world(0, "receives"),
+        Some(&Ok(vec![
+            mpich_pending(1, 1, Some(78), 8),
+            mpich_pending(-1, -1, Some(1000), 4),
+            mprobed
+        ])),
+        "{dump:#}"
+    );
+    assert_eq!(
+        world(0, "unexpected"),
+        Some(&Ok(vec![mpich_pending(1, 1, Some(79), 400_000)])),
+        "{dump:#}"
+    );
+    assert_eq!(
+        world(1, "receives"),
+        Some(&Ok(vec![mpich_pending(-1, -1, Some(1000), 4)])),
+        "{dump:#}"
+    );
+    assert_eq!(world(1, "unexpected"), Some(&Ok(vec![])), "{dump:#}");
+    for rank in 0..2 {
+        match world(rank, "sends") {
+            Some(Err(why)) => assert!(why.contains("without debugger support"), "{why}"),
+            other => panic!("rank {rank} sends: {other:?}\n{dump:#}"),
+        }
+    }
+    for (_, pid) in job.rank_pids() {
+        assert_running_untraced(pid);
+    }
+    job.shutdown().expect("shutdown");
+}
+
+/// The `queues` job on stock MPICH dumped through the packs once every
+/// rank waits on "mqs-wait"; every queue is checked against the fixture's
+/// (exactly what it posted and sent), and the dump returned.
+fn stock_mpich_queues_job() -> Value {
+    let (job, dump) = settled_stock_mpich("mpich-packs", "queues", "mqs-wait");
     let text = dump.to_string();
     assert!(text.contains("MPICH 4.0.2, device ch4:ucx"), "{dump:#}");
     assert!(
