@@ -92,6 +92,35 @@ pub struct Found {
     pub env: MpiEnvironment,
 }
 
+/// The ranks a launcher that keeps no process table started on this host
+/// (Debian's hydra `mpiexec`, through its proxy): its descendants that
+/// carry an MPI rank in their environment, ordered by rank.
+pub fn ranks_below(launcher: &dyn Target) -> Vec<i32> {
+    let relatives = launcher.descendants(MAX_DESCENDANTS).unwrap_or_default();
+    let found: Vec<Found> = relatives
+        .iter()
+        .map(|r| Found {
+            pid: r.pid,
+            ppid: r.ppid,
+            env: MpiEnvironment::of(&r.environment),
+        })
+        .collect();
+    outermost_ranks(&found)
+}
+
+/// The pids of the processes with a rank whose parent has none, ordered by
+/// rank: a rank's own children inherit its environment, rank included.
+fn outermost_ranks(found: &[Found]) -> Vec<i32> {
+    let ranked = |pid: i32| found.iter().any(|f| f.pid == pid && f.env.rank.is_some());
+    let mut ranks: Vec<(i32, i32)> = found
+        .iter()
+        .filter(|f| !ranked(f.ppid))
+        .filter_map(|f| Some((f.env.rank?, f.pid)))
+        .collect();
+    ranks.sort_unstable();
+    ranks.into_iter().map(|(_, pid)| pid).collect()
+}
+
 /// The job's members: the table's ranks, then the spawned processes found
 /// below the starter, numbered as the module says.
 pub fn members(starter: &dyn Target, table: &[ProcDesc]) -> Vec<Member> {
@@ -188,6 +217,31 @@ mod tests {
                 size: None,
             },
         }
+    }
+
+    #[test]
+    fn the_ranks_below_a_launcher_are_the_outermost_ones_in_rank_order() {
+        // mpiexec 10 -> proxy 11 -> ranks 13 (rank 1) and 12 (rank 0); rank
+        // 1 forked a helper 14 that inherited its environment; 15 is the
+        // proxy's other child, no rank.
+        let proxy = Found {
+            pid: 11,
+            ppid: 10,
+            env: MpiEnvironment::default(),
+        };
+        let other = Found {
+            pid: 15,
+            ..proxy.clone()
+        };
+        let found = [
+            proxy,
+            found(13, 11, "", 1),
+            found(12, 11, "", 0),
+            found(14, 13, "", 1),
+            Found { ppid: 11, ..other },
+        ];
+        assert_eq!(outermost_ranks(&found), [12, 13]);
+        assert_eq!(outermost_ranks(&found[..1]), Vec::<i32>::new());
     }
 
     #[test]

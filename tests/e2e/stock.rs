@@ -1111,6 +1111,46 @@ fn settled_stock_mpich(tag: &str, fixture: &str, comm: &str) -> (Job, Value) {
     }
 }
 
+/// `mqs-dump --pid <mpiexec>` on stock MPICH with no DLL named, as a user
+/// would type it: Debian's hydra keeps no process table, so the ranks are
+/// found below it (through its proxy), and our DLL reads them by default
+/// through the packs although the MPI names no DLL. The same queues as by
+/// the ranks' pids, and the text says how the DLL was chosen.
+#[test]
+fn stock_mpich_by_its_mpiexec_with_the_default_dll() {
+    let (job, by_ranks) = settled_stock_mpich("mpich-mpiexec", "queues", "mqs-wait");
+    let data = data_with_packs("mpich-mpiexec-2", |_| {});
+    let env = isolated(&data, &data.join("cache"), None);
+    let launcher = job.launcher_pid().to_string();
+    let out = run_with(&["--pid", &launcher, "--json"], &env);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let by_launcher: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        mpich_queues(&by_launcher),
+        mpich_queues(&by_ranks),
+        "{by_launcher:#}"
+    );
+    let out = run_with(&["--pid", &launcher], &env);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.starts_with(&format!(
+            "job of mpiexec.hydra (pid {launcher}): 2 ranks (0-1),"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "DLL: mqs's own (the default; this MPICH, built without debugger support, names no DLL"
+        ),
+        "{text}"
+    );
+    for (_, pid) in job.rank_pids() {
+        assert_running_untraced(pid);
+    }
+    job.shutdown().expect("shutdown");
+}
+
 /// The `mprobe` job on stock MPICH through the packs: rank 0's persistent
 /// receive, its blocking `MPI_Recv`, the message `MPI_Mprobe` took (held
 /// by an MPICH request, found among MPICH's request objects), and the

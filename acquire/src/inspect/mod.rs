@@ -81,7 +81,24 @@ pub fn dump_with(
     };
     let Some(job) = job else {
         let starter = mpir::is_starter(&*symbols);
-        let rank = rank_from_environment(&target).unwrap_or(-1);
+        let rank = rank_from_environment(&target);
+        // A launcher that keeps no process table (Debian's hydra mpiexec,
+        // built without debugger support) still has its ranks on this
+        // host below it: the job is theirs.
+        if !starter && rank.is_none() {
+            let ranks = crate::members::ranks_below(&target);
+            if !ranks.is_empty() {
+                let executable = target
+                    .executable()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default();
+                finish(&mut target, Ok(()))?;
+                let mut job = dump_pids_with(&ranks, options, progress, &mut || None)?;
+                job.launcher = Some(Launcher { pid, executable });
+                return Ok(job);
+            }
+        }
+        let rank = rank.unwrap_or(-1);
         let member = Member::single(pid, rank);
         let prepared = Prepared::new(member, target, Known::Index(symbols), &cache, options);
         let prepared = match prepared {

@@ -320,6 +320,11 @@ pub(super) struct Pick {
 pub(super) const CHOSEN_OURS: &str =
     "mqs's own (the default; --dll mpi reads with the one the MPI names)";
 
+/// Says that mqs's own DLL read a process whose MPI names no DLL.
+pub(super) const CHOSEN_OURS_POOLS: &str =
+    "mqs's own (the default; this MPICH, built without debugger support, names no DLL: ours \
+     finds its communicators among MPICH's objects)";
+
 /// The DLL to use for a process: the one given; the one it names (checked
 /// for trust unless told otherwise); or mqs's own, with the named one to
 /// fall back to.
@@ -348,9 +353,25 @@ pub(super) fn pick_dll(
             chosen: None,
         },
         DllChoice::PreferOurs(ours) => {
-            // An MPI without debugger support names no DLL: no DLL reads
-            // it, ours included, and the error says so as before.
-            locate::named_by_target(symbols, target)?;
+            if let Err(e) = locate::named_by_target(symbols, target) {
+                // An MPI without debugger support names no DLL. Ours still
+                // reads MPICH's communicator objects where their symbols
+                // are known here (its type pack, or its DWARF); else no DLL
+                // reads it, and the error says so.
+                let pools = matches!(e, Error::NotMpi { .. })
+                    && ours.exists()
+                    && symbols
+                        .find_symbol(crate::typepack::guard::MPICH_BUILTIN)
+                        .is_some();
+                if !pools {
+                    return Err(e);
+                }
+                return Ok(Pick {
+                    dll: ours.clone(),
+                    fallback: None,
+                    chosen: Some(CHOSEN_OURS_POOLS.into()),
+                });
+            }
             if ours.exists() {
                 Pick {
                     dll: ours.clone(),

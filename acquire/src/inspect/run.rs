@@ -541,6 +541,9 @@ pub(super) fn dump_group<T: Target>(
 pub(super) fn echo_verbose(lines: &[String]) {
     if mqs_core::dll::is_verbose() {
         for line in lines {
+            // What the DLL printed through our dprints callback was captured
+            // with its prefix already.
+            let line = line.strip_prefix("mqs-dll: ").unwrap_or(line);
             eprintln!("mqs-dll: {line}");
         }
     }

@@ -287,7 +287,7 @@ fn check_ucx_worker(
 }
 
 /// MPICH: its builtin communicators, MPI_COMM_WORLD first.
-const MPICH_BUILTIN: &str = "MPIR_Comm_builtin";
+pub(crate) const MPICH_BUILTIN: &str = "MPIR_Comm_builtin";
 /// MPI_COMM_WORLD's handle in MPICH (builtin, communicator, index 0).
 const MPICH_WORLD_HANDLE: u32 = 0x4400_0000;
 
