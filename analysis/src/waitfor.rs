@@ -766,8 +766,29 @@ fn unjudged(job: &Job<'_>, calls: &[Call]) -> Vec<Unjudged> {
     for f in &job.dump.failures {
         add(f.rank as i64, format!("not dumped: {}", f.message));
     }
+    // Members of the dumped ranks' communicators that were not dumped and
+    // did not fail: the processes named left them out. Their waits are
+    // unknown like any unread rank's, so no "no deadlock" is said.
+    let dumped = job.all_ranks();
+    let failed: RankSet = job.dump.failures.iter().map(|f| f.rank as i64).collect();
+    let mut absent = RankSet::new();
+    for c in &job.comms {
+        for &g in c.group.iter().flatten() {
+            if !dumped.contains(g) && !failed.contains(g) {
+                absent.insert(g);
+            }
+        }
+    }
+    for g in absent.iter() {
+        add(g, NOT_NAMED.to_string());
+    }
     out
 }
+
+/// Why a member of the job's communicators was not judged when the
+/// processes named left it out.
+const NOT_NAMED: &str = "not dumped: not among the processes named (name the job's starter, or \
+                         every rank)";
 
 /// The ranks that can meet an operation a stack names: its peer, or for
 /// ANY_SOURCE every other member of its communicator; None when not known.

@@ -164,3 +164,33 @@ fn a_queue_cut_short_or_a_rank_not_dumped_is_not_judged() {
         "{words}"
     );
 }
+
+#[test]
+fn a_rank_left_out_of_the_processes_named_is_cannot_tell() {
+    // World has 3 ranks; only 0 and 1 were named. 1 waits for 0, 0 waits
+    // for 2, whose waits nobody read: it may close a cycle.
+    let ops = vec![vec![(0, false, 2, 42)], vec![(0, false, 0, 42)]];
+    let dump = job(2, &[world(3)], &ops);
+    let j = Job::new(&dump);
+    let a = Analysis::new(&j);
+    assert!(!a.has_deadlock());
+    assert!(a.cannot_tell(), "{}", a.words());
+    assert_eq!(a.unjudged_ranks(), RankSet::parse("2").unwrap());
+    let words = a.words();
+    assert!(!words.contains("no deadlock"), "{words}");
+    assert!(
+        words.contains("not judged: rank 2 (not dumped: not among the processes named"),
+        "{words}"
+    );
+    assert!(
+        words.contains("cannot tell: rank 2 not judged; no cycle of waits among the 2 ranks"),
+        "{words}"
+    );
+    // Every member named: judged as before.
+    let ops = vec![vec![(0, false, 2, 42)], vec![(0, false, 0, 42)], vec![]];
+    let dump = job(3, &[world(3)], &ops);
+    let j = Job::new(&dump);
+    let a = Analysis::new(&j);
+    assert!(!a.cannot_tell(), "{}", a.words());
+    assert!(a.words().contains("no deadlock"), "{}", a.words());
+}

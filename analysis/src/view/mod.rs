@@ -118,7 +118,7 @@ pub fn job_view(dump: &JobDump, options: &ViewOptions) -> String {
     if analysis.cannot_tell() {
         let _ = writeln!(
             out,
-            "who waits for whom: cannot tell for {} (their queues could not be read; \
+            "who waits for whom: cannot tell for {} (what they wait for could not be read; \
              --deadlock says why)",
             analysis.unjudged_ranks().labelled()
         );
