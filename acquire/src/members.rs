@@ -111,10 +111,14 @@ pub fn ranks_below(launcher: &dyn Target) -> Vec<i32> {
 /// The pids of the processes with a rank whose parent has none, ordered by
 /// rank: a rank's own children inherit its environment, rank included.
 fn outermost_ranks(found: &[Found]) -> Vec<i32> {
-    let ranked = |pid: i32| found.iter().any(|f| f.pid == pid && f.env.rank.is_some());
+    let ranked: HashSet<i32> = found
+        .iter()
+        .filter(|f| f.env.rank.is_some())
+        .map(|f| f.pid)
+        .collect();
     let mut ranks: Vec<(i32, i32)> = found
         .iter()
-        .filter(|f| !ranked(f.ppid))
+        .filter(|f| !ranked.contains(&f.ppid))
         .filter_map(|f| Some((f.env.rank?, f.pid)))
         .collect();
     ranks.sort_unstable();
