@@ -247,7 +247,7 @@ pub(super) fn prepare_types(
 /// state in a collector tree. Empty when every type came from DWARF.
 fn type_pack_lines(index: &SymbolIndex, borrowed: Vec<String>) -> Vec<String> {
     let name = crate::typepack::borrowed::file_name;
-    crate::typepack::guard::packs_in_use(index)
+    let mut own: Vec<String> = crate::typepack::guard::packs_in_use(index)
         .iter()
         .map(|(library, pack, _)| {
             format!(
@@ -256,8 +256,11 @@ fn type_pack_lines(index: &SymbolIndex, borrowed: Vec<String>) -> Vec<String> {
                 name(pack)
             )
         })
-        .chain(borrowed)
-        .collect()
+        .collect();
+    // The objects come in address order, which address-space randomisation
+    // changes from rank to rank: by name, equal ranks say it alike.
+    own.sort_unstable();
+    own.into_iter().chain(borrowed).collect()
 }
 
 /// A line per file in the pack directories that is not a type pack: it
