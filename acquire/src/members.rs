@@ -96,16 +96,21 @@ pub struct Found {
 /// (Debian's hydra `mpiexec`, through its proxy): its descendants that
 /// carry an MPI rank in their environment, ordered by rank.
 pub fn ranks_below(launcher: &dyn Target) -> Vec<i32> {
-    let relatives = launcher.descendants(MAX_DESCENDANTS).unwrap_or_default();
-    let found: Vec<Found> = relatives
+    outermost_ranks(&found_below(launcher))
+}
+
+/// The processes below `root` (at most [`MAX_DESCENDANTS`]), with what
+/// their environment says.
+fn found_below(root: &dyn Target) -> Vec<Found> {
+    let relatives = root.descendants(MAX_DESCENDANTS).unwrap_or_default();
+    relatives
         .iter()
         .map(|r| Found {
             pid: r.pid,
             ppid: r.ppid,
             env: MpiEnvironment::of(&r.environment),
         })
-        .collect();
-    outermost_ranks(&found)
+        .collect()
 }
 
 /// The pids of the processes with a rank whose parent has none, ordered by
@@ -128,15 +133,7 @@ fn outermost_ranks(found: &[Found]) -> Vec<i32> {
 /// The job's members: the table's ranks, then the spawned processes found
 /// below the starter, numbered as the module says.
 pub fn members(starter: &dyn Target, table: &[ProcDesc]) -> Vec<Member> {
-    let relatives = starter.descendants(MAX_DESCENDANTS).unwrap_or_default();
-    let found: Vec<Found> = relatives
-        .iter()
-        .map(|r| Found {
-            pid: r.pid,
-            ppid: r.ppid,
-            env: MpiEnvironment::of(&r.environment),
-        })
-        .collect();
+    let found = found_below(starter);
     let initial_jobs: HashSet<String> = table
         .iter()
         .filter(|e| e.pid > 0 && crate::hosts::is_local_host(&e.host))
