@@ -786,9 +786,10 @@ fn unjudged(job: &Job<'_>, calls: &[Call]) -> Vec<Unjudged> {
 }
 
 /// Why a member of the job's communicators was not judged when the
-/// processes named left it out.
-const NOT_NAMED: &str = "not dumped: not among the processes named (name the job's starter, or \
-                         every rank)";
+/// processes read left it out.
+const NOT_NAMED: &str = "not dumped: not among the processes read (name every rank, or the job's \
+                         starter where it keeps a process table; a starter without one, such as \
+                         Debian's hydra mpiexec, shows only its ranks on this host)";
 
 /// The ranks that can meet an operation a stack names: its peer, or for
 /// ANY_SOURCE every other member of its communicator; None when not known.

@@ -9,7 +9,8 @@
 //! SIGUSR1), `barrier_mismatch` (ranks 0-2 in MPI_Barrier, rank 3 in
 //! MPI_Recv from 0; with `split`, ranks 0-1 in MPI_Barrier on "trio" and
 //! rank 2 in MPI_Barrier on MPI_COMM_WORLD), `queues` with 4 ranks (each
-//! rank's line in the job view, from the fixture's contents). Their
+//! rank's line in the job view, from the fixture's contents), `ring` with
+//! 3 ranks, of which only 2 are named (cannot tell). Their
 //! receives are posted after READY, so each test waits (bounded) until the
 //! dump shows the state the contract promises.
 
@@ -963,4 +964,42 @@ fn ring_deadlock_openmpi_release_with_both_dlls() {
 #[test]
 fn ring_deadlock_mpich_ch3_with_ours() {
     check_ring_cycle(Mpi::Mpich, "ours");
+}
+
+/// Ranks left out of the processes named are never taken as free: with 2
+/// ranks of a 3-rank `ring` named (MPICH ch3), the chain ends at rank 2,
+/// which nobody read, and the answer is "cannot tell" (exit 17), never "no
+/// deadlock"; with all three named, the cycle (exit 12).
+#[test]
+fn a_ring_read_in_part_is_cannot_tell() {
+    let job = Job::launch(Mpi::Mpich, "ring", 3, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let pids: Vec<String> = job.rank_pids().iter().map(|(_, p)| p.to_string()).collect();
+    let args = |n: usize| -> Vec<&str> {
+        pids[..n]
+            .iter()
+            .flat_map(|p| ["--pid", p.as_str()])
+            .chain(["--deadlock"])
+            .collect()
+    };
+    let out = until(&args(3), |o| o.status.code() == Some(12));
+    assert!(
+        stdout(&out).contains("deadlocked: ranks 0-2 in 1 cycle"),
+        "{}",
+        stdout(&out)
+    );
+    let out = run(&args(2));
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(17), "{text}\n{}", stderr(&out));
+    assert!(
+        text.contains("not judged: rank 2 (not dumped: not among the processes read"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cannot tell: rank 2 not judged; no cycle of waits among the 2 ranks"),
+        "{text}"
+    );
+    assert!(!text.contains("no deadlock"), "{text}");
+    for (_, pid) in job.rank_pids() {
+        assert_running_untraced(pid);
+    }
 }

@@ -179,7 +179,7 @@ fn a_rank_left_out_of_the_processes_named_is_cannot_tell() {
     let words = a.words();
     assert!(!words.contains("no deadlock"), "{words}");
     assert!(
-        words.contains("not judged: rank 2 (not dumped: not among the processes named"),
+        words.contains("not judged: rank 2 (not dumped: not among the processes read"),
         "{words}"
     );
     assert!(
