@@ -220,10 +220,6 @@ pub fn dump_pids_with(
         }
     }
     let members = number_groups(groups);
-    let launcher = launcher.unwrap_or(Launcher {
-        pid: pids[0],
-        executable: String::new(),
-    });
     let away = starters
         .iter_mut()
         .map(|(starter, reader, owns)| Away {

@@ -44,7 +44,7 @@ pub(super) fn dump_found(
         })
         .collect();
     dump_members(
-        job.launcher,
+        Some(job.launcher),
         job.members,
         unreachable,
         cache,
@@ -70,7 +70,7 @@ pub(super) struct Away<'a> {
 /// Hands the members a reader elsewhere takes to it, stops every local
 /// member, waits for the others, dumps, releases, merges.
 pub(super) fn dump_members(
-    launcher: Launcher,
+    launcher: Option<Launcher>,
     members: Vec<Member>,
     mut failures: Vec<(RankFailure, Error)>,
     cache: &Arc<SymbolCache>,
@@ -134,7 +134,7 @@ pub(super) fn dump_members(
             Ok(())
         };
         dump_here(
-            Some(launcher),
+            launcher,
             here,
             failures,
             cache,
@@ -543,8 +543,9 @@ pub(super) fn echo_verbose(lines: &[String]) {
         for line in lines {
             // What the DLL printed through our dprints callback was captured
             // with its prefix already.
-            let line = line.strip_prefix("mqs-dll: ").unwrap_or(line);
-            eprintln!("mqs-dll: {line}");
+            let prefix = mqs_core::dll::VERBOSE_PREFIX;
+            let line = line.strip_prefix(prefix).unwrap_or(line);
+            eprintln!("{prefix}{line}");
         }
     }
 }

@@ -344,9 +344,9 @@ fn summary(job: &Job<'_>, options: &ViewOptions, out: &mut String) {
         .iter()
         .filter(|r| shown.contains(*r))
         .collect();
-    // Ranks named by pid have no starter: the launcher then stands for the
-    // first of them and has no executable, and naming it would read as
-    // "job of  (pid 123)".
+    // Snapshots saved before ranks named by pid had no launcher recorded
+    // the first rank as one, without an executable: naming it would read
+    // as "job of  (pid 123)".
     let who = match &job.dump.launcher {
         Some(l) if !l.executable.is_empty() => {
             let name = std::path::Path::new(&l.executable)

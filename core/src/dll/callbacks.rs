@@ -41,6 +41,9 @@ pub fn set_verbose(on: bool) {
     VERBOSE.store(on, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// What starts each line of the DLL's own output shown with `--verbose`.
+pub const VERBOSE_PREFIX: &str = "mqs-dll: ";
+
 pub fn is_verbose() -> bool {
     VERBOSE.load(std::sync::atomic::Ordering::Relaxed)
 }
@@ -80,7 +83,7 @@ unsafe fn dprints(text: *const c_char) {
     if VERBOSE.load(std::sync::atomic::Ordering::Relaxed) {
         // SAFETY: the DLL passes a NUL-terminated string or NULL.
         if let Some(text) = unsafe { name_arg(text) } {
-            eprintln!("mqs-dll: {}", text.trim_end());
+            eprintln!("{VERBOSE_PREFIX}{}", text.trim_end());
         }
     }
 }

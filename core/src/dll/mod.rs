@@ -10,7 +10,7 @@ pub mod library;
 pub mod session;
 pub mod watchdog;
 
-pub use callbacks::{codes as host_codes, is_verbose, set_verbose};
+pub use callbacks::{codes as host_codes, is_verbose, set_verbose, VERBOSE_PREFIX};
 pub use library::Dll;
 pub use session::{ImageId, ProcessId, Session};
 
