@@ -32,10 +32,10 @@ sends, posted receives and unexpected messages, as mqs-dump prints them.
                    hung and ended (default 60; helper only)"""
 
 # Environment variables that hold a process's MPI_COMM_WORLD rank
-# (acquire/src/members.rs: Open MPI, MPICH's hydra, PMIx launchers).
+# (host/mqs-acquire/src/members.rs: Open MPI, MPICH's hydra, PMIx launchers).
 RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
 OURS = "libmqs_dll.so"
-# mqs-dump's exit codes (core/src/error.rs) for the failures' JSON.
+# mqs-dump's exit codes (host/mqs-core/src/error.rs) for the failures' JSON.
 EXIT_NO_DEBUG_INFO = 6
 EXIT_OTHER = 1
 
@@ -250,7 +250,7 @@ def named_dll(target):
 
 def check_trusted(path):
     """Refuses a DLL that someone other than root or us could have written
-    (acquire/src/locate.rs): the target chose it, and it runs our code."""
+    (host/mqs-acquire/src/locate.rs): the target chose it, and it runs our code."""
     try:
         st = os.stat(path)
     except OSError as e:

@@ -3,14 +3,14 @@
 It loads a DLL with ctypes, hands it the callback tables of the MPI-1
 interface (compatibility 2, which every MPI's DLL implements) and walks its
 iterators into the dump model of mqs-dump's JSON (docs/json.md), following
-the calling sequence of core/src/dll/session.rs. Whatever it learns of the
+the calling sequence of host/mqs-core/src/dll/session.rs. Whatever it learns of the
 target comes from a `Service`: the debugger (gdb, lldb) answers memory,
 symbols and types, either in this process or over a pipe from the helper
 process that loads the DLL (isolate.py).
 
 Nothing raised in a callback ever reaches the DLL's C frames: every callback
 catches everything and answers an error code, as the Rust host's trampolines
-do (core/src/dll/callbacks.rs).
+do (host/mqs-core/src/dll/callbacks.rs).
 """
 
 import ctypes

@@ -1,5 +1,5 @@
 """The dump model as mqs-dump prints it: each process's listing as
-analysis/src/render.rs writes it (line for line, so that tests compare the
+host/mqs-analysis/src/render.rs writes it (line for line, so that tests compare the
 two), and the JSON of docs/json.md."""
 
 import json

@@ -3,7 +3,7 @@
 //! --internal --parsable`, MPICH's `mpivars`); `--check` finds exactly the
 //! deviations the README lists; a job started with a changed eager limit
 //! shows it, and where it came from, through `--pid`, and the default
-//! through `--mpi`; the constants of cvars/src/abi.rs are those of
+//! through `--mpi`; the constants of host/mqs-cvars/src/abi.rs are those of
 //! each MPI's mpi.h.
 
 mod support;

@@ -1,4 +1,4 @@
-//! The embedding example (`core/examples/embed.rs`: a debugger of its own
+//! The embedding example (`host/mqs-core/examples/embed.rs`: a debugger of its own
 //! that implements the memory and symbol traits and drives a DLL through a
 //! session, with no ptrace of ours) gets the same queues from a live rank
 //! as mqs-dump does, with Open MPI's DLL and with ours.

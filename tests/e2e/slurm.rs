@@ -27,7 +27,7 @@ use mqs_tests::{Job, Mpi, Slurm, JOB_ENV};
 use serde_json::Value;
 use support::*;
 
-/// The name of the collectors' step (acquire/src/slurm.rs).
+/// The name of the collectors' step (host/mqs-acquire/src/slurm.rs).
 const TOOL_STEP: &str = "mqs-dump-collectors";
 
 /// mqs-dump run against the cluster (`SLURM_CONF` names it).

@@ -74,13 +74,13 @@ fn profile() -> &'static str {
 
 /// The host's sources: what mqs-dump and the examples are built from.
 const HOST_SOURCES: &[&str] = &[
-    "core/src",
-    "core/examples",
-    "stacks/src",
-    "acquire/src",
-    "analysis/src",
-    "cvars/src",
-    "mqs-dump/src",
+    "host/mqs-core/src",
+    "host/mqs-core/examples",
+    "host/mqs-stacks/src",
+    "host/mqs-acquire/src",
+    "host/mqs-analysis/src",
+    "host/mqs-cvars/src",
+    "host/mqs-dump/src",
     "mqs-abi/src",
     "mqs-abi/build.rs",
     "mqs-abi/build",
@@ -130,7 +130,7 @@ pub fn mqs_dump_binary() -> PathBuf {
     )
 }
 
-/// An example of the embedding core (`core/examples`).
+/// An example of the embedding core (`host/mqs-core/examples`).
 pub fn core_example(name: &str) -> PathBuf {
     fresh(
         target_dir().join(profile()).join("examples").join(name),
@@ -227,7 +227,7 @@ mod tests {
         for known in [
             "tests/e2e/stock.rs",
             "dll/tests/c_host.rs",
-            "mqs-dump/benches/dump.rs",
+            "host/mqs-dump/benches/dump.rs",
         ] {
             assert!(
                 files.iter().any(|f| f.ends_with(known)),

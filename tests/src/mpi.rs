@@ -26,11 +26,12 @@ pub enum Mpi {
     OpenMpi5G,
     /// Open MPI 5.0.7 with default flags: DWARF only in `ompi/debuggers`.
     OpenMpi5Release,
-    /// Open MPI 4.1.4 built like [`Mpi::OpenMpiG`], and with UCX (the
-    /// cache's `ucx-1.13.1-g`, `-g`): `pml ucx` next to ob1.
+    /// Open MPI 4.1.4 `-g` under `pml ucx`: the same build as
+    /// [`Mpi::OpenMpiG`], which links UCX (the cache's `ucx-1.13.1-g`,
+    /// `-g`), run with [`crate::PML_UCX_ENV`].
     OpenMpiUcx,
-    /// Open MPI 5.0.7 built like [`Mpi::OpenMpi5G`], and with the same
-    /// UCX: `pml ucx` next to ob1.
+    /// Open MPI 5.0.7 `-g` under `pml ucx`: the same build as
+    /// [`Mpi::OpenMpi5G`].
     OpenMpi5Ucx,
     /// MPICH 4.0.2 built like [`Mpi::MpichCh4`], but with the ch4 `ucx`
     /// netmod over the same UCX (Debian's own MPICH is ch4:ucx): no
@@ -57,7 +58,8 @@ pub enum Family {
 const COMPLETE_STAMP: &str = ".mqs-complete";
 
 impl Mpi {
-    /// The cache directory name `setup-mpis` gives this build.
+    /// The name tests and messages call this MPI by; for a build of the
+    /// cache, [`Mpi::build`] names its directory.
     pub const fn name(self) -> &'static str {
         match self {
             Mpi::OpenMpiG => "openmpi-4.1.4-g",
@@ -71,6 +73,17 @@ impl Mpi {
             Mpi::MpichUcx => "mpich-4.0.2-ucx",
             Mpi::DebianOpenMpi => "debian-openmpi-4.1.4-3+b1",
             Mpi::DebianMpich => "debian-mpich-4.0.2-3+b1",
+        }
+    }
+
+    /// The cache directory name `setup-mpis` gives this MPI's build: one
+    /// Open MPI build per version serves ob1 and `pml ucx` (a PML is
+    /// chosen when the job starts), which keeps the first run short.
+    pub const fn build(self) -> &'static str {
+        match self {
+            Mpi::OpenMpiUcx => Mpi::OpenMpiG.name(),
+            Mpi::OpenMpi5Ucx => Mpi::OpenMpi5G.name(),
+            other => other.name(),
         }
     }
 
@@ -162,8 +175,9 @@ impl Mpi {
             Mpi::MpichCh4 => "MQS_MPICH_CH4_PREFIX",
             Mpi::OpenMpi5G => "MQS_OPENMPI5_G_PREFIX",
             Mpi::OpenMpi5Release => "MQS_OPENMPI5_RELEASE_PREFIX",
-            Mpi::OpenMpiUcx => "MQS_OPENMPI_UCX_PREFIX",
-            Mpi::OpenMpi5Ucx => "MQS_OPENMPI5_UCX_PREFIX",
+            // The same builds as the -g ones.
+            Mpi::OpenMpiUcx => "MQS_OPENMPI_G_PREFIX",
+            Mpi::OpenMpi5Ucx => "MQS_OPENMPI5_G_PREFIX",
             Mpi::MpichUcx => "MQS_MPICH_UCX_PREFIX",
             // Installed by Debian's packages under /usr: no override.
             Mpi::DebianOpenMpi | Mpi::DebianMpich => "",
@@ -217,7 +231,7 @@ impl Mpi {
                 ))
             }
         };
-        let prefix = cache.join(self.name());
+        let prefix = cache.join(self.build());
         if !prefix.join(COMPLETE_STAMP).is_file() {
             return Err(missing(format!(
                 "{} is missing or unfinished (no {COMPLETE_STAMP})",
@@ -319,7 +333,7 @@ pub fn build_fixture(mpi: Mpi, name: &str) -> Result<PathBuf> {
     let src = fixture_source(name)?;
     let prefix = mpi.prefix()?;
     let mpicc = mpi.mpicc()?;
-    let out_dir = target_dir().join("mqs-fixtures").join(mpi.name());
+    let out_dir = target_dir().join("mqs-fixtures").join(mpi.build());
     let out = out_dir.join(name);
 
     // A rebuilt MPI (new stamp) may have a different ABI: rebuild against it.
@@ -409,6 +423,10 @@ mod tests {
                 "mpich-4.0.2-ucx"
             ]
         );
+        // One Open MPI build per version serves ob1 and pml ucx.
+        assert_eq!(Mpi::OpenMpiUcx.build(), "openmpi-4.1.4-g");
+        assert_eq!(Mpi::OpenMpi5Ucx.build(), "openmpi-5.0.7-g");
+        assert_eq!(Mpi::MpichUcx.build(), "mpich-4.0.2-ucx");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 /*
  * mpit_abi_probe.c: prints the MPI_T constants of the mpi.h it is compiled
  * against, one "NAME VALUE" per line, for comparing with the tables of
- * cvars/src/abi.rs. A datatype handle prints as the symbol it points
+ * host/mqs-cvars/src/abi.rs. A datatype handle prints as the symbol it points
  * to (Open MPI, where MPI_Datatype is a pointer to a global object) or as
  * its number (MPICH, where it is an int). No MPI call is made.
  */

@@ -417,7 +417,7 @@ pub fn installed_dir() -> Option<PathBuf> {
     if beside.is_dir() {
         return Some(beside);
     }
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../typepacks");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../typepacks");
     source.canonicalize().ok().filter(|d| d.is_dir())
 }
 

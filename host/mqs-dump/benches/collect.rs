@@ -641,7 +641,7 @@ fn recorded_ranks(
     dir: &Path,
 ) -> Result<Vec<mqs_core::model::ProcessDump>, Box<dyn std::error::Error>> {
     let gz =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../dll/tests/data/queues.mpi1.snap.gz");
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../dll/tests/data/queues.mpi1.snap.gz");
     let unpacked = Command::new("gzip").arg("-dc").arg(&gz).output()?;
     if !unpacked.status.success() {
         return Err(format!("cannot unpack {}", gz.display()).into());

@@ -28,9 +28,9 @@ pub struct Queries {
 }
 
 /// The committed list for Open MPI 4.1 (`typepacks/queries/openmpi-4.1.json`).
-const OPENMPI_41: &str = include_str!("../../../typepacks/queries/openmpi-4.1.json");
+const OPENMPI_41: &str = include_str!("../../../../typepacks/queries/openmpi-4.1.json");
 /// The committed list for UCX 1.13 (`typepacks/queries/ucx-1.13.json`).
-const UCX_113: &str = include_str!("../../../typepacks/queries/ucx-1.13.json");
+const UCX_113: &str = include_str!("../../../../typepacks/queries/ucx-1.13.json");
 
 impl Queries {
     /// The built-in list: Open MPI 4.1's names and UCX 1.13's.
