@@ -2,8 +2,9 @@
 //! communicator, the context id), each group taken out once by the queue
 //! that shows it: a queue of 100,000 entries is then held once, by the
 //! operations made from it, not also by the scan. A group asked for again
-//! in the same stop is not there any more; [`ByKey::was_taken`] tells the
-//! caller to scan again.
+//! in the same stop is not there any more: [`PerStop`] keeps a scan for the
+//! rest of the stop and makes it again when a group it is asked for was
+//! taken ([`ByKey::was_taken`]).
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -54,9 +55,64 @@ impl<T> ByKey<T> {
     }
 }
 
+/// A scan made once per stop (every communicator takes its groups out of
+/// it), and made again when a group it is asked for was taken already:
+/// the same communicator asked for twice in one stop. Emptied when the
+/// stop ends (the communicator list is updated or its iterator set up
+/// again).
+#[derive(Debug)]
+pub struct PerStop<S> {
+    scan: Option<S>,
+}
+
+impl<S> Default for PerStop<S> {
+    fn default() -> Self {
+        PerStop { scan: None }
+    }
+}
+
+impl<S> PerStop<S> {
+    /// This stop's scan, made with `scan` if there is none yet or if any
+    /// of `keys` was taken out of its `groups` already.
+    pub fn get<T>(
+        &mut self,
+        groups: impl Fn(&S) -> &ByKey<T>,
+        keys: &[u64],
+        scan: impl FnOnce() -> S,
+    ) -> &mut S {
+        self.forget_if_taken(groups, keys);
+        self.scan.get_or_insert_with(scan)
+    }
+
+    /// As [`PerStop::get`], for a scan that may not be possible (None:
+    /// nothing kept, made again when asked next).
+    pub fn try_get<T>(
+        &mut self,
+        groups: impl Fn(&S) -> &ByKey<T>,
+        keys: &[u64],
+        scan: impl FnOnce() -> Option<S>,
+    ) -> Option<&mut S> {
+        self.forget_if_taken(groups, keys);
+        if self.scan.is_none() {
+            self.scan = scan();
+        }
+        self.scan.as_mut()
+    }
+
+    fn forget_if_taken<T>(&mut self, groups: impl Fn(&S) -> &ByKey<T>, keys: &[u64]) {
+        if self
+            .scan
+            .as_ref()
+            .is_some_and(|s| keys.iter().any(|&k| groups(s).was_taken(k)))
+        {
+            self.scan = None;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::ByKey;
+    use super::{ByKey, PerStop};
 
     #[test]
     fn a_group_is_taken_once_in_order() {
@@ -69,5 +125,29 @@ mod tests {
         assert!(g.was_taken(7));
         assert_eq!(g.take(7), Vec::<&str>::new());
         assert_eq!(g.items_mut().map(|s| *s).collect::<Vec<_>>(), vec!["x"]);
+    }
+
+    #[test]
+    fn a_scan_is_made_again_once_a_group_asked_for_was_taken() {
+        let mut made = 0;
+        let mut cache: PerStop<ByKey<u32>> = PerStop::default();
+        let mut scan = || {
+            made += 1;
+            let mut g = ByKey::default();
+            g.push(1, 10);
+            g.push(2, 20);
+            g
+        };
+        assert_eq!(cache.get(|g| g, &[1], &mut scan).take(1), vec![10]);
+        // Another group of the same scan.
+        assert_eq!(cache.get(|g| g, &[2], &mut scan).take(2), vec![20]);
+        // A group taken already: scanned again.
+        assert_eq!(cache.get(|g| g, &[1, 3], &mut scan).take(1), vec![10]);
+        assert_eq!(made, 2);
+        let mut none: PerStop<ByKey<u32>> = PerStop::default();
+        assert!(none.try_get(|g| g, &[1], || None).is_none());
+        assert!(none
+            .try_get(|g| g, &[1], || Some(ByKey::default()))
+            .is_some());
     }
 }

@@ -46,6 +46,28 @@ unsafe fn set_message(out: *mut *mut c_char, text: Option<&'static std::ffi::CSt
     unsafe { out.write(ptr) };
 }
 
+/// Answers `mqs_image_has_queues` or `mqs_process_has_queues`: `*message`
+/// cleared, then, when `check` fails, set to its static printf format
+/// (or NULL) with the failure's code returned.
+///
+/// # Safety
+/// `message` must be NULL or valid for writing one pointer.
+unsafe fn has_queues(
+    message: *mut *mut c_char,
+    check: impl FnOnce() -> Result<(), messages::Failure>,
+) -> c_int {
+    // SAFETY: the caller passes NULL or a writable `char *`.
+    unsafe { set_message(message, None) };
+    guard(|| match check() {
+        Ok(()) => ReturnCode::Ok.to_raw(),
+        Err(f) => {
+            // SAFETY: as above.
+            unsafe { set_message(message, f.message) };
+            f.code.code()
+        }
+    })
+}
+
 /// Keeps the debugger's basic callback table.
 ///
 /// # Safety
@@ -121,15 +143,7 @@ pub unsafe extern "C" fn mqs_image_has_queues(
     message: *mut *mut c_char,
 ) -> c_int {
     // SAFETY: the caller passes NULL or a writable `char *`.
-    unsafe { set_message(message, None) };
-    guard(|| match api::image_has_queues(image) {
-        Ok(()) => ReturnCode::Ok.to_raw(),
-        Err(f) => {
-            // SAFETY: as above.
-            unsafe { set_message(message, f.message) };
-            f.code.code()
-        }
-    })
+    unsafe { has_queues(message, || api::image_has_queues(image)) }
 }
 
 /// Frees our image state.
@@ -164,15 +178,7 @@ pub unsafe extern "C" fn mqs_process_has_queues(
     msg: *mut *mut c_char,
 ) -> c_int {
     // SAFETY: the caller passes NULL or a writable `char *`.
-    unsafe { set_message(msg, None) };
-    guard(|| match api::process_has_queues(process) {
-        Ok(()) => ReturnCode::Ok.to_raw(),
-        Err(f) => {
-            // SAFETY: as above.
-            unsafe { set_message(msg, f.message) };
-            f.code.code()
-        }
-    })
+    unsafe { has_queues(msg, || api::process_has_queues(process)) }
 }
 
 /// Frees our process state.

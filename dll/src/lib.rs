@@ -57,8 +57,10 @@ pub mod types;
 pub mod ucx;
 pub mod walk;
 
-/// In-memory fakes of an image and a process, for tests (of this crate and
-/// of hosts); not used by the DLL itself.
+/// In-memory fakes of an image and a process, for this crate's unit tests
+/// and, through the `testing` feature, its integration tests; never in the
+/// DLL a debugger loads.
+#[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod testing;
 

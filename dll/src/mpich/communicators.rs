@@ -13,6 +13,7 @@ use mqs_abi::Communicator;
 use crate::access::ProcessAccess;
 use crate::iteration::CommInfo;
 use crate::mpich::layout::{CommDevice, CommPoolLayout, Layout, RankMapLayout};
+use crate::mpich::objects::{self, Block, Cut, Place};
 use crate::names::{identity_of, NameMap, ProcName};
 use crate::target::{ReadError, Target, View};
 use crate::walk::Stop;
@@ -563,21 +564,9 @@ fn translate<P: ProcessAccess + ?Sized>(
 /// Builtin communicators (`MPIR_COMM_N_BUILTIN`): world, self, MPICH's
 /// internal copy of the world.
 pub const N_BUILTIN: u64 = 3;
-/// Bounds of the allocator's walk: objects per indirect block, blocks.
-const MAX_BLOCK: u64 = 1 << 16;
-const MAX_BLOCKS: u64 = 1 << 13;
-/// `MPIR_COMM` in `MPII_Object_kind` and the handle's fields
-/// (`mpir_objects.h`): kind in bits 30-31 (builtin 1, direct 2, indirect
-/// 3), object kind in bits 26-29, an indirect block's number in bits 12-25
-/// and the index in it below, a direct or builtin object's index in bits
-/// 0-25. Every object's handle is written when its block is set up and
-/// never changes, so it proves an object's place.
+/// `MPIR_COMM` in `MPII_Object_kind`: the object kind communicator
+/// handles carry ([`objects`]).
 const KIND_COMM: u32 = 0x1;
-const HANDLE_BUILTIN: u32 = 1 << 30;
-const HANDLE_DIRECT: u32 = 2 << 30;
-const HANDLE_INDIRECT: u32 = 3 << 30;
-const HANDLE_MPI_KIND_SHIFT: u32 = 26;
-const HANDLE_INDIRECT_SHIFT: u32 = 12;
 
 /// Communicator objects read whole: each one's address and bytes.
 pub type Objects = Vec<(u64, Vec<u8>)>;
@@ -600,69 +589,59 @@ pub fn pool_objects<P: ProcessAccess + ?Sized>(
     syms: PoolSymbols,
 ) -> Result<(Objects, Option<Stop>), ReadError> {
     let size = layout.comm.size;
-    let kind = KIND_COMM << HANDLE_MPI_KIND_SHIFT;
-    // (base, objects, handle of the first, whether indices run on in the
-    // handle's block bits).
-    let mut areas: Vec<(u64, u64, u32)> = vec![(syms.builtin, N_BUILTIN, HANDLE_BUILTIN | kind)];
-    let a = t.view(
-        t.check_ptr(syms.mem, t.ptr_align(), pool.alloc_size)?,
-        pool.alloc_size,
-    )?;
-    let mut stop = None;
+    let f = &pool.alloc;
+    let a = t.view(t.check_ptr(syms.mem, t.ptr_align(), f.size)?, f.size)?;
     // Set up at the first allocation: before it, only the builtins exist.
     let obj_size = u64::try_from(a.i32(pool.obj_size)?).unwrap_or(0);
     let count = |off: u64| -> Result<u64, ReadError> {
         u64::try_from(a.i32(off)?).map_err(|_| ReadError::OutOfRange)
     };
-    let direct = a.ptr(pool.direct)?;
-    let direct_size = count(pool.direct_size)?;
-    let blocks = count(pool.indirect_size)?;
-    let allocated = count(pool.num_allocated)?;
+    let direct = a.ptr(f.direct)?;
+    let direct_size = count(f.direct_size)?;
+    let blocks = count(f.indirect_size)?;
+    let allocated = count(f.num_allocated)?;
     if obj_size != 0 && obj_size != size {
         // Not MPIR_Comm's allocator as the types say: nothing is read in it.
         return Err(ReadError::OutOfRange);
     }
-    if direct != 0 && direct_size > 0 && allocated >= direct_size {
-        areas.push((direct, direct_size.min(MAX_BLOCK), HANDLE_DIRECT | kind));
-    }
-    if let Some(per) = allocated.saturating_sub(direct_size).checked_div(blocks) {
-        let indirect = a.ptr(pool.indirect)?;
-        if blocks > MAX_BLOCKS || per == 0 || per > MAX_BLOCK || indirect == 0 {
-            stop = Some(Stop::BadPointer(indirect));
-        } else {
-            let psize = u64::from(t.sizes.pointer);
-            for b in 0..blocks {
-                let block = match t.read_ptr(indirect + b * psize) {
-                    Ok(p) => p,
-                    Err(ReadError::Budget) => return Err(ReadError::Budget),
-                    Err(_) => {
-                        stop = Some(Stop::Unreadable(indirect + b * psize));
-                        break;
-                    }
-                };
-                if block != 0 {
-                    let first = HANDLE_INDIRECT | kind | ((b as u32) << HANDLE_INDIRECT_SHIFT);
-                    areas.push((block, per, first));
-                }
-            }
-        }
-    }
+    let allocator = objects::Allocator {
+        direct,
+        direct_size,
+        // The table is only read where there are indirect blocks.
+        indirect: if blocks != 0 { a.ptr(f.indirect)? } else { 0 },
+        blocks,
+        allocated,
+    };
+    let (mut areas, cut) = allocator.blocks(t, objects::MAX_COMM_BLOCKS);
+    // The direct block is set up with the first allocation, which counts
+    // it whole.
+    areas.retain(|b| b.place != Place::Direct || allocated >= direct_size);
+    let mut stop = match cut {
+        None => None,
+        Some(Cut::Counts { table, .. }) => Some(Stop::BadPointer(table)),
+        Some(Cut::Table {
+            error: ReadError::Budget,
+            ..
+        }) => return Err(ReadError::Budget),
+        Some(Cut::Table { at, .. }) => Some(Stop::Unreadable(at)),
+    };
+    let builtin = Block {
+        base: syms.builtin,
+        objects: N_BUILTIN,
+        place: Place::Builtin,
+    };
     let mut found = Vec::new();
-    for (base, objects, first) in areas {
-        let bytes = objects * size;
-        let area = match t
-            .check_ptr(base, t.ptr_align(), bytes)
-            .and_then(|at| t.read_bytes(at, bytes as usize))
-        {
-            Ok(b) => b,
+    for block in std::iter::once(builtin).chain(areas) {
+        let v = match block.read(t, size) {
+            Ok(v) => v,
             Err(ReadError::Budget) => return Err(ReadError::Budget),
             Err(_) => {
-                stop = stop.or(Some(Stop::Unreadable(base)));
+                stop = stop.or(Some(Stop::Unreadable(block.base)));
                 continue;
             }
         };
-        let v = t.view_from(base, area.clone());
-        for i in 0..objects {
+        let first = block.first_handle(KIND_COMM);
+        for i in 0..block.objects {
             if found.len() >= MAX_COMMS {
                 return Ok((found, Some(Stop::Limit(MAX_COMMS))));
             }
@@ -674,9 +653,8 @@ pub fn pool_objects<P: ProcessAccess + ?Sized>(
             if handle as u32 != first + i as u32 || refs <= 0 {
                 continue;
             }
-            let (start, end) = (o as usize, (o + size) as usize);
-            if let Some(obj) = area.get(start..end) {
-                found.push((base + o, obj.to_vec()));
+            if let Ok(obj) = v.bytes(o, size) {
+                found.push((block.base + o, obj.to_vec()));
             }
         }
     }

@@ -14,13 +14,11 @@ use std::sync::Arc;
 
 use crate::access::ProcessAccess;
 use crate::mpich::layout::Layout;
+use crate::mpich::objects::{self, HANDLE_BUILTIN, HANDLE_DIRECT, HANDLE_INDIRECT};
 use crate::mpich::Symbols;
 use crate::target::{ReadError, Target};
 use crate::walk::AddrHasher;
 
-const KIND_BUILTIN: u32 = 1;
-const KIND_DIRECT: u32 = 2;
-const KIND_INDIRECT: u32 = 3;
 /// `MPIR_DATATYPE` in `HANDLE_GET_MPI_KIND`.
 const MPI_KIND_DATATYPE: u32 = 3;
 /// `MPI_DATATYPE_NULL`.
@@ -48,34 +46,28 @@ fn object<P: ProcessAccess + ?Sized>(
     let Some(dt) = layout.datatype else {
         return Ok(None);
     };
-    if (handle >> 26) & 0xf != MPI_KIND_DATATYPE {
+    if objects::mpi_kind(handle) != MPI_KIND_DATATYPE {
         return Ok(None);
     }
     let obj = dt.size;
-    Ok(match handle >> 30 {
-        KIND_BUILTIN => syms
+    Ok(match objects::handle_kind(handle) {
+        // A builtin datatype's index is its handle's low byte (its size
+        // the next).
+        HANDLE_BUILTIN => syms
             .dt_builtin
             .map(|base| base + u64::from(handle & 0xff) * obj),
-        KIND_DIRECT => syms
+        HANDLE_DIRECT => syms
             .dt_direct
-            .map(|base| base + u64::from(handle & 0x03ff_ffff) * obj),
-        KIND_INDIRECT => {
+            .map(|base| base + u64::from(objects::direct_index(handle)) * obj),
+        HANDLE_INDIRECT => {
             let (Some(mem), Some(alloc)) = (syms.dt_mem, layout.alloc) else {
                 return Ok(None);
             };
             let v = t.view(t.check_ptr(mem, t.ptr_align(), alloc.read)?, alloc.read)?;
-            let blocks = v.ptr(alloc.indirect)?;
-            let nblocks = v.int(alloc.indirect_size)?;
+            let table = v.ptr(alloc.indirect)?;
+            let blocks = v.int(alloc.indirect_size)?;
             let size = u64::try_from(v.int(alloc.obj_size)?).unwrap_or(0);
-            let block = i64::from((handle >> 12) & 0x3fff);
-            if block >= nblocks || size == 0 || size > 1 << 16 {
-                return Ok(None);
-            }
-            let psize = u64::from(t.sizes.pointer);
-            let slot =
-                t.check_ptr(blocks, psize, (block as u64 + 1) * psize)? + block as u64 * psize;
-            let base = t.read_ptr(slot)?;
-            Some(t.check_ptr(base, 1, 1)? + u64::from(handle & 0xfff) * size)
+            objects::indirect_object(t, table, blocks, size, handle)?
         }
         _ => None,
     })
@@ -93,7 +85,8 @@ pub fn datatype<P: ProcessAccess + ?Sized>(
         return known.clone();
     }
     let read = || -> Result<Option<Datatype>, ReadError> {
-        let builtin_size = (handle >> 30 == KIND_BUILTIN).then(|| u64::from((handle >> 8) & 0xff));
+        let builtin_size = (objects::handle_kind(handle) == HANDLE_BUILTIN)
+            .then(|| u64::from((handle >> 8) & 0xff));
         let Some(dt) = layout.datatype else {
             return Ok(builtin_size.map(|size| Datatype {
                 name: Arc::from(""),
@@ -121,7 +114,7 @@ pub fn datatype<P: ProcessAccess + ?Sized>(
         Ok(d) => d,
         // What the handle says of a builtin is right even if its object is
         // unreadable.
-        Err(_) => (handle >> 30 == KIND_BUILTIN).then(|| Datatype {
+        Err(_) => (objects::handle_kind(handle) == HANDLE_BUILTIN).then(|| Datatype {
             name: Arc::from(""),
             size: u64::from((handle >> 8) & 0xff),
         }),

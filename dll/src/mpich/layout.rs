@@ -19,6 +19,9 @@
 //! name: their members' offsets follow from C's rules, as noted where used.
 
 use crate::access::ImageAccess;
+use crate::mpich::objects::{
+    AllocFields, ALLOC_INDIRECT, ALLOC_INDIRECT_SIZE, ALLOC_OBJ_SIZE, ALLOC_TYPE,
+};
 use crate::types::{ty, Missing};
 
 /// 4.1+: the debugger's receive queue, a list of `MPIR_Debugq`.
@@ -43,12 +46,7 @@ pub struct CommListLayout {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CommPoolLayout {
     /// `MPIR_Object_alloc_t`: its size and fields.
-    pub alloc_size: u64,
-    pub direct: u64,
-    pub direct_size: u64,
-    pub indirect: u64,
-    pub indirect_size: u64,
-    pub num_allocated: u64,
+    pub alloc: AllocFields,
     /// `size`: the allocator's object size, checked against `MPIR_Comm`'s.
     pub obj_size: u64,
     /// `MPIR_Comm.ref_count`.
@@ -404,10 +402,10 @@ impl Layout {
                     .clamp(1, 128),
             })
         });
-        let alloc = ty(image, "MPIR_Object_alloc_t").ok().and_then(|a| {
-            let indirect = a.opt("indirect")?;
-            let indirect_size = a.opt("indirect_size")?;
-            let obj_size = a.opt("size")?;
+        let alloc = ty(image, ALLOC_TYPE).ok().and_then(|a| {
+            let indirect = a.opt(ALLOC_INDIRECT)?;
+            let indirect_size = a.opt(ALLOC_INDIRECT_SIZE)?;
+            let obj_size = a.opt(ALLOC_OBJ_SIZE)?;
             Some(AllocLayout {
                 indirect,
                 indirect_size,
@@ -768,16 +766,11 @@ fn resolve_ch4<I: ImageAccess>(image: &I) -> Ch4Layout {
 /// The communicator allocator's fields, when its type and `MPIR_Comm`'s
 /// reference count are known.
 fn resolve_comm_pool<I: ImageAccess>(image: &I, comm_size: u64) -> Option<CommPoolLayout> {
-    let a = ty(image, "MPIR_Object_alloc_t").ok()?;
+    let a = ty(image, ALLOC_TYPE).ok()?;
     let c = ty(image, "MPIR_Comm").ok()?;
     Some(CommPoolLayout {
-        alloc_size: a.size().ok()?,
-        direct: a.opt("direct")?,
-        direct_size: a.opt("direct_size")?,
-        indirect: a.opt("indirect")?,
-        indirect_size: a.opt("indirect_size")?,
-        num_allocated: a.opt("num_allocated")?,
-        obj_size: a.opt("size")?,
+        alloc: AllocFields::resolve(&a).ok()?,
+        obj_size: a.opt(ALLOC_OBJ_SIZE)?,
         ref_count: c.opt("ref_count")?,
     })
     .filter(|_| comm_size > 0)

@@ -14,6 +14,7 @@ pub mod communicators;
 pub mod datatypes;
 pub mod layout;
 pub mod nemesis;
+pub mod objects;
 pub mod requests;
 pub mod ucx;
 
@@ -29,17 +30,19 @@ use std::sync::Arc;
 use mqs_abi::{OpClass, PendingOperation, ProcessLocation};
 
 use crate::access::{ImageAccess, ProcessAccess, TypeSizes};
+use crate::by_key::PerStop;
 use crate::errors::DllError;
-use crate::iteration::{Call, CommInfo, Listed, Made, MpiBackend, Queue, Setup};
+use crate::iteration::{Call, CommInfo, Listed, Made, MpiBackend, Queue, QueueOf, Setup};
 use crate::messages::{self, Failure};
 use crate::names::ProcName;
 use crate::target::{ByteOrder, ReadError, Sizes, Target};
 use crate::transit;
 use crate::types::Missing;
+use crate::walk::Stop;
 
 use communicators::{Comm, ListHead, PoolSymbols, OWN_JOB};
 use layout::{Device, Layout, Queues, RequestDevice};
-use requests::{Class, OpContext, Scan};
+use requests::{Class, Found, OpContext, Scan};
 
 /// The communicator list (`MPIR_Comm_list`): its presence is what makes an
 /// image MPICH with debugger support.
@@ -231,14 +234,25 @@ fn layout_missing_symbol(s: &'static str) -> Failure {
 /// up again.
 #[derive(Debug, Default)]
 struct Cache {
-    sends: Option<Scan>,
-    posted: Option<Scan>,
-    unexpected: Option<Scan>,
+    /// The queues' scans, by context id.
+    sends: PerStop<Scan>,
+    posted: PerStop<Scan>,
+    unexpected: PerStop<Scan>,
     datatypes: datatypes::Cache,
-    /// What waits in the transport, read once per stop.
-    transit: Option<transit::Scan>,
-    /// ch4:ucx: the workers' queues, read once per stop.
-    ucx: Option<ucx::Scan>,
+    /// What waits in the transport.
+    transit: PerStop<transit::Scan>,
+    /// ch4:ucx: the workers' queues.
+    ucx: PerStop<ucx::Scan>,
+}
+
+/// One communicator's entries of a device queue, taken out of the stop's
+/// scan.
+#[derive(Debug)]
+struct DeviceQueue {
+    /// Each entry, with whether it is on the collective context.
+    entries: Vec<(Found, bool)>,
+    /// Why the walk of the queue ended early.
+    stop: Option<Stop>,
 }
 
 /// How messages in transit are found in a process.
@@ -254,8 +268,8 @@ enum Transport {
 }
 
 impl Cache {
-    /// The scan of one queue, once made.
-    fn scan(&mut self, class: Class) -> &mut Option<Scan> {
+    /// The scan of one queue.
+    fn queue(&mut self, class: Class) -> &mut PerStop<Scan> {
         match class {
             Class::Send => &mut self.sends,
             Class::Posted => &mut self.posted,
@@ -416,34 +430,28 @@ impl Mpich {
         comm: &Comm,
         internal: bool,
         ctx_size: u8,
-    ) -> (
-        Vec<transit::Message>,
-        Option<crate::walk::Stop>,
-        transit::Unlisted,
-    ) {
+    ) -> (Vec<transit::Message>, Option<Stop>, transit::Unlisted) {
         let ctx = comm.recvcontext_id;
-        let slot = &mut self.cache.transit;
-        if slot
-            .as_ref()
-            .is_some_and(|s| s.by_key.was_taken(ctx) || s.by_key.was_taken(ctx + 1))
-        {
-            *slot = None;
-        }
-        let scan = slot.get_or_insert_with(|| match (&self.transport, &self.layout.nemesis) {
-            (Transport::Nemesis(syms), Ok(n)) => nemesis::scan(t, n, syms, ctx_size),
-            (Transport::NotListed(why), _) => {
-                let mut s = transit::Scan::default();
-                s.unlisted.add(why.clone());
-                s
-            }
-            (Transport::Ucx, _) => transit::Scan::default(),
-            (Transport::Nemesis(_), Err(m)) => {
-                let mut s = transit::Scan::default();
-                s.unlisted
-                    .add(format!("{} ({m} missing)", transit::not_listed("nemesis")));
-                s
-            }
-        });
+        let (transport, nemesis) = (&self.transport, &self.layout.nemesis);
+        let scan = self.cache.transit.get(
+            |s| &s.by_key,
+            &[ctx, ctx + 1],
+            || match (transport, nemesis) {
+                (Transport::Nemesis(syms), Ok(n)) => nemesis::scan(t, n, syms, ctx_size),
+                (Transport::NotListed(why), _) => {
+                    let mut s = transit::Scan::default();
+                    s.unlisted.add(why.clone());
+                    s
+                }
+                (Transport::Ucx, _) => transit::Scan::default(),
+                (Transport::Nemesis(_), Err(m)) => {
+                    let mut s = transit::Scan::default();
+                    s.unlisted
+                        .add(format!("{} ({m} missing)", transit::not_listed("nemesis")));
+                    s
+                }
+            },
+        );
         let mut found = scan.by_key.take(ctx);
         if internal {
             found.extend(scan.by_key.take(ctx + 1));
@@ -452,156 +460,153 @@ impl Mpich {
         (found, scan.stop, scan.unlisted.clone())
     }
 
-    /// ch4:ucx: `comm`'s operations of `class` in UCX's workers (and of
-    /// its collective context, shown on request), read once per stop;
-    /// why the walk ended early; why the queue can be missing operations
-    /// (said for an empty queue) and its last line otherwise.
-    fn read_ucx<P: ProcessAccess + ?Sized>(
+    /// The device queue's entries of `class` on context `ctx` (and on its
+    /// collective context, `ctx + 1`, when MPICH's own traffic is shown),
+    /// taken out of this stop's scan. None: the queue cannot be read here.
+    fn take_device_queue<P: ProcessAccess + ?Sized>(
         &mut self,
         t: &Target<'_, P>,
-        netmod: &ucx::Netmod,
-        comm: &Comm,
         class: Class,
+        ctx: u64,
         internal: bool,
-    ) -> (
-        Vec<PendingOperation>,
-        Option<crate::walk::Stop>,
-        Option<String>,
-        Option<String>,
-    ) {
-        let name = netmod.name();
-        let posted = match class {
-            Class::Send => {
-                // Sends are MPICH's own queue's; those that completed
-                // locally (eager ones, handed back complete) are in none.
-                return (
-                    Vec::new(),
-                    None,
-                    Some(format!(
-                        "MPICH ch4:ucx ({name}): {}; none waits here",
-                        ucx::SENDS_NOT_LISTED
-                    )),
-                    Some(ucx::SENDS_NOT_LISTED.to_string()),
-                );
-            }
-            Class::Posted => true,
-            Class::Unexpected => false,
-        };
-        let ctx = comm.recvcontext_id;
-        let slot = &mut self.cache.ucx;
-        let taken = |by: &crate::by_key::ByKey<ucx::Op>| {
-            by.was_taken(ctx) || (internal && by.was_taken(ctx + 1))
-        };
-        if slot.as_ref().is_some_and(|s| {
-            if posted {
-                taken(&s.posted)
-            } else {
-                taken(&s.unexpected)
-            }
-        }) {
-            *slot = None;
-        }
-        let scan = slot.get_or_insert_with(|| ucx::scan(t, netmod));
-        if let Some(why) = &scan.no_worker {
-            return (
-                Vec::new(),
-                None,
-                Some(format!("MPICH ch4:ucx ({name}): {why}")),
-                Some(format!("{name} not read")),
-            );
-        }
-        let (by, stop) = if posted {
-            (&mut scan.posted, scan.posted_stop)
+    ) -> Option<DeviceQueue> {
+        let syms = self.symbols?;
+        let layout = &self.layout;
+        // A context asked for again in this stop (its entries were taken
+        // by the first asking) gets a new scan.
+        let scan = self.cache.queue(class).try_get(
+            |s| &s.by_ctx,
+            &[ctx, ctx + 1],
+            || scan_queue(t, layout, &syms, class),
+        )?;
+        let own = scan.by_ctx.take(ctx);
+        // The communicator's collective context (its id + 1).
+        let collective = if internal {
+            scan.by_ctx.take(ctx + 1)
         } else {
-            (&mut scan.unexpected, scan.unexpected_stop)
+            Vec::new()
         };
-        let mut ops: Vec<PendingOperation> = by
-            .take(ctx)
-            .iter()
-            .map(|op| op.to_operation(comm, &name, false))
-            .collect();
-        if internal {
-            ops.extend(
-                by.take(ctx + 1)
-                    .iter()
-                    .map(|op| op.to_operation(comm, &name, true)),
-            );
-        }
-        if posted {
-            // Then the messages matched probes took (matched already, as
-            // ob1's DLL view shows them).
-            let probed = scan.probed.take(ctx);
-            ops.extend(probed.iter().map(|op| op.to_operation(comm, &name, false)));
-            if internal {
-                let probed = scan.probed.take(ctx + 1);
-                ops.extend(probed.iter().map(|op| op.to_operation(comm, &name, true)));
-            }
-        }
-        let (unseen, partial) = match (posted, scan.disagrees.first()) {
-            (true, Some(&(vci, counted, read))) => (
-                Some(format!(
-                    "MPICH ch4:ucx ({name}): VCI {vci}'s worker counts {counted} posted receives, the walk found {read}"
-                )),
-                Some(format!("UCX counts {counted} posted receives, {read} read")),
-            ),
-            // Messages matched probes took, when they could not be read.
-            (true, None) if scan.probed_unread.is_some() => {
-                (None, Some(ucx::MPROBED_NOT_LISTED.to_string()))
-            }
-            _ => (None, None),
-        };
-        (ops, stop, unseen, partial)
+        let mut entries = Vec::with_capacity(own.len() + collective.len());
+        entries.extend(own.into_iter().map(|f| (f, false)));
+        entries.extend(collective.into_iter().map(|f| (f, true)));
+        Some(DeviceQueue {
+            entries,
+            stop: scan.stop,
+        })
     }
 
-    /// The scan of one queue, made once per stop.
-    fn scan<P: ProcessAccess + ?Sized>(
+    /// Why a queue of `class` cannot be read in this process.
+    fn no_queue_reason(&self, class: Class) -> &'static str {
+        let pool = self
+            .symbols
+            .is_some_and(|s| matches!(s.comms, CommSource::Pool(_)));
+        match class {
+            Class::Send if pool => {
+                "MPICH built without debugger support keeps no send queue: sends that completed locally are not known"
+            }
+            Class::Send => "MPICH keeps no send queue here (MPIR_Sendq_head missing)",
+            _ => "MPICH's queue heads cannot be read in this process",
+        }
+    }
+
+    /// The device queue's entries (each with whether it is on the
+    /// collective context) as `comm`'s operations of `class`: with their
+    /// datatypes (read once per stop), posted receives numbered in
+    /// matching order, and under ch4 what its path leaves unknown said.
+    fn device_operations<P: ProcessAccess + ?Sized>(
         &mut self,
         t: &Target<'_, P>,
+        comm: &Comm,
         class: Class,
-    ) -> Option<&Scan> {
-        let syms = self.symbols?;
+        found: Vec<(Found, bool)>,
+    ) -> Vec<PendingOperation> {
+        let Some(syms) = self.symbols else {
+            return Vec::new();
+        };
         let layout = Arc::clone(&self.layout);
-        let slot = self.cache.scan(class);
-        if slot.is_none() {
-            let scan = match (class, layout.queues) {
-                (Class::Send, _) => {
-                    let e = layout.sends?;
-                    requests::walk_entries(t, &layout, &e, syms.sendq?)
+        let ch4_native_sends =
+            class == Class::Send && (self.incomplete.is_some() || self.ucx.is_some());
+        let note = match class {
+            Class::Send => None,
+            _ => self
+                .incomplete
+                .as_ref()
+                .map(|_| "queue can be incomplete: ch4 active-message path only"),
+        };
+        let ucx_sends = match &self.ucx {
+            Some(Ok(n)) if class == Class::Send => Some(n.clone()),
+            _ => None,
+        };
+        let mut ops = Vec::with_capacity(found.len());
+        for (k, (mut f, internal)) in found.into_iter().enumerate() {
+            // ch4:ucx: a send still in progress has its UCP request, which
+            // knows its buffer and length.
+            let ucx_send = ucx_sends.as_ref().and_then(|n| {
+                let r = f.request.as_ref().ok().filter(|r| r.cc != 0)?;
+                ucx::send_of(t, n, r.addr)
+            });
+            if ch4_native_sends {
+                // Natively sent: the request's active-message part holds
+                // nothing of it; only the send queue entry is sure.
+                if let Ok(r) = f.request.as_mut() {
+                    r.buffer = None;
+                    r.count = None;
+                    r.datatype = None;
                 }
-                (Class::Posted, Queues::Device) => {
-                    let head_at = syms.posted?.address(t)?;
-                    requests::walk_requests(t, &layout, head_at)
-                }
-                (Class::Unexpected, Queues::Device) => {
-                    let head_at = syms.unexpected?.address(t)?;
-                    let mut scan = requests::walk_requests(t, &layout, head_at);
-                    if matches!(layout.request.device, RequestDevice::Ch4 { .. }) {
-                        for f in scan.by_ctx.items_mut() {
-                            if let Ok(r) = f.request.as_mut() {
-                                r.msg_type = requests::ch4_is_rts(t, &layout, r).map(|rts| {
-                                    if rts {
-                                        requests::MSG_RNDV
-                                    } else {
-                                        requests::MSG_EAGER
-                                    }
-                                });
-                            }
-                        }
-                    }
-                    scan
-                }
-                (Class::Posted, Queues::Debugq) => {
-                    let e = layout.debugq?;
-                    requests::walk_entries(t, &layout, &e, syms.recvq?)
-                }
-                (Class::Unexpected, Queues::Debugq) => {
-                    let e = layout.debugq?;
-                    requests::walk_entries(t, &layout, &e, syms.unexpq?)
-                }
+            }
+            let dt = f
+                .request
+                .as_ref()
+                .ok()
+                .and_then(|r| r.datatype)
+                .and_then(|h| datatypes::datatype(t, &layout, &syms, &mut self.cache.datatypes, h));
+            let oc = OpContext {
+                comm,
+                datatype: dt.as_ref(),
+                internal,
+                order: (class == Class::Posted).then_some(k + 1),
+                note: match (ch4_native_sends, ucx_send) {
+                    (true, Some(_)) => Some(ucx::SEND_FROM_UCX),
+                    (true, None) => Some("ch4 native send: buffer and length not recorded"),
+                    (false, _) => note,
+                },
             };
-            *slot = Some(scan);
+            let mut op = requests::to_operation(&f, class, &oc);
+            if let Some((buffer, length)) = ucx_send {
+                op.buffer = buffer;
+                op.desired_length = i64::try_from(length).unwrap_or(i64::MAX);
+            }
+            ops.push(op);
         }
-        slot.as_ref()
+        ops
+    }
+
+    /// Adds to an unexpected queue what waits in the transport, after
+    /// MPICH's own messages (its progress engine hands it over after
+    /// those), and what could not be read there.
+    fn add_transit<P: ProcessAccess + ?Sized>(
+        &mut self,
+        t: &Target<'_, P>,
+        comm: &Comm,
+        internal: bool,
+        queue: &mut QueueOf<Self>,
+    ) {
+        let ctx_size = self.layout.comm.ctx_size;
+        let (found, cut, unlisted) = self.transit(t, comm, internal, ctx_size);
+        queue.items.extend(
+            found
+                .iter()
+                .map(|m| m.to_operation(comm.peer_global(m.source))),
+        );
+        queue.stop = queue.stop.or(cut);
+        // Messages in transit this DLL cannot read may be there too.
+        if let Some(why) = unlisted.why() {
+            queue.unseen = Some(match queue.unseen.take() {
+                Some(other) => format!("{other}; {why}"),
+                None => format!("no unexpected message in MPICH's queues, but {why}"),
+            });
+        }
+        queue.partial = unlisted.line();
     }
 }
 
@@ -747,7 +752,9 @@ impl MpiBackend for Mpich {
     }
 
     /// The queue's entries of `comm`'s context (and, shown on request, of
-    /// its collective context), each made into its operation at once.
+    /// its collective context), each made into its operation at once; then
+    /// what UCX's workers hold (ch4:ucx) and, for unexpected messages, what
+    /// waits in the transport.
     fn read_queue(&mut self, call: &mut Call<'_>, comm: &Comm, op: OpClass) -> Setup<Self> {
         let class = match op {
             OpClass::PendingSends => Class::Send,
@@ -761,150 +768,35 @@ impl MpiBackend for Mpich {
             Class::Send => comm.context_id,
             _ => comm.recvcontext_id,
         };
-        // A context asked for again in this stop (its entries were taken
-        // by the first asking) gets a new scan.
-        let slot = self.cache.scan(class);
-        if slot
-            .as_ref()
-            .is_some_and(|s| s.by_ctx.was_taken(ctx) || s.by_ctx.was_taken(ctx + 1))
-        {
-            *slot = None;
-        }
-        if self.scan(&t, class).is_none() {
-            let pool = self
-                .symbols
-                .is_some_and(|s| matches!(s.comms, CommSource::Pool(_)));
-            messages::set_no_information_reason(match class {
-                Class::Send if pool => {
-                    "MPICH built without debugger support keeps no send queue: sends that completed locally are not known"
-                }
-                Class::Send => "MPICH keeps no send queue here (MPIR_Sendq_head missing)",
-                _ => "MPICH's queue heads cannot be read in this process",
-            });
+        let Some(device) = self.take_device_queue(&t, class, ctx, cx.show_internal) else {
+            messages::set_no_information_reason(self.no_queue_reason(class));
             return Ok(None);
         };
-        let scan = self
-            .cache
-            .scan(class)
-            .as_mut()
-            .ok_or(DllError::ImageHasNoQueues)?;
-        let stop = scan.stop;
-        let own = scan.by_ctx.take(ctx);
-        // The communicator's collective context (its id + 1).
-        let collective = if cx.show_internal {
-            scan.by_ctx.take(ctx + 1)
-        } else {
-            Vec::new()
-        };
-        let total = own.len() + collective.len();
-        let found = own
-            .into_iter()
-            .map(|f| (f, false))
-            .chain(collective.into_iter().map(|f| (f, true)));
-        let layout = Arc::clone(&self.layout);
-        let syms = self.symbols.ok_or(DllError::ImageHasNoQueues)?;
-        let incomplete = self.incomplete.clone();
-        let ch4_native_sends = class == Class::Send && (incomplete.is_some() || self.ucx.is_some());
-        let note = match class {
-            Class::Send => None,
-            _ => incomplete
-                .as_ref()
-                .map(|_| "queue can be incomplete: ch4 active-message path only"),
-        };
-        let ucx_sends = match &self.ucx {
-            Some(Ok(n)) if class == Class::Send => Some(n.clone()),
-            _ => None,
-        };
-        let mut ops = Vec::with_capacity(total);
-        for (k, (mut f, internal)) in found.enumerate() {
-            // ch4:ucx: a send still in progress has its UCP request, which
-            // knows its buffer and length.
-            let ucx_send = ucx_sends.as_ref().and_then(|n| {
-                let r = f.request.as_ref().ok().filter(|r| r.cc != 0)?;
-                ucx::send_of(&t, n, r.addr)
-            });
-            if ch4_native_sends {
-                // Natively sent: the request's active-message part holds
-                // nothing of it; only the send queue entry is sure.
-                if let Ok(r) = f.request.as_mut() {
-                    r.buffer = None;
-                    r.count = None;
-                    r.datatype = None;
-                }
-            }
-            let dt = f
-                .request
-                .as_ref()
-                .ok()
-                .and_then(|r| r.datatype)
-                .and_then(|h| {
-                    datatypes::datatype(&t, &layout, &syms, &mut self.cache.datatypes, h)
-                });
-            let oc = OpContext {
-                comm,
-                datatype: dt.as_ref(),
-                internal,
-                order: (class == Class::Posted).then_some(k + 1),
-                note: match (ch4_native_sends, ucx_send) {
-                    (true, Some(_)) => Some(ucx::SEND_FROM_UCX),
-                    (true, None) => Some("ch4 native send: buffer and length not recorded"),
-                    (false, _) => note,
-                },
-            };
-            let mut op = requests::to_operation(&f, class, &oc);
-            if let Some((buffer, length)) = ucx_send {
-                op.buffer = buffer;
-                op.desired_length = i64::try_from(length).unwrap_or(i64::MAX);
-            }
-            ops.push(op);
-        }
-        let mut stop = stop;
-        let mut ucx_unseen = None;
-        let mut ucx_partial = None;
-        if let Some(Ok(netmod)) = self.ucx.clone() {
-            // What UCX holds comes after the active-message path's: the
-            // netmod matches natively, the other path is the exception.
-            let (found, cut, unseen, partial) =
-                self.read_ucx(&t, &netmod, comm, class, cx.show_internal);
-            ops.extend(found);
-            stop = stop.or(cut);
-            ucx_unseen = unseen;
-            ucx_partial = partial;
-        }
-        let mut unlisted = None;
-        if class == Class::Unexpected {
-            // What waits in the transport comes after MPICH's own: its
-            // progress engine hands it over after those.
-            let (found, cut, why) = self.transit(&t, comm, cx.show_internal, layout.comm.ctx_size);
-            ops.extend(
-                found
-                    .iter()
-                    .map(|m| m.to_operation(comm.peer_global(m.source))),
-            );
-            stop = stop.or(cut);
-            unlisted = Some(why);
-        }
-        let mut queue = Queue::new((), ops, stop);
+        let ops = self.device_operations(&t, comm, class, device.entries);
+        let mut queue = Queue::new((), ops, device.stop);
         if class != Class::Send {
             // Empty only on the path ch4 records: the operations it does
             // not record may be there.
-            queue.unseen = incomplete.map(|why| format!("{why}; none on that path here"));
+            queue.unseen = self
+                .incomplete
+                .as_ref()
+                .map(|why| format!("{why}; none on that path here"));
         }
-        if ucx_unseen.is_some() {
-            queue.unseen = ucx_unseen;
-        }
-        if ucx_partial.is_some() {
-            queue.partial = ucx_partial;
-        }
-        if let Some(u) = unlisted {
-            // Messages in transit this DLL cannot read may be there too.
-            if let Some(why) = u.why() {
-                queue.unseen = Some(match queue.unseen.take() {
-                    Some(other) => format!("{other}; {why}"),
-                    None => format!("no unexpected message in MPICH's queues, but {why}"),
-                });
+        if let Some(Ok(netmod)) = self.ucx.clone() {
+            // What UCX holds comes after the active-message path's: the
+            // netmod matches natively, the other path is the exception.
+            let found = self.read_ucx(&t, &netmod, comm, class, cx.show_internal);
+            queue.items.extend(found.ops);
+            queue.stop = queue.stop.or(found.stop);
+            if found.unseen.is_some() {
+                queue.unseen = found.unseen;
             }
-            queue.partial = u.line();
+            if found.partial.is_some() {
+                queue.partial = found.partial;
+            }
+        }
+        if class == Class::Unexpected {
+            self.add_transit(&t, comm, cx.show_internal, &mut queue);
         }
         Ok(Some(queue))
     }
@@ -936,6 +828,53 @@ impl MpiBackend for Mpich {
     fn spawn_breakpoint(&self) -> String {
         "MPIR_Comm_commit".to_string()
     }
+}
+
+/// One queue's entries of every context: the debugger's send queue, the
+/// device's receive queues (4.0) or the debugger's (4.1+); None where this
+/// process has no such queue or its head cannot be read.
+fn scan_queue<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    layout: &Layout,
+    syms: &Symbols,
+    class: Class,
+) -> Option<Scan> {
+    Some(match (class, layout.queues) {
+        (Class::Send, _) => {
+            let e = layout.sends?;
+            requests::walk_entries(t, layout, &e, syms.sendq?)
+        }
+        (Class::Posted, Queues::Device) => {
+            let head_at = syms.posted?.address(t)?;
+            requests::walk_requests(t, layout, head_at)
+        }
+        (Class::Unexpected, Queues::Device) => {
+            let head_at = syms.unexpected?.address(t)?;
+            let mut scan = requests::walk_requests(t, layout, head_at);
+            if matches!(layout.request.device, RequestDevice::Ch4 { .. }) {
+                for f in scan.by_ctx.items_mut() {
+                    if let Ok(r) = f.request.as_mut() {
+                        r.msg_type = requests::ch4_is_rts(t, layout, r).map(|rts| {
+                            if rts {
+                                requests::MSG_RNDV
+                            } else {
+                                requests::MSG_EAGER
+                            }
+                        });
+                    }
+                }
+            }
+            scan
+        }
+        (Class::Posted, Queues::Debugq) => {
+            let e = layout.debugq?;
+            requests::walk_entries(t, layout, &e, syms.recvq?)
+        }
+        (Class::Unexpected, Queues::Debugq) => {
+            let e = layout.debugq?;
+            requests::walk_entries(t, layout, &e, syms.unexpq?)
+        }
+    })
 }
 
 impl From<ReadError> for Failure {

@@ -1,6 +1,12 @@
 //! The Open MPI backend (4.1 and 5.0, ob1 PML): image checks, the
 //! communicator table and the three queues, answering the iteration
 //! [`crate::iteration`] keeps.
+//!
+//! This file is the backend's face: the image's and process's checks and
+//! the [`MpiBackend`] impl, which hands each queue to the PML's reader:
+//! ob1's queues ([`ob1`]), with what waits in the shared-memory transport
+//! after its unexpected messages ([`sm`]), or UCX's worker under pml ucx
+//! ([`pml_ucx`]).
 
 pub mod communicators;
 pub mod groups;
@@ -17,17 +23,17 @@ use std::sync::Arc;
 use mqs_abi::{OpClass, ProcessLocation};
 
 use crate::access::{ImageAccess, ProcessAccess, TypeSizes};
+use crate::by_key::PerStop;
 use crate::errors::DllError;
-use crate::iteration::{Call, CommInfo, Context, Listed, Made, MpiBackend, Queue, QueueOf, Setup};
+use crate::iteration::{Call, CommInfo, Context, Listed, Made, MpiBackend, Queue, Setup};
 use crate::messages::{self, Failure};
 use crate::names::ProcName;
-use crate::target::{ByteOrder, ReadError, Sizes, Target};
-use crate::transit::{self, Message};
+use crate::target::{ByteOrder, Sizes, Target};
+use crate::transit::Message;
 use crate::types::Missing;
-use crate::walk::{AddrSet, Stop};
 
 use communicators::{Comm, Signature, Table};
-use layout::{Layout, Ob1Layout};
+use layout::Layout;
 use requests::{DatatypeCache, Request, Scan};
 
 /// Data symbols the DLL reads.
@@ -105,29 +111,6 @@ pub fn resolve_symbols<I: ImageAccess>(image: &I) -> Result<Symbols, Missing> {
     })
 }
 
-/// The transport reader's symbols, for an image whose layout has ob1's
-/// types: the BTLs in use always, the shared-memory BTL's only where its
-/// types are there too.
-pub fn resolve_sm_symbols<I: ImageAccess>(image: &I, layout: &Layout) -> sm::SmSymbols {
-    if layout.ob1.is_err() {
-        return sm::SmSymbols::default();
-    }
-    let btls = image.find_symbol(sm::SYM_BTLS);
-    match &layout.sm {
-        Ok(l) => sm::SmSymbols {
-            component: image.find_symbol(l.symbol),
-            process_info: l
-                .num_local_peers
-                .and_then(|_| image.find_symbol(sm::SYM_PROCESS_INFO)),
-            btls,
-        },
-        Err(_) => sm::SmSymbols {
-            btls,
-            ..sm::SmSymbols::default()
-        },
-    }
-}
-
 /// The basic sizes of a process: the debugger's, refined by the MPI's own
 /// record, and the byte order learned from target_to_host.
 pub fn process_sizes<I: ImageAccess, P: ProcessAccess + ?Sized>(
@@ -199,7 +182,7 @@ pub enum Pending {
     /// [`crate::iteration::Queue::read`]).
     Request {
         index: u32,
-        order: Order,
+        order: ob1::Order,
     },
     Frag(unexpected::Frag),
     /// A message waiting in the transport.
@@ -208,43 +191,18 @@ pub enum Pending {
     Ucx(pml_ucx::Op),
 }
 
-/// The line that says how a request's queue is ordered.
-#[derive(Debug, Clone, Copy)]
-pub enum Order {
-    None,
-    /// The `number`th in ob1's matching order, from the ANY_SOURCE queue
-    /// (`wild`) or a peer's.
-    Posted {
-        number: usize,
-        wild: bool,
-    },
-    Text(&'static str),
-}
-
-/// A queue as read at setup: its requests and its items in order, and why
-/// it was cut.
-type Built = (Vec<Request>, Vec<Pending>, Option<Stop>);
-
 /// Per-call caches, valid while the process stays stopped: dropped when the
 /// communicator list is updated or its iterator set up again.
 #[derive(Debug, Default)]
 pub struct Cache {
-    pub sends: Option<Scan>,
-    pub recvs: Option<Scan>,
+    /// The request free lists' scans, by communicator.
+    pub sends: PerStop<Scan>,
+    pub recvs: PerStop<Scan>,
     pub datatypes: DatatypeCache,
-    /// What waits in the transports, read once per stop.
-    pub transit: Option<Transit>,
-    /// pml ucx: the worker's queues, read once per stop.
-    pub ucx: Option<pml_ucx::Scan>,
-}
-
-/// What waits in the transports, as read in this stop: messages by
-/// context, or by the 128-bit communicator ids Open MPI 5's CID headers
-/// name ([`sm::CID_KEY`] plus the index into `cids`).
-#[derive(Debug, Default)]
-pub struct Transit {
-    pub scan: transit::Scan,
-    pub cids: Vec<sm::Cid>,
+    /// What waits in the transports.
+    pub transit: PerStop<sm::Transit>,
+    /// pml ucx: the worker's queues.
+    pub ucx: PerStop<pml_ucx::Scan>,
 }
 
 /// What the Open MPI backend keeps per process.
@@ -306,356 +264,9 @@ impl OpenMpi {
         self.ucx.as_ref()?.as_ref().ok()
     }
 
-    /// A queue of `comm` under pml ucx, from the worker read once per
-    /// stop (again when a communicator is asked for twice).
-    fn read_ucx<P: ProcessAccess + ?Sized>(
-        &mut self,
-        cx: &Context,
-        t: &Target<'_, P>,
-        pml: &pml_ucx::PmlUcx,
-        comm: &Comm,
-        class: OpClass,
-    ) -> Setup<Self> {
-        let ucx = pml.name();
-        let context = pml.context.of(comm);
-        let slot = &mut self.cache.ucx;
-        if slot.as_ref().is_some_and(|s| match class {
-            OpClass::PendingSends => s.sends.was_taken(context),
-            OpClass::PendingReceives => s.posted.was_taken(context),
-            OpClass::UnexpectedMessages => s.unexpected.was_taken(context),
-        }) {
-            *slot = None;
-        }
-        let layout = &self.layout;
-        let scan = slot.get_or_insert_with(|| pml_ucx::scan(t, pml, layout));
-        if let Some(why) = &scan.no_worker {
-            messages::set_no_information_reason(&format!("pml ucx ({ucx}): {why}"));
-            return Ok(None);
-        }
-        let posted = match class {
-            OpClass::PendingSends => {
-                let ops = scan.sends.take(context);
-                let (stop, new_protocols) = (scan.sends_stop, scan.new_protocols);
-                return Ok(Some(ucx_send_queue(
-                    cx,
-                    t,
-                    layout,
-                    pml,
-                    comm,
-                    (ops, stop, new_protocols),
-                )));
-            }
-            OpClass::PendingReceives => true,
-            OpClass::UnexpectedMessages => false,
-        };
-        let (ops, stop) = if posted {
-            // Receives in UCX's order, then the messages matched probes
-            // took (matched already, as ob1's DLL view shows them).
-            let mut ops = scan.posted.take(context);
-            ops.extend(scan.probed.take(comm.addr));
-            (ops, scan.posted_stop)
-        } else {
-            (scan.unexpected.take(context), scan.unexpected_stop)
-        };
-        let mut queue = ucx_queue(cx, ops, stop);
-        if let (true, Some((counted, read))) = (posted, scan.disagrees) {
-            queue.unseen = Some(format!(
-                "pml ucx ({ucx}): the worker counts {counted} posted receives, the walk found {read}"
-            ));
-            queue.partial = Some(format!("UCX counts {counted} posted receives, {read} read"));
-        }
-        Ok(Some(queue))
-    }
-
     fn ob1_selected(&self) -> bool {
         self.pml.as_ref().is_none_or(|p| p.name == "ob1")
     }
-
-    /// Takes the live requests of `comm` out of one of the request free
-    /// lists' scans (made once per stop and shared by every communicator),
-    /// with the scan's stop. Taken, they are held once, by the queue they
-    /// are shown in; a communicator asked for again in the same stop gets a
-    /// new scan.
-    fn take_requests<P: ProcessAccess + ?Sized>(
-        &mut self,
-        t: &Target<'_, P>,
-        layout: &Layout,
-        fl: u64,
-        sends: bool,
-        comm: &Comm,
-    ) -> (Vec<Request>, Option<Stop>) {
-        let slot = if sends {
-            &mut self.cache.sends
-        } else {
-            &mut self.cache.recvs
-        };
-        if slot
-            .as_ref()
-            .is_some_and(|s| s.by_comm.was_taken(comm.addr))
-        {
-            *slot = None;
-        }
-        let scan = slot.get_or_insert_with(|| requests::scan_free_list(t, layout, fl));
-        (scan.by_comm.take(comm.addr), scan.stop)
-    }
-
-    /// The request at `index` of `requests` as an item to be made into an
-    /// operation when taken, its datatype read now (once per datatype).
-    fn item<P: ProcessAccess + ?Sized>(
-        &mut self,
-        t: &Target<'_, P>,
-        layout: &Layout,
-        requests: &[Request],
-        index: u32,
-        order: Order,
-    ) -> Pending {
-        if let Some(r) = requests.get(index as usize) {
-            requests::read_datatype(t, layout, &mut self.cache.datatypes, r.datatype);
-        }
-        Pending::Request { index, order }
-    }
-
-    fn sends<P: ProcessAccess + ?Sized>(
-        &mut self,
-        cx: &Context,
-        t: &Target<'_, P>,
-        layout: &Layout,
-        syms: &Symbols,
-        comm: &Comm,
-    ) -> Option<Built> {
-        let fl = syms.send_requests?;
-        let (mut reqs, stop) = self.take_requests(t, layout, fl, true, comm);
-        reqs.retain(|r| r.kind == requests::Kind::Send && keep_tag(cx, r.tag));
-        // ob1 numbers sends per peer as they start: the closest thing to
-        // the order they were issued.
-        reqs.sort_by_key(|r| (r.sequence.unwrap_or(u64::MAX), r.peer, r.addr));
-        let ops = (0..reqs.len() as u32)
-            .map(|i| self.item(t, layout, &reqs, i, Order::None))
-            .collect();
-        Some((reqs, ops, stop))
-    }
-
-    fn receives<P: ProcessAccess + ?Sized>(
-        &mut self,
-        cx: &Context,
-        t: &Target<'_, P>,
-        layout: &Layout,
-        syms: &Symbols,
-        comm: &Comm,
-    ) -> Option<Built> {
-        let ob1_comm = if self.ob1_selected() {
-            ob1::read_comm(t, layout, comm, syms.ob1_comm_class)
-        } else {
-            Err(ob1::NotUsable::NotOb1)
-        };
-        // The free list holds every receive, including those already
-        // matched (and so gone from ob1's queues) and not yet completed or
-        // freed. Scanned first, its requests are what the walk of the
-        // queues finds, decoded already.
-        let (mut reqs, scan_stop) = match syms.recv_requests {
-            Some(fl) => self.take_requests(t, layout, fl, false, comm),
-            None => (Vec::new(), None),
-        };
-        let scanned = reqs.len();
-        let mut stop = None;
-        let posted = match (&ob1_comm, &layout.ob1) {
-            (Ok(oc), Ok(ob1l)) => {
-                let known: ob1::Known = reqs
-                    .iter()
-                    .zip(0u32..)
-                    .filter_map(|(r, i)| Some((r.addr, (r.link?, i))))
-                    .collect();
-                let (posted, s) = ob1::posted(t, layout, ob1l, oc, &known, &mut reqs);
-                stop = s;
-                Some(posted)
-            }
-            _ => None,
-        };
-        let from_queues = posted.is_some();
-        if let Err(ob1::NotUsable::Read(e)) = ob1_comm {
-            stop = Some(read_stop(e));
-        }
-        let mut shown = vec![false; reqs.len()];
-        // A scanned request the walk read again (its link was unreadable
-        // in the scan) is shown once, as posted.
-        let read_again: AddrSet = reqs[scanned.min(reqs.len())..]
-            .iter()
-            .map(|r| r.addr)
-            .collect();
-        let mut ops = Vec::with_capacity(reqs.len());
-        let mut k = 0;
-        for p in posted.into_iter().flatten() {
-            shown[p.index as usize] = true;
-            if !keep_tag(cx, reqs[p.index as usize].tag) {
-                continue;
-            }
-            k += 1;
-            let order = Order::Posted {
-                number: k,
-                wild: p.wild,
-            };
-            ops.push(self.item(t, layout, &reqs, p.index, order));
-        }
-        if syms.recv_requests.is_none() {
-            return from_queues.then_some((reqs, ops, stop));
-        }
-        stop = stop.or(scan_stop);
-        let mut rest: Vec<u32> = (0u32..)
-            .zip(&reqs)
-            .filter(|&(i, r)| {
-                !shown[i as usize]
-                    && !read_again.contains(&r.addr)
-                    && r.kind.is_receive()
-                    && keep_tag(cx, r.tag)
-            })
-            .map(|(i, _)| i)
-            .collect();
-        // ob1 numbers receives as they are posted; a PML that does not (all
-        // equal) leaves allocation order.
-        let sequence = |i: &u32| reqs[*i as usize].sequence;
-        let distinct = rest.iter().filter_map(sequence).collect::<AddrSet>().len();
-        let sequenced =
-            rest.iter().all(|i| sequence(i).is_some()) && (rest.len() <= 1 || distinct > 1);
-        if sequenced {
-            rest.sort_by_key(|i| sequence(i).unwrap_or(u64::MAX));
-        }
-        let order = Order::Text(if from_queues {
-            "not in ob1's posted queues (matched or probing)"
-        } else if sequenced {
-            "order: by posting sequence (no ob1 queue info)"
-        } else {
-            "order: allocation order (free list), not matching"
-        });
-        for i in rest {
-            ops.push(self.item(t, layout, &reqs, i, order));
-        }
-        Some((reqs, ops, stop))
-    }
-
-    fn unexpected<P: ProcessAccess + ?Sized>(
-        &mut self,
-        cx: &mut Context,
-        t: &Target<'_, P>,
-        layout: &Layout,
-        syms: &Symbols,
-        comm: &Comm,
-    ) -> Option<(Built, transit::Unlisted)> {
-        let ob1l = match &layout.ob1 {
-            Ok(l) => l,
-            Err(m) => {
-                let btl = layout::btl_name(layout.comm.index.is_some());
-                messages::set_no_information_reason(&format!(
-                    "ob1 has no debug information ({m} missing): build Open MPI with -g to see unexpected messages ({} either)",
-                    transit::not_listed(btl)
-                ));
-                let line = format!(
-                    "mqs DLL: unexpected messages not available: ob1 has no debug information ({m} missing)"
-                );
-                // Said once per process, with the other consequences.
-                cx.say_once("no-ob1", line);
-                return None;
-            }
-        };
-        if !self.ob1_selected() {
-            messages::set_no_information_reason(
-                "the selected PML is not ob1: only ob1's unexpected messages can be read",
-            );
-            return None;
-        }
-        let (frags, stop) = match ob1::read_comm(t, layout, comm, syms.ob1_comm_class) {
-            Ok(oc) => unexpected::frags(t, layout, ob1l, &oc),
-            Err(ob1::NotUsable::Read(e)) => (Vec::new(), Some(read_stop(e))),
-            // No PML data on this communicator: it never communicated.
-            Err(_) => (Vec::new(), None),
-        };
-        let mut ops: Vec<Pending> = frags
-            .into_iter()
-            .filter(|f| keep_tag(cx, f.tag))
-            .map(Pending::Frag)
-            .collect();
-        // What waits in the transport comes after what ob1 holds: the
-        // progress engine hands it to ob1 after those.
-        let (waiting, cut, unlisted) = self.transit(t, layout, ob1l, syms, comm);
-        ops.extend(
-            waiting
-                .into_iter()
-                .filter(|m| keep_tag(cx, m.tag))
-                .map(Pending::Transit),
-        );
-        Some(((Vec::new(), ops, stop.or(cut)), unlisted))
-    }
-
-    /// The messages in transit to `comm` (read once per stop, each
-    /// communicator's taken out once), why the walk of the transport ended
-    /// early, and what could not be read.
-    fn transit<P: ProcessAccess + ?Sized>(
-        &mut self,
-        t: &Target<'_, P>,
-        layout: &Layout,
-        ob1: &Ob1Layout,
-        syms: &Symbols,
-        comm: &Comm,
-    ) -> (Vec<Message>, Option<Stop>, transit::Unlisted) {
-        let slot = &mut self.cache.transit;
-        if slot
-            .as_ref()
-            .is_some_and(|tr| tr.scan.by_key.was_taken(comm.id))
-        {
-            *slot = None;
-        }
-        let tr = slot.get_or_insert_with(|| read_transit(t, layout, ob1, syms));
-        let mut found = tr.scan.by_key.take(comm.id);
-        let cid = comm
-            .extended_id
-            .and_then(|id| tr.cids.iter().position(|&c| c == id));
-        if let Some(i) = cid {
-            found.extend(tr.scan.by_key.take(sm::CID_KEY + i as u64));
-            found.sort_by_key(|m| m.order);
-        }
-        (found, tr.scan.stop, tr.scan.unlisted.clone())
-    }
-}
-
-/// Reads what waits in the process's transports: the shared-memory BTL
-/// when it is in use and its types are there; every other BTL in use
-/// (but `self`, which hands a message over at once) is said not listed.
-fn read_transit<P: ProcessAccess + ?Sized>(
-    t: &Target<'_, P>,
-    layout: &Layout,
-    ob1: &Ob1Layout,
-    syms: &Symbols,
-) -> Transit {
-    let shared = layout::btl_name(layout.comm.index.is_some());
-    let mut unlisted = transit::Unlisted::default();
-    let btls = syms.sm.btls.and_then(|l| sm::btls_in_use(t, layout, l));
-    let Some(btls) = btls else {
-        unlisted.add("messages in transit not listed: the BTLs in use are unknown");
-        return Transit {
-            scan: transit::Scan {
-                unlisted,
-                ..transit::Scan::default()
-            },
-            cids: Vec::new(),
-        };
-    };
-    for btl in btls.iter().filter(|b| *b != "self" && *b != shared) {
-        unlisted.add(transit::not_listed(btl));
-    }
-    let mut out = Transit::default();
-    if btls.iter().any(|b| b == shared) {
-        match &layout.sm {
-            Ok(l) => {
-                let (scan, cids) = sm::scan(t, l, ob1, ob1.cid, &syms.sm);
-                out = Transit { scan, cids };
-            }
-            Err(m) => unlisted.add(format!(
-                "{} (no debug information: {m} missing)",
-                transit::not_listed(shared)
-            )),
-        }
-    }
-    out.scan.unlisted.merge(&unlisted);
-    out
 }
 
 impl MpiBackend for OpenMpi {
@@ -686,7 +297,7 @@ impl MpiBackend for OpenMpi {
         if self.pml.is_none() {
             syms.ob1_comm_class = image.find_symbol(SYM_OB1_COMM_CLASS);
         }
-        syms.sm = resolve_sm_symbols(image, &layout);
+        syms.sm = sm::resolve_symbols(image, &layout);
         self.symbols = Some(syms);
         communicators::read_table(&t, &layout, syms.communicators).map_err(|e| Failure {
             code: e.into(),
@@ -822,19 +433,7 @@ impl MpiBackend for OpenMpi {
                     .datatypes
                     .get(&request.datatype)
                     .and_then(Option::as_ref);
-                let order = match order {
-                    Order::None => None,
-                    Order::Posted { number, wild } => {
-                        let queue = if wild {
-                            "ANY_SOURCE queue"
-                        } else {
-                            "peer queue"
-                        };
-                        Some(format!("posted #{number} in ob1 matching order ({queue})"))
-                    }
-                    Order::Text(text) => Some(text.to_string()),
-                };
-                requests::to_operation(request, comm, dt, order)
+                requests::to_operation(request, comm, dt, order.line())
             }
             Pending::Frag(frag) => unexpected::to_operation(&frag, comm, Some(comm.id)),
             Pending::Transit(m) => m.to_operation(comm.peer_global(m.source)),
@@ -880,63 +479,8 @@ impl MpiBackend for OpenMpi {
     }
 }
 
-/// `comm`'s sends in UCX's request pool as taken out of this stop's scan
-/// (with why its walk ended early, and whether UCX runs its new
-/// protocols), their destinations found from their endpoints; what the
-/// pool cannot hold said for an empty queue, and as the last line
-/// otherwise.
-fn ucx_send_queue<P: ProcessAccess + ?Sized>(
-    cx: &Context,
-    t: &Target<'_, P>,
-    layout: &Layout,
-    pml: &pml_ucx::PmlUcx,
-    comm: &Comm,
-    (mut ops, stop, new_protocols): (Vec<pml_ucx::Op>, Option<Stop>, bool),
-) -> QueueOf<OpenMpi> {
-    let ucx = pml.name();
-    let why = match &pml.sends {
-        Err(m) => format!("{ucx}'s request pool cannot be read ({m} missing)"),
-        Ok(_) if new_protocols => format!(
-            "{ucx} runs its new protocols (UCX_PROTO_ENABLE), whose requests \
-             mark no tag send"
-        ),
-        Ok(_) => pml_ucx::SENDS_WHY.to_string(),
-    };
-    if let Ok(r) = &pml.sends {
-        pml_ucx::peers(t, layout, &r.endpoints, comm, &mut ops);
-    }
-    let mut queue = ucx_queue(cx, ops, stop);
-    queue.unseen = Some(format!(
-        "pml ucx ({ucx}): {}: {why}",
-        pml_ucx::SENDS_NOT_LISTED
-    ));
-    queue.partial = Some(pml_ucx::SENDS_NOT_LISTED.to_string());
-    queue
-}
-
-/// A queue of UCX's operations, Open MPI's internal ones left out unless
-/// asked for.
-fn ucx_queue(cx: &Context, ops: Vec<pml_ucx::Op>, stop: Option<Stop>) -> QueueOf<OpenMpi> {
-    let items = ops
-        .into_iter()
-        .filter(|op| op.tag().is_none_or(|tag| keep_tag(cx, tag)))
-        .map(Pending::Ucx)
-        .collect();
-    Queue::new(Vec::new(), items, stop)
-}
-
 /// Whether an operation with `tag` is shown: Open MPI's collectives use
 /// negative tags.
 fn keep_tag(cx: &Context, tag: i64) -> bool {
     cx.show_internal || !requests::is_internal_tag(tag)
-}
-
-fn read_stop(e: ReadError) -> Stop {
-    match e {
-        ReadError::Budget => Stop::Budget,
-        ReadError::Unreadable(a) => Stop::Unreadable(a),
-        ReadError::Misaligned(a) => Stop::BadPointer(a),
-        ReadError::Null => Stop::BadPointer(0),
-        ReadError::OutOfRange => Stop::Corrupt,
-    }
 }

@@ -14,6 +14,9 @@
 //! (`send.cb`) says how Open MPI started it, and so where its MPI request
 //! is: right behind the UCP request for `MPI_Isend`, the persistent
 //! request for `MPI_Start`, none for a blocking `MPI_Ssend`.
+//!
+//! For the backend: each communicator's queue made from one read of the
+//! worker per stop, with what it cannot list said.
 
 use crate::ucx::operations::{self, Tag};
 use crate::ucx::version_name;
@@ -31,12 +34,16 @@ use crate::ucx::matching;
 use crate::ucx::sends;
 use crate::walk::{AddrSet, Stop, MAX_LIST_ITEMS};
 
-use mqs_abi::{OpStatus, PendingOperation};
+use mqs_abi::{OpClass, OpStatus, PendingOperation};
+
+use crate::iteration::{Context, Queue, QueueOf, Setup};
+use crate::messages;
 
 use super::communicators::Comm;
 use super::groups::{self, Member};
 use super::layout::Layout;
 use super::lists::{self, FreeListSpec};
+use super::{keep_tag, OpenMpi, Pending};
 
 /// The PML's module, a data symbol, and the field that holds the worker.
 pub const SYM_MODULE: &str = "ompi_pml_ucx";
@@ -723,6 +730,113 @@ pub const SENDS_NOT_LISTED: &str = "sends completed locally under UCX are not li
 pub const SENDS_WHY: &str = "an eager send that completed at once has no request, and a \
      blocking MPI_Send's request lies on its caller's stack, in no list; none of UCX's \
      requests is a send on this communicator";
+
+// The glue of the backend: a queue of a communicator as pml ucx shows it.
+
+impl OpenMpi {
+    /// A queue of `comm` under pml ucx, from the worker read once per
+    /// stop (again when a communicator is asked for twice).
+    pub(super) fn read_ucx<P: ProcessAccess + ?Sized>(
+        &mut self,
+        cx: &Context,
+        t: &Target<'_, P>,
+        pml: &PmlUcx,
+        comm: &Comm,
+        class: OpClass,
+    ) -> Setup<Self> {
+        let ucx = pml.name();
+        let context = pml.context.of(comm);
+        let layout = &self.layout;
+        let scan = self.cache.ucx.get(
+            |s| match class {
+                OpClass::PendingSends => &s.sends,
+                OpClass::PendingReceives => &s.posted,
+                OpClass::UnexpectedMessages => &s.unexpected,
+            },
+            &[context],
+            || scan(t, pml, layout),
+        );
+        if let Some(why) = &scan.no_worker {
+            messages::set_no_information_reason(&format!("pml ucx ({ucx}): {why}"));
+            return Ok(None);
+        }
+        let posted = match class {
+            OpClass::PendingSends => {
+                let ops = scan.sends.take(context);
+                let (stop, new_protocols) = (scan.sends_stop, scan.new_protocols);
+                return Ok(Some(send_queue(
+                    cx,
+                    t,
+                    layout,
+                    pml,
+                    comm,
+                    (ops, stop, new_protocols),
+                )));
+            }
+            OpClass::PendingReceives => true,
+            OpClass::UnexpectedMessages => false,
+        };
+        let (ops, stop) = if posted {
+            // Receives in UCX's order, then the messages matched probes
+            // took (matched already, as ob1's DLL view shows them).
+            let mut ops = scan.posted.take(context);
+            ops.extend(scan.probed.take(comm.addr));
+            (ops, scan.posted_stop)
+        } else {
+            (scan.unexpected.take(context), scan.unexpected_stop)
+        };
+        let mut queue = queue(cx, ops, stop);
+        if let (true, Some((counted, read))) = (posted, scan.disagrees) {
+            queue.unseen = Some(format!(
+                "pml ucx ({ucx}): the worker counts {counted} posted receives, the walk found {read}"
+            ));
+            queue.partial = Some(format!("UCX counts {counted} posted receives, {read} read"));
+        }
+        Ok(Some(queue))
+    }
+}
+
+/// `comm`'s sends in UCX's request pool as taken out of this stop's scan
+/// (with why its walk ended early, and whether UCX runs its new
+/// protocols), their destinations found from their endpoints; what the
+/// pool cannot hold said for an empty queue, and as the last line
+/// otherwise.
+fn send_queue<P: ProcessAccess + ?Sized>(
+    cx: &Context,
+    t: &Target<'_, P>,
+    layout: &Layout,
+    pml: &PmlUcx,
+    comm: &Comm,
+    (mut ops, stop, new_protocols): (Vec<Op>, Option<Stop>, bool),
+) -> QueueOf<OpenMpi> {
+    let ucx = pml.name();
+    let why = match &pml.sends {
+        Err(m) => format!("{ucx}'s request pool cannot be read ({m} missing)"),
+        Ok(_) if new_protocols => format!(
+            "{ucx} runs its new protocols (UCX_PROTO_ENABLE), whose requests \
+             mark no tag send"
+        ),
+        Ok(_) => SENDS_WHY.to_string(),
+    };
+    if let Ok(r) = &pml.sends {
+        peers(t, layout, &r.endpoints, comm, &mut ops);
+    }
+    let mut queue = queue(cx, ops, stop);
+    queue.unseen = Some(format!("pml ucx ({ucx}): {}: {why}", SENDS_NOT_LISTED));
+    queue.partial = Some(SENDS_NOT_LISTED.to_string());
+    queue
+}
+
+/// A queue of UCX's operations, Open MPI's internal ones left out unless
+/// asked for.
+fn queue(cx: &Context, ops: Vec<Op>, stop: Option<Stop>) -> QueueOf<OpenMpi> {
+    let items = ops
+        .into_iter()
+        .filter(|op| op.tag().is_none_or(|tag| keep_tag(cx, tag)))
+        .map(Pending::Ucx)
+        .collect();
+    Queue::new(Vec::new(), items, stop)
+}
 
 #[cfg(test)]
 mod tests {

@@ -35,11 +35,17 @@
 //! a fast box by one lap of its ring, every position and size checked
 //! against the ring and every local rank against the number of local
 //! processes; nothing is decoded past an entry's length.
+//!
+//! For the backend: the reader's symbols ([`resolve_symbols`]) and one
+//! read of the process's transports per stop, each communicator's messages
+//! taken out of it by its unexpected queue.
 
-use crate::access::ProcessAccess;
+use crate::access::{ImageAccess, ProcessAccess};
+use crate::openmpi::communicators::Comm;
 use crate::openmpi::layout::{CidLayout, Layout, Ob1Layout, SmLayout};
 use crate::openmpi::lists;
 use crate::openmpi::unexpected::{HDR_MATCH, HDR_RGET, HDR_RNDV};
+use crate::openmpi::{OpenMpi, Symbols};
 use crate::target::{ReadError, Spans, Target, View};
 use crate::transit::{self, Message, Protocol, Scan};
 use crate::walk::{AddrSet, Stop, MAX_LIST_ITEMS};
@@ -794,4 +800,110 @@ fn with_key(entry: Entry, key: u64) -> Entry {
         },
         other => other,
     }
+}
+
+// The glue of the backend: which symbols this reader needs, and what one
+// stop's reading of the transports holds for each communicator.
+
+/// The transport reader's symbols, for an image whose layout has ob1's
+/// types: the BTLs in use always, the shared-memory BTL's only where its
+/// types are there too.
+pub fn resolve_symbols<I: ImageAccess>(image: &I, layout: &Layout) -> SmSymbols {
+    if layout.ob1.is_err() {
+        return SmSymbols::default();
+    }
+    let btls = image.find_symbol(SYM_BTLS);
+    match &layout.sm {
+        Ok(l) => SmSymbols {
+            component: image.find_symbol(l.symbol),
+            process_info: l
+                .num_local_peers
+                .and_then(|_| image.find_symbol(SYM_PROCESS_INFO)),
+            btls,
+        },
+        Err(_) => SmSymbols {
+            btls,
+            ..SmSymbols::default()
+        },
+    }
+}
+
+/// What waits in the transports, as read in this stop: messages by
+/// context, or by the 128-bit communicator ids Open MPI 5's CID headers
+/// name ([`CID_KEY`] plus the index into `cids`).
+#[derive(Debug, Default)]
+pub struct Transit {
+    pub scan: transit::Scan,
+    pub cids: Vec<Cid>,
+}
+
+impl OpenMpi {
+    /// The messages in transit to `comm` (read once per stop, each
+    /// communicator's taken out once), why the walk of the transport ended
+    /// early, and what could not be read.
+    pub(super) fn transit<P: ProcessAccess + ?Sized>(
+        &mut self,
+        t: &Target<'_, P>,
+        layout: &Layout,
+        ob1: &Ob1Layout,
+        syms: &Symbols,
+        comm: &Comm,
+    ) -> (Vec<Message>, Option<Stop>, transit::Unlisted) {
+        let tr = self.cache.transit.get(
+            |tr| &tr.scan.by_key,
+            &[comm.id],
+            || read_transit(t, layout, ob1, syms),
+        );
+        let mut found = tr.scan.by_key.take(comm.id);
+        let cid = comm
+            .extended_id
+            .and_then(|id| tr.cids.iter().position(|&c| c == id));
+        if let Some(i) = cid {
+            found.extend(tr.scan.by_key.take(CID_KEY + i as u64));
+            found.sort_by_key(|m| m.order);
+        }
+        (found, tr.scan.stop, tr.scan.unlisted.clone())
+    }
+}
+
+/// Reads what waits in the process's transports: the shared-memory BTL
+/// when it is in use and its types are there; every other BTL in use
+/// (but `self`, which hands a message over at once) is said not listed.
+fn read_transit<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    layout: &Layout,
+    ob1: &Ob1Layout,
+    syms: &Symbols,
+) -> Transit {
+    let shared = super::layout::btl_name(layout.comm.index.is_some());
+    let mut unlisted = transit::Unlisted::default();
+    let btls = syms.sm.btls.and_then(|l| btls_in_use(t, layout, l));
+    let Some(btls) = btls else {
+        unlisted.add("messages in transit not listed: the BTLs in use are unknown");
+        return Transit {
+            scan: transit::Scan {
+                unlisted,
+                ..transit::Scan::default()
+            },
+            cids: Vec::new(),
+        };
+    };
+    for btl in btls.iter().filter(|b| *b != "self" && *b != shared) {
+        unlisted.add(transit::not_listed(btl));
+    }
+    let mut out = Transit::default();
+    if btls.iter().any(|b| b == shared) {
+        match &layout.sm {
+            Ok(l) => {
+                let (scan, cids) = scan(t, l, ob1, ob1.cid, &syms.sm);
+                out = Transit { scan, cids };
+            }
+            Err(m) => unlisted.add(format!(
+                "{} (no debug information: {m} missing)",
+                transit::not_listed(shared)
+            )),
+        }
+    }
+    out.scan.unlisted.merge(&unlisted);
+    out
 }
