@@ -1,17 +1,18 @@
 //! The scale harness is right before it measures anything: a synthetic
 //! job of 120 ranks, 7 per host (18 synthetic collectors started by the
 //! front end, the last one with 1 rank), in 10 states made from two
-//! templates, read through `mqs-dump __synthetic-front` (the real
-//! protocol and merge), gives every rank once, renumbered, and a job view
-//! whose ranges of equal queues are the 10 states'. The same job read
+//! templates, read through the harness's front end (`mqs-scale
+//! scale-front`: the real protocol and merge), gives every rank once,
+//! renumbered, and a job view whose ranges of equal queues are the 10
+//! states'. The same job read
 //! through a tree of collectors gives the same job, and a middle
 //! collector killed during the dump loses its subtree's ranks only, each
 //! with the reason. No MPI needed.
 
 use std::process::{Command, Stdio};
 
-use mqs_acquire::collect::synthetic::{SyntheticJob, FIRST_PID, FRONT_COMMAND, TAG_STEP};
 use mqs_core::model::{JobDump, ProcessDump, Section};
+use mqs_tests::scale::{SyntheticJob, FIRST_PID, FRONT_ROLE, TAG_STEP};
 
 const RANKS: usize = 120;
 const PER_HOST: usize = 7;
@@ -50,7 +51,7 @@ fn op(peer: i64, tag: i64, length: i64) -> String {
     )
 }
 
-/// What `__synthetic-front` printed: its figures, the merged job, and
+/// What the harness's front end printed: its figures, the merged job, and
 /// the job view's lines.
 struct Read {
     figures: String,
@@ -72,8 +73,9 @@ impl Read {
 /// Reads the synthetic job in `spec` with collectors of fan-out `fanout`
 /// (0: flat).
 fn read(spec: &std::path::Path, fanout: usize) -> Read {
-    let out = Command::new(mqs_tests::mqs_dump_binary())
-        .args([FRONT_COMMAND, "--spec"])
+    // The harness's program, built by cargo with this test.
+    let out = Command::new(env!("CARGO_BIN_EXE_mqs-scale"))
+        .args([FRONT_ROLE, "--spec"])
         .arg(spec)
         .args(["--timeout-ms", "60000", "--print-job", "--fanout"])
         .arg(fanout.to_string())

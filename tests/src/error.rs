@@ -53,6 +53,10 @@ pub enum Error {
     /// Teardown left processes of the job alive.
     #[error("processes of the job survived teardown: {0:?}")]
     Survivors(Vec<u32>),
+
+    /// The scale harness was asked something it cannot do.
+    #[error("the scale harness: {0}")]
+    Scale(String),
 }
 
 /// Why a job did not get ready, with what it printed. The job has been torn

@@ -13,6 +13,8 @@ mod limit;
 mod mpi;
 mod nodes;
 mod procfs;
+#[cfg(feature = "scale")]
+pub mod scale;
 mod shared_dir;
 mod slurm;
 

@@ -22,11 +22,12 @@
 //! 3, the median is shown).
 //!
 //! `-- --scale [--scale-sizes 1000,10000]` runs only the scale harness
-//! instead: a synthetic job (`mqs_acquire::collect::synthetic`) made from
-//! the two ranks of the committed `queues` snapshot, replayed once, in 10
-//! states, 100 ranks per synthetic collector, all on this machine and
-//! read by `mqs-dump __synthetic-front` through the real protocol and
-//! merge, once flat and once in a tree of collectors (fan-out
+//! instead: a synthetic job (`mqs_tests::scale`) made from the two ranks
+//! of the committed `queues` snapshot, replayed once, in 10 states, 100
+//! ranks per synthetic collector, all on this machine and read by the
+//! harness's front end (this bench run again as it, and as each
+//! collector) through the real protocol and merge, once flat and once in
+//! a tree of collectors (fan-out
 //! `--scale-fanout K`, default mqs-dump's). One line per run: `scale
 //! ranks=N mode=flat|tree fanout=K seconds=S frontend_rss_mb=M
 //! frontend_bytes=B` (seconds from the front end's start to its job view,
@@ -51,6 +52,11 @@ use std::time::{Duration, Instant};
 use mqs_tests::{Job, LaunchOptions, Mpi, Nodes, Slurm};
 
 fn main() {
+    // The scale harness runs this bench again as its front end and its
+    // collectors.
+    if let Some(code) = mqs_tests::scale::role() {
+        std::process::exit(code);
+    }
     if let Err(e) = run() {
         eprintln!("bench collect: {e}");
         std::process::exit(1);
@@ -446,7 +452,7 @@ fn scale(
     memory: u64,
     fanout: usize,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    use mqs_acquire::collect::synthetic::SyntheticJob;
+    use mqs_tests::scale::SyntheticJob;
     let dir = mqs_tests::target_dir()
         .join("mqs-scratch")
         .join("scale-bench");
@@ -465,7 +471,6 @@ fn scale(
         let mut figures: Vec<[f64; 3]> = Vec::new();
         for (mode, k) in [("flat", 0), ("tree", fanout)] {
             let run = ScaleRun {
-                mqs_dump,
                 spec: &spec,
                 ranks,
                 mode,
@@ -493,7 +498,6 @@ fn scale(
 
 /// One run of the scale harness's front end.
 struct ScaleRun<'a> {
-    mqs_dump: &'a Path,
     spec: &'a Path,
     ranks: usize,
     mode: &'static str,
@@ -506,10 +510,9 @@ impl ScaleRun<'_> {
     /// Runs it and prints its line; its seconds, peak RSS and bytes, if
     /// it made a job view.
     fn measure(&self) -> Result<Option<[f64; 3]>, Box<dyn std::error::Error>> {
-        use mqs_acquire::collect::synthetic::FRONT_COMMAND;
+        use mqs_tests::scale::FRONT_ROLE;
         use std::os::unix::process::CommandExt;
         let ScaleRun {
-            mqs_dump,
             spec,
             ranks,
             mode,
@@ -517,9 +520,10 @@ impl ScaleRun<'_> {
             limit,
             memory,
         } = *self;
-        let mut front = Command::new(mqs_dump);
+        // This bench, run again as the harness's front end.
+        let mut front = Command::new(std::env::current_exe()?);
         front
-            .args([FRONT_COMMAND, "--spec"])
+            .args([FRONT_ROLE, "--spec"])
             .arg(spec)
             .args(["--fanout", &fanout.to_string()])
             .stdin(Stdio::null())

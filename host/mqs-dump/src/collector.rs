@@ -2,12 +2,11 @@
 //! runs on each host; see `mqs_acquire::collect`. Not for users.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use mqs_acquire::collect::{self, CollectorArgs as Run, SyntheticArgs};
+use mqs_acquire::collect::{self, CollectorArgs as Run};
 
 #[derive(Debug, Args)]
 pub struct CollectorArgs {
@@ -20,12 +19,6 @@ pub struct CollectorArgs {
     /// The front end's step timeout, in milliseconds.
     #[arg(long)]
     pub timeout_ms: u64,
-    /// The scale harness: serve the synthetic job of this spec file.
-    #[arg(long, hide = true, requires = "as_host")]
-    pub synthetic: Option<PathBuf>,
-    /// The scale harness: the host this synthetic collector stands for.
-    #[arg(long, hide = true, requires = "synthetic")]
-    pub as_host: Option<String>,
 }
 
 pub fn run(args: &CollectorArgs) -> ExitCode {
@@ -33,11 +26,6 @@ pub fn run(args: &CollectorArgs) -> ExitCode {
         connect: args.connect.clone(),
         token: args.token.clone(),
         timeout: Duration::from_millis(args.timeout_ms.max(1)),
-        synthetic: args
-            .synthetic
-            .clone()
-            .zip(args.as_host.clone())
-            .map(|(spec, host)| SyntheticArgs { spec, host }),
     });
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }

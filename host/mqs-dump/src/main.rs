@@ -12,7 +12,6 @@ mod error;
 mod launch;
 mod output;
 mod read_args;
-mod synthetic;
 mod typepack;
 mod watch;
 
@@ -60,10 +59,6 @@ enum Command {
     /// starter or by --launcher).
     #[command(name = mqs_acquire::collect::COLLECTOR_COMMAND, hide = true)]
     Collector(collector::CollectorArgs),
-    /// The scale harness's front end over synthetic collectors (internal:
-    /// the collect bench runs it).
-    #[command(name = mqs_acquire::collect::synthetic::FRONT_COMMAND, hide = true)]
-    SyntheticFront(synthetic::SyntheticFrontArgs),
     /// The tracer process of `launch` (internal).
     #[command(name = mqs_acquire::launch::TRACER_COMMAND, hide = true)]
     TraceStarter(launch::TracerArgs),
@@ -137,6 +132,5 @@ fn main() -> ExitCode {
             collector::run(&args)
         }
         Some(Command::Typepack(args)) => typepack::run(&args),
-        Some(Command::SyntheticFront(args)) => synthetic::run(&args),
     }
 }

@@ -2,20 +2,25 @@
 //! starter, as a step of its Slurm job, or by `--launcher`), calls the
 //! front end back, proves the token it was given, dumps the ranks it is
 //! assigned (or, for `--slurm`, the MPI processes of the job it finds on
-//! its node) with the usual pipeline, and streams the dumps back. It never holds the job longer than the
-//! front end's limits, and a watchdog ends it (the kernel then lets go of
-//! every process it still traces) should anything hang.
+//! its node) with the usual pipeline, and streams the dumps back. It never
+//! holds the job longer than the front end's limits, and a watchdog ends it
+//! (the kernel then lets go of every process it still traces) should
+//! anything hang.
+//!
+//! [`serve`] runs the same collector over dumps its caller makes instead of
+//! processes it reads, for harnesses that exercise the protocol, the
+//! barrier, the tree and the merge at scale without a job.
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use super::limits::Limits;
 use super::protocol::{
-    self, Discover, FoundProcess, ShareOptions, ToCollector, ToFront, MAX_FRAME, PROTOCOL,
+    self, Child, Discover, FoundProcess, ShareOptions, ToCollector, ToFront, MAX_FRAME, PROTOCOL,
 };
+use super::start::COLLECTOR_COMMAND;
 use super::states::{States, OWN_HOST};
-use super::synthetic::SyntheticJob;
 use super::tree::{self, Children, Handed};
 use crate::inspect::{self, Options};
 use crate::members::{Member, MpiEnvironment};
@@ -26,8 +31,6 @@ use mqs_core::interface::Target;
 use mqs_core::model::{ProcessDump, RankFailure};
 use mqs_core::process::{LiveProcess, Mode};
 
-/// How long one connection attempt may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The pause between rounds of connection attempts.
 const RETRY: Duration = Duration::from_millis(250);
 
@@ -46,35 +49,98 @@ pub struct CollectorArgs {
     /// Where the front end listens, tried in order.
     pub connect: Vec<SocketAddr>,
     pub token: String,
-    /// The front end's step timeout.
+    /// The front end's step ([`Limits`]).
     pub timeout: Duration,
-    /// The scale harness: serve synthetic ranks instead of reading any.
-    pub synthetic: Option<SyntheticArgs>,
 }
 
-/// A synthetic collector's part (see [`super::synthetic`]).
-#[derive(Debug, Clone)]
-pub struct SyntheticArgs {
-    /// The spec file of the job.
-    pub spec: PathBuf,
-    /// The host it stands for.
-    pub host: String,
+impl CollectorArgs {
+    /// Its command line after [`COLLECTOR_COMMAND`], as the front end
+    /// starts it.
+    pub fn to_args(&self) -> Vec<String> {
+        let connect: Vec<String> = self.connect.iter().map(SocketAddr::to_string).collect();
+        vec![
+            "--connect".into(),
+            connect.join(","),
+            "--token".into(),
+            self.token.clone(),
+            "--timeout-ms".into(),
+            self.timeout.as_millis().max(1).to_string(),
+        ]
+    }
+
+    /// Reads a command line [`CollectorArgs::to_args`] wrote.
+    pub fn parse(args: &[String]) -> crate::Result<Self> {
+        let usage = |detail: String| Error::Usage(format!("{COLLECTOR_COMMAND}: {detail}"));
+        let (mut connect, mut token, mut timeout) = (None, None, None);
+        let mut words = args.iter();
+        while let Some(word) = words.next() {
+            let value = words
+                .next()
+                .ok_or_else(|| usage(format!("{word} needs a value")))?;
+            match word.as_str() {
+                "--connect" => {
+                    let addresses: Result<Vec<SocketAddr>, _> =
+                        value.split(',').map(str::parse).collect();
+                    connect =
+                        Some(addresses.map_err(|e| usage(format!("--connect {value}: {e}")))?);
+                }
+                "--token" => token = Some(value.clone()),
+                "--timeout-ms" => {
+                    let ms: u64 = value
+                        .parse()
+                        .map_err(|e| usage(format!("--timeout-ms {value}: {e}")))?;
+                    timeout = Some(Duration::from_millis(ms.max(1)));
+                }
+                other => return Err(usage(format!("unknown argument {other}"))),
+            }
+        }
+        match (connect, token, timeout) {
+            (Some(connect), Some(token), Some(timeout)) => Ok(Self {
+                connect,
+                token,
+                timeout,
+            }),
+            _ => Err(usage(
+                "--connect, --token and --timeout-ms are needed".into(),
+            )),
+        }
+    }
 }
+
+/// Where a collector's dumps come from.
+enum Share<'a, 'b> {
+    /// Its members' processes, read on this host.
+    Read,
+    /// Made by the caller of [`serve`] once every host is stopped.
+    Given(&'a mut Dumps<'b>),
+}
+
+/// What makes the dumps of a collector's members for [`serve`].
+pub type Dumps<'a> = dyn FnMut(&[Member]) -> crate::Result<Vec<ProcessDump>> + 'a;
 
 /// Runs the collector; its exit code (0, or [`exit_code::COLLECT`] when it
 /// could not do its part, with one line on stderr saying why).
 pub fn run(args: &CollectorArgs) -> i32 {
-    let host = match &args.synthetic {
-        Some(synthetic) => synthetic.host.clone(),
-        None => crate::hosts::local_host_name(),
-    };
+    run_as(args, &crate::hosts::local_host_name(), Share::Read)
+}
+
+/// Runs a collector that stands for host `host` and, instead of reading
+/// processes, sends the dumps `dumps` makes of its members once every host
+/// is stopped: the same calls, token, barrier, tree, limits and watchdog
+/// as [`run`]; its exit code.
+pub fn serve(args: &CollectorArgs, host: &str, dumps: &mut Dumps<'_>) -> i32 {
+    run_as(args, host, Share::Given(dumps))
+}
+
+/// [`run`] for host `host`, its dumps from `share`.
+fn run_as(args: &CollectorArgs, host: &str, share: Share<'_, '_>) -> i32 {
     let me = format!(
         "mqs-dump collector on host '{host}' (pid {})",
         std::process::id()
     );
-    // No step waits longer than a few timeouts; this is the backstop (a
+    // No step waits longer than a few steps; this is the backstop (a
     // parent extends it by what its subtree may take).
-    let limit = args.timeout * 10 + Duration::from_secs(60);
+    let limit = Limits::new(args.timeout).watchdog();
     WATCHDOG_EXTRA_MS.store(0, Ordering::SeqCst);
     {
         let me = me.clone();
@@ -90,7 +156,7 @@ pub fn run(args: &CollectorArgs) -> i32 {
             std::thread::sleep((due - waited).min(Duration::from_secs(5)));
         });
     }
-    match collect(args, &host) {
+    match collect(args, host, share) {
         Ok(()) => 0,
         Err(message) => {
             eprintln!("{me}: {message}");
@@ -99,13 +165,100 @@ pub fn run(args: &CollectorArgs) -> i32 {
     }
 }
 
-fn collect(args: &CollectorArgs, host: &str) -> Result<(), String> {
-    let (mut stream, peer) = connect(&args.connect, args.timeout)?;
+/// The collector's connection once answered: to the front end, or to the
+/// parent collector that called it instead.
+struct Called {
+    stream: TcpStream,
+    peer: SocketAddr,
+    answer: std::io::Result<ToCollector>,
+    has_parent: bool,
+    /// Its node's Slurm name, in a Slurm step.
+    node: Option<String>,
+}
+
+/// What a collector is assigned.
+struct Assignment {
+    members: Vec<Member>,
+    options: ShareOptions,
+    go_timeout: Duration,
+    discover: Option<Discover>,
+    children: Vec<Child>,
+    in_tree: bool,
+}
+
+fn collect(args: &CollectorArgs, host: &str, share: Share<'_, '_>) -> Result<(), String> {
+    let limits = Limits::new(args.timeout);
+    let Called {
+        stream,
+        peer,
+        answer,
+        has_parent,
+        node,
+    } = call_back(args, host, limits)?;
+    let Assignment {
+        mut members,
+        options,
+        go_timeout,
+        discover,
+        children,
+        in_tree,
+    } = assignment(answer, peer, has_parent)?;
+    let limits = limits.assigned(go_timeout, discover.is_some());
+    let (stop_limit, results_limit) = (
+        limits.subtree_stopped(&children),
+        limits.subtree_results(&children),
+    );
+    // A parent waits for its subtree: its watchdog waits as long again.
+    extend_watchdog(limits.watchdog_extra(&children));
+    let handed = Handed {
+        token: args.token.clone(),
+        options: options.clone(),
+        discover: discover.clone(),
+        limits,
+    };
+    let kids = Children::start(children, &handed);
+    let mut up = Upward {
+        stream,
+        peer,
+        above: if has_parent {
+            "its parent collector"
+        } else {
+            "the front end"
+        },
+        kids,
+        states: States::new(),
+        relayed: Vec::new(),
+        limits,
+        stop_limit,
+        results_limit,
+    };
+    if let Some(wanted) = &discover {
+        members = up.report_found(wanted, host, node.as_deref())?;
+        if members.is_empty() && up.kids.is_empty() {
+            return protocol::send(&mut up.stream, &ToFront::Done)
+                .map_err(|e| up.io("cannot finish with", e));
+        }
+    }
+    if members.is_empty() && up.kids.is_empty() {
+        return Ok(());
+    }
+    let (processes, failures) = up.read_share(share, members, options)?;
+    if !in_tree {
+        return send_results(&mut up.stream, processes, failures, limits.write())
+            .map_err(|(what, e)| up.io(what, e));
+    }
+    up.send_tree(processes, failures)
+}
+
+/// Calls the front end back and says hello; its answer, or, told to wait
+/// for a parent collector, the parent's call and its answer.
+fn call_back(args: &CollectorArgs, host: &str, limits: Limits) -> Result<Called, String> {
+    let (mut stream, peer) = connect(&args.connect, limits.callback())?;
     let io = |what: &str, e: std::io::Error| format!("{what} the front end at {peer}: {e}");
     stream
-        .set_write_timeout(Some(args.timeout))
+        .set_write_timeout(Some(limits.write()))
         // The front end assigns ranks once every host has called back.
-        .and_then(|()| stream.set_read_timeout(Some(args.timeout * 3)))
+        .and_then(|()| stream.set_read_timeout(Some(limits.assignment())))
         .map_err(|e| io("cannot talk to", e))?;
     // A task of a Slurm step knows its node's Slurm name, which is what
     // srun's table and Slurm's node lists say.
@@ -126,7 +279,7 @@ fn collect(args: &CollectorArgs, host: &str) -> Result<(), String> {
             .map(|a| a.port()),
     };
     protocol::send(&mut stream, &hello).map_err(|e| io("cannot greet", e))?;
-    let (mut stream, peer, answer, has_parent) = match protocol::receive(&mut stream, MAX_FRAME) {
+    match protocol::receive(&mut stream, MAX_FRAME) {
         Ok(ToCollector::WaitForParent { timeout_ms }) => {
             drop(stream);
             let listener = listener
@@ -134,14 +287,31 @@ fn collect(args: &CollectorArgs, host: &str) -> Result<(), String> {
                 .ok_or("told to wait for a parent collector, but it cannot listen")?;
             let (up, parent, answer) =
                 tree::await_parent(listener, &args.token, Duration::from_millis(timeout_ms))?;
-            (up, parent, Ok(answer), true)
+            Ok(Called {
+                stream: up,
+                peer: parent,
+                answer: Ok(answer),
+                has_parent: true,
+                node,
+            })
         }
-        answer => (stream, peer, answer, false),
-    };
-    drop(listener);
-    let io =
-        |what: &str, e: std::io::Error| format!("{what} the collector's parent at {peer}: {e}");
-    let (mut members, options, go_timeout, discover, children, in_tree) = match answer {
+        answer => Ok(Called {
+            stream,
+            peer,
+            answer,
+            has_parent: false,
+            node,
+        }),
+    }
+}
+
+/// The assignment in `answer`, from `peer`; or why there is none.
+fn assignment(
+    answer: std::io::Result<ToCollector>,
+    peer: SocketAddr,
+    has_parent: bool,
+) -> Result<Assignment, String> {
+    match answer {
         Ok(ToCollector::Assignment {
             members,
             options,
@@ -149,77 +319,90 @@ fn collect(args: &CollectorArgs, host: &str) -> Result<(), String> {
             discover,
             children,
             in_tree,
-        }) => (
+        }) => Ok(Assignment {
             members,
             options,
-            Duration::from_millis(go_timeout_ms),
+            go_timeout: Duration::from_millis(go_timeout_ms),
             discover,
             children,
-            in_tree || has_parent,
-        ),
+            in_tree: in_tree || has_parent,
+        }),
         Ok(ToCollector::Refused { reason }) => {
-            return Err(format!("refused by the front end at {peer}: {reason}"))
+            Err(format!("refused by the front end at {peer}: {reason}"))
         }
-        Ok(other) => return Err(format!("{peer} sent {other:?} instead of an assignment")),
-        Err(e) => return Err(io("no answer from", e)),
-    };
-    let handed = Handed {
-        token: args.token.clone(),
-        options: options.clone(),
-        go_timeout,
-        discover: discover.clone(),
-        timeout: args.timeout,
-    };
-    let mut kids = Children::start(children, &handed);
-    let (stop_limit, results_limit) = (kids.stop_limit(&handed), kids.results_limit(&handed));
-    // A parent waits for its subtree: its watchdog waits as long again.
-    if !kids.is_empty() {
-        extend_watchdog(stop_limit + go_timeout * 2 + results_limit);
+        Ok(other) => Err(format!("{peer} sent {other:?} instead of an assignment")),
+        Err(e) => Err(format!(
+            "no answer from the collector's parent at {peer}: {e}"
+        )),
     }
-    if let Some(wanted) = &discover {
-        let (processes, problem) = find_processes(wanted, host, node.as_deref());
-        members = processes.iter().map(|p| p.member.clone()).collect();
+}
+
+/// An assigned collector's side: its connection upwards (to the front end
+/// or its parent collector), its children, and what they sent meanwhile.
+struct Upward {
+    stream: TcpStream,
+    peer: SocketAddr,
+    /// Who is up there, for messages.
+    above: &'static str,
+    kids: Children,
+    states: States,
+    relayed: Vec<(String, RankFailure)>,
+    limits: Limits,
+    /// How long it waits for its children's stop, and for their results.
+    stop_limit: Duration,
+    results_limit: Duration,
+}
+
+impl Upward {
+    /// What could not be done with the connection upwards, and why.
+    fn io(&self, what: &str, e: std::io::Error) -> String {
+        format!("{what} the collector's parent at {}: {e}", self.peer)
+    }
+
+    /// `--slurm`: finds the job's MPI processes on this node and says what
+    /// it found; they are its members.
+    fn report_found(
+        &mut self,
+        wanted: &Discover,
+        host: &str,
+        node: Option<&str>,
+    ) -> Result<Vec<Member>, String> {
+        let (processes, problem) = find_processes(wanted, host, node);
+        let members = processes.iter().map(|p| p.member.clone()).collect();
         protocol::send(
-            &mut stream,
+            &mut self.stream,
             &ToFront::Found {
                 processes,
                 problem,
                 host: None,
             },
         )
-        .map_err(|e| io("cannot tell what it found to", e))?;
-        if members.is_empty() && kids.is_empty() {
-            return protocol::send(&mut stream, &ToFront::Done)
-                .map_err(|e| io("cannot finish with", e));
-        }
+        .map_err(|e| self.io("cannot tell what it found to", e))?;
+        Ok(members)
     }
-    if members.is_empty() && kids.is_empty() {
-        return Ok(());
-    }
-    // Own ranks stopped: wait for the children's, report, wait for go,
-    // pass it down. What children send meanwhile is kept.
-    let above = if has_parent {
-        "its parent collector"
-    } else {
-        "the front end"
-    };
-    let mut states = States::new();
-    let mut relayed: Vec<(String, RankFailure)> = Vec::new();
-    let mut barrier = || -> crate::Result<()> {
-        kids.await_stopped(
-            &mut stream,
-            &mut states,
-            &mut relayed,
-            Instant::now() + stop_limit,
-        )
-        .and_then(|()| protocol::send(&mut stream, &ToFront::Stopped))
-        .map_err(|e| Error::Collect(format!("cannot report to {above}: {e}")))?;
-        let said = stream
+
+    /// The barrier, once its own ranks are stopped: waits for the
+    /// children's, reports, waits for go and passes it down. What children
+    /// send meanwhile is kept.
+    fn barrier(&mut self) -> crate::Result<()> {
+        let above = self.above;
+        self.kids
+            .await_stopped(
+                &mut self.stream,
+                &mut self.states,
+                &mut self.relayed,
+                Instant::now() + self.stop_limit,
+            )
+            .and_then(|()| protocol::send(&mut self.stream, &ToFront::Stopped))
+            .map_err(|e| Error::Collect(format!("cannot report to {above}: {e}")))?;
+        let go_timeout = self.limits.go();
+        let said = self
+            .stream
             .set_read_timeout(Some(go_timeout))
-            .and_then(|()| protocol::receive::<ToCollector>(&mut stream, MAX_FRAME));
+            .and_then(|()| protocol::receive::<ToCollector>(&mut self.stream, MAX_FRAME));
         match said {
             Ok(ToCollector::Go) => {
-                kids.go();
+                self.kids.go();
                 Ok(())
             }
             Ok(other) => Err(Error::Collect(format!(
@@ -229,32 +412,32 @@ fn collect(args: &CollectorArgs, host: &str) -> Result<(), String> {
                 "{above} did not say go within {go_timeout:?} ({e}); let go unread"
             ))),
         }
-    };
-    let (processes, failures) = if let Some(synthetic) = &args.synthetic {
-        // Nothing to stop or read: the barrier and the stream as ever.
-        let job = SyntheticJob::load(&synthetic.spec).map_err(|e| e.to_string())?;
-        barrier().map_err(|e| e.to_string())?;
-        if job.hold.as_deref() == Some(host) {
-            let marker = SyntheticJob::held_marker(&synthetic.spec);
-            std::fs::write(&marker, std::process::id().to_string())
-                .map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
-            // Until it is killed, or its watchdog ends it.
-            loop {
-                std::thread::sleep(Duration::from_secs(3600));
-            }
+    }
+
+    /// Its own members, stopped (then the barrier) and dumped: the dumps,
+    /// and a failure for each member not dumped.
+    fn read_share(
+        &mut self,
+        share: Share<'_, '_>,
+        members: Vec<Member>,
+        options: ShareOptions,
+    ) -> Result<(Vec<ProcessDump>, Vec<RankFailure>), String> {
+        if let Share::Given(dumps) = share {
+            // Nothing to stop or read: the barrier and the stream as ever.
+            self.barrier().map_err(|e| e.to_string())?;
+            return Ok((dumps(&members).map_err(|e| e.to_string())?, Vec::new()));
         }
-        (members.iter().map(|m| job.process(m)).collect(), Vec::new())
-    } else if members.is_empty() {
-        // Only children's ranks on this host's watch.
-        barrier().map_err(|e| e.to_string())?;
-        (Vec::new(), Vec::new())
-    } else {
+        if members.is_empty() {
+            // Only children's ranks on this host's watch.
+            self.barrier().map_err(|e| e.to_string())?;
+            return Ok((Vec::new(), Vec::new()));
+        }
         let (members, mut failures) = check_identities(members);
         let job = inspect::dump_share(
             members.clone(),
             &options_of(options),
             &mut |_, _| {},
-            &mut barrier,
+            &mut || self.barrier(),
         );
         let (processes, more) = match job {
             Ok(job) => (job.processes, job.failures),
@@ -264,47 +447,50 @@ fn collect(args: &CollectorArgs, host: &str) -> Result<(), String> {
             ),
         };
         failures.extend(more);
-        (processes, failures)
-    };
-    if !in_tree {
-        return send_results(&mut stream, processes, failures, args.timeout)
-            .map_err(|(what, e)| io(what, e));
+        Ok((processes, failures))
     }
-    // In a tree: own ranks and every child's, equal states merged, in one
-    // frame; failures as they are.
-    let began = Instant::now();
-    for process in processes {
-        states.add(OWN_HOST, process);
+
+    /// In a tree: its own dumps and every child's, equal states merged, in
+    /// one frame; failures as they are; then done.
+    fn send_tree(
+        mut self,
+        processes: Vec<ProcessDump>,
+        failures: Vec<RankFailure>,
+    ) -> Result<(), String> {
+        let began = Instant::now();
+        for process in processes {
+            self.states.add(OWN_HOST, process);
+        }
+        let own = began.elapsed();
+        let _ = self.stream.set_write_timeout(Some(self.limits.write()));
+        self.kids
+            .await_done(
+                &mut self.stream,
+                &mut self.states,
+                &mut self.relayed,
+                Instant::now() + self.results_limit,
+            )
+            .map_err(|e| self.io("cannot report to", e))?;
+        self.states.own_level(
+            self.kids.bytes_received,
+            (own + self.kids.merging).as_secs_f64() * 1e3,
+        );
+        if !self.states.is_empty() {
+            let states = Box::new(std::mem::take(&mut self.states));
+            protocol::send(&mut self.stream, &ToFront::States { states })
+                .map_err(|e| self.io("cannot send the dumps to", e))?;
+        }
+        let own = failures.into_iter().map(|f| (None, f));
+        let below = std::mem::take(&mut self.relayed)
+            .into_iter()
+            .map(|(h, f)| (Some(h), f));
+        for (host, failure) in own.chain(below) {
+            protocol::send(&mut self.stream, &ToFront::Failure { failure, host })
+                .map_err(|e| self.io("cannot send a failure to", e))?;
+        }
+        protocol::send(&mut self.stream, &ToFront::Done)
+            .map_err(|e| self.io("cannot finish with", e))
     }
-    let own = began.elapsed();
-    let _ = stream.set_write_timeout(Some(args.timeout));
-    kids.await_done(
-        &mut stream,
-        &mut states,
-        &mut relayed,
-        Instant::now() + results_limit,
-    )
-    .map_err(|e| io("cannot report to", e))?;
-    states.own_level(
-        kids.bytes_received,
-        (own + kids.merging).as_secs_f64() * 1e3,
-    );
-    if !states.is_empty() {
-        protocol::send(
-            &mut stream,
-            &ToFront::States {
-                states: Box::new(states),
-            },
-        )
-        .map_err(|e| io("cannot send the dumps to", e))?;
-    }
-    let own = failures.into_iter().map(|f| (None, f));
-    let below = relayed.into_iter().map(|(h, f)| (Some(h), f));
-    for (host, failure) in own.chain(below) {
-        protocol::send(&mut stream, &ToFront::Failure { failure, host })
-            .map_err(|e| io("cannot send a failure to", e))?;
-    }
-    protocol::send(&mut stream, &ToFront::Done).map_err(|e| io("cannot finish with", e))
 }
 
 /// Streams the dumps and failures to the front end, then says it is done;
@@ -313,9 +499,9 @@ fn send_results(
     stream: &mut TcpStream,
     processes: Vec<ProcessDump>,
     failures: Vec<RankFailure>,
-    timeout: Duration,
+    write_limit: Duration,
 ) -> Result<(), (&'static str, std::io::Error)> {
-    let _ = stream.set_write_timeout(Some(timeout));
+    let _ = stream.set_write_timeout(Some(write_limit));
     for process in processes {
         protocol::send(
             stream,
@@ -364,7 +550,7 @@ fn connect(addresses: &[SocketAddr], timeout: Duration) -> Result<(TcpStream, So
     loop {
         errors.clear();
         for &addr in addresses {
-            match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+            match TcpStream::connect_timeout(&addr, Limits::CONNECT_ATTEMPT) {
                 Ok(stream) => return Ok((stream, addr)),
                 Err(e) => errors.push(format!("{addr}: {e}")),
             }
@@ -519,7 +705,6 @@ mod tests {
             connect,
             token: token.into(),
             timeout: Duration::from_secs(2),
-            synthetic: None,
         }
     }
 
@@ -559,11 +744,46 @@ mod tests {
     }
 
     #[test]
+    fn the_command_line_the_front_end_writes_reads_back() {
+        let written = CollectorArgs {
+            connect: vec![
+                "10.1.2.3:4000".parse().unwrap(),
+                "127.0.0.1:4000".parse().unwrap(),
+            ],
+            token: "abc123".into(),
+            timeout: Duration::from_millis(1500),
+        };
+        let read = CollectorArgs::parse(&written.to_args()).unwrap();
+        assert_eq!(
+            (read.connect, read.token, read.timeout),
+            (written.connect, written.token, written.timeout)
+        );
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        for bad in [
+            words(&["--token", "t", "--timeout-ms", "5"]),
+            words(&["--connect", "nowhere", "--token", "t", "--timeout-ms", "5"]),
+            words(&["--connect", "127.0.0.1:1", "--token"]),
+            words(&[
+                "--connect",
+                "127.0.0.1:1",
+                "--token",
+                "t",
+                "--timeout-ms",
+                "5",
+                "-x",
+                "1",
+            ]),
+        ] {
+            assert!(CollectorArgs::parse(&bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn a_refusal_is_reported_with_its_reason() {
         let (addr, served) = front(ToCollector::Refused {
             reason: "wrong token".into(),
         });
-        let err = collect(&args(vec![addr], "bad"), "nodea").unwrap_err();
+        let err = collect(&args(vec![addr], "bad"), "nodea", Share::Read).unwrap_err();
         assert_eq!(
             err,
             format!("refused by the front end at {addr}: wrong token")
@@ -591,7 +811,10 @@ mod tests {
         });
         // The first address refuses connections: the next one is tried.
         let (_held, closed) = refusing();
-        assert_eq!(collect(&args(vec![closed, addr], "t"), "nodea"), Ok(()));
+        assert_eq!(
+            collect(&args(vec![closed, addr], "t"), "nodea", Share::Read),
+            Ok(())
+        );
         served.join().unwrap();
     }
 
@@ -599,7 +822,7 @@ mod tests {
     fn a_front_end_that_is_gone_is_given_up_on_in_time() {
         let (_held, closed) = refusing();
         let start = Instant::now();
-        let err = collect(&args(vec![closed], "t"), "nodea").unwrap_err();
+        let err = collect(&args(vec![closed], "t"), "nodea", Share::Read).unwrap_err();
         assert!(
             err.starts_with("cannot call the front end back within 2s"),
             "{err}"

@@ -19,27 +19,33 @@
 //! ([`protocol::Token`]); a wrong token is refused and logged. All hosts'
 //! ranks are stopped before any is read (a barrier: every collector reports
 //! `Stopped`, then the front end says `Go`), so the job is seen at one
-//! moment. Every wait is bounded: ranks whose collector never calls back, or
-//! stops answering, are reported with the reason and the rest is shown.
+//! moment. Every wait is bounded ([`Limits`], all made from the one
+//! `--timeout`): ranks whose collector never calls back, or stops
+//! answering, are reported with the reason and the rest is shown.
+//!
+//! Harnesses that exercise all this without a job (the scale harness in
+//! `mqs-tests`) start collectors with a template alone
+//! ([`Front::start_with_launcher`]) and have them send dumps they make
+//! ([`serve`]).
 
 mod collector;
 mod front;
+pub mod limits;
 pub mod protocol;
 pub mod start;
 pub mod states;
-pub mod synthetic;
 pub mod tree;
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
 
 use crate::inspect::{self, Elsewhere, Options, Progress};
 use crate::slurm::{self, StepSpec};
 use crate::{Error, Result};
 use mqs_core::model::{JobDump, Section, SCHEMA_VERSION};
 
-pub use collector::{run as run_collector, CollectorArgs, SyntheticArgs};
+pub use collector::{run as run_collector, serve, CollectorArgs, Dumps};
 pub use front::{CollectOptions, Front, DEFAULT_FANOUT};
+pub use limits::Limits;
 pub use start::COLLECTOR_COMMAND;
 
 /// Dumps `pid` as [`inspect::dump`] does, with the ranks on other hosts
@@ -110,51 +116,6 @@ pub fn dump_slurm(spec: &StepSpec, options: &Options, collect: &CollectOptions) 
         }));
     }
     Ok(job)
-}
-
-/// The scale harness's front end: the synthetic job in `spec` (see
-/// [`synthetic`]) read through one collector per host, all started on this
-/// machine, with the real protocol and merge; the job, and the bytes the
-/// collectors sent.
-/// What the scale harness's front end read: the job, the bytes collectors
-/// sent it, and in a tree what each level did (the roots first) and how
-/// long expanding their states took.
-#[derive(Debug)]
-pub struct SyntheticRead {
-    pub job: JobDump,
-    pub bytes: u64,
-    pub levels: Vec<states::Level>,
-    pub expanding: std::time::Duration,
-}
-
-pub fn dump_synthetic(spec: &Path, collect: &CollectOptions) -> Result<SyntheticRead> {
-    let job = synthetic::SyntheticJob::load(spec)?;
-    let mut front = Front::new(&Options::default(), collect.clone());
-    front.synthetic(spec, job.members());
-    drop(job);
-    let mut out = JobDump {
-        schema_version: SCHEMA_VERSION,
-        launcher: None,
-        processes: Vec::new(),
-        failures: Vec::new(),
-    };
-    for result in front.finish() {
-        match result {
-            Ok(process) => out.processes.push(process),
-            Err((failure, _)) => out.failures.push(failure),
-        }
-    }
-    // One job, rank by rank, as inspect::dump_with merges it.
-    out.processes
-        .sort_by_key(|p| (p.global_rank < 0, p.global_rank));
-    out.failures.sort_by_key(|f| f.rank);
-    let (levels, expanding) = front.levels();
-    Ok(SyntheticRead {
-        job: out,
-        bytes: front.received_bytes(),
-        levels,
-        expanding,
-    })
 }
 
 /// Numbers what collectors found, as for core files: by the rank each

@@ -10,6 +10,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
+use super::limits::Limits;
 use crate::inspect::Starter;
 use crate::mpir::{self, ToolDaemonSymbols};
 use crate::slurm::{self, StarterJob};
@@ -23,9 +24,6 @@ pub const COLLECTOR_COMMAND: &str = "__collector";
 
 /// The most of a launcher command's stderr kept for messages.
 const STDERR_KEPT: usize = 4096;
-/// How long a launcher command gets to end after SIGTERM (srun then ends
-/// its step) before it is killed.
-const TERM_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// A collector's command line: the program as the nodes see it, and its
 /// arguments.
@@ -185,7 +183,7 @@ impl Launched {
                     nix::sys::signal::Signal::SIGTERM,
                 );
             }
-            let deadline = std::time::Instant::now() + TERM_GRACE;
+            let deadline = std::time::Instant::now() + Limits::TERM_GRACE;
             while self.exited().is_none() && std::time::Instant::now() < deadline {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }

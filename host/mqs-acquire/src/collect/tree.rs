@@ -13,14 +13,12 @@ use std::os::fd::AsFd;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::{Duration, Instant};
 
+use super::limits::Limits;
 use super::protocol::{
     self, Child, Discover, FoundProcess, ShareOptions, States, ToCollector, ToFront, MAX_FRAME,
     PROTOCOL,
 };
 use mqs_core::model::{ProcessDump, RankFailure};
-
-/// How long a parent tries to reach a child.
-const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The children of each of `n` hosts (by index) and the roots, for
 /// fan-out `fanout` (at least 1).
@@ -93,42 +91,9 @@ pub struct Children {
 pub struct Handed {
     pub token: String,
     pub options: ShareOptions,
-    pub go_timeout: Duration,
     pub discover: Option<Discover>,
-    /// The step timeout: how long each frame may take.
-    pub timeout: Duration,
-}
-
-/// How many ranks a host that finds its own (`--slurm`) is reckoned to
-/// have, for the limits below.
-const RANKS_PER_HOST_FOUND: u32 = 64;
-
-impl Handed {
-    fn per_host(&self) -> u32 {
-        if self.discover.is_some() {
-            RANKS_PER_HOST_FOUND
-        } else {
-            1
-        }
-    }
-
-    /// How long a collector with these children may take to report its
-    /// subtree stopped: each level below waits up to two steps for its
-    /// own children.
-    pub fn stop_limit(&self, children: &[Child]) -> Duration {
-        let height = children.iter().map(|c| 1 + c.height()).max().unwrap_or(0);
-        self.timeout * 2 * height.max(1)
-    }
-
-    /// How long `child` may take to send its subtree's results once told
-    /// to go: as the front end allows flat collectors, a step per rank and
-    /// two, and two more per level below it.
-    pub fn results_limit(&self, child: &Child) -> Duration {
-        let steps = 2u32
-            .saturating_add(child.ranks(self.per_host()))
-            .saturating_add(2 * child.height());
-        self.timeout.saturating_mul(steps)
-    }
+    /// The limits of the collection, as the parent's assignment set them.
+    pub limits: Limits,
 }
 
 impl Children {
@@ -158,23 +123,6 @@ impl Children {
 
     pub fn is_empty(&self) -> bool {
         self.children.is_empty()
-    }
-
-    /// How long to wait for every child to stop its subtree.
-    pub fn stop_limit(&self, handed: &Handed) -> Duration {
-        handed.stop_limit(&self.children)
-    }
-
-    /// How long to wait for every child's results once they were told to
-    /// go (their threads bound each child by [`Handed::results_limit`]).
-    pub fn results_limit(&self, handed: &Handed) -> Duration {
-        let longest = self
-            .children
-            .iter()
-            .map(|c| handed.results_limit(c))
-            .max()
-            .unwrap_or_default();
-        longest + handed.timeout
     }
 
     /// Waits until every child has stopped its subtree or is lost (or
@@ -333,15 +281,19 @@ fn serve_child(
     up: &Sender<Up>,
     go: &Receiver<()>,
 ) -> Result<(), String> {
-    let stream = TcpStream::connect_timeout(&child.address, CALL_TIMEOUT)
+    let stream = TcpStream::connect_timeout(&child.address, Limits::CALL)
         .map_err(|e| format!("cannot call it at {}: {e}", child.address))?;
     let mut stream = Counting { stream, read: 0 };
     let io = |what: &str, e: std::io::Error| format!("{what}: {e}");
-    let stop_limit = handed.stop_limit(&child.children) + handed.timeout * 2;
+    let limits = handed.limits;
     stream
         .stream
-        .set_write_timeout(Some(handed.timeout))
-        .and_then(|()| stream.stream.set_read_timeout(Some(stop_limit)))
+        .set_write_timeout(Some(limits.write()))
+        .and_then(|()| {
+            stream
+                .stream
+                .set_read_timeout(Some(limits.child_stopped(child)))
+        })
         .map_err(|e| io("cannot talk to it", e))?;
     protocol::send(
         &mut stream,
@@ -354,7 +306,7 @@ fn serve_child(
     let assignment = ToCollector::Assignment {
         members: child.members.clone(),
         options: handed.options.clone(),
-        go_timeout_ms: u64::try_from(handed.go_timeout.as_millis()).unwrap_or(u64::MAX),
+        go_timeout_ms: u64::try_from(limits.go().as_millis()).unwrap_or(u64::MAX),
         discover: handed.discover.clone(),
         children: child.children.clone(),
         in_tree: true,
@@ -387,13 +339,13 @@ fn serve_child(
     }
     // Go comes once every host is stopped; a parent that gives up on this
     // child drops the sender instead.
-    if go.recv_timeout(handed.go_timeout * 2 + stop_limit).is_err() {
+    if go.recv_timeout(limits.child_go(child)).is_err() {
         return Err("no go came for it in time".into());
     }
     protocol::send(&mut stream, &ToCollector::Go).map_err(|e| io("cannot tell it to go", e))?;
     let _ = stream
         .stream
-        .set_read_timeout(Some(handed.results_limit(child)));
+        .set_read_timeout(Some(limits.child_results(child)));
     loop {
         let event = match protocol::receive::<ToFront>(&mut stream, MAX_FRAME) {
             Ok(ToFront::Process { process, host }) => Up::Process {
@@ -500,53 +452,6 @@ pub fn await_parent(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn child(key: &str, ranks: usize, children: Vec<Child>) -> Child {
-        Child {
-            key: key.into(),
-            name: key.into(),
-            address: SocketAddr::from(([127, 0, 0, 1], 1)),
-            members: (0..ranks)
-                .map(|r| crate::members::Member::single(100 + r as i32, r as i32))
-                .collect(),
-            children,
-        }
-    }
-
-    #[test]
-    fn a_subtree_gets_time_for_its_levels_and_its_ranks() {
-        let leaf = child("c", 4, Vec::new());
-        let middle = child("b", 2, vec![leaf.clone(), child("d", 0, Vec::new())]);
-        assert_eq!((leaf.height(), middle.height()), (0, 1));
-        assert_eq!(middle.ranks(1), 2 + 4 + 1);
-        let handed = Handed {
-            token: String::new(),
-            options: ShareOptions::default(),
-            go_timeout: Duration::from_secs(1),
-            discover: None,
-            timeout: Duration::from_secs(1),
-        };
-        // A step per rank and two, two more per level below.
-        assert_eq!(handed.results_limit(&leaf), Duration::from_secs(2 + 4));
-        assert_eq!(
-            handed.results_limit(&middle),
-            Duration::from_secs(2 + 7 + 2)
-        );
-        assert_eq!(
-            handed.stop_limit(std::slice::from_ref(&middle)),
-            Duration::from_secs(4)
-        );
-        assert_eq!(handed.stop_limit(&[]), Duration::from_secs(2));
-        // Hosts that find their ranks themselves count as many.
-        let found = Handed {
-            discover: Some(Discover {
-                job: "1".into(),
-                step: None,
-            }),
-            ..handed
-        };
-        assert_eq!(middle.ranks(found.per_host()), 3 * RANKS_PER_HOST_FOUND);
-    }
 
     #[test]
     fn every_host_has_one_parent_and_at_most_k_children() {

@@ -55,6 +55,35 @@ pub(super) struct Reordered {
 /// have the same names, types, flags, addresses and sizes, differ only by
 /// the order of their undefined dynamic symbols; or says why not.
 pub(super) fn explain(a: &[Sec<'_>], b: &[Sec<'_>]) -> Result<Reordered, String> {
+    let differing = differing_sections(a, b)?;
+    let ids_a = identities(a)?;
+    let ids_b = identities(b)?;
+    let moved = moved_symbols(&ids_a, &ids_b)?;
+    let renamed = renamed_slots(a, b, &ids_a, &ids_b)?;
+    let stubs = plt_stubs(a, &ids_a, &ids_b, &renamed)?;
+    let mut operands = 0;
+    for (x, y) in a
+        .iter()
+        .zip(b)
+        .filter(|(x, _)| x.flags & elf::SHF_EXECINSTR.0 != 0)
+    {
+        operands += explain_code(x, y, &renamed, &stubs)?;
+    }
+    Ok(Reordered {
+        symbols: moved,
+        slots: renamed.len(),
+        operands,
+        sections: differing.iter().map(|&i| a[i].name.to_owned()).collect(),
+    })
+}
+
+/// Which function a PLT jump slot or stub calls, by address: in the
+/// library and in the rebuild.
+type Calls<'a> = HashMap<u64, (&'a Identity, &'a Identity)>;
+
+/// The indices of the sections that differ, each one that may: code,
+/// `.dynsym` or `.gnu.version`.
+fn differing_sections(a: &[Sec<'_>], b: &[Sec<'_>]) -> Result<Vec<usize>, String> {
     let differing: Vec<usize> = (0..a.len()).filter(|&i| a[i].data != b[i].data).collect();
     for &i in &differing {
         let s = &a[i];
@@ -63,13 +92,17 @@ pub(super) fn explain(a: &[Sec<'_>], b: &[Sec<'_>]) -> Result<Reordered, String>
             return Err(format!("section {} differs", s.name));
         }
     }
-    let ids_a = identities(a)?;
-    let ids_b = identities(b)?;
+    Ok(differing)
+}
+
+/// How many `.dynsym` entries differ by index, each an undefined one, both
+/// tables holding the same entries.
+fn moved_symbols(ids_a: &[Identity], ids_b: &[Identity]) -> Result<usize, String> {
     if ids_a.len() != ids_b.len() {
         return Err(".dynsym has another number of symbols".into());
     }
     let mut moved = 0;
-    for (i, (x, y)) in ids_a.iter().zip(&ids_b).enumerate() {
+    for (i, (x, y)) in ids_a.iter().zip(ids_b).enumerate() {
         if x != y {
             if x.3 != 0 || y.3 != 0 {
                 return Err(format!(
@@ -81,16 +114,24 @@ pub(super) fn explain(a: &[Sec<'_>], b: &[Sec<'_>]) -> Result<Reordered, String>
             moved += 1;
         }
     }
-    let (mut sa, mut sb) = (ids_a.clone(), ids_b.clone());
+    let (mut sa, mut sb) = (ids_a.to_vec(), ids_b.to_vec());
     sa.sort();
     sb.sort();
     if sa != sb {
         return Err(".dynsym holds other symbols, not the same ones in another order".into());
     }
+    Ok(moved)
+}
 
-    // Every relocation names the same symbol in both, but the PLT jump
-    // slots of the moved symbols: those are renamed, slot by slot.
-    let mut renamed: HashMap<u64, (&Identity, &Identity)> = HashMap::new();
+/// Every relocation names the same symbol in both, but the PLT jump
+/// slots of the moved symbols: those are renamed, slot by slot.
+fn renamed_slots<'i>(
+    a: &[Sec<'_>],
+    b: &[Sec<'_>],
+    ids_a: &'i [Identity],
+    ids_b: &'i [Identity],
+) -> Result<Calls<'i>, String> {
+    let mut renamed = HashMap::new();
     for (x, _) in a
         .iter()
         .zip(b)
@@ -123,9 +164,18 @@ pub(super) fn explain(a: &[Sec<'_>], b: &[Sec<'_>]) -> Result<Reordered, String>
             renamed.insert(offset, (p, q));
         }
     }
+    Ok(renamed)
+}
 
-    // The PLT stubs: which function each calls in each file.
-    let mut stubs: HashMap<u64, (&Identity, &Identity)> = HashMap::new();
+/// The PLT stubs, by address: which function each calls in each file.
+/// Every renamed slot must have one.
+fn plt_stubs<'i>(
+    a: &[Sec<'_>],
+    ids_a: &'i [Identity],
+    ids_b: &'i [Identity],
+    renamed: &Calls<'_>,
+) -> Result<Calls<'i>, String> {
+    let mut stubs = HashMap::new();
     let mut slot_stubs = BTreeSet::new();
     let jump_slots: HashMap<u64, usize> = a
         .iter()
@@ -161,74 +211,66 @@ pub(super) fn explain(a: &[Sec<'_>], b: &[Sec<'_>]) -> Result<Reordered, String>
             "the PLT jump slot at {slot:#x} of a reordered symbol has no PLT stub"
         ));
     }
+    Ok(stubs)
+}
 
-    // The code: every differing byte an operand of a call to the same
-    // function, every call through a renamed stub to the same function.
+/// One code section: every differing byte an operand of a call to the
+/// same function, every call through a renamed stub to the same function;
+/// how many operands differ.
+fn explain_code(
+    x: &Sec<'_>,
+    y: &Sec<'_>,
+    renamed: &Calls<'_>,
+    stubs: &Calls<'_>,
+) -> Result<usize, String> {
+    let plt = x.name == ".plt" || x.name == ".plt.sec";
+    let (da, db) = (x.data, y.data);
+    let mut explained = vec![false; da.len()];
     let mut operands = 0;
-    for (x, y) in a
-        .iter()
-        .zip(b)
-        .filter(|(x, _)| x.flags & elf::SHF_EXECINSTR.0 != 0)
-    {
-        let plt = x.name == ".plt" || x.name == ".plt.sec";
-        let (da, db) = (x.data, y.data);
-        let mut explained = vec![false; da.len()];
-        for s in 0..da.len().saturating_sub(4) {
-            // Direct references to a renamed slot, outside its stub.
-            if !plt
-                && da[s] == 0xff
-                && (da[s + 1] == 0x15 || da[s + 1] == 0x25)
-                && s + 6 <= da.len()
-            {
-                let slot =
-                    (x.addr + s as u64 + 6).wrapping_add_signed(i64::from(i32_at(da, s + 2)));
-                if renamed.contains_key(&slot) && da[s..s + 6] == db[s..s + 6] {
-                    return Err(format!(
-                        "the code at {:#x} in {} reads the jump slot of a reordered symbol \
-                         directly",
-                        x.addr + s as u64,
-                        x.name
-                    ));
-                }
-            }
-            if !matches!(da[s], CALL | JMP) || da[s] != db[s] || s + 5 > da.len() {
-                continue;
-            }
-            let target =
-                |d: &[u8]| (x.addr + s as u64 + 5).wrapping_add_signed(i64::from(i32_at(d, s + 1)));
-            let (ta, tb) = (target(da), target(db));
-            let (Some(pa), Some(pb)) = (stubs.get(&ta), stubs.get(&tb)) else {
-                continue;
-            };
-            let same = pa.0 == pb.1;
-            let differs = da[s + 1..s + 5] != db[s + 1..s + 5];
-            if same && differs {
-                explained[s + 1..s + 5].iter_mut().for_each(|e| *e = true);
-                operands += 1;
-            } else if !same {
+    for s in 0..da.len().saturating_sub(4) {
+        // Direct references to a renamed slot, outside its stub.
+        if !plt && da[s] == 0xff && (da[s + 1] == 0x15 || da[s + 1] == 0x25) && s + 6 <= da.len() {
+            let slot = (x.addr + s as u64 + 6).wrapping_add_signed(i64::from(i32_at(da, s + 2)));
+            if renamed.contains_key(&slot) && da[s..s + 6] == db[s..s + 6] {
                 return Err(format!(
-                    "the call at {:#x} in {} calls {} in the library, {} in the rebuild",
+                    "the code at {:#x} in {} reads the jump slot of a reordered symbol directly",
                     x.addr + s as u64,
-                    x.name,
-                    name(pa.0),
-                    name(pb.1)
+                    x.name
                 ));
             }
         }
-        if let Some(i) = (0..da.len()).find(|&i| da[i] != db[i] && !explained[i]) {
+        if !matches!(da[s], CALL | JMP) || da[s] != db[s] || s + 5 > da.len() {
+            continue;
+        }
+        let target =
+            |d: &[u8]| (x.addr + s as u64 + 5).wrapping_add_signed(i64::from(i32_at(d, s + 1)));
+        let (ta, tb) = (target(da), target(db));
+        let (Some(pa), Some(pb)) = (stubs.get(&ta), stubs.get(&tb)) else {
+            continue;
+        };
+        let same = pa.0 == pb.1;
+        let differs = da[s + 1..s + 5] != db[s + 1..s + 5];
+        if same && differs {
+            explained[s + 1..s + 5].iter_mut().for_each(|e| *e = true);
+            operands += 1;
+        } else if !same {
             return Err(format!(
-                "section {} differs at {:#x}, not in the operand of a call to the same function",
+                "the call at {:#x} in {} calls {} in the library, {} in the rebuild",
+                x.addr + s as u64,
                 x.name,
-                x.addr + i as u64
+                name(pa.0),
+                name(pb.1)
             ));
         }
     }
-    Ok(Reordered {
-        symbols: moved,
-        slots: renamed.len(),
-        operands,
-        sections: differing.iter().map(|&i| a[i].name.to_owned()).collect(),
-    })
+    if let Some(i) = (0..da.len()).find(|&i| da[i] != db[i] && !explained[i]) {
+        return Err(format!(
+            "section {} differs at {:#x}, not in the operand of a call to the same function",
+            x.name,
+            x.addr + i as u64
+        ));
+    }
+    Ok(operands)
 }
 
 /// Every `.dynsym` entry's identity, with its `.gnu.version` index.

@@ -1,38 +1,25 @@
-//! Synthetic jobs, for the scale harness (`cargo bench -p mqs-dump --bench
-//! collect -- --scale`): many collectors, each serving many ranks made
-//! from recorded ones, on one machine and without MPI.
-//!
-//! A [`SyntheticJob`] is a few recorded processes (*templates*: the dumps
-//! a saved snapshot replays to) and how to multiply them: `ranks` ranks,
+//! Synthetic jobs: a few recorded processes (*templates*: the dumps a
+//! saved snapshot replays to) and how to multiply them: `ranks` ranks,
 //! `per_host` on each synthetic host (one collector each), in `states`
 //! distinct states. Rank `r` is in state `r * states / ranks`, so each
 //! state is one contiguous range of ranks ([`SyntheticJob::state_ranks`]).
-//! State `s` is template `s % templates`, its tags moved by
-//! [`TAG_STEP`] times `s / templates` so that states made from one
-//! template still differ. Each rank is renumbered: its pid, its global
-//! rank, and its rank in every communicator the size of the recorded
-//! MPI_COMM_WORLD (whose size becomes `ranks`; groups are left out, a list
-//! of every rank in every rank's dump being the one thing that would not
-//! scale). Peers in the queues stay the recorded ones.
-//!
-//! The front end ([`super::Front::synthetic`]) and the collectors
-//! (`mqs-dump __collector --synthetic SPEC --as-host HOST`) both read the
-//! same spec file and speak the real protocol; only reading the processes
-//! is replaced.
+//! State `s` is template `s % templates`, its tags moved by [`TAG_STEP`]
+//! times `s / templates` so that states made from one template still
+//! differ. Each rank is renumbered: its pid, its global rank, and its rank
+//! in every communicator the size of the recorded MPI_COMM_WORLD (whose
+//! size becomes `ranks`; groups are left out, a list of every rank in
+//! every rank's dump being the one thing that would not scale). Peers in
+//! the queues stay the recorded ones.
 
 use std::ops::Range;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::members::Member;
 use crate::{Error, Result};
 use mqs_abi::OpClass;
+use mqs_acquire::members::Member;
 use mqs_core::model::{ProcessDump, Section};
-use mqs_core::Error as CoreError;
-
-/// The hidden mqs-dump command that runs the harness's front end.
-pub const FRONT_COMMAND: &str = "__synthetic-front";
 
 /// The pid of each host's first synthetic rank; the others follow.
 pub const FIRST_PID: i32 = 1000;
@@ -65,7 +52,7 @@ impl SyntheticJob {
         per_host: usize,
     ) -> Result<Self> {
         if templates.is_empty() || ranks == 0 || per_host == 0 || !(1..=ranks).contains(&states) {
-            return Err(Error::Usage(format!(
+            return Err(Error::Scale(format!(
                 "a synthetic job needs templates ({} given), ranks ({ranks}), ranks per host \
                  ({per_host}) and 1 to {ranks} states ({states})",
                 templates.len()
@@ -82,14 +69,10 @@ impl SyntheticJob {
 
     /// Reads a spec file [`SyntheticJob::save`] wrote.
     pub fn load(path: &Path) -> Result<Self> {
-        let text = std::fs::read(path).map_err(|source| CoreError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let job: Self = serde_json::from_slice(&text).map_err(|e| CoreError::BadInput {
-            path: path.to_path_buf(),
-            detail: format!("not a synthetic job: {e}"),
-        })?;
+        let text =
+            std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        let job: Self = serde_json::from_slice(&text)
+            .map_err(|e| Error::Scale(format!("{} is not a synthetic job: {e}", path.display())))?;
         let hold = job.hold.clone();
         let mut job = Self::new(job.templates, job.ranks, job.states, job.per_host)?;
         job.hold = hold;
@@ -102,17 +85,13 @@ impl SyntheticJob {
     }
 
     pub fn save(&self, path: &Path) -> Result<()> {
-        let text = serde_json::to_vec(self).map_err(|e| CoreError::BadInput {
-            path: path.to_path_buf(),
-            detail: format!("cannot encode the synthetic job: {e}"),
+        let text = serde_json::to_vec(self).map_err(|e| {
+            Error::Scale(format!(
+                "cannot encode the synthetic job for {}: {e}",
+                path.display()
+            ))
         })?;
-        std::fs::write(path, text).map_err(|source| {
-            CoreError::Io {
-                path: path.to_path_buf(),
-                source,
-            }
-            .into()
-        })
+        std::fs::write(path, text).map_err(|e| Error::io(format!("writing {}", path.display()), e))
     }
 
     /// How many hosts (and collectors) serve it.
