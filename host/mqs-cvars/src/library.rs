@@ -163,10 +163,7 @@ impl MpiT {
                     Some((*d, s.into_raw() as usize as u64))
                 })
                 .collect(),
-            DatatypeHandles::Ints(table) => table
-                .iter()
-                .map(|(d, v)| (*d, u64::from(*v as u32)))
-                .collect(),
+            DatatypeHandles::Ints(table) => int_handles(table),
         };
         let library_version = get::<FnLibraryVersion>(&library, "MPI_Get_library_version");
         Ok(MpiT {
@@ -476,6 +473,34 @@ impl MpiT {
             call: call.into(),
             code,
             error: self.code_name(code),
+        }
+    }
+}
+
+/// An ABI's integer datatype handles as handle bits.
+fn int_handles(table: &[(Datatype, i32)]) -> Vec<(Datatype, u64)> {
+    table
+        .iter()
+        .map(|(d, v)| (*d, u64::from(*v as u32)))
+        .collect()
+}
+
+#[cfg(test)]
+impl MpiT {
+    /// A library whose MPI_T entry points are `f` (a stand-in's, in unit
+    /// tests), of an ABI whose datatypes are integers (MPICH's).
+    pub(crate) fn with_fns(abi: &'static Abi, f: Fns) -> MpiT {
+        let DatatypeHandles::Ints(table) = abi.datatypes else {
+            panic!("a stand-in library needs an ABI of integer datatypes");
+        };
+        MpiT {
+            path: PathBuf::from("stand-in MPI_T"),
+            abi,
+            f,
+            library_version: None,
+            datatypes: int_handles(table),
+            // Any library will do: the entry points are not looked up.
+            _library: Library::this(),
         }
     }
 }

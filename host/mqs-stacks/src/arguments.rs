@@ -497,3 +497,68 @@ pub(super) fn arguments(
         })
         .collect()
 }
+
+/// A parameter of a frame's function where its DWARF places it at the
+/// frame's address, and the value read there.
+#[cfg(test)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ParameterValue {
+    pub(crate) name: String,
+    /// The size of its type, where DWARF says: a value is read as a word,
+    /// of which it is the low bytes.
+    pub(crate) size: Option<u64>,
+    /// The first operation of its location expression there (`DW_OP_fbreg`,
+    /// `DW_OP_reg3`, `DW_OP_entry_value`...): which way it was found.
+    pub(crate) op: Option<u8>,
+    pub(crate) value: Option<u64>,
+}
+
+#[cfg(test)]
+impl ParameterValue {
+    /// The value as its type holds it: the low `size` bytes of the word.
+    pub(crate) fn held(&self) -> Option<u64> {
+        let bits = self.size? * 8;
+        self.value
+            .map(|v| if bits >= 64 { v } else { v & ((1 << bits) - 1) })
+    }
+}
+
+/// Each frame's parameters named one of `names`, evaluated as the
+/// arguments of MPI frames are, whatever the function: what the tests of
+/// argument evaluation look at.
+#[cfg(test)]
+pub(crate) fn parameter_values(
+    target: &dyn Target,
+    index: &SymbolIndex,
+    registers: &Registers,
+    frames: &[FrameAddress],
+    names: &[&str],
+) -> Vec<Vec<ParameterValue>> {
+    use gimli::Reader;
+    let states = frame_states(target, index, &mut Cfi::default(), registers, frames);
+    frames
+        .iter()
+        .enumerate()
+        .map(|(i, frame)| {
+            let lookup = frame.address_for_lookup();
+            let (Some(state), Some((object, bias))) =
+                (states.get(i), index.object_with_parameters_at(lookup))
+            else {
+                return Vec::new();
+            };
+            let params = object.parameters_at(lookup.wrapping_sub(bias), names, &[]);
+            params
+                .into_iter()
+                .map(|param| ParameterValue {
+                    name: param.name.clone(),
+                    size: param.byte_size,
+                    op: param.location.0.clone().read_u8().ok(),
+                    value: value_of(target, state, bias, param),
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -10,6 +10,9 @@ mod arguments;
 mod symbolize;
 mod unwind;
 
+#[cfg(test)]
+mod testing;
+
 pub use arguments::FrameArguments;
 pub use symbolize::symbolize;
 pub use unwind::{unwind, RawStack, RawStacks};

@@ -161,3 +161,6 @@ pub fn unwind(target: &dyn Target, index: &SymbolIndex) -> mqs_core::Result<RawS
         elapsed_ms: started.elapsed().as_secs_f64() * 1e3,
     })
 }
+
+#[cfg(test)]
+mod tests;
