@@ -70,7 +70,12 @@ fn query_lists(files: &[&str]) -> Value {
     let mut all = serde_json::json!({"symbols": [], "functions": [], "types": []});
     for file in files {
         let list: Value = serde_json::from_slice(
-            &std::fs::read(workspace_root().join("typepacks/queries").join(file)).unwrap(),
+            &std::fs::read(
+                workspace_root()
+                    .join("host/mqs-acquire/data/queries")
+                    .join(file),
+            )
+            .unwrap(),
         )
         .unwrap();
         for kind in ["symbols", "functions", "types"] {
@@ -108,7 +113,7 @@ fn the_query_list_holds_every_name_both_dlls_look_up() {
     let missing = missing_names(&recorded, &query_lists(&["openmpi-4.1.json"]));
     assert!(
         missing.is_empty(),
-        "the DLLs now look up {missing:?}, which typepacks/queries/openmpi-4.1.json lacks: add \
+        "the DLLs now look up {missing:?}, which host/mqs-acquire/data/queries/openmpi-4.1.json lacks: add \
          them and make the packs again (scripts/typepack-debian12-openmpi)"
     );
     // Both DLLs' core names are there (the recording is not empty).
@@ -139,7 +144,7 @@ fn the_query_lists_hold_every_name_the_dlls_look_up_under_pml_ucx() {
     );
     assert!(
         missing.is_empty(),
-        "under pml ucx the DLLs now look up {missing:?}, which typepacks/queries/openmpi-4.1.json \
+        "under pml ucx the DLLs now look up {missing:?}, which host/mqs-acquire/data/queries/openmpi-4.1.json \
          and ucx-1.13.json lack: add them (UCX's names to ucx-1.13.json) and make the packs \
          again (scripts/typepack-debian12-openmpi, scripts/typepack-debian12-ucx)"
     );
@@ -349,7 +354,7 @@ fn the_query_lists_hold_every_name_our_dll_looks_up_in_mpich() {
     );
     assert!(
         missing.is_empty(),
-        "on MPICH our DLL now looks up {missing:?}, which typepacks/queries/mpich-4.0.json and \
+        "on MPICH our DLL now looks up {missing:?}, which host/mqs-acquire/data/queries/mpich-4.0.json and \
          ucx-1.13.json lack: add them and make the pack again (scripts/typepack-debian12-mpich)"
     );
     let types = recorded["types"].as_array().unwrap();

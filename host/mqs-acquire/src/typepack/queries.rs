@@ -27,10 +27,10 @@ pub struct Queries {
     pub types: BTreeSet<String>,
 }
 
-/// The committed list for Open MPI 4.1 (`typepacks/queries/openmpi-4.1.json`).
-const OPENMPI_41: &str = include_str!("../../../../typepacks/queries/openmpi-4.1.json");
-/// The committed list for UCX 1.13 (`typepacks/queries/ucx-1.13.json`).
-const UCX_113: &str = include_str!("../../../../typepacks/queries/ucx-1.13.json");
+/// The committed list for Open MPI 4.1 (`host/mqs-acquire/data/queries/openmpi-4.1.json`).
+const OPENMPI_41: &str = include_str!("../../data/queries/openmpi-4.1.json");
+/// The committed list for UCX 1.13 (`host/mqs-acquire/data/queries/ucx-1.13.json`).
+const UCX_113: &str = include_str!("../../data/queries/ucx-1.13.json");
 
 impl Queries {
     /// The built-in list: Open MPI 4.1's names and UCX 1.13's.

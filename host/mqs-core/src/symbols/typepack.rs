@@ -297,11 +297,11 @@ impl TypePacks {
         }
     }
 
-    /// `user` directories (`--typepack`), then the installed data directory,
-    /// then the user's cache (`~/.cache/mqs/typepacks`).
+    /// `user` directories (`--typepack`), then the data directories
+    /// ([`installed_dirs`]), then the user's cache (`~/.cache/mqs/typepacks`).
     pub fn standard(user: Vec<PathBuf>) -> Self {
         let mut dirs = user;
-        for dir in installed_dir()
+        for dir in installed_dirs()
             .into_iter()
             .chain(crate::cache_dir::cache_root().map(|c| c.join("typepacks")))
         {
@@ -405,20 +405,37 @@ impl TypePacks {
     }
 }
 
-/// The data directory of an installed mqs (`<prefix>/share/mqs/typepacks`
-/// next to `<prefix>/bin/mqs-dump`), `$MQS_DATA_DIR/typepacks` when set,
-/// else the source tree's `typepacks/` for a binary run from its build tree.
-pub fn installed_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("MQS_DATA_DIR").filter(|d| !d.is_empty()) {
-        return Some(PathBuf::from(dir).join("typepacks"));
+/// The data directories type packs are looked for in, in order (the
+/// search path docs/typepacks.md gives): `$MQS_DATA_DIR/typepacks` alone
+/// when that is set (a source tree sets it to itself in
+/// `.cargo/config.toml`, tests to a directory of their own); else
+/// `<prefix>/share/mqs/typepacks` beside `<prefix>/bin/mqs-dump`,
+/// `$XDG_DATA_HOME/mqs/typepacks` (`~/.local/share/mqs/typepacks`),
+/// `/usr/local/share/mqs/typepacks` and `/usr/share/mqs/typepacks`, those
+/// that exist. No path of the build tree is built in.
+pub fn installed_dirs() -> Vec<PathBuf> {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(dir) = var("MQS_DATA_DIR") {
+        return vec![PathBuf::from(dir).join("typepacks")];
     }
-    let exe = std::env::current_exe().ok()?;
-    let beside = exe.parent()?.parent()?.join("share/mqs/typepacks");
-    if beside.is_dir() {
-        return Some(beside);
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.join("share/mqs/typepacks")));
+    let user = var("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .map(|d| d.join("mqs/typepacks"));
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for dir in beside
+        .into_iter()
+        .chain(user)
+        .chain(["/usr/local/share/mqs/typepacks", "/usr/share/mqs/typepacks"].map(PathBuf::from))
+    {
+        if dir.is_dir() && !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
     }
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../typepacks");
-    source.canonicalize().ok().filter(|d| d.is_dir())
+    dirs
 }
 
 #[cfg(test)]
