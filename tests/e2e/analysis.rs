@@ -76,14 +76,21 @@ fn check_ring_deadlock(mpi: Mpi) {
         text.starts_with("deadlock: rank 0 waits for rank 1"),
         "{text}"
     );
-    assert!(
-        text.contains(
-            "rank 0 also waits on an OR-wait (recv from ANY_SOURCE tag 11 on MPI_COMM_WORLD): \
-             any of ranks 1-7 could match it"
-        ),
-        "{text}"
+    // Rank 0's ANY_SOURCE receive is a wait only where its MPI_Recv's
+    // arguments are gone from the frame (Open MPI at -O2): the rank is
+    // then in one of its two receives, either of which may be the one.
+    // Where the stack names the ring's receive (MPICH), the other is
+    // listed but no wait.
+    let or_wait = text.contains(
+        "rank 0 also waits on an OR-wait (recv from ANY_SOURCE tag 11 on MPI_COMM_WORLD): any \
+         of ranks 1-7 could match it",
     );
+    assert_eq!(or_wait, mpi.family() == Family::OpenMpi, "{text}");
     assert!(text.contains("deadlocked: ranks 0-7 in 1 cycle"), "{text}");
+    assert!(
+        text.contains("\nconfirmed: the same cycle 1.0 s later"),
+        "a deadlock in a live job is looked at twice: {text}"
+    );
 
     // The same from two snapshots a second apart.
     let out = run(&[
@@ -233,12 +240,10 @@ fn check_chain(mpi: Mpi) {
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(0), "{text}\n{}", stderr(&out));
     assert!(text.contains("the chain waits for rank 3"), "{text}");
-    let sink = if mpi == Mpi::MpichCh4 {
-        "rank 3 is in MPI_Iprobe, which returns by itself"
-    } else {
-        "rank 3 has nothing pending"
-    };
-    assert!(text.contains(sink), "{text}");
+    assert!(
+        text.contains("rank 3 is in MPI_Iprobe, which returns by itself"),
+        "{text}"
+    );
     assert!(text.contains("no deadlock"), "{text}");
     assert!(!text.lines().any(|l| l.starts_with("deadlock:")), "{text}");
 

@@ -250,6 +250,16 @@ impl Mpi {
         Ok(self.prefix()?.join("bin/mpicc"))
     }
 
+    /// The C++ compiler wrapper (Debian suffixes it as it does `mpicc`).
+    pub fn mpicxx(self) -> Result<PathBuf> {
+        let mpicc = self.mpicc()?;
+        let name = mpicc
+            .file_name()
+            .map(|n| n.to_string_lossy().replacen("mpicc", "mpicxx", 1))
+            .unwrap_or_default();
+        Ok(mpicc.with_file_name(name))
+    }
+
     /// The job launcher: Open MPI's `mpirun`, MPICH's hydra `mpiexec`.
     pub fn launcher(self) -> Result<PathBuf> {
         let bin = match self.family() {
@@ -312,11 +322,13 @@ pub fn fixture_source(name: &str) -> Result<PathBuf> {
     if name.is_empty() || name.contains('/') || name.starts_with('.') {
         return Err(Error::NoFixture(name.to_string()));
     }
-    let src = fixtures_dir().join(format!("{name}.c"));
-    if !src.is_file() {
-        return Err(Error::NoFixture(name.to_string()));
-    }
-    Ok(src)
+    // C fixtures, and C++ ones (`.cpp`) for what only C++ shows (mangled
+    // names).
+    ["c", "cpp"]
+        .iter()
+        .map(|ext| fixtures_dir().join(format!("{name}.{ext}")))
+        .find(|src| src.is_file())
+        .ok_or_else(|| Error::NoFixture(name.to_string()))
 }
 
 fn mtime(path: &Path) -> Option<SystemTime> {
@@ -332,7 +344,11 @@ fn mtime(path: &Path) -> Option<SystemTime> {
 pub fn build_fixture(mpi: Mpi, name: &str) -> Result<PathBuf> {
     let src = fixture_source(name)?;
     let prefix = mpi.prefix()?;
-    let mpicc = mpi.mpicc()?;
+    let mpicc = if src.extension().is_some_and(|e| e == "cpp") {
+        mpi.mpicxx()?
+    } else {
+        mpi.mpicc()?
+    };
     let out_dir = target_dir().join("mqs-fixtures").join(mpi.build());
     let out = out_dir.join(name);
 

@@ -11,11 +11,11 @@ use mqs_core::model::CallArgs;
 use crate::global::{Job, Op, Peer, Rank};
 
 /// Point-to-point calls that block until a receive is matched.
-const RECEIVES: [&str; 3] = ["MPI_Recv", "MPI_Probe", "MPI_Mprobe"];
+pub(crate) const RECEIVES: [&str; 3] = ["MPI_Recv", "MPI_Probe", "MPI_Mprobe"];
 /// Point-to-point calls that may block until the destination receives.
-const SENDS: [&str; 4] = ["MPI_Send", "MPI_Ssend", "MPI_Rsend", "MPI_Bsend"];
+pub(crate) const SENDS: [&str; 4] = ["MPI_Send", "MPI_Ssend", "MPI_Rsend", "MPI_Bsend"];
 /// Calls that block on both a send and a receive.
-const SENDRECVS: [&str; 2] = ["MPI_Sendrecv", "MPI_Sendrecv_replace"];
+pub(crate) const SENDRECVS: [&str; 2] = ["MPI_Sendrecv", "MPI_Sendrecv_replace"];
 /// Calls that return by themselves, whatever is pending: a rank in one of
 /// them is moving (polling), not waiting.
 const POLLING: [&str; 14] = [
@@ -35,7 +35,7 @@ const POLLING: [&str; 14] = [
     "MPI_Request_get_status",
 ];
 /// `MPI_Wait*`: (name, whether every request must complete).
-const WAITS: [(&str, bool); 4] = [
+pub(crate) const WAITS: [(&str, bool); 4] = [
     ("MPI_Wait", true),
     ("MPI_Waitall", true),
     ("MPI_Waitany", false),

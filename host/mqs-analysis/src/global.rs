@@ -189,147 +189,22 @@ fn global_rank(p: &ProcessDump) -> Option<i64> {
 
 impl<'a> Job<'a> {
     pub fn new(dump: &'a JobDump) -> Self {
-        let mut ranks: Vec<Rank<'a>> = dump
-            .processes
-            .iter()
-            .flat_map(|p| {
-                let first = global_rank(p);
-                (0..i64::from(p.run_len.max(1)))
-                    .filter_map(move |offset| Some(rank_of(first? + offset, p)))
-            })
-            .collect();
-        ranks.sort_by_key(|r| r.rank);
-        ranks.dedup_by_key(|r| r.rank);
-
-        let mut keys: std::collections::HashMap<CommKey, usize> = Default::default();
-        let mut comms: Vec<JobComm> = Vec::new();
-        let mut not_available: BTreeMap<(String, String), RankSet> = BTreeMap::new();
-        let mut cut_short: BTreeMap<(String, String), RankSet> = BTreeMap::new();
-        let mut by_id = HashMap::new();
-        // Peers are read once every communicator's group is known (below).
-        let mut ops: Vec<Op<'a>> = Vec::new();
+        let ranks = ranks_of(dump);
+        let mut m = Matching::default();
         // The job's communicator of each of a dump's communicators, found
         // once per dump: the ranks of a run share it.
         let mut matched: Option<(*const ProcessDump, Vec<Option<usize>>)> = None;
         for r in &ranks {
-            let list = match &r.process.communicators {
-                Section::Ok { value } => &value.list,
-                Section::NotAvailable { reason } => {
-                    not_available
-                        .entry(("communicators".into(), reason.clone()))
-                        .or_default()
-                        .insert(r.rank);
-                    continue;
-                }
-                Section::Error { message } => {
-                    not_available
-                        .entry(("communicators".into(), message.clone()))
-                        .or_default()
-                        .insert(r.rank);
-                    continue;
-                }
-            };
-            let this = std::ptr::from_ref(r.process);
-            if matched.as_ref().is_none_or(|(p, _)| *p != this) {
-                let mut indices = Vec::with_capacity(list.len());
-                for (at, c) in list.iter().enumerate() {
-                    // MPI_COMM_NULL and other empty ones hold nothing to match.
-                    if c.size <= 0 {
-                        indices.push(None);
-                        continue;
-                    }
-                    let earlier: Vec<&CommunicatorDump> = list[..at].iter().collect();
-                    let key = key_of(r.process, c, &earlier);
-                    let index = match keys.get(&key) {
-                        Some(&i) => i,
-                        None => {
-                            keys.insert(key, comms.len());
-                            comms.push(JobComm {
-                                name: c.name.clone(),
-                                unique_id: c.unique_id,
-                                size: c.size,
-                                group: vec![
-                                    None;
-                                    usize::try_from(c.size.min(1 << 20)).unwrap_or(0)
-                                ],
-                                members: RankSet::new(),
-                                conflict: false,
-                                identity: false,
-                            });
-                            // The DLL's group: the same for every member
-                            // (it is part of the key).
-                            if let (Some(group), Some(comm)) = (&c.group, comms.last_mut()) {
-                                for (slot, g) in comm.group.iter_mut().zip(group) {
-                                    *slot = Some(*g);
-                                }
-                            }
-                            comms.len() - 1
-                        }
-                    };
-                    by_id.entry((this as usize, c.unique_id)).or_insert(index);
-                    indices.push(Some(index));
-                }
-                matched = Some((this, indices));
-            }
-            let Some((_, indices)) = &matched else {
-                continue;
-            };
-            let offset = r.rank - global_rank(r.process).unwrap_or(r.rank);
-            for (c, index) in list.iter().zip(indices) {
-                let Some(index) = *index else {
-                    continue;
-                };
-                let comm = &mut comms[index];
-                comm.members.insert(r.rank);
-                if let Some(slot) = usize::try_from(r.process.local_rank_at(c, offset))
-                    .ok()
-                    .and_then(|l| comm.group.get_mut(l))
-                {
-                    // Two processes at one place: the matching was wrong
-                    // (communicators alike in name and size), so nothing
-                    // about its members can be trusted.
-                    if slot.is_some_and(|g| g != r.rank) && c.group.is_none() {
-                        comm.conflict = true;
-                    }
-                    slot.get_or_insert(r.rank);
-                }
-                for class in OpClass::ALL {
-                    match c.queue(class) {
-                        Section::Ok { value } => {
-                            for op in &value.operations {
-                                ops.push(Op {
-                                    rank: r.rank,
-                                    comm: index,
-                                    class,
-                                    peer: Peer::Any,
-                                    local_peer: None,
-                                    tag: op.desired_tag.filter(|t| *t != MINUS_ONE_U32 && *t != -1),
-                                    op,
-                                });
-                            }
-                            if let Some(why) = &value.truncated {
-                                cut_short
-                                    .entry((class_name(class).into(), why.clone()))
-                                    .or_default()
-                                    .insert(r.rank);
-                            }
-                        }
-                        Section::NotAvailable { reason } => {
-                            not_available
-                                .entry((class_name(class).into(), reason.clone()))
-                                .or_default()
-                                .insert(r.rank);
-                        }
-                        Section::Error { message } => {
-                            not_available
-                                .entry((class_name(class).into(), message.clone()))
-                                .or_default()
-                                .insert(r.rank);
-                        }
-                    }
-                }
-            }
+            m.rank(r, &mut matched);
         }
+        let Matching {
+            mut comms,
+            mut ops,
+            not_available,
+            cut_short,
+            by_id,
+            ..
+        } = m;
         for comm in &mut comms {
             if comm.conflict {
                 comm.group.iter_mut().for_each(|g| *g = None);
@@ -341,29 +216,8 @@ impl<'a> Job<'a> {
                 .all(|(i, g)| *g == Some(i as i64));
         }
         ops.shrink_to_fit();
-        for o in &mut ops {
-            let c = &comms[o.comm];
-            let local = o.op.desired_local_rank;
-            (o.peer, o.local_peer) = if local < 0 || local >= c.size {
-                (Peer::Any, None)
-            } else if let Some(Some(g)) = usize::try_from(local).ok().and_then(|l| c.group.get(l)) {
-                (Peer::Rank(*g), Some(local))
-            } else if o.op.desired_global_rank >= 0 && o.op.desired_global_rank < MINUS_ONE_U32 {
-                (Peer::Rank(o.op.desired_global_rank), Some(local))
-            } else {
-                (Peer::Local(local), Some(local))
-            };
-        }
-        // Operations are in rank order, as `ranks` is.
-        let mut op_start = Vec::with_capacity(ranks.len() + 1);
-        let mut at = 0;
-        for r in &ranks {
-            while ops.get(at).is_some_and(|o| o.rank < r.rank) {
-                at += 1;
-            }
-            op_start.push(at);
-        }
-        op_start.push(ops.len());
+        resolve_peers(&mut ops, &comms);
+        let op_start = op_starts(&ranks, &ops);
         Job {
             dump,
             ranks,
@@ -406,6 +260,23 @@ impl<'a> Job<'a> {
             .ok()
             .filter(|&at| self.ranks.get(at).is_some_and(|r| r.rank == rank));
         dense.or_else(|| self.ranks.binary_search_by_key(&rank, |r| r.rank).ok())
+    }
+
+    /// Whether `rank`'s queue of `class` on the job's communicator `comm`
+    /// was read (listed, even if empty): only then does its absence of an
+    /// operation mean something.
+    pub fn queue_read(&self, rank: i64, comm: usize, class: OpClass) -> bool {
+        let Some(r) = self.rank(rank) else {
+            return false;
+        };
+        let Section::Ok { value } = &r.process.communicators else {
+            return false;
+        };
+        let dump = std::ptr::from_ref(r.process) as usize;
+        value.list.iter().any(|c| {
+            self.by_id.get(&(dump, c.unique_id)) == Some(&comm)
+                && matches!(c.queue(class), Section::Ok { .. })
+        })
     }
 
     /// `rank`'s operations.
@@ -461,6 +332,15 @@ impl<'a> Job<'a> {
             .filter(|o| o.class != OpClass::UnexpectedMessages && o.status() == OpStatus::Pending)
     }
 
+    /// The indices into `ops` of `rank`'s operations that wait: pending
+    /// sends and receives.
+    pub fn waits_of(&self, rank: i64) -> impl Iterator<Item = usize> + '_ {
+        self.op_indices(rank).filter(|&i| {
+            let o = &self.ops[i];
+            o.class != OpClass::UnexpectedMessages && o.status() == OpStatus::Pending
+        })
+    }
+
     /// Ranks with no pending send or receive (and whose queues were all
     /// read: an unknown queue may hold some).
     pub fn idle_ranks(&self) -> RankSet {
@@ -505,6 +385,192 @@ impl<'a> Job<'a> {
         };
         format!("{what} {peer} {tag} on {}", comm.label())
     }
+}
+
+/// Every rank of the dump, by global rank (a run of ranks read as its
+/// ranks), once each.
+fn ranks_of(dump: &JobDump) -> Vec<Rank<'_>> {
+    let mut ranks: Vec<Rank<'_>> = dump
+        .processes
+        .iter()
+        .flat_map(|p| {
+            let first = global_rank(p);
+            (0..i64::from(p.run_len.max(1)))
+                .filter_map(move |offset| Some(rank_of(first? + offset, p)))
+        })
+        .collect();
+    ranks.sort_by_key(|r| r.rank);
+    ranks.dedup_by_key(|r| r.rank);
+    ranks
+}
+
+/// The job's communicators and operations, being matched rank by rank.
+#[derive(Default)]
+struct Matching<'a> {
+    keys: HashMap<CommKey, usize>,
+    comms: Vec<JobComm>,
+    not_available: BTreeMap<(String, String), RankSet>,
+    cut_short: BTreeMap<(String, String), RankSet>,
+    by_id: HashMap<(usize, u64), usize>,
+    /// Peers are read once every communicator's group is known.
+    ops: Vec<Op<'a>>,
+}
+
+impl<'a> Matching<'a> {
+    /// One rank: its communicators matched to the job's (once per dump),
+    /// its place in each, its operations.
+    fn rank(
+        &mut self,
+        r: &Rank<'a>,
+        matched: &mut Option<(*const ProcessDump, Vec<Option<usize>>)>,
+    ) {
+        let list = match &r.process.communicators {
+            Section::Ok { value } => &value.list,
+            Section::NotAvailable { reason: why } | Section::Error { message: why } => {
+                self.not_available
+                    .entry(("communicators".into(), why.clone()))
+                    .or_default()
+                    .insert(r.rank);
+                return;
+            }
+        };
+        let this = std::ptr::from_ref(r.process);
+        if matched.as_ref().is_none_or(|(p, _)| *p != this) {
+            *matched = Some((this, self.indices(r.process, list)));
+        }
+        let Some((_, indices)) = matched.as_ref() else {
+            return;
+        };
+        let offset = r.rank - global_rank(r.process).unwrap_or(r.rank);
+        for (c, index) in list.iter().zip(indices) {
+            let Some(index) = *index else {
+                continue;
+            };
+            let comm = &mut self.comms[index];
+            comm.members.insert(r.rank);
+            if let Some(slot) = usize::try_from(r.process.local_rank_at(c, offset))
+                .ok()
+                .and_then(|l| comm.group.get_mut(l))
+            {
+                // Two processes at one place: the matching was wrong
+                // (communicators alike in name and size), so nothing
+                // about its members can be trusted.
+                if slot.is_some_and(|g| g != r.rank) && c.group.is_none() {
+                    comm.conflict = true;
+                }
+                slot.get_or_insert(r.rank);
+            }
+            self.queues(r.rank, c, index);
+        }
+    }
+
+    /// The job's communicator of each of one dump's communicators.
+    fn indices(&mut self, p: &ProcessDump, list: &[CommunicatorDump]) -> Vec<Option<usize>> {
+        let mut indices = Vec::with_capacity(list.len());
+        let this = std::ptr::from_ref(p) as usize;
+        for (at, c) in list.iter().enumerate() {
+            // MPI_COMM_NULL and other empty ones hold nothing to match.
+            if c.size <= 0 {
+                indices.push(None);
+                continue;
+            }
+            let earlier: Vec<&CommunicatorDump> = list[..at].iter().collect();
+            let key = key_of(p, c, &earlier);
+            let index = match self.keys.get(&key) {
+                Some(&i) => i,
+                None => {
+                    self.keys.insert(key, self.comms.len());
+                    let mut comm = JobComm {
+                        name: c.name.clone(),
+                        unique_id: c.unique_id,
+                        size: c.size,
+                        group: vec![None; usize::try_from(c.size.min(1 << 20)).unwrap_or(0)],
+                        members: RankSet::new(),
+                        conflict: false,
+                        identity: false,
+                    };
+                    // The DLL's group: the same for every member (it is
+                    // part of the key).
+                    if let Some(group) = &c.group {
+                        for (slot, g) in comm.group.iter_mut().zip(group) {
+                            *slot = Some(*g);
+                        }
+                    }
+                    self.comms.push(comm);
+                    self.comms.len() - 1
+                }
+            };
+            self.by_id.entry((this, c.unique_id)).or_insert(index);
+            indices.push(Some(index));
+        }
+        indices
+    }
+
+    /// A rank's operations on one communicator, and what its queues there
+    /// could not list.
+    fn queues(&mut self, rank: i64, c: &'a CommunicatorDump, index: usize) {
+        for class in OpClass::ALL {
+            match c.queue(class) {
+                Section::Ok { value } => {
+                    for op in &value.operations {
+                        self.ops.push(Op {
+                            rank,
+                            comm: index,
+                            class,
+                            peer: Peer::Any,
+                            local_peer: None,
+                            tag: op.desired_tag.filter(|t| *t != MINUS_ONE_U32 && *t != -1),
+                            op,
+                        });
+                    }
+                    if let Some(why) = &value.truncated {
+                        self.cut_short
+                            .entry((class_name(class).into(), why.clone()))
+                            .or_default()
+                            .insert(rank);
+                    }
+                }
+                Section::NotAvailable { reason: why } | Section::Error { message: why } => {
+                    self.not_available
+                        .entry((class_name(class).into(), why.clone()))
+                        .or_default()
+                        .insert(rank);
+                }
+            }
+        }
+    }
+}
+
+/// Each operation's peer as a global rank, now that the groups are known.
+fn resolve_peers(ops: &mut [Op<'_>], comms: &[JobComm]) {
+    for o in ops {
+        let c = &comms[o.comm];
+        let local = o.op.desired_local_rank;
+        (o.peer, o.local_peer) = if local < 0 || local >= c.size {
+            (Peer::Any, None)
+        } else if let Some(Some(g)) = usize::try_from(local).ok().and_then(|l| c.group.get(l)) {
+            (Peer::Rank(*g), Some(local))
+        } else if o.op.desired_global_rank >= 0 && o.op.desired_global_rank < MINUS_ONE_U32 {
+            (Peer::Rank(o.op.desired_global_rank), Some(local))
+        } else {
+            (Peer::Local(local), Some(local))
+        };
+    }
+}
+
+/// Where each rank's operations start in `ops` (in rank order, as `ranks`
+/// is); then the end of the last one.
+fn op_starts(ranks: &[Rank<'_>], ops: &[Op<'_>]) -> Vec<usize> {
+    let mut op_start = Vec::with_capacity(ranks.len() + 1);
+    let mut at = 0;
+    for r in ranks {
+        while ops.get(at).is_some_and(|o| o.rank < r.rank) {
+            at += 1;
+        }
+        op_start.push(at);
+    }
+    op_start.push(ops.len());
+    op_start
 }
 
 fn class_name(class: OpClass) -> &'static str {

@@ -223,6 +223,15 @@ fn process_text(out: &mut impl Write, p: &ProcessDump) {
             out,
             "  Held stopped by {held}: read as that debugger holds it, without tracing it"
         );
+    } else if let Some(state) = p.os_state.as_ref().filter(|s| s.stopped_by_signal()) {
+        let _ = writeln!(
+            out,
+            "  State: {} before mqs came, not by mqs: it stays stopped (kill -CONT {} resumes it)",
+            state.words(),
+            p.pid
+        );
+    } else if let Some(state) = p.os_state.as_ref().filter(|s| s.code == "D") {
+        let _ = writeln!(out, "  State: {} when mqs came", state.words());
     }
     let _ = writeln!(
         out,
@@ -553,6 +562,7 @@ mod tests {
                 unreadable: vec![],
                 dll_output: vec![],
                 held_by: None,
+                os_state: None,
                 stacks: None,
                 stats: DumpStats::default(),
                 run_len: 1,

@@ -166,6 +166,11 @@ pub struct ProcessDump {
     /// as that debugger holds it, without being traced or let go.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_by: Option<crate::interface::HeldBy>,
+    /// What the operating system said the process was doing before mqs
+    /// stopped it (live processes): a rank stopped by a signal or held by
+    /// another tracer makes no progress until it is let go.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub os_state: Option<crate::interface::OsState>,
     /// With `--stacks`: each thread's call stack, read while the process
     /// was stopped, or why there are none.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -104,9 +104,12 @@ pub struct DumpArgs {
     #[arg(long, value_enum, value_name = "QUEUE")]
     pub queue: Option<QueueArg>,
 
-    /// Print only who waits for whom: deadlock cycles, wait chains and
-    /// mismatched collectives (takes the stacks); exit 12 if a deadlock
-    /// was found, 0 if not.
+    /// Print only who waits for whom, from what each rank is blocked in:
+    /// deadlock cycles, wait chains, stopped ranks and mismatched
+    /// collectives (takes the stacks). A deadlock seen in a live job is
+    /// looked at again a second later and claimed only if it is still
+    /// there. Exit 12 if a deadlock was found, 17 if it cannot tell, 0 if
+    /// there is none.
     #[arg(long)]
     pub deadlock: bool,
 
@@ -290,18 +293,10 @@ pub fn run(args: &DumpArgs) -> ExitCode {
         Err(e) => return crate::output::fail(e),
     };
     let started = Instant::now();
-    let mut job = match dump_once(args, &options) {
-        Ok(job) => job,
+    let (mut job, confirmed) = match dump_confirmed(args, &options) {
+        Ok(dumped) => dumped,
         Err(e) => return crate::output::fail(e),
     };
-    if let Some(secs) = args.confirm {
-        std::thread::sleep(Duration::from_secs_f64(secs));
-        let again = match dump_once(args, &options) {
-            Ok(job) => job,
-            Err(e) => return crate::output::fail(e),
-        };
-        job = confirm::persistent(&job, &again);
-    }
     let elapsed = started.elapsed();
     // Outputs made rank by rank need each rank's own dump.
     let per_rank = format == Format::Json
@@ -310,26 +305,7 @@ pub fn run(args: &DumpArgs) -> ExitCode {
         job.expand();
     }
     if args.verbose {
-        for p in &job.processes {
-            let s = &p.stats;
-            eprintln!(
-                "mqs-dump: pid {}: {} fetches, {} bytes, {} syscalls, {:.1} ms",
-                p.pid, s.fetches, s.fetched_bytes, s.syscalls, s.elapsed_ms
-            );
-            let kinds: Vec<String> = s
-                .callbacks
-                .kinds()
-                .iter()
-                .filter(|(_, n)| *n > 0)
-                .map(|(kind, n)| format!("{kind} {n}"))
-                .collect();
-            eprintln!(
-                "mqs-dump: pid {}: {} callbacks since setup: {}",
-                p.pid,
-                s.callbacks.total(),
-                kinds.join(", ")
-            );
-        }
+        verbose_counters(&job);
     }
     let failed = || match job.failures.first() {
         Some(failure) => {
@@ -353,7 +329,29 @@ pub fn run(args: &DumpArgs) -> ExitCode {
                 "--deadlock prints words or DOT, not JSON".into(),
             ));
         } else {
-            crate::output::emit(&analysis.words());
+            let mut words = analysis.words();
+            // The second look goes last but one: the verdict ends the
+            // words.
+            let verdict = words.trim_end().rfind('\n').map_or(0, |at| at + 1);
+            match confirmed {
+                Some(true) => words.insert_str(
+                    verdict,
+                    &format!(
+                        "confirmed: the same cycle {AUTO_CONFIRM_SECS:.1} s later (--confirm \
+                         SECS waits longer)\n"
+                    ),
+                ),
+                Some(false) => words.insert_str(
+                    verdict,
+                    &format!(
+                        "not confirmed: a cycle seen at one moment was gone \
+                         {AUTO_CONFIRM_SECS:.1} s later (operations caught in passing: the job \
+                         moves); the words above are what stayed in both\n"
+                    ),
+                ),
+                None => {}
+            }
+            crate::output::emit(&words);
         }
         if analysis.has_deadlock() {
             return ExitCode::from(exit_code::DEADLOCK as u8);
@@ -395,6 +393,76 @@ pub fn run(args: &DumpArgs) -> ExitCode {
     // model of 200,000 operations piece by piece took tens of ms.
     std::mem::forget(job);
     code
+}
+
+/// The dump's counters, per process, on stderr (`--verbose`).
+fn verbose_counters(job: &mqs_core::model::JobDump) {
+    for p in &job.processes {
+        let s = &p.stats;
+        eprintln!(
+            "mqs-dump: pid {}: {} fetches, {} bytes, {} syscalls, {:.1} ms",
+            p.pid, s.fetches, s.fetched_bytes, s.syscalls, s.elapsed_ms
+        );
+        let kinds: Vec<String> = s
+            .callbacks
+            .kinds()
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(kind, n)| format!("{kind} {n}"))
+            .collect();
+        eprintln!(
+            "mqs-dump: pid {}: {} callbacks since setup: {}",
+            p.pid,
+            s.callbacks.total(),
+            kinds.join(", ")
+        );
+    }
+}
+
+/// The dump, and for `--confirm` or a deadlock seen in a live job, what a
+/// second snapshot kept of it; whether that confirmed the deadlock (None:
+/// no second look was needed).
+fn dump_confirmed(
+    args: &DumpArgs,
+    options: &Options,
+) -> Result<(mqs_core::model::JobDump, Option<bool>), Error> {
+    let job = dump_once(args, options)?;
+    if let Some(secs) = args.confirm {
+        std::thread::sleep(Duration::from_secs_f64(secs));
+        let again = dump_once(args, options)?;
+        return Ok((confirm::persistent(&job, &again), None));
+    }
+    if !(args.deadlock && live(args) && claims_deadlock(&job)) {
+        return Ok((job, None));
+    }
+    // One moment of a running job can show a cycle that is only messages
+    // in flight (one a progress engine holds in hand, say): a deadlock is
+    // claimed only if it is still there a moment later.
+    std::thread::sleep(Duration::from_secs_f64(AUTO_CONFIRM_SECS));
+    let again = Options {
+        save: None,
+        ..options.clone()
+    };
+    let kept = confirm::persistent(&job, &dump_once(args, &again)?);
+    let confirmed = claims_deadlock(&kept);
+    Ok((kept, Some(confirmed)))
+}
+
+/// How long `--deadlock` waits before it looks again at a live job in
+/// which it saw a deadlock.
+const AUTO_CONFIRM_SECS: f64 = 1.0;
+
+/// Whether the dump reads running processes (not cores or a snapshot).
+fn live(args: &DumpArgs) -> bool {
+    (!args.pid.is_empty() || args.slurm.is_some())
+        && args.core.is_empty()
+        && args.snapshot.is_none()
+}
+
+/// Whether the analysis of `job` claims a deadlock.
+fn claims_deadlock(job: &mqs_core::model::JobDump) -> bool {
+    let analysed = Job::new(job);
+    Analysis::new(&analysed).has_deadlock()
 }
 
 fn collect_options(args: &DumpArgs) -> Result<CollectOptions, Error> {

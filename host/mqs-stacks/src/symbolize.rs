@@ -93,7 +93,9 @@ fn frames_at<'a>(
         .collect();
     out.push(Frame {
         address,
-        function: symbol.map(|(name, _)| name.to_owned()).or(outer.function),
+        function: symbol
+            .map(|(name, _)| mqs_core::symbols::demangle(name).into_owned())
+            .or(outer.function),
         offset: symbol.map(|(_, offset)| offset + (address - lookup)),
         inlined: false,
         object: path,
@@ -104,3 +106,6 @@ fn frames_at<'a>(
     });
     out
 }
+
+#[cfg(test)]
+mod tests;

@@ -12,11 +12,11 @@ use crate::view::dot::dot;
 /// Rank `r`'s main thread in `entry` (outermost MPI frame), its `comm`
 /// argument the communicator with id `comm`, its integer arguments
 /// `ints`, its requests `requests`.
-fn in_call(dump: &mut JobDump, r: usize, entry: &str, comm: u64, ints: &[(&str, i64)]) {
+pub(super) fn in_call(dump: &mut JobDump, r: usize, entry: &str, comm: u64, ints: &[(&str, i64)]) {
     in_call_with(dump, r, entry, Some(comm), ints, &[]);
 }
 
-fn in_call_with(
+pub(super) fn in_call_with(
     dump: &mut JobDump,
     r: usize,
     entry: &str,
@@ -91,6 +91,7 @@ fn a_call_the_queue_lists_is_one_wait_in_the_queues_words() {
     let ops: Vec<Vec<OpSpec>> = vec![vec![(0, false, 1, 10)], vec![(0, false, 0, 11)]];
     let mut dump = job(2, &[world(2)], &ops);
     in_call(&mut dump, 0, "MPI_Recv", 0, &[("source", 1), ("tag", 10)]);
+    super::blocked_in(&mut dump, 1, "MPI_Recv");
     let j = Job::new(&dump);
     let a = Analysis::new(&j);
     assert_eq!(a.waits.len(), 2, "{:?}", a.waits);
@@ -112,6 +113,7 @@ fn a_call_its_queue_does_not_list_is_said_and_still_waited_on() {
     // MPI_Recv from rank 1 with ANY_TAG (-1).
     let mut dump = job(2, &[world(2)], &[vec![], vec![(0, false, 0, 11)]]);
     in_call(&mut dump, 0, "MPI_Recv", 0, &[("source", 1), ("tag", -1)]);
+    super::blocked_in(&mut dump, 1, "MPI_Recv");
     let j = Job::new(&dump);
     let a = Analysis::new(&j);
     let words = a.words();
@@ -208,8 +210,8 @@ fn a_polling_call_moves_and_an_unlisted_waitall_cannot_tell() {
     let words = a.words();
     assert!(
         words.contains(
-            "rank 1 is in MPI_Iprobe, which returns by itself (its queues could not be read): \
-             the chain waits for rank 1"
+            "rank 1 is in MPI_Iprobe, which returns by itself: it waits on nothing (it spins, \
+             if it calls MPI_Iprobe in a loop): the chain waits for rank 1"
         ),
         "{words}"
     );

@@ -16,6 +16,10 @@ fn ring_with_blind(blind: &[usize]) -> mqs_core::model::JobDump {
         .map(|r| vec![(0, false, (r + 1) % 4, 10)])
         .collect();
     let mut dump = job(4, &[world(4)], &ops);
+    // The ranks read are blocked in their receives (their stacks say so).
+    for r in (0..4).filter(|r| !blind.contains(r)) {
+        super::blocked_in(&mut dump, r, "MPI_Recv");
+    }
     for &r in blind {
         if let Section::Ok { value } = &mut dump.processes[r].communicators {
             for c in &mut value.list {
@@ -107,6 +111,8 @@ fn a_cycle_among_judged_ranks_is_a_deadlock_whatever_the_others() {
     // Ranks 0 and 1 wait for each other; rank 2 cannot be read.
     let ops: Vec<Vec<OpSpec>> = vec![vec![(0, false, 1, 1)], vec![(0, false, 0, 2)], vec![]];
     let mut dump = job(3, &[world(3)], &ops);
+    super::blocked_in(&mut dump, 0, "MPI_Recv");
+    super::blocked_in(&mut dump, 1, "MPI_Recv");
     if let Section::Ok { value } = &mut dump.processes[2].communicators {
         value.list[0].sends = Section::Error {
             message: "the DLL failed".into(),

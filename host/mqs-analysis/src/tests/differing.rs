@@ -401,11 +401,14 @@ fn the_job_view_shows_the_tree_and_the_rank_outside_mpi() {
 fn waits(change: fn(&mut Placed)) -> String {
     let mut ops = vec![vec![recv(0, 0, 1, 5)], vec![recv(1, 0, 0, 6)], vec![]];
     change(&mut ops[1][0]);
-    let dump = job_of(
+    let mut dump = job_of(
         3,
         &[world(3), ("dup", vec![0, 1, 2]), ("rev", vec![2, 1, 0])],
         &ops,
     );
+    // Blocked in a call that may wait on any of their operations.
+    super::blocked_in(&mut dump, 0, "MPI_Waitany");
+    super::blocked_in(&mut dump, 1, "MPI_Waitany");
     let job = Job::new(&dump);
     Analysis::new(&job).words()
 }
@@ -420,7 +423,7 @@ fn a_wait_follows_each_field_of_its_operation() {
         )
     };
     let rank1_free = "chain: rank 0 waits for rank 1 (recv tag 5 on MPI_COMM_WORLD); rank 1 has \
-                      nothing pending (stack unknown): the chain waits for rank 1\n\
+                      nothing pending (in MPI_Waitany): the chain waits for rank 1\n\
                       no deadlock: no cycle of waits among 3 ranks (1 waiting)\n"
         .to_string();
     let through_rank2 = |second: &str| {

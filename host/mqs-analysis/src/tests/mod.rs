@@ -16,6 +16,7 @@ use mqs_core::model::{
 mod calls;
 mod cannot_tell;
 mod differing;
+mod matching;
 mod runs;
 mod transit;
 
@@ -103,6 +104,7 @@ fn job_of(n: usize, comms: &[(&str, Vec<i64>)], ops: &[Vec<Placed>]) -> JobDump 
                 new_processes: None,
                 dll_output: vec![],
                 held_by: None,
+                os_state: None,
                 spawn_breakpoint: None,
                 type_packs: vec![],
                 unreadable: vec![],
@@ -157,6 +159,29 @@ fn world(n: i64) -> (&'static str, Vec<i64>) {
     ("MPI_COMM_WORLD", (0..n).collect())
 }
 
+/// Every process's main thread in `entry`, as [`blocked_in`].
+fn all_blocked_in(dump: &mut JobDump, entry: &str) {
+    for r in 0..dump.processes.len() {
+        blocked_in(dump, r, entry);
+    }
+}
+
+/// Rank `r`'s main thread in `entry`, its arguments not read (a release
+/// build of the MPI): it waits on one of its pending operations of the
+/// kinds `entry` waits on.
+fn blocked_in(dump: &mut JobDump, r: usize, entry: &str) {
+    let p = &mut dump.processes[r];
+    p.stacks = Some(Section::Ok {
+        value: ThreadList {
+            list: vec![differing::stack(
+                p.pid,
+                &["_start", "main", entry, "progress", "poll"],
+                0x1000,
+            )],
+        },
+    });
+}
+
 #[test]
 fn ring_through_a_reversed_communicator_is_a_deadlock() {
     let n = 4;
@@ -171,7 +196,10 @@ fn ring_through_a_reversed_communicator_is_a_deadlock() {
             v
         })
         .collect();
-    let dump = job(n as usize, &[world(n), ("ring", ring)], &ops);
+    let mut dump = job(n as usize, &[world(n), ("ring", ring)], &ops);
+    for r in 0..n as usize {
+        blocked_in(&mut dump, r, "MPI_Recv");
+    }
     let j = Job::new(&dump);
     let a = Analysis::new(&j);
     assert!(a.has_deadlock());
@@ -189,6 +217,50 @@ fn ring_through_a_reversed_communicator_is_a_deadlock() {
         words.contains("OR-wait (recv from ANY_SOURCE tag 11 on MPI_COMM_WORLD): any of ranks 1-3"),
         "{words}"
     );
+}
+
+#[test]
+fn a_ring_in_the_queues_alone_is_a_possible_deadlock_never_claimed() {
+    // The same ring without stacks: nothing says any rank is blocked in
+    // its receive (it may be computing, about to send).
+    let n = 4;
+    let ops: Vec<Vec<OpSpec>> = (0..n).map(|r| vec![(0, false, (r + 1) % n, 10)]).collect();
+    let dump = job(n as usize, &[world(n)], &ops);
+    let j = Job::new(&dump);
+    let a = Analysis::new(&j);
+    assert!(!a.has_deadlock());
+    assert!(a.cannot_tell());
+    assert!(a.deadlocked.is_empty());
+    assert_eq!(a.maybe, RankSet::parse("0-3").unwrap());
+    let words = a.words();
+    assert!(
+        words.starts_with(
+            "possible deadlock: rank 0 waits for rank 1 (recv tag 10 on MPI_COMM_WORLD)"
+        ),
+        "{words}"
+    );
+    assert!(
+        words.ends_with(
+            "cannot tell: ranks 0-3 may be deadlocked, but the cycle rests on waits inferred \
+             from the queues alone (ranks 0-3: no stack was read): whether they are blocked in \
+             those operations is not known (--stacks shows what each rank is blocked in)\n"
+        ),
+        "{words}"
+    );
+    // One rank's stack saying it is in the receive is not enough: the
+    // cycle still rests on the others.
+    let mut dump = dump;
+    blocked_in(&mut dump, 0, "MPI_Recv");
+    let j = Job::new(&dump);
+    let a = Analysis::new(&j);
+    assert!(!a.has_deadlock() && a.cannot_tell(), "{}", a.words());
+    // Every rank's does.
+    for r in 1..n as usize {
+        blocked_in(&mut dump, r, "MPI_Recv");
+    }
+    let j = Job::new(&dump);
+    let a = Analysis::new(&j);
+    assert!(a.has_deadlock(), "{}", a.words());
 }
 
 #[test]
@@ -452,11 +524,12 @@ fn job_view_merges_equal_ranks_and_leaves_out_empty_parts() {
 
 #[test]
 fn confirm_keeps_only_what_both_snapshots_have() {
-    let first = job(
+    let mut first = job(
         2,
         &[world(2)],
         &[vec![(0, false, 1, 5)], vec![(0, false, 0, 6)]],
     );
+    all_blocked_in(&mut first, "MPI_Recv");
     let mut second = first.clone();
     // Rank 1's receive completed and another, elsewhere, was posted.
     if let Section::Ok { value } = &mut second.processes[1].communicators {
@@ -491,6 +564,7 @@ fn confirm_tells_ranks_of_equal_pids_apart_by_their_host() {
         p.pid = 17 + (r as i32 % 2);
         p.host = Some(if r < 2 { "nodea" } else { "nodeb" }.into());
     }
+    all_blocked_in(&mut first, "MPI_Recv");
     let second = first.clone();
     let kept = persistent(&first, &second);
     assert_eq!(kept.processes.len(), 4);
@@ -512,7 +586,8 @@ fn dot_marks_the_cycle_and_the_or_wait() {
             v
         })
         .collect();
-    let dump = job(n as usize, &[world(n), ("ring", ring)], &ops);
+    let mut dump = job(n as usize, &[world(n), ("ring", ring)], &ops);
+    all_blocked_in(&mut dump, "MPI_Recv");
     let j = Job::new(&dump);
     let dot = view::dot::dot(&Analysis::new(&j));
     assert!(dot.starts_with("digraph waitfor {\n"), "{dot}");
@@ -547,6 +622,7 @@ fn groups_are_rebuilt_from_the_members_when_the_dll_gives_none() {
             }
         }
     }
+    all_blocked_in(&mut dump, "MPI_Recv");
     let j = Job::new(&dump);
     assert_eq!(j.comms[1].group, vec![Some(3), Some(2), Some(1), Some(0)]);
     let a = Analysis::new(&j);

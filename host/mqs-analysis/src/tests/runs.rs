@@ -25,6 +25,8 @@ fn compact() -> JobDump {
     if let Section::Ok { value } = &mut dump.processes[1].communicators {
         value.list[0].unexpected = queue(vec![op(7, 11, 0)]);
     }
+    // Blocked in calls that may wait on any of their operations.
+    all_blocked_in(&mut dump, "MPI_Waitany");
     dump.processes[1].run_len = 5;
     dump.processes[6].run_len = 2;
     dump.processes

@@ -11,7 +11,7 @@ use crate::view::{job_view, ViewOptions};
 
 /// Puts an unexpected message from `from` with `tag` into `rank`'s queue,
 /// marked as waiting in `place` of its transport.
-fn arrived(dump: &mut JobDump, rank: usize, from: i64, tag: i64, place: &str) {
+pub(super) fn arrived(dump: &mut JobDump, rank: usize, from: i64, tag: i64, place: &str) {
     let mut message = op(from, tag, 0);
     message.extra_text = vec![format!("{}{place}", mqs_abi::IN_TRANSIT)].into();
     if let Section::Ok { value } = &mut dump.processes[rank].communicators {
@@ -80,6 +80,7 @@ fn a_receive_a_message_in_transit_meets_is_no_wait() {
     // already in its transport.
     let ops: Vec<Vec<OpSpec>> = vec![vec![(0, false, 1, 10)], vec![(0, false, 0, 11)]];
     let mut dump = job(2, &[world(2)], &ops);
+    super::all_blocked_in(&mut dump, "MPI_Recv");
     arrived(&mut dump, 0, 1, 10, "nemesis receive queue");
     let j = Job::new(&dump);
     let a = Analysis::new(&j);
@@ -94,6 +95,7 @@ fn a_receive_a_message_in_transit_meets_is_no_wait() {
     );
     // A message with another tag meets nothing: the cycle stays.
     let mut dump = job(2, &[world(2)], &ops);
+    super::all_blocked_in(&mut dump, "MPI_Recv");
     arrived(&mut dump, 0, 1, 12, "nemesis receive queue");
     let j = Job::new(&dump);
     assert!(Analysis::new(&j).has_deadlock());

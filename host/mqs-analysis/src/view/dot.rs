@@ -113,16 +113,26 @@ pub fn dot(analysis: &Analysis<'_, '_>) -> String {
             .rank(rank)
             .map(whereabouts)
             .unwrap_or_else(|| "not dumped".into());
+        // A stopped rank says so on a line of its own.
+        let stopped = analysis.stopped_rank(rank);
+        let place = match stopped {
+            Some(s) => {
+                let state = match (&s.state, &s.held_by) {
+                    (Some(state), None) => state.words(),
+                    _ => "held stopped by a debugger".to_owned(),
+                };
+                format!("{}\\n{}", escape(&state), escape(&place))
+            }
+            None => escape(&place),
+        };
         let color = if analysis.deadlocked.contains(rank) {
             ", color=red"
+        } else if stopped.is_some() {
+            ", color=orange, style=\"rounded,bold\""
         } else {
             ""
         };
-        let _ = writeln!(
-            out,
-            "  r{rank} [label=\"rank {rank}\\n{}\"{color}];",
-            escape(&place)
-        );
+        let _ = writeln!(out, "  r{rank} [label=\"rank {rank}\\n{place}\"{color}];");
     }
     let rest: RankSet = job
         .ranks

@@ -110,12 +110,15 @@ pub fn job_view(dump: &JobDump, options: &ViewOptions) -> String {
     chosen(dump, &mut out);
     recognised(dump, &mut out);
     type_packs(dump, &mut out);
+    for stopped in &analysis.stopped {
+        let _ = writeln!(out, "{}", stopped.words());
+    }
     for (rank, _) in &analysis.stalled {
         if let Some(words) = analysis.stalled_words(*rank) {
             let _ = writeln!(out, "{words}");
         }
     }
-    if analysis.cannot_tell() {
+    if analysis.cannot_tell() && !analysis.unjudged.is_empty() {
         let _ = writeln!(
             out,
             "who waits for whom: cannot tell for {} (what they wait for could not be read; \

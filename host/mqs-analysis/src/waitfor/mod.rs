@@ -1,25 +1,40 @@
-//! Who waits for whom: the wait-for graph of a job from its pending
-//! operations (and from its collectives, when stacks were taken), its
-//! deadlocked ranks, their cycles, and the chains of ranks that wait on a
-//! rank that could still move.
+//! Who waits for whom: the wait-for graph of a job, its deadlocked ranks,
+//! their cycles, and the chains of ranks that wait on a rank that could
+//! still move.
 //!
-//! The model: each rank waits on each of its pending sends and receives,
-//! and on the collective it is in. A specific receive or a send can be met
-//! by one rank; an ANY_SOURCE receive by any member of its communicator (an
-//! OR-wait); a collective only when every member it lacks arrives (an
-//! AND-wait). We do not know which of its operations a rank is blocked in
-//! (a rank in MPI_Waitany is freed by any of them), so a rank counts as
-//! deadlocked only if *none* of its waits can be met by a rank that may
-//! still move: a rank with nothing pending, one outside MPI, one not
-//! dumped, or one that such ranks can free in turn. That reports no
-//! deadlock that a single completion could break.
+//! The model: a rank waits on what it is blocked in ([`stance`]): the
+//! blocking MPI call its stack shows (its point-to-point operations, the
+//! requests of `MPI_Wait*`, its collective), not everything it has
+//! pending; a rank outside MPI, or in a call that returns by itself, waits
+//! on nothing. A send waits for its peer only while the peer has not
+//! taken it, and a wait whose other half the peer already holds is met by
+//! progress alone ([`matching`]). A specific wait is met by one rank, an
+//! ANY_SOURCE receive by any member of its communicator (an OR-wait), a
+//! collective only when every member it lacks arrives (an AND-wait); a
+//! rank in `MPI_Waitall` needs each of its waits met, one in `MPI_Recv`
+//! or `MPI_Waitany` one of them. A rank is deadlocked when its waits
+//! cannot be met by ranks that may still move: a rank with nothing to
+//! wait for, one outside MPI, one stopped by a signal or held by a
+//! debugger (it moves once let go: it is named, never deadlocked), one not
+//! dumped or not judged, or one that such ranks can free in turn.
+//!
+//! Where no stack says what a rank is blocked in, its waits are inferred
+//! from its queues (any pending operation may be the one): a cycle that
+//! rests on such a rank is reported as possible, never claimed.
 
-use mqs_abi::OpClass;
+mod graph;
+mod matching;
+mod stance;
+mod words;
 
-use super::calls::{self, Blocked, Call, CallOp};
-use super::collectives::{self, whereabouts, Collective};
+use mqs_core::interface::OsState;
+
+use super::calls::{self, Call};
+use super::collectives::{self, Collective};
 use super::ranks::RankSet;
 use crate::global::{Job, Peer};
+
+pub use matching::{Fate, Half, Matcher};
 
 /// What a wait is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,8 +58,59 @@ pub struct Wait {
     pub on: Option<RankSet>,
     /// Met only when all of `on` arrive (a collective), not any one.
     pub all: bool,
-    /// The rank's stack names it too (the blocking call it is in).
+    /// The rank's stack names it (the blocking call it is in).
     pub from_stack: bool,
+    /// The peer holds the other half (its posted receive, its pending
+    /// send): met as soon as either side's MPI runs, so it holds the rank
+    /// only while the peer cannot run.
+    pub progress: bool,
+    /// Whether the peer holds the other half could not be decided: its
+    /// queue of that half was not read.
+    pub undecided: bool,
+}
+
+/// Where a rank's waits come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Basis {
+    /// The blocking call on its stack, with its arguments or requests.
+    Call,
+    /// The blocking call on its stack, whose arguments could not be read:
+    /// the pending operations of the kinds it waits on.
+    CallKind,
+    /// The receive its DLL marks as a blocking call's.
+    Dll,
+    /// The collective on its stack.
+    Collective,
+    /// Every pending operation: no stack was read for it.
+    NoStack,
+    /// Every pending operation: its stack is in an MPI call whose waits
+    /// mqs does not know.
+    OtherCall,
+}
+
+impl Basis {
+    /// Inferred from the queues alone: the rank may not be waiting in
+    /// these operations at all.
+    pub fn inferred(self) -> bool {
+        matches!(self, Basis::NoStack | Basis::OtherCall)
+    }
+}
+
+/// One rank's waits: where they come from, and whether all of them must
+/// be met (`MPI_Waitall`) or any one (`MPI_Recv`, `MPI_Waitany`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RankWaits {
+    pub rank: i64,
+    pub basis: Basis,
+    pub all: bool,
+}
+
+/// A pending operation that is no wait, in words (a send its peer has
+/// taken).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotAWait {
+    pub rank: i64,
+    pub words: String,
 }
 
 /// One edge of a cycle or chain: `rank` waits for `to` through `wait`.
@@ -72,6 +138,19 @@ pub struct Unjudged {
     pub why: String,
 }
 
+/// A rank that does not run until someone lets it go: stopped by a
+/// signal, or held by a debugger or another tracer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stopped {
+    pub rank: i64,
+    pub pid: i32,
+    pub host: Option<String>,
+    /// The OS state found, where the source read one.
+    pub state: Option<OsState>,
+    /// The debugger that holds it, in words (`gdb (pid 77)`).
+    pub held_by: Option<String>,
+}
+
 /// The wait-for analysis of one dump.
 #[derive(Debug)]
 pub struct Analysis<'j, 'a> {
@@ -80,13 +159,23 @@ pub struct Analysis<'j, 'a> {
     /// The calls the ranks' stacks say they are in.
     pub calls: Vec<Call>,
     pub waits: Vec<Wait>,
+    /// Each rank with waits, in rank order: where they come from.
+    pub bases: Vec<RankWaits>,
     /// Ranks that may move by themselves: nothing to wait for, or outside
     /// MPI.
     pub free: RankSet,
+    /// Ranks stopped by a signal or held by a debugger: they move when let
+    /// go, and the ranks that wait for them are named as waiting for them.
+    pub stopped: Vec<Stopped>,
+    /// Ranks in a call that returns by itself (`MPI_Test`, `MPI_Iprobe`):
+    /// they move (spinning, if the program loops on it).
+    pub polling: Vec<(i64, String)>,
     /// Receives (or blocking calls) that a message already in the rank's
     /// transport will meet once its MPI looks: (the wait's words, the
     /// index of that message in `Job::ops`). They are no waits.
     pub met_in_transit: Vec<(i64, String, usize)>,
+    /// Pending operations that are no waits: sends their peers have taken.
+    pub not_waits: Vec<NotAWait>,
     /// Ranks outside MPI with messages waiting in their transport: likely
     /// the ones the others wait for. (rank, the messages' indices.)
     pub stalled: Vec<(i64, Vec<usize>)>,
@@ -95,8 +184,16 @@ pub struct Analysis<'j, 'a> {
     /// They count as able to move, so they never make a deadlock; but
     /// while there are any, "no deadlock" cannot be said.
     pub unjudged: Vec<Unjudged>,
+    /// Ranks deadlocked through a claimed cycle.
     pub deadlocked: RankSet,
+    /// Cycles of waits every rank on which is known to be blocked in.
     pub cycles: Vec<Vec<Step>>,
+    /// Cycles that rest on waits inferred from the queues alone: possible
+    /// deadlocks, never claimed.
+    pub unsure: Vec<Vec<Step>>,
+    /// Ranks that cannot move under the waits as inferred, but only
+    /// through an unsure cycle.
+    pub maybe: RankSet,
     /// Deadlocked ranks not on a cycle, with the first step of their path
     /// into one.
     pub feeders: Vec<Step>,
@@ -109,222 +206,84 @@ impl<'j, 'a> Analysis<'j, 'a> {
     pub fn new(job: &'j Job<'a>) -> Self {
         let collectives = collectives::collectives(job);
         let members = any_source_members(job);
-        let mut waits = Vec::new();
-        // The wait of each listed operation that has one: index into
-        // `waits` (NO_WAIT: none), by the operation's index.
-        const NO_WAIT: usize = usize::MAX;
-        let mut wait_of_op: Vec<usize> = vec![NO_WAIT; job.ops.len()];
-        let mut met_in_transit = Vec::new();
-        for (i, op) in job.ops.iter().enumerate() {
-            if op.class == OpClass::UnexpectedMessages || op.status() != mqs_abi::OpStatus::Pending
-            {
-                continue;
-            }
-            if op.class == OpClass::PendingReceives {
-                if let Some(m) = in_transit_for(job, op.rank, Some(op.comm), op.peer, op.tag) {
-                    let words = op_words(op.class, op.peer, op.tag, &job.comms[op.comm].label());
-                    met_in_transit.push((op.rank, words, m));
-                    continue;
-                }
-            }
-            let on = match op.peer {
-                Peer::Rank(g) => Some(std::iter::once(g).collect()),
-                Peer::Local(_) => None,
-                Peer::Any => members[op.comm].as_ref().map(|m| m.without(op.rank)),
-            };
-            wait_of_op[i] = waits.len();
-            waits.push(Wait {
-                rank: op.rank,
-                kind: WaitKind::Op(i),
-                on,
-                all: false,
-                from_stack: false,
-            });
-        }
         let calls = calls::calls(job);
-        for (ci, call) in calls.iter().enumerate() {
-            let Blocked::Ops { ops, .. } = &call.blocked else {
-                continue;
-            };
-            for (oi, op) in ops.iter().enumerate() {
-                match op.listed {
-                    // The DLL lists it: one wait, named by both (or none,
-                    // where the DLL says it is matched already).
-                    Some(listed) => {
-                        if let Some(&w) = wait_of_op.get(listed).filter(|&&w| w != NO_WAIT) {
-                            waits[w].from_stack = true;
-                        }
-                    }
-                    None if op.class == OpClass::PendingReceives
-                        && in_transit_for(job, call.rank, op.comm, op.peer, op.tag).is_some() =>
-                    {
-                        let m = in_transit_for(job, call.rank, op.comm, op.peer, op.tag);
-                        let comm = op
-                            .comm
-                            .map_or("a communicator not known".into(), |c| job.comms[c].label());
-                        let words = op_words(op.class, op.peer, op.tag, &comm);
-                        met_in_transit.extend(m.map(|m| (call.rank, words, m)));
-                    }
-                    None => waits.push(Wait {
-                        rank: call.rank,
-                        kind: WaitKind::Stack { call: ci, op: oi },
-                        on: reachable(&members, call.rank, op),
-                        all: false,
-                        from_stack: true,
-                    }),
-                }
-            }
-        }
-        for (i, c) in collectives.iter().enumerate() {
-            if c.missing.is_empty() {
-                continue;
-            }
-            for rank in c.ranks.iter() {
-                waits.push(Wait {
-                    rank,
-                    kind: WaitKind::Collective(i),
-                    on: Some(c.missing.clone()),
-                    all: true,
-                    from_stack: true,
-                });
-            }
-        }
-        let unjudged = unjudged(job, &calls);
-        let unknown: RankSet = unjudged.iter().flat_map(|u| u.ranks.iter()).collect();
-        let waiting: RankSet = waits.iter().map(|w| w.rank).collect();
-        let free: RankSet = job
-            .ranks
-            .iter()
-            .filter(|r| {
-                r.inside_mpi == Some(false)
-                    || !(waiting.contains(r.rank) || unknown.contains(r.rank))
-            })
-            .map(|r| r.rank)
-            .collect();
-        let dumped = job.all_ranks();
-
-        // The ranks that may move: the free ones, the ones not dumped or
-        // not judged, and the ones with a wait that those can meet, until
-        // nothing changes. Each rank added keeps the step that let it in,
-        // towards a rank added before it: the chains follow those down to
-        // a free rank.
-        let mut may = free.clone();
-        may.extend(unknown.iter());
-        let by_rank = by_rank(&waits);
-        let mut via: Vec<Step> = Vec::new();
-        // Passes over the ranks in order, until one changes nothing. Most
-        // waits point down or across, so few passes are needed; a rank
-        // let in earlier in a pass counts for the ones after it.
-        loop {
-            let mut changed = false;
-            for r in dumped.iter() {
-                if may.contains(r) {
-                    continue;
-                }
-                let moves = |s: i64| may.contains(s) || !dumped.contains(s);
-                let met = by_rank.get(&r).into_iter().flatten().find_map(|&i| {
-                    let w = &waits[i];
-                    match &w.on {
-                        None => Some(None),
-                        Some(on) if w.all => on.iter().all(moves).then(|| on.first()),
-                        // The lowest member that moves.
-                        Some(on) => match (on.first_common(&may), on.first_not_in(&dumped)) {
-                            (Some(a), Some(b)) => Some(Some(a.min(b))),
-                            (Some(a), None) | (None, Some(a)) => Some(Some(a)),
-                            (None, None) => None,
-                        },
-                    }
-                    .map(|to| (i, to))
-                });
-                if let Some((wait, to)) = met {
-                    if let Some(to) = to {
-                        via.push(Step { rank: r, wait, to });
-                    }
-                    may.insert(r);
-                    changed = true;
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
-        let deadlocked: RankSet = dumped.iter().filter(|r| !may.contains(*r)).collect();
-
+        let stances = stance::stances(job, &calls, &collectives, &members);
+        let stopped = stopped(job);
+        let unjudged = unjudged(job, &calls, &stopped);
+        let by_rank = by_rank(&stances.waits);
         let mut analysis = Analysis {
             job,
             collectives,
             calls,
-            waits,
-            by_rank,
-            free,
-            met_in_transit,
+            waits: stances.waits,
+            bases: stances.ranks,
+            free: RankSet::new(),
+            stopped,
+            polling: stances.polling,
+            met_in_transit: stances.met_in_transit,
+            not_waits: stances.not_waits,
             stalled: stalled(job),
             unjudged,
-            deadlocked,
+            deadlocked: RankSet::new(),
             cycles: Vec::new(),
+            unsure: Vec::new(),
+            maybe: RankSet::new(),
             feeders: Vec::new(),
             chains: Vec::new(),
+            by_rank,
         };
-        analysis.find_cycles();
-        analysis.find_chains(&via);
+        analysis.settle();
         analysis
     }
 
-    /// Whether any rank is deadlocked (then there is a cycle).
+    /// Whether a deadlock is claimed: a cycle of waits every rank on which
+    /// is known to be blocked in.
     pub fn has_deadlock(&self) -> bool {
         !self.cycles.is_empty()
     }
 
-    /// Whether the answer is "cannot tell": no deadlock among the ranks
-    /// that could be judged, but some could not be.
+    /// Whether the answer is "cannot tell": no claimed deadlock, but some
+    /// ranks could not be judged, or a cycle rests on inferred waits.
     pub fn cannot_tell(&self) -> bool {
-        self.cycles.is_empty() && !self.unjudged.is_empty()
-    }
-
-    /// How many ranks were not dumped (they are judged by nobody).
-    fn not_dumped(&self) -> usize {
-        let dumped = self.job.all_ranks();
-        self.unjudged_ranks()
-            .iter()
-            .filter(|r| !dumped.contains(*r))
-            .count()
-    }
-
-    /// `rank 2 is not calling MPI: 3 messages wait in its transport: 2 from
-    /// rank 3 (vader fast box), 1 from rank 1 (vader FIFO)`, for a rank
-    /// outside MPI (by its stack) with messages in its transport.
-    pub fn stalled_words(&self, rank: i64) -> Option<String> {
-        let (_, messages) = self.stalled.iter().find(|(r, _)| *r == rank)?;
-        let mut by: Vec<(String, &str, usize)> = Vec::new();
-        for &m in messages {
-            let op = &self.job.ops[m];
-            let from = match op.peer {
-                Peer::Rank(g) => format!("rank {g}"),
-                Peer::Local(l) => format!("{} rank {l}", self.job.comms[op.comm].label()),
-                Peer::Any => "a rank not known".into(),
-            };
-            let place = op.in_transit().unwrap_or("transport");
-            match by.iter_mut().find(|(f, p, _)| *f == from && *p == place) {
-                Some(entry) => entry.2 += 1,
-                None => by.push((from, place, 1)),
-            }
-        }
-        let parts: Vec<String> = by
-            .iter()
-            .map(|(from, place, n)| format!("{n} from {from} ({place})"))
-            .collect();
-        let n = messages.len();
-        Some(format!(
-            "rank {rank} is not calling MPI: {n} message{} wait{} in its transport: {}",
-            if n == 1 { "" } else { "s" },
-            if n == 1 { "s" } else { "" },
-            parts.join(", ")
-        ))
+        self.cycles.is_empty() && (!self.unjudged.is_empty() || !self.unsure.is_empty())
     }
 
     /// Every rank that could not be judged.
     pub fn unjudged_ranks(&self) -> RankSet {
         self.unjudged.iter().flat_map(|u| u.ranks.iter()).collect()
+    }
+
+    /// Ranks whose waits were inferred from the queues alone.
+    pub fn inferred_ranks(&self) -> RankSet {
+        self.bases
+            .iter()
+            .filter(|b| b.basis.inferred())
+            .map(|b| b.rank)
+            .collect()
+    }
+
+    /// Where `rank`'s waits come from, if it has any.
+    pub fn basis_of(&self, rank: i64) -> Option<RankWaits> {
+        self.bases
+            .binary_search_by_key(&rank, |b| b.rank)
+            .ok()
+            .map(|at| self.bases[at])
+    }
+
+    /// The stopped rank `rank`, if it is one.
+    pub fn stopped_rank(&self, rank: i64) -> Option<&Stopped> {
+        self.stopped.iter().find(|s| s.rank == rank)
+    }
+
+    /// Whether the chain ends in a rank that is outside MPI (not merely
+    /// polling inside it) and runs: what a watch counts as stuck. A chain
+    /// that ends in a stopped rank is no evidence: it moves once let go.
+    pub fn sink_outside_mpi(&self, chain: &Chain) -> bool {
+        self.stopped_rank(chain.sink).is_none()
+            && self
+                .job
+                .rank(chain.sink)
+                .is_some_and(|r| r.inside_mpi == Some(false))
     }
 
     /// Why `rank` could not be judged, if it could not.
@@ -335,395 +294,41 @@ impl<'j, 'a> Analysis<'j, 'a> {
             .map(|u| u.why.as_str())
     }
 
-    /// The waits of `rank`, the specific ones (one peer) first, then
-    /// collectives, then OR-waits.
-    fn waits_of(&self, rank: i64) -> Vec<usize> {
-        let mut list: Vec<usize> = self
-            .by_rank
-            .get(&rank)
-            .map(<[usize]>::to_vec)
-            .unwrap_or_default();
-        list.sort_by_key(|&i| {
-            let w = &self.waits[i];
-            let n = w.on.as_ref().map_or(usize::MAX, RankSet::len);
-            (
-                matches!(w.kind, WaitKind::Collective(_)) as u8 + 2 * (n > 1 && !w.all) as u8,
-                i,
-            )
-        });
-        list
+    /// How many ranks were not dumped (they are judged by nobody).
+    fn not_dumped(&self) -> usize {
+        let dumped = self.job.all_ranks();
+        self.unjudged_ranks()
+            .iter()
+            .filter(|r| !dumped.contains(*r))
+            .count()
     }
+}
 
-    /// The step a deadlocked rank is shown taking: its most specific wait,
-    /// towards a deadlocked rank.
-    fn step_within(&self, rank: i64, within: &RankSet) -> Option<Step> {
-        self.waits_of(rank).into_iter().find_map(|w| {
-            let to = self.waits[w].on.as_ref()?.first_common(within)?;
-            Some(Step { rank, wait: w, to })
-        })
-    }
-
-    fn find_cycles(&mut self) {
-        let mut covered = RankSet::new();
-        for start in self.deadlocked.iter() {
-            if covered.contains(start) {
-                continue;
-            }
-            let mut path: Vec<Step> = Vec::new();
-            let mut cur = start;
-            loop {
-                if let Some(at) = path.iter().position(|s| s.rank == cur) {
-                    self.cycles.push(path[at..].to_vec());
-                    for s in &path[..at] {
-                        self.feeders.push(*s);
-                    }
-                    break;
-                }
-                if covered.contains(cur) {
-                    self.feeders.extend(path.iter().copied());
-                    break;
-                }
-                let Some(step) = self.step_within(cur, &self.deadlocked) else {
-                    break;
-                };
-                path.push(step);
-                cur = step.to;
-                if path.len() > self.deadlocked.len() + 1 {
-                    break;
-                }
-            }
-            covered.extend(path.iter().map(|s| s.rank));
-        }
-    }
-
-    fn find_chains(&mut self, via: &[Step]) {
-        // Each step leads to a rank let in earlier (or free from the
-        // start), so one pass in order gives every step its sink and the
-        // length of its path there.
-        let at: std::collections::HashMap<i64, usize> =
-            via.iter().enumerate().map(|(i, s)| (s.rank, i)).collect();
-        let mut sink = vec![0i64; via.len()];
-        let mut depth = vec![0usize; via.len()];
-        for (i, s) in via.iter().enumerate() {
-            match at.get(&s.to).filter(|&&j| j < i) {
-                Some(&j) => {
-                    sink[i] = sink[j];
-                    depth[i] = depth[j] + 1;
-                }
-                None => {
-                    sink[i] = s.to;
-                    depth[i] = 1;
-                }
-            }
-        }
-        // Chains by sink, in order of first appearance; each shows the
-        // longest path (the first of that length).
-        let mut chains: Vec<(Chain, usize)> = Vec::new();
-        let mut chain_of: std::collections::HashMap<i64, usize> = Default::default();
-        for (i, first) in via.iter().enumerate() {
-            match chain_of.get(&sink[i]).map(|&c| &mut chains[c]) {
-                Some((chain, longest)) => {
-                    chain.waiting.insert(first.rank);
-                    if depth[i] > depth[*longest] {
-                        *longest = i;
-                    }
-                }
-                None => {
-                    chain_of.insert(sink[i], chains.len());
-                    chains.push((
-                        Chain {
-                            steps: Vec::new(),
-                            sink: sink[i],
-                            waiting: std::iter::once(first.rank).collect(),
-                        },
-                        i,
-                    ));
-                }
-            }
-        }
-        self.chains = chains
-            .into_iter()
-            .map(|(mut chain, longest)| {
-                let mut path = vec![via[longest]];
-                while let Some(&j) = at.get(&path[path.len() - 1].to) {
-                    if path.len() > via.len() {
-                        break;
-                    }
-                    path.push(via[j]);
-                }
-                chain.steps = path;
-                chain
+/// The ranks stopped before mqs came (by their OS state), or held by a
+/// debugger mqs read them beside.
+fn stopped(job: &Job<'_>) -> Vec<Stopped> {
+    job.ranks
+        .iter()
+        .filter_map(|r| {
+            let p = r.process;
+            let state = p.os_state.clone();
+            let stopped = state.as_ref().is_some_and(OsState::is_stopped) || p.held_by.is_some();
+            stopped.then(|| Stopped {
+                rank: r.rank,
+                pid: p.pid + i32::try_from(r.rank - i64::from(p.global_rank)).unwrap_or(0),
+                host: p.host.clone(),
+                state,
+                held_by: p.held_by.as_ref().map(ToString::to_string),
             })
-            .collect();
-    }
-
-    /// Whether the chain ends in a rank that is outside MPI (not merely
-    /// polling inside it).
-    pub fn sink_outside_mpi(&self, chain: &Chain) -> bool {
-        self.job
-            .rank(chain.sink)
-            .is_some_and(|r| r.inside_mpi == Some(false))
-    }
-
-    /// The words of one wait, short: `recv tag 10 on "ring"`, or for an
-    /// OR-wait `recv from ANY_SOURCE tag 11 on MPI_COMM_WORLD`, or
-    /// `MPI_Barrier, which rank 3 has not entered`.
-    pub fn wait_words(&self, wait: usize, to: Option<i64>) -> String {
-        match self.waits[wait].kind {
-            WaitKind::Op(i) => {
-                let op = &self.job.ops[i];
-                op_words(op.class, op.peer, op.tag, &self.job.comms[op.comm].label())
-            }
-            WaitKind::Collective(c) => {
-                let c = &self.collectives[c];
-                match to {
-                    Some(t) => format!("{}, which rank {t} has not entered", c.name),
-                    None => c.name.clone(),
-                }
-            }
-            WaitKind::Stack { call, op } => {
-                let call = &self.calls[call];
-                let Blocked::Ops { ops, .. } = &call.blocked else {
-                    return call.entry.clone();
-                };
-                let op = &ops[op];
-                let comm = op.comm.map_or("a communicator not known".to_string(), |c| {
-                    self.job.comms[c].label()
-                });
-                format!(
-                    "{}, from its stack: {}",
-                    op_words(op.class, op.peer, op.tag, &comm),
-                    call.entry
-                )
-            }
-        }
-    }
-
-    fn step_words(&self, s: &Step) -> String {
-        format!(
-            "rank {} waits for rank {} ({})",
-            s.rank,
-            s.to,
-            self.wait_words(s.wait, Some(s.to))
-        )
-    }
-
-    /// Where a rank that others wait for stands.
-    fn sink_words(&self, rank: i64) -> String {
-        let Some(r) = self.job.rank(rank) else {
-            return format!("rank {rank} was not dumped");
-        };
-        if let Some(why) = self.unjudged_why(rank) {
-            return format!("what rank {rank} waits for is not known ({why})");
-        }
-        let polling = self
-            .calls
-            .iter()
-            .find(|c| c.rank == rank && c.blocked == Blocked::Polling);
-        if let (Some(call), false) = (polling, self.job.unknown_waits(rank).is_empty()) {
-            return format!(
-                "rank {rank} is in {}, which returns by itself (its queues could not be read)",
-                call.entry
-            );
-        }
-        if let Some(words) = self.stalled_words(rank) {
-            return format!("{words}: it is probably the one the others wait for");
-        }
-        let pending = self.by_rank.get(&rank).map_or(0, <[usize]>::len);
-        let place = whereabouts(r);
-        match (pending, r.inside_mpi) {
-            (0, Some(false)) => format!(
-                "rank {rank} has nothing pending and is {place}: it is probably the one \
-                 the others wait for"
-            ),
-            (0, _) => format!("rank {rank} has nothing pending ({place})"),
-            (n, _) => format!("rank {rank} is {place} with {n} operations pending"),
-        }
-    }
-
-    /// The analysis in words, one finding a line.
-    pub fn words(&self) -> String {
-        let mut out = String::new();
-        for cycle in &self.cycles {
-            let steps: Vec<String> = cycle.iter().map(|s| self.step_words(s)).collect();
-            out.push_str(&format!("deadlock: {}\n", steps.join(", ")));
-            let on_cycle: RankSet = cycle.iter().map(|s| s.rank).collect();
-            // Be precise about the OR-waits of the ranks in it.
-            for r in on_cycle.iter() {
-                for &i in self.by_rank.get(&r).into_iter().flatten() {
-                    let w = &self.waits[i];
-                    let Some(on) = &w.on else { continue };
-                    if w.all || on.len() < 2 {
-                        continue;
-                    }
-                    out.push_str(&format!(
-                        "  rank {r} also waits on {} ({}): any of {} could match it, and every \
-                         one of them is deadlocked too, so it cannot break the cycle\n",
-                        if matches!(w.kind, WaitKind::Op(_)) {
-                            "an OR-wait"
-                        } else {
-                            "a wait"
-                        },
-                        self.wait_words(i, None),
-                        on.labelled()
-                    ));
-                }
-            }
-        }
-        if !self.feeders.is_empty() {
-            let ranks: RankSet = self.feeders.iter().map(|s| s.rank).collect();
-            let steps: Vec<String> = self.feeders.iter().map(|s| self.step_words(s)).collect();
-            out.push_str(&format!(
-                "  {} deadlocked through the cycle: {}\n",
-                ranks.labelled(),
-                steps.join(", ")
-            ));
-        }
-        for c in &self.collectives {
-            let comm = match (c.comm, c.assumed) {
-                (Some(i), _) => self.job.comms[i].label(),
-                (None, Some(i)) => format!(
-                    "communicator unknown (no debug info for the call's arguments), {} assumed",
-                    self.job.comms[i].label()
-                ),
-                (None, None) => "communicator unknown".into(),
-            };
-            let mut line = format!(
-                "collective: {} {} in {} ({comm})",
-                c.ranks.labelled(),
-                if c.ranks.len() == 1 { "is" } else { "are" },
-                c.name
-            );
-            if c.missing.is_empty() {
-                line.push_str("; no member is missing");
-            } else {
-                let mut missing = Vec::new();
-                for m in c.missing.iter() {
-                    let place = match self.job.rank(m) {
-                        Some(r) => {
-                            let mut place = whereabouts(r);
-                            if let Some(other) =
-                                self.collectives.iter().find(|o| o.ranks.contains(m))
-                            {
-                                let on = match other.comm {
-                                    Some(i) => format!(" on {}", self.job.comms[i].label()),
-                                    None => String::new(),
-                                };
-                                place = format!("in a different collective, {}{on}", other.name);
-                            }
-                            let mine: Vec<String> = self
-                                .waits_of(m)
-                                .into_iter()
-                                .filter(|&w| matches!(self.waits[w].kind, WaitKind::Op(_)))
-                                .map(|w| {
-                                    let to = self.waits[w]
-                                        .on
-                                        .as_ref()
-                                        .filter(|on| on.len() == 1)
-                                        .and_then(RankSet::first);
-                                    match to {
-                                        Some(t) => format!(
-                                            "waiting for rank {t} ({})",
-                                            self.wait_words(w, None)
-                                        ),
-                                        None => format!("waiting on {}", self.wait_words(w, None)),
-                                    }
-                                })
-                                .collect();
-                            if !mine.is_empty() {
-                                place = format!("{place}, {}", mine.join(", "));
-                            }
-                            place
-                        }
-                        None => "not dumped".into(),
-                    };
-                    missing.push(format!("rank {m} ({place})"));
-                }
-                line.push_str(&format!("; missing: {}", missing.join(", ")));
-            }
-            out.push_str(&line);
-            out.push('\n');
-        }
-        for chain in &self.chains {
-            let steps: Vec<String> = chain.steps.iter().map(|s| self.step_words(s)).collect();
-            let others = chain.waiting.len().saturating_sub(1);
-            let more = if others > chain.steps.len().saturating_sub(1) {
-                format!(" ({} wait for it in all)", chain.waiting.labelled())
-            } else {
-                String::new()
-            };
-            out.push_str(&format!(
-                "chain: {}; {}: the chain waits for rank {}{more}\n",
-                steps.join(", "),
-                self.sink_words(chain.sink),
-                chain.sink
-            ));
-        }
-        for (rank, _) in &self.stalled {
-            if let Some(words) = self.stalled_words(*rank) {
-                out.push_str(&format!("not calling MPI: {words}\n"));
-            }
-        }
-        for (rank, wait, m) in &self.met_in_transit {
-            let message = &self.job.ops[*m];
-            out.push_str(&format!(
-                "in transit: rank {rank}'s {wait} is met by a message already in its {} (its \
-                 MPI has not looked yet): not a wait\n",
-                message.in_transit().unwrap_or("transport")
-            ));
-        }
-        for call in &self.calls {
-            if let Some(words) = &call.disagrees {
-                out.push_str(&format!("stack and queues disagree: {words}\n"));
-            }
-        }
-        for u in &self.unjudged {
-            out.push_str(&format!(
-                "not judged: {} ({}; counted as able to move: what they wait for is unknown)\n",
-                u.ranks.labelled(),
-                u.why
-            ));
-        }
-        let judged = self.job.ranks.len() - (self.unjudged_ranks().len() - self.not_dumped());
-        let waiting = self
-            .job
-            .ranks
-            .iter()
-            .filter(|r| self.by_rank.contains_key(&r.rank))
-            .count();
-        if self.cannot_tell() {
-            let were = if judged == 1 {
-                "1 rank that was".to_owned()
-            } else {
-                format!("{judged} ranks that were")
-            };
-            out.push_str(&format!(
-                "cannot tell: {} not judged; no cycle of waits among the {were} ({waiting} \
-                 waiting)\n",
-                self.unjudged_ranks().labelled()
-            ));
-        } else if self.cycles.is_empty() {
-            out.push_str(&format!(
-                "no deadlock: no cycle of waits among {} ranks ({waiting} waiting)\n",
-                self.job.ranks.len(),
-            ));
-        } else {
-            out.push_str(&format!(
-                "deadlocked: {} in {} cycle{}\n",
-                self.deadlocked.labelled(),
-                self.cycles.len(),
-                if self.cycles.len() == 1 { "" } else { "s" }
-            ));
-        }
-        out
-    }
+        })
+        .collect()
 }
 
 /// The ranks whose waits are not known, grouped by why: dumped ranks whose
 /// communicators, sends or receives the DLL could not list (unless their
-/// stack shows them outside MPI: then they run, whatever is queued), and
-/// ranks not dumped.
-fn unjudged(job: &Job<'_>, calls: &[Call]) -> Vec<Unjudged> {
+/// stack says what they wait on, or that they run outside MPI), and ranks
+/// not dumped.
+fn unjudged(job: &Job<'_>, calls: &[Call], stopped: &[Stopped]) -> Vec<Unjudged> {
     let mut out: Vec<Unjudged> = Vec::new();
     let mut add = |rank: i64, why: String| match out.iter_mut().find(|u| u.why == why) {
         Some(u) => {
@@ -736,14 +341,18 @@ fn unjudged(job: &Job<'_>, calls: &[Call]) -> Vec<Unjudged> {
     };
     let call_of: std::collections::HashMap<i64, &Call> =
         calls.iter().map(|c| (c.rank, c)).collect();
+    let halted: RankSet = stopped.iter().map(|s| s.rank).collect();
     for r in &job.ranks {
-        if r.inside_mpi == Some(false) {
+        if r.inside_mpi == Some(false)
+            || halted.contains(r.rank)
+            || collectives::collective_of(r).is_some()
+        {
             continue;
         }
         let call = call_of.get(&r.rank).copied();
         // The stack tells what it waits for, or that it moves.
         if let Some(Call {
-            blocked: Blocked::Ops { .. } | Blocked::Polling,
+            blocked: calls::Blocked::Ops { .. } | calls::Blocked::Polling,
             ..
         }) = call
         {
@@ -755,7 +364,7 @@ fn unjudged(job: &Job<'_>, calls: &[Call]) -> Vec<Unjudged> {
         }
         match call {
             Some(Call {
-                blocked: Blocked::Unknown(why),
+                blocked: calls::Blocked::Unknown(why),
                 ..
             }) => unknown.push(why.clone()),
             None => unknown.extend(calls::arguments_missing(r)),
@@ -790,16 +399,6 @@ fn unjudged(job: &Job<'_>, calls: &[Call]) -> Vec<Unjudged> {
 const NOT_NAMED: &str = "not dumped: not among the processes read (name every rank, or the job's \
                          starter where it keeps a process table; a starter without one, such as \
                          Debian's hydra mpiexec, shows only its ranks on this host)";
-
-/// The ranks that can meet an operation a stack names: its peer, or for
-/// ANY_SOURCE every other member of its communicator; None when not known.
-fn reachable(members: &[Option<RankSet>], rank: i64, op: &CallOp) -> Option<RankSet> {
-    match op.peer {
-        Peer::Rank(g) => Some(std::iter::once(g).collect()),
-        Peer::Local(_) => None,
-        Peer::Any => members[op.comm?].as_ref().map(|m| m.without(rank)),
-    }
-}
 
 /// Each communicator's global members, where every one is known (who can
 /// meet an ANY_SOURCE receive on it), by index into `Job::comms`.
@@ -851,45 +450,6 @@ fn by_rank(waits: &[Wait]) -> WaitsByRank {
     index
 }
 
-/// The words of a wait on one operation: `recv tag 10 on "ring"`, or for an
-/// OR-wait `recv from ANY_SOURCE tag 11 on MPI_COMM_WORLD`.
-fn op_words(class: OpClass, peer: Peer, tag: Option<i64>, comm: &str) -> String {
-    let tag = match tag {
-        Some(t) => format!("tag {t}"),
-        None => "any tag".into(),
-    };
-    let what = if class == OpClass::PendingSends {
-        "send"
-    } else {
-        "recv"
-    };
-    match peer {
-        Peer::Any => format!("{what} from ANY_SOURCE {tag} on {comm}"),
-        _ => format!("{what} {tag} on {comm}"),
-    }
-}
-
-/// The message in `rank`'s transport that a receive on `comm` from `peer`
-/// with `tag` will match once the rank's MPI looks (index into
-/// `Job::ops`).
-fn in_transit_for(
-    job: &Job<'_>,
-    rank: i64,
-    comm: Option<usize>,
-    peer: Peer,
-    tag: Option<i64>,
-) -> Option<usize> {
-    let comm = comm?;
-    job.op_indices(rank).find(|&i| {
-        let m = &job.ops[i];
-        m.comm == comm
-            && m.class == OpClass::UnexpectedMessages
-            && m.in_transit().is_some()
-            && (peer == Peer::Any || m.peer == peer)
-            && tag.is_none_or(|t| m.tag == Some(t))
-    })
-}
-
 /// Ranks outside MPI (by their stacks) with messages waiting in their
 /// transport.
 fn stalled(job: &Job<'_>) -> Vec<(i64, Vec<usize>)> {
@@ -904,4 +464,13 @@ fn stalled(job: &Job<'_>) -> Vec<(i64, Vec<usize>)> {
             (!messages.is_empty()).then_some((r.rank, messages))
         })
         .collect()
+}
+
+/// Who a wait's peer is, for words: `rank 3`, `"ring" rank 2`.
+fn peer_words(job: &Job<'_>, peer: Peer, comm: usize) -> String {
+    match peer {
+        Peer::Rank(g) => format!("rank {g}"),
+        Peer::Local(l) => format!("{} rank {l}", job.comms[comm].label()),
+        Peer::Any => "a rank not known".into(),
+    }
 }

@@ -7,6 +7,7 @@
 
 mod environment;
 mod image;
+mod os_state;
 mod threads;
 
 use std::path::PathBuf;
@@ -17,6 +18,7 @@ use crate::{Error, Result};
 
 pub use environment::Environment;
 pub use image::{ImageSymbols, TypeLayout};
+pub use os_state::OsState;
 pub use threads::{Registers, Thread};
 
 /// The granularity of reads and of the cache. Every Linux page size is a
@@ -152,6 +154,12 @@ pub trait Target {
     fn held_by(&self) -> Option<HeldBy> {
         None
     }
+
+    /// What the operating system said the process was doing before it was
+    /// stopped for reading, where the source knows.
+    fn os_state(&self) -> Option<OsState> {
+        None
+    }
 }
 
 /// Reads a NUL-terminated string of at most `max` bytes, page by page so
@@ -231,6 +239,9 @@ macro_rules! forward_target {
     }
     fn held_by(&self) -> Option<HeldBy> {
         (**self).held_by()
+    }
+    fn os_state(&self) -> Option<OsState> {
+        (**self).os_state()
     }
         }
     };

@@ -336,6 +336,10 @@ impl<T: Target> Target for PageCache<T> {
         self.inner.held_by()
     }
 
+    fn os_state(&self) -> Option<crate::interface::OsState> {
+        self.inner.os_state()
+    }
+
     fn release(&mut self) -> Result<()> {
         self.invalidate();
         self.inner.release()

@@ -20,7 +20,8 @@ use std::path::PathBuf;
 use super::ptrace::StoppedThreads;
 use super::{maps, procfs};
 use crate::interface::{
-    Environment, HeldBy, Liveness, MappedObject, Registers, Relative, Target, Thread, PAGE_SIZE,
+    Environment, HeldBy, Liveness, MappedObject, OsState, Registers, Relative, Target, Thread,
+    PAGE_SIZE,
 };
 use crate::{Error, PermissionReason, Result};
 
@@ -60,6 +61,8 @@ pub struct LiveProcess {
     /// In [`Mode::Stop`], the debugger that already held the process
     /// stopped: then nothing is stopped by us, and nothing let go.
     held_by: Option<HeldBy>,
+    /// The process's state before we stopped it.
+    os_state: OsState,
     /// /proc/PID/mem, opened when first needed.
     mem: OnceCell<File>,
     /// process_vm_readv failed with ENOSYS or EPERM: use `mem` from now on.
@@ -83,6 +86,7 @@ impl LiveProcess {
             mode,
             stopped: None,
             held_by: None,
+            os_state: OsState::new(stat.state, None),
             mem: OnceCell::new(),
             use_mem: Cell::new(false),
             syscalls: Cell::new(0),
@@ -96,7 +100,16 @@ impl LiveProcess {
                     this.mem_file()?;
                     this.held_by = Some(held);
                 }
-                None => this.stopped = Some(StoppedThreads::stop(pid)?),
+                None => {
+                    let stopped = StoppedThreads::stop(pid)?;
+                    // The signal of a stop found in place; a process that
+                    // was stopped as we came is named so even when /proc
+                    // was read a moment before.
+                    if let Some(signal) = stopped.group_stop() {
+                        this.os_state = OsState::new('T', Some(signal));
+                    }
+                    this.stopped = Some(stopped);
+                }
             },
             // Nothing else checks access up front: opening /proc/PID/mem
             // takes the same permission as reading, and we keep it.
@@ -414,6 +427,10 @@ impl Target for LiveProcess {
 
     fn held_by(&self) -> Option<HeldBy> {
         self.held_by.clone()
+    }
+
+    fn os_state(&self) -> Option<OsState> {
+        Some(self.os_state.clone())
     }
 }
 

@@ -44,6 +44,10 @@ pub(crate) struct StoppedThreads {
     stopping: Vec<i32>,
     /// A stop already timed out: resuming does not wait for it again.
     gave_up: bool,
+    /// The signal that held the main thread in a group-stop when we came
+    /// (`kill -STOP`): a seized thread already stopped reports it as it
+    /// stops for us. It stays stopped when we let go.
+    group_stop: Option<i32>,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -55,6 +59,7 @@ impl StoppedThreads {
             stopped: Vec::new(),
             stopping: Vec::new(),
             gave_up: false,
+            group_stop: None,
             _not_send: PhantomData,
         };
         // Every tid ever seen, so that a zombie leader still listed in
@@ -83,6 +88,12 @@ impl StoppedThreads {
 
     pub(crate) fn threads(&self) -> &[i32] {
         &self.stopped
+    }
+
+    /// The job-control signal the process was stopped by before we came,
+    /// if it was group-stopped.
+    pub(crate) fn group_stop(&self) -> Option<i32> {
+        self.group_stop
     }
 
     fn seize(&mut self, tid: i32) -> Result<()> {
@@ -124,9 +135,14 @@ impl StoppedThreads {
                 let tid = self.stopping[i];
                 match poll(tid) {
                     Ok(Poll::Running) => i += 1,
-                    Ok(Poll::Stopped) => {
+                    Ok(Poll::Stopped(signal)) => {
                         self.stopping.swap_remove(i);
                         self.stopped.push(tid);
+                        // An interrupt stop reports SIGTRAP; a group-stop
+                        // the stopping signal.
+                        if tid == self.pid && signal != libc::SIGTRAP {
+                            self.group_stop = Some(signal);
+                        }
                     }
                     Ok(Poll::Exited) => {
                         self.stopping.swap_remove(i);
@@ -199,7 +215,9 @@ impl Drop for StoppedThreads {
 
 enum Poll {
     Running,
-    Stopped,
+    /// In a ptrace-stop (PTRACE_EVENT_STOP), with its signal: SIGTRAP for
+    /// the interrupt's stop, the stopping signal for a group-stop.
+    Stopped(i32),
     Exited,
 }
 
@@ -250,7 +268,7 @@ fn poll(tid: i32) -> Result<Poll, Errno> {
             }
         }
         if r > 0 && libc::WIFSTOPPED(status) && status >> 16 != 0 {
-            return Ok(Poll::Stopped);
+            return Ok(Poll::Stopped(libc::WSTOPSIG(status)));
         }
         if r > 0 && (libc::WIFEXITED(status) || libc::WIFSIGNALED(status)) {
             return Ok(Poll::Exited);
@@ -301,7 +319,7 @@ fn release_stragglers() -> bool {
             let mut s = s.borrow_mut();
             s.retain(|&tid| match poll(tid) {
                 Ok(Poll::Running) => true,
-                Ok(Poll::Stopped) => ptrace::detach(Pid::from_raw(tid), None).is_err(),
+                Ok(Poll::Stopped(_)) => ptrace::detach(Pid::from_raw(tid), None).is_err(),
                 Ok(Poll::Exited) | Err(_) => false,
             });
             !s.is_empty()

@@ -15,6 +15,7 @@
 
 mod cache;
 mod debug_files;
+mod demangle;
 mod dwarf_data;
 mod elf;
 mod fetch;
@@ -31,6 +32,7 @@ mod types;
 use std::path::Path;
 
 pub use cache::{SymbolCache, SymbolSources};
+pub use demangle::demangle;
 pub use dwarf_data::SectionBytes;
 pub use dwarf_data::Slice as DwarfSlice;
 pub use fetch::DebugFileFetcher;

@@ -1,0 +1,455 @@
+//! The analysis in words: one finding a line, the verdict last.
+
+use super::stance::op_words;
+use super::{peer_words, Analysis, Basis, Step, Stopped, WaitKind};
+use crate::calls::Blocked;
+use crate::collectives::whereabouts;
+use crate::ranks::RankSet;
+
+impl Stopped {
+    /// `rank 2 (pid 4242) is stopped by a signal (SIGSTOP), not by mqs:
+    /// the ranks waiting for it go on when it resumes (kill -CONT 4242)`.
+    pub fn words(&self) -> String {
+        let pid = match &self.host {
+            Some(host) => format!("pid {} on {host}", self.pid),
+            None => format!("pid {}", self.pid),
+        };
+        if let Some(held) = &self.held_by {
+            return format!(
+                "rank {} ({pid}) is held stopped by {held}, not by mqs: the ranks waiting for it \
+                 go on when that debugger lets it run",
+                self.rank
+            );
+        }
+        match &self.state {
+            Some(state) if state.stopped_by_signal() => format!(
+                "rank {} ({pid}) is {}, not by mqs: the ranks waiting for it go on when it \
+                 resumes (kill -CONT {})",
+                self.rank,
+                state.words(),
+                self.pid
+            ),
+            Some(state) => format!(
+                "rank {} ({pid}) is {}, not by mqs: the ranks waiting for it go on when that \
+                 tracer lets it run",
+                self.rank,
+                state.words()
+            ),
+            None => format!("rank {} ({pid}) is stopped, not by mqs", self.rank),
+        }
+    }
+}
+
+impl Analysis<'_, '_> {
+    /// `rank 2 is not calling MPI: 3 messages wait in its transport: 2 from
+    /// rank 3 (vader fast box), 1 from rank 1 (vader FIFO)`, for a rank
+    /// outside MPI (by its stack) with messages in its transport.
+    pub fn stalled_words(&self, rank: i64) -> Option<String> {
+        let (_, messages) = self.stalled.iter().find(|(r, _)| *r == rank)?;
+        let mut by: Vec<(String, &str, usize)> = Vec::new();
+        for &m in messages {
+            let op = &self.job.ops[m];
+            let from = peer_words(self.job, op.peer, op.comm);
+            let place = op.in_transit().unwrap_or("transport");
+            match by.iter_mut().find(|(f, p, _)| *f == from && *p == place) {
+                Some(entry) => entry.2 += 1,
+                None => by.push((from, place, 1)),
+            }
+        }
+        let parts: Vec<String> = by
+            .iter()
+            .map(|(from, place, n)| format!("{n} from {from} ({place})"))
+            .collect();
+        let n = messages.len();
+        Some(format!(
+            "rank {rank} is not calling MPI: {n} message{} wait{} in its transport: {}",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "s" } else { "" },
+            parts.join(", ")
+        ))
+    }
+
+    /// The words of one wait, short: `recv tag 10 on "ring"`, or for an
+    /// OR-wait `recv from ANY_SOURCE tag 11 on MPI_COMM_WORLD`, or
+    /// `MPI_Barrier, which rank 3 has not entered`.
+    pub fn wait_words(&self, wait: usize, to: Option<i64>) -> String {
+        match self.waits[wait].kind {
+            WaitKind::Op(i) => {
+                let op = &self.job.ops[i];
+                op_words(op.class, op.peer, op.tag, &self.job.comms[op.comm].label())
+            }
+            WaitKind::Collective(c) => {
+                let c = &self.collectives[c];
+                match to {
+                    Some(t) => format!("{}, which rank {t} has not entered", c.name),
+                    None => c.name.clone(),
+                }
+            }
+            WaitKind::Stack { call, op } => {
+                let call = &self.calls[call];
+                let Blocked::Ops { ops, .. } = &call.blocked else {
+                    return call.entry.clone();
+                };
+                let op = &ops[op];
+                let comm = op.comm.map_or("a communicator not known".to_string(), |c| {
+                    self.job.comms[c].label()
+                });
+                format!(
+                    "{}, from its stack: {}",
+                    op_words(op.class, op.peer, op.tag, &comm),
+                    call.entry
+                )
+            }
+        }
+    }
+
+    fn step_words(&self, s: &Step) -> String {
+        let w = &self.waits[s.wait];
+        let how = if w.progress {
+            "; its other half is there, so only the peer's progress is missing".to_owned()
+        } else if w.undecided {
+            let half = match self.class_of(s.wait) {
+                Some(mqs_abi::OpClass::PendingSends) => "receives",
+                _ => "sends",
+            };
+            format!("; rank {}'s {half} were not read", s.to)
+        } else {
+            String::new()
+        };
+        format!(
+            "rank {} waits for rank {} ({}{how})",
+            s.rank,
+            s.to,
+            self.wait_words(s.wait, Some(s.to))
+        )
+    }
+
+    /// The kind of operation a wait is on, where it is one.
+    fn class_of(&self, wait: usize) -> Option<mqs_abi::OpClass> {
+        match self.waits[wait].kind {
+            WaitKind::Op(i) => Some(self.job.ops[i].class),
+            WaitKind::Stack { call, op } => match &self.calls[call].blocked {
+                Blocked::Ops { ops, .. } => ops.get(op).map(|o| o.class),
+                _ => None,
+            },
+            WaitKind::Collective(_) => None,
+        }
+    }
+
+    /// Where a rank that others wait for stands.
+    fn sink_words(&self, rank: i64) -> String {
+        if let Some(stopped) = self.stopped_rank(rank) {
+            return stopped.words();
+        }
+        let Some(r) = self.job.rank(rank) else {
+            return format!("rank {rank} was not dumped");
+        };
+        if let Some(why) = self.unjudged_why(rank) {
+            return format!("what rank {rank} waits for is not known ({why})");
+        }
+        if let Some((_, entry)) = self.polling.iter().find(|(p, _)| *p == rank) {
+            return format!(
+                "rank {rank} is in {entry}, which returns by itself: it waits on nothing (it \
+                 spins, if it calls {entry} in a loop)"
+            );
+        }
+        if let Some(words) = self.stalled_words(rank) {
+            return format!("{words}: it is probably the one the others wait for");
+        }
+        let pending = self.job.waits_of(rank).count();
+        let place = whereabouts(r);
+        match (pending, r.inside_mpi) {
+            (0, Some(false)) => format!(
+                "rank {rank} has nothing pending and is {place}: it is probably the one \
+                 the others wait for"
+            ),
+            (_, Some(false)) => format!(
+                "rank {rank} is {place}, with {pending} operation{} pending: it is probably the \
+                 one the others wait for",
+                if pending == 1 { "" } else { "s" }
+            ),
+            (0, _) => format!("rank {rank} has nothing pending ({place})"),
+            (n, _) => format!("rank {rank} is {place} with {n} operations pending"),
+        }
+    }
+
+    /// One cycle's lines: its steps, and the OR-waits of its ranks that
+    /// cannot break it.
+    fn cycle_lines(&self, cycle: &[Step], head: &str, out: &mut String) {
+        let steps: Vec<String> = cycle.iter().map(|s| self.step_words(s)).collect();
+        out.push_str(&format!("{head}: {}\n", steps.join(", ")));
+        let on_cycle: RankSet = cycle.iter().map(|s| s.rank).collect();
+        // Be precise about the OR-waits of the ranks in it.
+        for r in on_cycle.iter() {
+            for &i in self.by_rank.get(&r).into_iter().flatten() {
+                let w = &self.waits[i];
+                let Some(on) = &w.on else { continue };
+                if w.all || on.len() < 2 {
+                    continue;
+                }
+                out.push_str(&format!(
+                    "  rank {r} also waits on {} ({}): any of {} could match it, and every \
+                     one of them is deadlocked too, so it cannot break the cycle\n",
+                    if matches!(w.kind, WaitKind::Op(_)) {
+                        "an OR-wait"
+                    } else {
+                        "a wait"
+                    },
+                    self.wait_words(i, None),
+                    on.labelled()
+                ));
+            }
+        }
+    }
+
+    /// `recv` waits of a rank that inferred them, in words: why.
+    fn inferred_words(&self, ranks: &RankSet) -> String {
+        let no_stack = ranks
+            .iter()
+            .filter(|&r| self.basis_of(r).is_some_and(|b| b.basis == Basis::NoStack))
+            .collect::<RankSet>();
+        let other: RankSet = ranks.iter().filter(|r| !no_stack.contains(*r)).collect();
+        let mut why = Vec::new();
+        if !no_stack.is_empty() {
+            why.push(format!("{}: no stack was read", no_stack.labelled()));
+        }
+        for r in other.iter() {
+            let place = self.job.rank(r).map_or("stack unknown".into(), whereabouts);
+            why.push(format!(
+                "rank {r}: {place}, a call whose waits mqs does not know"
+            ));
+        }
+        why.join("; ")
+    }
+
+    fn collective_lines(&self, out: &mut String) {
+        for c in &self.collectives {
+            let comm = match (c.comm, c.assumed) {
+                (Some(i), _) => self.job.comms[i].label(),
+                (None, Some(i)) => format!(
+                    "communicator unknown (no debug info for the call's arguments), {} assumed",
+                    self.job.comms[i].label()
+                ),
+                (None, None) => "communicator unknown".into(),
+            };
+            let mut line = format!(
+                "collective: {} {} in {} ({comm})",
+                c.ranks.labelled(),
+                if c.ranks.len() == 1 { "is" } else { "are" },
+                c.name
+            );
+            if c.missing.is_empty() {
+                line.push_str("; no member is missing");
+            } else {
+                let missing: Vec<String> = c
+                    .missing
+                    .iter()
+                    .map(|m| format!("rank {m} ({})", self.missing_place(m)))
+                    .collect();
+                line.push_str(&format!("; missing: {}", missing.join(", ")));
+            }
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+
+    /// Where a member missing from a collective is, and what it waits for.
+    fn missing_place(&self, m: i64) -> String {
+        let Some(r) = self.job.rank(m) else {
+            return "not dumped".into();
+        };
+        if let Some(stopped) = self.stopped_rank(m) {
+            return stopped.words();
+        }
+        let mut place = whereabouts(r);
+        if let Some(other) = self.collectives.iter().find(|o| o.ranks.contains(m)) {
+            let on = match other.comm {
+                Some(i) => format!(" on {}", self.job.comms[i].label()),
+                None => String::new(),
+            };
+            place = format!("in a different collective, {}{on}", other.name);
+        }
+        let mine: Vec<String> = self
+            .waits_of(m)
+            .into_iter()
+            .filter(|&w| !matches!(self.waits[w].kind, WaitKind::Collective(_)))
+            .map(|w| {
+                let to = self.waits[w]
+                    .on
+                    .as_ref()
+                    .filter(|on| on.len() == 1)
+                    .and_then(RankSet::first);
+                match to {
+                    Some(t) => format!("waiting for rank {t} ({})", self.wait_words(w, None)),
+                    None => format!("waiting on {}", self.wait_words(w, None)),
+                }
+            })
+            .collect();
+        if !mine.is_empty() {
+            place = format!("{place}, {}", mine.join(", "));
+        }
+        place
+    }
+
+    fn chain_lines(&self, out: &mut String) {
+        for chain in &self.chains {
+            let steps: Vec<String> = chain.steps.iter().map(|s| self.step_words(s)).collect();
+            let others = chain.waiting.len().saturating_sub(1);
+            let more = if others > chain.steps.len().saturating_sub(1) {
+                format!(" ({} wait for it in all)", chain.waiting.labelled())
+            } else {
+                String::new()
+            };
+            out.push_str(&format!(
+                "chain: {}; {}: the chain waits for rank {}{more}\n",
+                steps.join(", "),
+                self.sink_words(chain.sink),
+                chain.sink
+            ));
+        }
+    }
+
+    /// What is no wait, and why: messages in transit, sends taken, calls
+    /// that return by themselves, disagreements, ranks not judged.
+    fn note_lines(&self, out: &mut String) {
+        for (rank, _) in &self.stalled {
+            if let Some(words) = self.stalled_words(*rank) {
+                out.push_str(&format!("not calling MPI: {words}\n"));
+            }
+        }
+        for (rank, wait, m) in &self.met_in_transit {
+            let message = &self.job.ops[*m];
+            out.push_str(&format!(
+                "in transit: rank {rank}'s {wait} is met by a message already in its {} (its \
+                 MPI has not looked yet): not a wait\n",
+                message.in_transit().unwrap_or("transport")
+            ));
+        }
+        for n in &self.not_waits {
+            out.push_str(&format!("taken: {}: not a wait\n", n.words));
+        }
+        for (rank, entry) in &self.polling {
+            out.push_str(&format!(
+                "polling: rank {rank} is in {entry}, which returns by itself: it waits on \
+                 nothing\n"
+            ));
+        }
+        for call in &self.calls {
+            if let Some(words) = &call.disagrees {
+                out.push_str(&format!("stack and queues disagree: {words}\n"));
+            }
+        }
+        for u in &self.unjudged {
+            out.push_str(&format!(
+                "not judged: {} ({}; counted as able to move: what they wait for is unknown)\n",
+                u.ranks.labelled(),
+                u.why
+            ));
+        }
+    }
+
+    /// The last line: deadlocked, possibly deadlocked, cannot tell, or no
+    /// deadlock.
+    fn verdict(&self, out: &mut String) {
+        let judged = self.job.ranks.len() - (self.unjudged_ranks().len() - self.not_dumped());
+        let waiting = self
+            .job
+            .ranks
+            .iter()
+            .filter(|r| self.by_rank.contains_key(&r.rank))
+            .count();
+        let inferred = self.inferred_ranks();
+        let from_queues = if inferred.is_empty() {
+            String::new()
+        } else if inferred.len() == self.job.ranks.len() {
+            "; waits inferred from the queues alone: no stack says what any rank is blocked in"
+                .to_owned()
+        } else {
+            format!(
+                "; the waits of {} inferred from the queues alone",
+                inferred.labelled()
+            )
+        };
+        let stopped: RankSet = self.stopped.iter().map(|s| s.rank).collect();
+        let stopped = if stopped.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; {} stopped, not by mqs: the others go on when {} let go",
+                stopped.labelled(),
+                if stopped.len() == 1 {
+                    "it is"
+                } else {
+                    "they are"
+                }
+            )
+        };
+        if !self.cycles.is_empty() {
+            out.push_str(&format!(
+                "deadlocked: {} in {} cycle{}\n",
+                self.deadlocked.labelled(),
+                self.cycles.len(),
+                if self.cycles.len() == 1 { "" } else { "s" }
+            ));
+        } else if !self.unsure.is_empty() {
+            out.push_str(&format!(
+                "cannot tell: {} may be deadlocked, but the cycle rests on waits inferred from \
+                 the queues alone ({}): whether they are blocked in those operations is not \
+                 known (--stacks shows what each rank is blocked in)\n",
+                self.maybe.labelled(),
+                self.inferred_words(
+                    &self
+                        .maybe
+                        .iter()
+                        .filter(|r| inferred.contains(*r))
+                        .collect()
+                )
+            ));
+        } else if self.cannot_tell() {
+            let were = if judged == 1 {
+                "1 rank that was".to_owned()
+            } else {
+                format!("{judged} ranks that were")
+            };
+            out.push_str(&format!(
+                "cannot tell: {} not judged; no cycle of waits among the {were} ({waiting} \
+                 waiting{from_queues}{stopped})\n",
+                self.unjudged_ranks().labelled()
+            ));
+        } else {
+            out.push_str(&format!(
+                "no deadlock: no cycle of waits among {} ranks ({waiting} waiting{from_queues}\
+                 {stopped})\n",
+                self.job.ranks.len(),
+            ));
+        }
+    }
+
+    /// The analysis in words, one finding a line.
+    pub fn words(&self) -> String {
+        let mut out = String::new();
+        for cycle in &self.cycles {
+            self.cycle_lines(cycle, "deadlock", &mut out);
+        }
+        if !self.feeders.is_empty() {
+            let ranks: RankSet = self.feeders.iter().map(|s| s.rank).collect();
+            let steps: Vec<String> = self.feeders.iter().map(|s| self.step_words(s)).collect();
+            out.push_str(&format!(
+                "  {} deadlocked through the cycle: {}\n",
+                ranks.labelled(),
+                steps.join(", ")
+            ));
+        }
+        for cycle in &self.unsure {
+            self.cycle_lines(cycle, "possible deadlock", &mut out);
+        }
+        for s in &self.stopped {
+            out.push_str(&format!("stopped: {}\n", s.words()));
+        }
+        self.collective_lines(&mut out);
+        self.chain_lines(&mut out);
+        self.note_lines(&mut out);
+        self.verdict(&mut out);
+        out
+    }
+}
