@@ -13,6 +13,14 @@ import sys
 
 import lldb
 
+if not hasattr(lldb, "eSymbolTypeData"):
+    # An lldb module without lldb's API: Debian's lldb found a stub where its
+    # real module should be. Say in one line what to set, not a traceback.
+    raise ImportError(
+        "mqs: this lldb's Python module is incomplete (%s): start lldb through "
+        "debuggers/lldb/mqs-lldb, or with PYTHONPATH set to what "
+        "`debuggers/lldb/mqs-lldb --python-path` prints" % getattr(lldb, "__file__", "?"))
+
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from mqs_host import command, host  # noqa: E402 (after the path is set)

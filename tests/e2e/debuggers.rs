@@ -215,28 +215,14 @@ impl Script {
     }
 }
 
-/// Where Debian 12's lldb keeps its Python module: `lldb -P` names a
-/// directory that does not exist, so lldb's `script` fails until
-/// PYTHONPATH points at /usr/lib/llvm-N/lib/python3.X/dist-packages.
+/// Where Debian 12's lldb keeps its Python module: what
+/// `debuggers/lldb/mqs-lldb --python-path` finds (the one place that
+/// knows), None where lldb finds it by itself.
 fn lldb_python_path() -> Option<PathBuf> {
-    let llvms = std::fs::read_dir("/usr/lib").ok()?;
-    for llvm in llvms.flatten() {
-        if !llvm.file_name().to_string_lossy().starts_with("llvm-") {
-            continue;
-        }
-        let Ok(libs) = std::fs::read_dir(llvm.path().join("lib")) else {
-            continue;
-        };
-        for lib in libs.flatten() {
-            let dir = lib.path().join("dist-packages");
-            if lib.file_name().to_string_lossy().starts_with("python3")
-                && dir.join("lldb/embedded_interpreter.py").exists()
-            {
-                return Some(dir);
-            }
-        }
-    }
-    None
+    let script = mqs_tests::workspace_root().join("debuggers/lldb/mqs-lldb");
+    let out = Command::new(&script).arg("--python-path").output().ok()?;
+    let dir = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (out.status.success() && !dir.is_empty()).then(|| PathBuf::from(dir))
 }
 
 /// A scratch directory under the target dir, fresh for each test.
@@ -848,4 +834,37 @@ fn a_crashing_dll_is_an_error_in_lldb_and_the_session_goes_on() {
         session.text
     );
     assert_running_untraced(pid);
+}
+
+/// An lldb whose Python module lacks lldb's API (Debian's stub where the
+/// real module should be): importing the extension says in one line what
+/// to set, not a traceback deep in the extension.
+#[test]
+fn an_incomplete_lldb_module_says_what_to_set() {
+    let dir = scratch("lldb-stub");
+    std::fs::create_dir_all(dir.join("lldb")).unwrap();
+    std::fs::write(dir.join("lldb/__init__.py"), "").unwrap();
+    let extension = mqs_tests::workspace_root().join("debuggers/lldb/mqs.py");
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(format!(
+            "import sys; sys.path.insert(0, {:?}); exec(open({:?}).read())",
+            dir.display().to_string(),
+            extension.display().to_string()
+        ))
+        .output()
+        .expect("python3");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("ImportError: mqs: this lldb's Python module is incomplete")
+            && err.contains("debuggers/lldb/mqs-lldb --python-path"),
+        "{err}"
+    );
+    // And the launcher finds the real module on this machine.
+    let path = lldb_python_path().expect("setup-mpis installs python3-lldb");
+    assert!(
+        path.join("lldb/embedded_interpreter.py").exists(),
+        "{path:?}"
+    );
 }
