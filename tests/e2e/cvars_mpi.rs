@@ -78,7 +78,13 @@ fn mca_type(datatype: &str) -> &'static [&'static str] {
 
 /// Variables MPI_T lists that `ompi_info --all --internal` does not print,
 /// and why (each checked in Open MPI 4.1.4's source).
-const ONLY_IN_MPI_T: [(&str, &str); 8] = [
+/// Variables whose storage Open MPI 4.1.4 registers on the stack of the
+/// function that registers them (pml_ucx_component.c: a local `int
+/// multi_send_op_attr_enable`): once it returns, any reader gets whatever
+/// is on the stack there, so ompi_info and MPI_T need not agree.
+const DANGLING_STORAGE: [&str; 1] = ["pml_ucx_multi_send_nb"];
+
+const ONLY_IN_MPI_T: [(&str, &str); 13] = [
     (
         "async_mpi_init",
         "registered in group ompi_async_mpi, which is no framework ompi_info walks",
@@ -108,6 +114,28 @@ const ONLY_IN_MPI_T: [(&str, &str); 8] = [
         "btl_vader_atomic_flags",
         "its value has bit 0x1000000, which its flag enumeration names no item for: ompi_info \
          cannot print the value and leaves the variable out",
+    ),
+    // The -g build links UCX (it serves pml ucx too): opal's common UCX
+    // code registers these in group opal_common_ucx, no framework.
+    (
+        "opal_common_ucx_tls",
+        "registered by opal's common UCX code in group opal_common_ucx, which is no framework",
+    ),
+    (
+        "opal_common_ucx_devices",
+        "the same group as opal_common_ucx_tls",
+    ),
+    (
+        "opal_common_ucx_verbose",
+        "the same group as opal_common_ucx_tls",
+    ),
+    (
+        "opal_common_ucx_progress_iterations",
+        "the same group as opal_common_ucx_tls",
+    ),
+    (
+        "opal_common_ucx_opal_mem_hooks",
+        "the same group as opal_common_ucx_tls",
     ),
 ];
 
@@ -179,7 +207,7 @@ fn open_mpi_every_variable_agrees_with_ompi_info() {
             (_, Some(_)) if ours == "0" && theirs.is_empty() => true,
             _ => ours == theirs,
         };
-        if !same {
+        if !same && !DANGLING_STORAGE.contains(&name) {
             differences.push(format!("{name}: {ours:?} vs ompi_info {theirs:?}"));
         }
     }

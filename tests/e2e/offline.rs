@@ -258,6 +258,20 @@ fn cores_and_snapshots_equal_the_live_dump() {
             }
         }
     };
+    // A core keeps no OS state from before the dump (gcore's own tracing
+    // is all a core could say): the live dumps' is left out to compare.
+    let live: Vec<Value> = live
+        .iter()
+        .map(|dump| {
+            let mut dump = dump.clone();
+            for p in dump.as_array_mut().into_iter().flatten() {
+                if let Some(p) = p.as_object_mut() {
+                    assert!(p.remove("os_state").is_some(), "a live dump has its state");
+                }
+            }
+            dump
+        })
+        .collect();
     for (dll, expected) in dlls.iter().zip(&live) {
         let mut from_gcore = json_of(&["--core", s(&gcores), "--dll", s(dll), "--json"]);
         transport_left_out(&mut from_gcore);

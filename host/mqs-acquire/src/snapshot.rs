@@ -195,6 +195,10 @@ struct ProcessRecord {
     dll: PathBuf,
     /// Addresses of the pages that follow the header, in order.
     pages: Vec<u64>,
+    /// What the OS said the process was doing (absent in files written
+    /// before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    os_state: Option<mqs_core::interface::OsState>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -259,6 +263,7 @@ pub fn save<T: Target>(
             lookups: p.symbols.log(),
             dll: p.dll.to_path_buf(),
             pages: read.iter().map(|&(addr, _)| addr).collect(),
+            os_state: p.target.os_state(),
         });
         pages.extend(read.into_iter().map(|(_, data)| data));
     }
@@ -364,6 +369,7 @@ impl Snapshot {
                 mapped_objects: record.objects.iter().map(|o| o.mapped.clone()).collect(),
                 pointer_size: record.pointer_size,
                 pages,
+                os_state: record.os_state,
             };
             processes.push(SnapshotEntry {
                 member: record.member,

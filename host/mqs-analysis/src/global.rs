@@ -305,7 +305,15 @@ impl<'a> Job<'a> {
     /// listed only in part (unexpected messages are no waits). Empty when
     /// they are known.
     pub fn unknown_waits(&self, rank: i64) -> Vec<String> {
-        let waits = |what: &str| matches!(what, "communicators" | "sends" | "receives");
+        self.unknown_waits_of(rank, &[OpClass::PendingSends, OpClass::PendingReceives])
+    }
+
+    /// [`Job::unknown_waits`] for a rank that can wait only on operations
+    /// of `kinds` (a blocking receive on its receives): the others do not
+    /// matter.
+    pub fn unknown_waits_of(&self, rank: i64, kinds: &[OpClass]) -> Vec<String> {
+        let waits =
+            |what: &str| what == "communicators" || kinds.iter().any(|&k| class_name(k) == what);
         let listed = self
             .not_available
             .iter()

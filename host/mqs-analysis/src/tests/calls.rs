@@ -315,7 +315,9 @@ fn a_receive_marked_blocking_stands_for_a_call_without_its_arguments() {
         a.words()
     );
 
-    // Without the mark, the ranks cannot be judged: their sends are unknown.
+    // Without the mark, their stacks still say they are in MPI_Recv: each
+    // waits on its one pending receive (their sends, unknown, do not
+    // matter), and whether a peer holds a matching send cannot be decided.
     let mut unmarked = dump.clone();
     for p in &mut unmarked.processes {
         if let Section::Ok { value } = &mut p.communicators {
@@ -327,6 +329,21 @@ fn a_receive_marked_blocking_stands_for_a_call_without_its_arguments() {
                 }
             }
         }
+    }
+    let j = Job::new(&unmarked);
+    let a = Analysis::new(&j);
+    assert!(a.has_deadlock(), "{}", a.words());
+    assert!(
+        a.words().contains(
+            "  undecided: the sends of ranks 0-2 were not read, so whether one of them is on its \
+             way is not known\n"
+        ),
+        "{}",
+        a.words()
+    );
+    // With no stack either, nothing says what they are blocked in.
+    for p in &mut unmarked.processes {
+        p.stacks = None;
     }
     let j = Job::new(&unmarked);
     let a = Analysis::new(&j);

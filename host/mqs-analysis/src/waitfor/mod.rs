@@ -358,7 +358,16 @@ fn unjudged(job: &Job<'_>, calls: &[Call], stopped: &[Stopped]) -> Vec<Unjudged>
         {
             continue;
         }
-        let mut unknown = job.unknown_waits(r.rank);
+        // A blocking call whose arguments are gone waits on operations of
+        // its kinds only: the queues of the others do not matter.
+        let kinds = match call {
+            None => r.entry.as_deref().and_then(stance::kinds_of),
+            Some(_) => None,
+        };
+        let mut unknown = match kinds {
+            Some(kinds) => job.unknown_waits_of(r.rank, kinds),
+            None => job.unknown_waits(r.rank),
+        };
         if unknown.is_empty() {
             continue;
         }

@@ -64,7 +64,7 @@ pub(super) fn stances(
 /// The kinds of pending operations a blocking call whose arguments are
 /// unknown may be waiting on; None for a call that is not a blocking
 /// point-to-point one.
-fn kinds_of(entry: &str) -> Option<&'static [OpClass]> {
+pub(super) fn kinds_of(entry: &str) -> Option<&'static [OpClass]> {
     const RECEIVES: &[OpClass] = &[OpClass::PendingReceives];
     const SENDS: &[OpClass] = &[OpClass::PendingSends];
     const BOTH: &[OpClass] = &[OpClass::PendingSends, OpClass::PendingReceives];

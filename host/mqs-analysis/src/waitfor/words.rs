@@ -104,17 +104,10 @@ impl Analysis<'_, '_> {
     }
 
     fn step_words(&self, s: &Step) -> String {
-        let w = &self.waits[s.wait];
-        let how = if w.progress {
-            "; its other half is there, so only the peer's progress is missing".to_owned()
-        } else if w.undecided {
-            let half = match self.class_of(s.wait) {
-                Some(mqs_abi::OpClass::PendingSends) => "receives",
-                _ => "sends",
-            };
-            format!("; rank {}'s {half} were not read", s.to)
+        let how = if self.waits[s.wait].progress {
+            "; its other half is there, so only the peer's progress is missing"
         } else {
-            String::new()
+            ""
         };
         format!(
             "rank {} waits for rank {} ({}{how})",
@@ -122,6 +115,33 @@ impl Analysis<'_, '_> {
             s.to,
             self.wait_words(s.wait, Some(s.to))
         )
+    }
+
+    /// For steps whose peer's queue of the other half was not read: which
+    /// ranks, in one line (`  undecided: ...`).
+    fn undecided_line(&self, steps: &[Step]) -> Option<String> {
+        let mut sends = RankSet::new();
+        let mut receives = RankSet::new();
+        for s in steps.iter().filter(|s| self.waits[s.wait].undecided) {
+            match self.class_of(s.wait) {
+                Some(mqs_abi::OpClass::PendingSends) => receives.insert(s.to),
+                _ => sends.insert(s.to),
+            };
+        }
+        let mut parts = Vec::new();
+        if !sends.is_empty() {
+            parts.push(format!(
+                "the sends of {} were not read, so whether one of them is on its way is not known",
+                sends.labelled()
+            ));
+        }
+        if !receives.is_empty() {
+            parts.push(format!(
+                "the receives of {} were not read, so whether one was posted is not known",
+                receives.labelled()
+            ));
+        }
+        (!parts.is_empty()).then(|| format!("  undecided: {}\n", parts.join("; ")))
     }
 
     /// The kind of operation a wait is on, where it is one.
@@ -178,6 +198,7 @@ impl Analysis<'_, '_> {
     fn cycle_lines(&self, cycle: &[Step], head: &str, out: &mut String) {
         let steps: Vec<String> = cycle.iter().map(|s| self.step_words(s)).collect();
         out.push_str(&format!("{head}: {}\n", steps.join(", ")));
+        out.extend(self.undecided_line(cycle));
         let on_cycle: RankSet = cycle.iter().map(|s| s.rank).collect();
         // Be precise about the OR-waits of the ranks in it.
         for r in on_cycle.iter() {
@@ -306,6 +327,7 @@ impl Analysis<'_, '_> {
                 self.sink_words(chain.sink),
                 chain.sink
             ));
+            out.extend(self.undecided_line(&chain.steps));
         }
     }
 

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::interface::{Environment, Liveness, MappedObject, Target, Thread, PAGE_SIZE};
+use crate::interface::{Environment, Liveness, MappedObject, OsState, Target, Thread, PAGE_SIZE};
 use crate::{Error, Result};
 
 /// One recorded page: `PAGE_SIZE` bytes at a page-aligned address.
@@ -24,6 +24,8 @@ pub struct SnapshotProcess {
     pub pointer_size: u32,
     /// By page number (address / PAGE_SIZE).
     pub pages: HashMap<u64, SnapshotPage>,
+    /// What the OS said the process was doing when it was recorded.
+    pub os_state: Option<OsState>,
 }
 
 impl SnapshotProcess {
@@ -99,6 +101,10 @@ impl Target for SnapshotProcess {
 
     fn liveness(&self) -> Liveness {
         Liveness::Offline
+    }
+
+    fn os_state(&self) -> Option<OsState> {
+        self.os_state.clone()
     }
 
     fn pointer_size(&self) -> u32 {
