@@ -9,7 +9,7 @@ use common::snapshot::Snapshot;
 use mqs_dll::access::ImageAccess;
 use mqs_dll::openmpi::groups::{self, Translator, World};
 use mqs_dll::openmpi::layout::{Layout, NameStorage, SparseStructs};
-use mqs_dll::openmpi::ob1::Ob1Comm;
+use mqs_dll::openmpi::ob1_comm::Ob1Comm;
 use mqs_dll::openmpi::unexpected;
 use mqs_dll::target::{ByteOrder, Sizes, Target};
 use mqs_dll::testing::{FakeImage, FakeProcess};

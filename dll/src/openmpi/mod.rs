@@ -13,6 +13,7 @@ pub mod groups;
 pub mod layout;
 pub mod lists;
 pub mod ob1;
+pub mod ob1_comm;
 pub mod pml_ucx;
 pub mod requests;
 pub mod sm;

@@ -15,7 +15,7 @@ use crate::iteration::CommInfo;
 use crate::openmpi::communicators::Comm;
 use crate::openmpi::layout::{Layout, Ob1Layout};
 use crate::openmpi::lists;
-use crate::openmpi::ob1::{list_is_empty, peer_view, Ob1Comm};
+use crate::openmpi::ob1_comm::{list_is_empty, peer_view, Ob1Comm};
 use crate::target::{ReadError, Sizes, Spans, Target, View};
 use crate::walk::{self, Stop};
 
