@@ -25,7 +25,7 @@ pub use job::{
 };
 pub use limit::{within, DUMP_LIMIT};
 pub use mpi::{
-    build_fixture, fixture_source, fixtures_dir, target_dir, workspace_root, Family, Mpi,
+    build_fixture, fixture_source, fixtures_dir, pypi_env, target_dir, workspace_root, Family, Mpi,
 };
 pub use nodes::Nodes;
 pub use procfs::{

@@ -221,16 +221,7 @@ impl Mpi {
             }
             return Ok(p);
         }
-        let cache = match (var("MQS_CACHE"), var("XDG_CACHE_HOME"), var("HOME")) {
-            (Some(c), _, _) => PathBuf::from(c),
-            (None, Some(x), _) => PathBuf::from(x).join("mqs"),
-            (None, None, Some(h)) => PathBuf::from(h).join(".cache/mqs"),
-            (None, None, None) => {
-                return Err(missing(
-                    "none of MQS_CACHE, XDG_CACHE_HOME, HOME is set".into(),
-                ))
-            }
-        };
+        let cache = cache_root(&var).map_err(missing)?;
         let prefix = cache.join(self.build());
         if !prefix.join(COMPLETE_STAMP).is_file() {
             return Err(missing(format!(
@@ -288,6 +279,37 @@ impl fmt::Display for Mpi {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// The cache `setup-mpis` builds into: `MQS_CACHE`, else
+/// `$XDG_CACHE_HOME/mqs`, else `~/.cache/mqs` (as the script says).
+fn cache_root(var: &dyn Fn(&str) -> Option<OsString>) -> std::result::Result<PathBuf, String> {
+    match (var("MQS_CACHE"), var("XDG_CACHE_HOME"), var("HOME")) {
+        (Some(c), _, _) => Ok(PathBuf::from(c)),
+        (None, Some(x), _) => Ok(PathBuf::from(x).join("mqs")),
+        (None, None, Some(h)) => Ok(PathBuf::from(h).join(".cache/mqs")),
+        (None, None, None) => Err("none of MQS_CACHE, XDG_CACHE_HOME, HOME is set".into()),
+    }
+}
+
+/// An MPI from PyPI that `setup-mpis` installs into a virtual environment
+/// of the cache (`pypi-impi`: Intel MPI's `impi-rt` wheel with mpi4py):
+/// its directory, once finished.
+pub fn pypi_env(name: &'static str) -> Result<PathBuf> {
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    let missing = |reason: String| Error::MpiMissing {
+        mpi: name,
+        env_var: "",
+        reason,
+    };
+    let env = cache_root(&var).map_err(missing)?.join(name);
+    if !env.join(COMPLETE_STAMP).is_file() {
+        return Err(missing(format!(
+            "{} is missing or unfinished (no {COMPLETE_STAMP})",
+            env.display()
+        )));
+    }
+    Ok(env)
 }
 
 /// The repository root (this crate lives in its `tests/` directory).

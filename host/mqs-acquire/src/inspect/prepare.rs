@@ -65,7 +65,20 @@ impl<T: Target> Prepared<T> {
                 Err(e) => return Err(Box::new((target, e))),
             },
         };
-        let pick = match pick_dll(&*symbols, &target, options) {
+        // Intel MPI is MPICH's kin by its symbols, but no DLL reads it:
+        // unless a DLL is named, say so rather than try ours on it.
+        let intel = match (&options.dll, &index) {
+            (DllChoice::Given(_), _) | (_, None) => None,
+            (_, Some(index)) => intel_mpi(index),
+        };
+        let picked = match intel {
+            Some((library, version)) => Err(Error::NoQueueSupport {
+                pid: member.pid,
+                detail: intel_mpi_detail(&library, version.as_deref()),
+            }),
+            None => pick_dll(&*symbols, &target, options),
+        };
+        let pick = match picked {
             Ok(pick) => pick,
             Err(e) => {
                 let e = match (&e, &index) {
@@ -272,9 +285,64 @@ fn unreadable_pack_lines(cache: &SymbolCache) -> impl Iterator<Item = String> + 
         .map(|note| format!("not a type pack, skipped: {note}"))
 }
 
+/// Intel MPI: the library of the process that exports Intel's own entry
+/// points (`I_MPI_Check_image_status`), and its version, where its
+/// read-only data holds exactly one version-like string (`2021.18.1`; the
+/// version MPICH's symbols give is that of the MPICH it was made from).
+fn intel_mpi(index: &SymbolIndex) -> Option<(String, Option<String>)> {
+    let (library, _) = index
+        .objects()
+        .into_iter()
+        .find(|(o, _)| o.exported("I_MPI_Check_image_status").is_some())?;
+    let rodata = library.section_data(".rodata").unwrap_or_default();
+    let mut versions: Vec<&[u8]> = rodata
+        .split(|&b| b == 0)
+        .filter(|s| is_release_version(s))
+        .collect();
+    versions.sort_unstable();
+    versions.dedup();
+    let version = match versions.as_slice() {
+        [one] => Some(String::from_utf8_lossy(one).into_owned()),
+        _ => None,
+    };
+    Some((library.path().display().to_string(), version))
+}
+
+/// `2021.18` or `2021.18.1`: a year, then one or two numbers.
+fn is_release_version(s: &[u8]) -> bool {
+    let mut parts = s.split(|&b| b == b'.');
+    let year = parts.next().unwrap_or_default();
+    let rest: Vec<&[u8]> = parts.collect();
+    year.len() == 4
+        && year.starts_with(b"20")
+        && year.iter().all(u8::is_ascii_digit)
+        && (1..=2).contains(&rest.len())
+        && rest
+            .iter()
+            .all(|p| !p.is_empty() && p.len() <= 3 && p.iter().all(u8::is_ascii_digit))
+}
+
+/// Why a process of Intel MPI shows no queues, with what still works.
+fn intel_mpi_detail(library: &str, version: Option<&str>) -> String {
+    let name = match version {
+        Some(v) => format!("Intel MPI {v}"),
+        None => "Intel MPI (version not found in it)".to_owned(),
+    };
+    format!(
+        "its MPI library {library} is {name}: it ships no message-queue DLL and names none, and \
+         has no debug information; its internals are Intel's own, not MPICH's, so no DLL can \
+         show its queues. --stacks shows each rank's stacks, and --deadlock what can be judged \
+         from them"
+    )
+}
+
 /// Why a process with an MPI library but no `MPIR_dll_name` shows no
 /// queues: its MPI was built without debugger support (Debian's MPICH).
 pub(super) fn no_queue_support(pid: i32, index: &SymbolIndex) -> Option<Error> {
+    if let Some((library, version)) = intel_mpi(index) {
+        let detail = intel_mpi_detail(&library, version.as_deref());
+        return Some(Error::NoQueueSupport { pid, detail });
+    }
     let (library, _) = index.objects().into_iter().find(|(o, _)| {
         o.function_symbol("MPI_Init").is_some() && o.function_symbol("PMPI_Init").is_some()
     })?;

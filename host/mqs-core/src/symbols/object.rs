@@ -183,6 +183,16 @@ impl ObjectSymbols {
         self.elf.path()
     }
 
+    /// The bytes of the section `name` of the object's file (`.rodata`),
+    /// where it has one with contents: for facts an MPI keeps only as data
+    /// (a version string no symbol names).
+    pub fn section_data(&self, name: &str) -> Option<Vec<u8>> {
+        use object::{Object, ObjectSection};
+        let file = self.elf.object().ok()?;
+        let section = file.section_by_name(name)?;
+        section.data().ok().map(<[u8]>::to_vec)
+    }
+
     pub fn build_id(&self) -> Option<&[u8]> {
         self.elf.build_id.as_deref()
     }
