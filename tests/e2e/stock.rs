@@ -900,7 +900,12 @@ fn stock_mpich_says_why_it_has_no_queues_and_lists_its_cvars() {
         assert_error(
             &out,
             NO_DEBUG_INFO,
-            &["MPICH", "--enable-debuginfo", "libmpich.so.12", "rebuild"],
+            &[
+                "MPICH",
+                "--enable-debuginfo",
+                "libmpich.so.12",
+                "--stacks still shows",
+            ],
         );
         assert_running_untraced(pid);
     }

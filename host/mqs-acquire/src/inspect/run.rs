@@ -328,7 +328,8 @@ pub(super) fn dump_job<T: Target>(
             Some(Err(Error::Core(CoreError::DllMissing { path, .. }))) => {
                 let why = format!(
                     "mqs's own DLL cannot read it ({e}), and the DLL it names, {}, does not exist: \
-                     no DLL can show its queues here; --stacks still shows each rank's stacks",
+                     no DLL can show its queues here (if that DLL is elsewhere, pass it with \
+                     --dll <path>); --stacks still shows each rank's stacks",
                     path.display()
                 );
                 *result = Some(if options.stacks {
