@@ -334,6 +334,7 @@ fn expected_for(mpi: Mpi, rank: u32) -> (Vec<Comm>, Option<&'static str>, &'stat
             "lib/libtvmpich.so",
         ),
         Mpi::DebianOpenMpi | Mpi::DebianMpich => panic!("{mpi}: see tests/e2e/stock.rs"),
+        Mpi::Debian13OpenMpi | Mpi::Debian13Mpich => panic!("{mpi}: see tests/e2e/debian13.rs"),
         Mpi::MpichCh4 => panic!("{mpi}: see tests/e2e/mpich_dll.rs"),
         Mpi::MpichUcx => panic!("{mpi}: see tests/e2e/ucx.rs"),
     }

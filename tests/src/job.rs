@@ -108,7 +108,11 @@ pub fn launcher_command(
     nprocs: u32,
     args: &[impl AsRef<OsStr>],
 ) -> Result<Command> {
-    let mut cmd = Command::new(mpi.launcher()?);
+    let mut cmd = if mpi.in_debian13_root() {
+        crate::debian13::command_in_root(mpi.launcher()?)?
+    } else {
+        Command::new(mpi.launcher()?)
+    };
     match mpi.family() {
         Family::OpenMpi if mpi.is_open_mpi_5() => {
             // prterun (PRRTE): its own root switches and options; the BTL
@@ -162,7 +166,7 @@ pub fn launcher_command(
                 // other networks.
                 cmd.env("FI_PROVIDER", "tcp");
             }
-            if mpi == Mpi::MpichUcx {
+            if mpi == Mpi::MpichUcx || mpi == Mpi::Debian13Mpich {
                 // UCX on one machine without InfiniBand: loopback and
                 // shared memory (MPICH_UCX_ENV).
                 cmd.envs(MPICH_UCX_ENV);

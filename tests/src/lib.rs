@@ -7,6 +7,7 @@
 
 mod artifacts;
 pub mod contents;
+pub mod debian13;
 mod error;
 mod job;
 mod limit;

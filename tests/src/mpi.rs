@@ -44,6 +44,14 @@ pub enum Mpi {
     /// Debian 12's own MPICH (`mpich`/`libmpich-dev` 4.0.2-3+b1): ch4,
     /// built without `--enable-debuginfo`.
     DebianMpich,
+    /// Debian 13's own Open MPI (`libopenmpi40` 5.0.7-1, its components
+    /// built into libmpi), in the Debian 13 root `setup-mpis` makes: its
+    /// jobs run in a mount namespace whose root that is, as a container's
+    /// (see [`crate::debian13`]).
+    Debian13OpenMpi,
+    /// Debian 13's own MPICH (`libmpich12` 4.3.0+really4.2.1-1: MPICH 4.2.1,
+    /// ch4, without `--enable-debuginfo`), in the same root.
+    Debian13Mpich,
 }
 
 /// Which implementation an [`Mpi`] is, for what differs between them (the
@@ -73,6 +81,8 @@ impl Mpi {
             Mpi::MpichUcx => "mpich-4.0.2-ucx",
             Mpi::DebianOpenMpi => "debian-openmpi-4.1.4-3+b1",
             Mpi::DebianMpich => "debian-mpich-4.0.2-3+b1",
+            Mpi::Debian13OpenMpi => "debian13-openmpi-5.0.7-1",
+            Mpi::Debian13Mpich => "debian13-mpich-4.2.1",
         }
     }
 
@@ -118,8 +128,11 @@ impl Mpi {
             | Mpi::OpenMpi5Release
             | Mpi::OpenMpiUcx
             | Mpi::OpenMpi5Ucx
-            | Mpi::DebianOpenMpi => Family::OpenMpi,
-            Mpi::Mpich | Mpi::MpichCh4 | Mpi::MpichUcx | Mpi::DebianMpich => Family::Mpich,
+            | Mpi::DebianOpenMpi
+            | Mpi::Debian13OpenMpi => Family::OpenMpi,
+            Mpi::Mpich | Mpi::MpichCh4 | Mpi::MpichUcx | Mpi::DebianMpich | Mpi::Debian13Mpich => {
+                Family::Mpich
+            }
         }
     }
 
@@ -128,13 +141,22 @@ impl Mpi {
     pub const fn is_open_mpi_5(self) -> bool {
         matches!(
             self,
-            Mpi::OpenMpi5G | Mpi::OpenMpi5Release | Mpi::OpenMpi5Ucx
+            Mpi::OpenMpi5G | Mpi::OpenMpi5Release | Mpi::OpenMpi5Ucx | Mpi::Debian13OpenMpi
         )
     }
 
-    /// Whether this is a distribution's binary package under /usr.
+    /// Whether its jobs run in the Debian 13 root (paths of its files are
+    /// in that root, not on this machine).
+    pub const fn in_debian13_root(self) -> bool {
+        matches!(self, Mpi::Debian13OpenMpi | Mpi::Debian13Mpich)
+    }
+
+    /// Whether this is a distribution's binary package.
     pub const fn is_stock(self) -> bool {
-        matches!(self, Mpi::DebianOpenMpi | Mpi::DebianMpich)
+        matches!(
+            self,
+            Mpi::DebianOpenMpi | Mpi::DebianMpich | Mpi::Debian13OpenMpi | Mpi::Debian13Mpich
+        )
     }
 
     /// For a stock MPI: its compiler wrapper, launcher and one header the
@@ -146,10 +168,15 @@ impl Mpi {
                 "/usr/bin/mpirun.openmpi",
                 "/usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h",
             )),
-            Mpi::DebianMpich => Some((
+            Mpi::DebianMpich | Mpi::Debian13Mpich => Some((
                 "/usr/bin/mpicc.mpich",
                 "/usr/bin/mpiexec.mpich",
                 "/usr/include/x86_64-linux-gnu/mpich/mpi.h",
+            )),
+            Mpi::Debian13OpenMpi => Some((
+                "/usr/bin/mpicc.openmpi",
+                "/usr/bin/mpirun.openmpi",
+                "/usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h",
             )),
             _ => None,
         }
@@ -180,7 +207,7 @@ impl Mpi {
             Mpi::OpenMpi5Ucx => "MQS_OPENMPI5_G_PREFIX",
             Mpi::MpichUcx => "MQS_MPICH_UCX_PREFIX",
             // Installed by Debian's packages under /usr: no override.
-            Mpi::DebianOpenMpi | Mpi::DebianMpich => "",
+            Mpi::DebianOpenMpi | Mpi::DebianMpich | Mpi::Debian13OpenMpi | Mpi::Debian13Mpich => "",
         }
     }
 
@@ -199,6 +226,23 @@ impl Mpi {
             env_var: self.prefix_env_var(),
             reason,
         };
+        if self.in_debian13_root() {
+            let root = crate::debian13::root_with(&var).map_err(|reason| Error::StockMissing {
+                mpi: self.name(),
+                reason,
+            })?;
+            if let Some(files) = self.stock_files() {
+                for f in [files.0, files.1, files.2] {
+                    if !crate::debian13::host_path(&root, f).is_file() {
+                        return Err(Error::StockMissing {
+                            mpi: self.name(),
+                            reason: format!("{f} is missing in {}", root.display()),
+                        });
+                    }
+                }
+            }
+            return Ok(PathBuf::from("/usr"));
+        }
         if let Some(files) = self.stock_files() {
             for f in [files.0, files.1, files.2] {
                 if !Path::new(f).is_file() {
@@ -264,7 +308,8 @@ impl Mpi {
             }
             None => self.prefix()?.join(bin),
         };
-        if !path.is_file() {
+        // A launcher in the Debian 13 root is checked there (by prefix()).
+        if !path.is_file() && !self.in_debian13_root() {
             return Err(Error::MpiMissing {
                 mpi: self.name(),
                 env_var: self.prefix_env_var(),
@@ -283,7 +328,9 @@ impl fmt::Display for Mpi {
 
 /// The cache `setup-mpis` builds into: `MQS_CACHE`, else
 /// `$XDG_CACHE_HOME/mqs`, else `~/.cache/mqs` (as the script says).
-fn cache_root(var: &dyn Fn(&str) -> Option<OsString>) -> std::result::Result<PathBuf, String> {
+pub(crate) fn cache_root(
+    var: &dyn Fn(&str) -> Option<OsString>,
+) -> std::result::Result<PathBuf, String> {
     match (var("MQS_CACHE"), var("XDG_CACHE_HOME"), var("HOME")) {
         (Some(c), _, _) => Ok(PathBuf::from(c)),
         (None, Some(x), _) => Ok(PathBuf::from(x).join("mqs")),
@@ -371,6 +418,9 @@ pub fn build_fixture(mpi: Mpi, name: &str) -> Result<PathBuf> {
     } else {
         mpi.mpicc()?
     };
+    if mpi.in_debian13_root() {
+        return crate::debian13::build_fixture(mpi, name, &src, &mpicc);
+    }
     let out_dir = target_dir().join("mqs-fixtures").join(mpi.build());
     let out = out_dir.join(name);
 

@@ -139,6 +139,17 @@ impl Error {
         }
     }
 
+    /// Whether this says that a process's queues cannot be read (no debug
+    /// information or type pack, no DLL that loads, one not trusted), not
+    /// that the process itself cannot be read: its stacks still can.
+    pub fn queues_unreadable(&self) -> bool {
+        use exit_code::*;
+        matches!(
+            self.exit_code(),
+            NO_DEBUG_INFO | DLL_MISSING | DLL_NOT_LOADABLE | DLL_INCOMPATIBLE | DLL_UNTRUSTED
+        ) && !matches!(self, Self::OnHost { .. } | Self::Remote { .. })
+    }
+
     /// The core's error, if this is one.
     pub fn core(&self) -> Option<&mqs_core::Error> {
         match self {

@@ -18,7 +18,8 @@ const MAX_PATH: usize = 4096;
 /// Most entries we read from `mpimsgq_dll_locations`.
 const MAX_LOCATIONS: usize = 64;
 
-/// The DLL paths the target names, best first.
+/// The DLL paths the target names, best first, as reached from here (a
+/// process in a root of its own names them in its root).
 pub fn named_by_target(symbols: &dyn ImageSymbols, target: &dyn Target) -> Result<Vec<PathBuf>> {
     let mut paths = Vec::new();
     // The MPI-2 debugger interface names it in MPI2DD_info, and may say the
@@ -75,7 +76,7 @@ pub fn named_by_target(symbols: &dyn ImageSymbols, target: &dyn Target) -> Resul
             detail: "its MPIR_dll_name is empty: the MPI names no message-queue DLL".into(),
         });
     }
-    Ok(paths)
+    Ok(paths.iter().map(|p| target.path_in_root(p)).collect())
 }
 
 /// The first named DLL that exists.

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub mod stock;
+
 /// The mqs-dump binary of this build; a stale or missing one fails the
 /// test (it would test something else than the checkout).
 pub fn mqs_dump() -> PathBuf {

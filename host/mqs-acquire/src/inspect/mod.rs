@@ -62,7 +62,17 @@ pub fn dump_with(
             return dump_with(parent, options, progress, elsewhere);
         }
         if pmix::launcher_library(&probe, &*symbols).is_some() {
-            let job = find_job(&probe, &symbols, options)?.ok_or_else(|| Error::NotMpi {
+            let job = match find_job(&probe, &symbols, options) {
+                Ok(job) => job,
+                // Its PMIx library cannot be loaded here (a launcher in a
+                // container, built for another C library): its ranks on
+                // this host are still below it.
+                Err(Error::Pmix { .. }) if !crate::members::ranks_below(&probe).is_empty() => {
+                    return dump_ranks_below(&probe, options, progress);
+                }
+                Err(e) => return Err(e),
+            };
+            let job = job.ok_or_else(|| Error::NotMpi {
                 pid,
                 detail: "it is a PMIx launcher that runs no job (yet)".into(),
             })?;
@@ -85,18 +95,9 @@ pub fn dump_with(
         // A launcher that keeps no process table (Debian's hydra mpiexec,
         // built without debugger support) still has its ranks on this
         // host below it: the job is theirs.
-        if !starter && rank.is_none() {
-            let ranks = crate::members::ranks_below(&target);
-            if !ranks.is_empty() {
-                let executable = target
-                    .executable()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_default();
-                finish(&mut target, Ok(()))?;
-                let mut job = dump_pids_with(&ranks, options, progress, &mut || None)?;
-                job.launcher = Some(Launcher { pid, executable });
-                return Ok(job);
-            }
+        if !starter && rank.is_none() && !crate::members::ranks_below(&target).is_empty() {
+            finish(&mut target, Ok(()))?;
+            return dump_ranks_below(&target, options, progress);
         }
         let rank = rank.unwrap_or(-1);
         let member = Member::single(pid, rank);
@@ -127,6 +128,28 @@ pub fn dump_with(
     finish(&mut target, Ok(()))?;
     let starter = Starter { pid, symbols };
     dump_found(job, &cache, options, progress, (&starter, elsewhere))
+}
+
+/// The job of a launcher whose process table cannot be read (Debian's hydra
+/// `mpiexec` keeps none; a PMIx launcher whose library cannot be loaded
+/// here): the ranks below it on this host, found by the rank in their
+/// environment.
+fn dump_ranks_below(
+    launcher: &dyn Target,
+    options: &Options,
+    progress: Progress<'_>,
+) -> Result<JobDump> {
+    let ranks = crate::members::ranks_below(launcher);
+    let executable = launcher
+        .executable()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let mut job = dump_pids_with(&ranks, options, progress, &mut || None)?;
+    job.launcher = Some(Launcher {
+        pid: launcher.pid(),
+        executable,
+    });
+    Ok(job)
 }
 
 /// srun forks a helper of itself whose process table stays empty: given

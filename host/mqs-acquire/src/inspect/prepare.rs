@@ -294,18 +294,25 @@ fn intel_mpi(index: &SymbolIndex) -> Option<(String, Option<String>)> {
         .objects()
         .into_iter()
         .find(|(o, _)| o.exported("I_MPI_Check_image_status").is_some())?;
+    let version = unique_rodata_string(&library, is_release_version);
+    Some((library.path().display().to_string(), version))
+}
+
+/// The one string of `library`'s read-only data that `wanted` takes, where
+/// there is exactly one (a release's version, kept there for
+/// `MPI_Get_library_version`); none where there are several.
+fn unique_rodata_string(
+    library: &mqs_core::symbols::ObjectSymbols,
+    wanted: fn(&[u8]) -> bool,
+) -> Option<String> {
     let rodata = library.section_data(".rodata").unwrap_or_default();
-    let mut versions: Vec<&[u8]> = rodata
-        .split(|&b| b == 0)
-        .filter(|s| is_release_version(s))
-        .collect();
-    versions.sort_unstable();
-    versions.dedup();
-    let version = match versions.as_slice() {
+    let mut found: Vec<&[u8]> = rodata.split(|&b| b == 0).filter(|s| wanted(s)).collect();
+    found.sort_unstable();
+    found.dedup();
+    match found.as_slice() {
         [one] => Some(String::from_utf8_lossy(one).into_owned()),
         _ => None,
-    };
-    Some((library.path().display().to_string(), version))
+    }
 }
 
 /// `2021.18` or `2021.18.1`: a year, then one or two numbers.
@@ -320,6 +327,28 @@ fn is_release_version(s: &[u8]) -> bool {
         && rest
             .iter()
             .all(|p| !p.is_empty() && p.len() <= 3 && p.iter().all(u8::is_ascii_digit))
+}
+
+/// MPICH's version as its releases spell it: `4.2.1`, `4.1`, `5.0.0rc1`,
+/// `4.3a2` (numbers of one or two digits, the first not 0).
+fn is_mpich_version(s: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(s) else {
+        return false;
+    };
+    let short_number =
+        |p: &str| (1..=2).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit());
+    // A pre-release's suffix: a, b or rc, and its number.
+    let numbers = ["rc", "a", "b"]
+        .iter()
+        .find_map(|mark| {
+            let (head, tail) = text.rsplit_once(mark)?;
+            short_number(tail).then_some(head)
+        })
+        .unwrap_or(text);
+    let parts: Vec<&str> = numbers.split('.').collect();
+    (2..=3).contains(&parts.len())
+        && parts.iter().all(|p| short_number(p))
+        && !parts[0].starts_with('0')
 }
 
 /// Why a process of Intel MPI shows no queues, with what still works.
@@ -354,10 +383,13 @@ pub(super) fn no_queue_support(pid: i32, index: &SymbolIndex) -> Option<Error> {
     let name = library.path().display().to_string();
     let detail = if mpich {
         // Its version, where the library exports it.
+        // Its version: exported by some builds, else the one version string
+        // of its read-only data.
         let version = library
             .exported("MPII_Version_string")
             .and_then(|s| library.string_at(s.value, 32))
             .filter(|v| !v.is_empty())
+            .or_else(|| unique_rodata_string(&library, is_mpich_version))
             .map_or(String::new(), |v| format!(" {v}"));
         format!(
             "its MPI library {name} is MPICH{version} built without --enable-debuginfo: it keeps \
@@ -475,4 +507,24 @@ pub(super) fn pick_dll(
         }));
     }
     Ok(pick)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_as_the_releases_spell_them() {
+        for good in ["4.2.1", "4.1", "5.0.0rc1", "4.3a2", "10.0.2b1"] {
+            assert!(is_mpich_version(good.as_bytes()), "{good}");
+        }
+        for bad in [
+            "", "4", "4.2.1.1", "0.1", "4.2x", "rc1", "4.123", "v4.2", "4.2rc", "2021.18",
+        ] {
+            assert!(!is_mpich_version(bad.as_bytes()), "{bad}");
+        }
+        assert!(is_release_version(b"2021.18"));
+        assert!(is_release_version(b"2021.18.1"));
+        assert!(!is_release_version(b"4.2.1"));
+    }
 }

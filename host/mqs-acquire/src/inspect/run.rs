@@ -357,6 +357,21 @@ pub(super) fn dump_job<T: Target>(
         if let Some(Ok(dump)) = result {
             dump.dll.chosen.clone_from(&p.chosen);
         }
+        // Where stacks were asked for, a process whose queues cannot be
+        // read (no debug information, no usable DLL) is still dumped, with
+        // its stacks and the reason in place of its queues.
+        if options.stacks {
+            if let Some(Err(e)) = result {
+                if e.queues_unreadable() {
+                    let why = e.to_string();
+                    *result = Some(Ok(without_queues_as(
+                        p,
+                        "none: its queues could not be read",
+                        &why,
+                    )));
+                }
+            }
+        }
     }
     // Stacks are walked while every process is still stopped, named once
     // all are let go.
@@ -628,6 +643,11 @@ fn spawned_of(member: &Member) -> Option<SpawnedJob> {
 /// its communicators not available with the reason (its stacks are added
 /// as anyone's).
 fn without_queues<T: Target>(p: &Prepared<T>, why: &str) -> ProcessDump {
+    without_queues_as(p, "none: no DLL can read this process", why)
+}
+
+/// [`without_queues`], with what the DLL line says.
+fn without_queues_as<T: Target>(p: &Prepared<T>, chosen: &str, why: &str) -> ProcessDump {
     let member = &p.member;
     ProcessDump {
         pid: member.pid,
@@ -635,11 +655,7 @@ fn without_queues<T: Target>(p: &Prepared<T>, why: &str) -> ProcessDump {
         host: None,
         spawned: spawned_of(member),
         executable: p.executable.clone(),
-        dll: DllInfo::new(
-            String::new(),
-            "none: no DLL can read this process".into(),
-            0,
-        ),
+        dll: DllInfo::new(String::new(), chosen.into(), 0),
         communicators: Section::NotAvailable {
             reason: why.to_string(),
         },

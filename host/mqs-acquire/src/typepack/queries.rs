@@ -1,8 +1,9 @@
 //! The names message-queue DLLs look up: what a pack must answer. The
-//! built-in list is the union of what Open MPI 4.1's own DLL and ours ask
-//! for, recorded by running both against live jobs of the `-g` builds,
-//! under ob1 and under pml ucx (`mqs-dump --save`, then `mqs-dump typepack
-//! queries --snapshot ...`), and of the UCX names ours asks for there;
+//! built-in list is the union of what Open MPI 4.1's and 5.0's own DLLs and
+//! ours ask for, recorded by running both against live jobs of the `-g`
+//! builds, under ob1 (and pml ucx for 4.1) (`mqs-dump --save`, then
+//! `mqs-dump typepack queries --snapshot ...`), and of the UCX names ours
+//! asks for there;
 //! `tests/e2e/typepack.rs` records them again and fails when a DLL asks for
 //! a name the lists lack.
 
@@ -29,15 +30,18 @@ pub struct Queries {
 
 /// The committed list for Open MPI 4.1 (`host/mqs-acquire/data/queries/openmpi-4.1.json`).
 const OPENMPI_41: &str = include_str!("../../data/queries/openmpi-4.1.json");
+/// The committed list for Open MPI 5.0 (`host/mqs-acquire/data/queries/openmpi-5.0.json`).
+const OPENMPI_50: &str = include_str!("../../data/queries/openmpi-5.0.json");
 /// The committed list for UCX 1.13 (`host/mqs-acquire/data/queries/ucx-1.13.json`).
 const UCX_113: &str = include_str!("../../data/queries/ucx-1.13.json");
 
 impl Queries {
-    /// The built-in list: Open MPI 4.1's names and UCX 1.13's.
+    /// The built-in list: Open MPI 4.1's and 5.0's names and UCX 1.13's.
     pub fn builtin() -> Self {
         let mut q: Self = serde_json::from_str(OPENMPI_41).unwrap_or_default();
-        let ucx: Self = serde_json::from_str(UCX_113).unwrap_or_default();
-        q.merge(&ucx);
+        for more in [OPENMPI_50, UCX_113] {
+            q.merge(&serde_json::from_str(more).unwrap_or_default());
+        }
         q
     }
 

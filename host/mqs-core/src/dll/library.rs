@@ -39,7 +39,8 @@ impl Dll {
     /// installs the callback tables. Trust checks are the caller's job
     /// (see `locate`): this runs the DLL's code.
     pub fn load(path: &Path) -> Result<&'static Dll> {
-        let canonical = path.canonicalize().map_err(|e| Error::DllMissing {
+        let canonical = crate::process::canonical(path);
+        let canonical = canonical.map_err(|e| Error::DllMissing {
             path: path.to_path_buf(),
             detail: e.to_string(),
         })?;

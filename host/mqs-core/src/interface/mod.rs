@@ -10,7 +10,7 @@ mod image;
 mod os_state;
 mod threads;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -85,6 +85,14 @@ pub trait Target {
 
     /// The path of the program the process runs.
     fn executable(&self) -> Result<PathBuf>;
+
+    /// Where a path the process names (one read from its memory: the DLL its
+    /// MPI names, say) is opened from here. A live process in a root of its
+    /// own (a chroot, a container) names paths in that root: they are reached
+    /// through /proc/PID/root. Other sources give the path itself.
+    fn path_in_root(&self, path: &Path) -> PathBuf {
+        path.to_path_buf()
+    }
 
     /// The process's environment (as it was started, for a live process).
     fn environment(&self) -> Result<Environment>;
@@ -212,6 +220,9 @@ macro_rules! forward_target {
     }
     fn executable(&self) -> Result<PathBuf> {
         (**self).executable()
+    }
+    fn path_in_root(&self, path: &Path) -> PathBuf {
+        (**self).path_in_root(path)
     }
     fn environment(&self) -> Result<Environment> {
         (**self).environment()

@@ -308,6 +308,10 @@ impl<T: Target> Target for PageCache<T> {
         self.inner.executable()
     }
 
+    fn path_in_root(&self, path: &std::path::Path) -> std::path::PathBuf {
+        self.inner.path_in_root(path)
+    }
+
     fn environment(&self) -> Result<crate::interface::Environment> {
         self.inner.environment()
     }

@@ -15,7 +15,7 @@ use nix::errno::Errno;
 use nix::sys::uio::{process_vm_readv, RemoteIoVec};
 use nix::unistd::Pid;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::ptrace::StoppedThreads;
 use super::{maps, procfs};
@@ -356,6 +356,10 @@ impl Target for LiveProcess {
 
     fn executable(&self) -> Result<PathBuf> {
         maps::exe_path(self.pid)
+    }
+
+    fn path_in_root(&self, path: &Path) -> PathBuf {
+        maps::in_process_root(self.pid, path)
     }
 
     fn environment(&self) -> Result<Environment> {

@@ -2,6 +2,7 @@
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::{fs, io};
 
@@ -15,6 +16,8 @@ const DELETED: &[u8] = b" (deleted)";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct MapLine<'a> {
     pub range: MappedRange,
+    /// The device of the file (as `st_dev`), where the field parses.
+    pub dev: Option<u64>,
     pub inode: u64,
     /// Empty for anonymous memory; `[heap]`, `[vdso]`... for the kernel's own.
     pub path: &'a [u8],
@@ -37,7 +40,7 @@ pub(crate) fn parse_line(line: &[u8]) -> Option<MapLine<'_>> {
     let (start, end) = std::str::from_utf8(field()?).ok()?.split_once('-')?;
     let perms = field()?;
     let offset = field()?;
-    let _dev = field()?;
+    let dev = field()?;
     let inode = field()?;
     let hex = |b: &str| u64::from_str_radix(b, 16).ok();
     let flag = |i: usize, c: u8| perms.get(i) == Some(&c);
@@ -53,9 +56,14 @@ pub(crate) fn parse_line(line: &[u8]) -> Option<MapLine<'_>> {
         },
     };
     let inode = std::str::from_utf8(inode).ok()?.parse().ok()?;
+    let dev = std::str::from_utf8(dev)
+        .ok()
+        .and_then(|d| d.split_once(':'))
+        .and_then(|(major, minor)| Some(nix::sys::stat::makedev(hex(major)?, hex(minor)?)));
     let skip = rest.iter().position(|&b| b != b' ').unwrap_or(rest.len());
     Some(MapLine {
         range,
+        dev,
         inode,
         path: &rest[skip..],
     })
@@ -131,13 +139,100 @@ pub(crate) fn mapped_objects(pid: i32) -> Result<Vec<MappedObject>> {
     // A kernel thread or a zombie has no executable; list the rest anyway.
     let exe = exe_path(pid).ok();
     let mut objects = group(&maps, exe.as_deref());
-    for object in objects.iter_mut().filter(|o| o.deleted) {
-        object.contents = object
-            .ranges
-            .first()
-            .map(|r| PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", r.start, r.end)));
+    let foreign = root_is_foreign(pid);
+    for object in objects.iter_mut() {
+        object.contents = if object.deleted {
+            mapping_link(pid, object)
+        } else if foreign {
+            let dev = maps
+                .split(|&b| b == b'\n')
+                .filter_map(parse_line)
+                .find(|l| l.inode == object.inode && l.path == object.path.as_os_str().as_bytes())
+                .and_then(|l| l.dev);
+            foreign_file(pid, object, dev)
+        } else {
+            None
+        };
     }
     Ok(objects)
+}
+
+/// The kernel's link to the mapping of `object` (opening it needs
+/// CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE).
+fn mapping_link(pid: i32, object: &MappedObject) -> Option<PathBuf> {
+    object
+        .ranges
+        .first()
+        .map(|r| PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", r.start, r.end)))
+}
+
+/// Whether process `pid` has a root directory other than ours (a chroot, a
+/// container's mount namespace). Where that cannot be told, it is taken for
+/// ours.
+pub(crate) fn root_is_foreign(pid: i32) -> bool {
+    let id = |p: &str| fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    match (id(&format!("/proc/{pid}/root")), id("/")) {
+        (Some(theirs), Some(ours)) => theirs != ours,
+        _ => false,
+    }
+}
+
+/// `path` as process `pid` names it (in its own root, as its memory holds
+/// paths), as we reach it: through /proc/PID/root where its root is not ours
+/// and the file is there; else `path` itself.
+pub(crate) fn in_process_root(pid: i32, path: &Path) -> PathBuf {
+    if !path.is_absolute() || !root_is_foreign(pid) {
+        return path.to_path_buf();
+    }
+    let rooted = rooted(pid, path);
+    if fs::symlink_metadata(&rooted).is_ok() {
+        rooted
+    } else {
+        path.to_path_buf()
+    }
+}
+
+/// `path` with its links resolved, except where it goes through /proc (a
+/// process's root, a mapping's link): resolving those would leave the
+/// process's root, or name a file that is gone.
+pub(crate) fn canonical(path: &Path) -> io::Result<PathBuf> {
+    if path.starts_with("/proc") {
+        fs::metadata(path).map(|_| path.to_path_buf())
+    } else {
+        path.canonicalize()
+    }
+}
+
+fn rooted(pid: i32, path: &Path) -> PathBuf {
+    let relative = path.strip_prefix("/").unwrap_or(path);
+    Path::new(&format!("/proc/{pid}/root")).join(relative)
+}
+
+/// Where a file mapped by a process with a root of its own is read from
+/// here. The kernel names a mapped file relative to our root where our root
+/// reaches it (a chroot below ours: the path is the file), else relative to
+/// the root of the process's mount namespace (a container: the path is the
+/// process's own, and a file at the same path here is another one, another
+/// libc say). So each place is taken only where it holds the mapped file
+/// (its device and inode): the path itself, then the path through
+/// /proc/PID/root, then the kernel's link to the mapping; last the path
+/// through the process's root even so (an overlay file system reports the
+/// device of its layer in the maps, its own to stat).
+fn foreign_file(pid: i32, object: &MappedObject, dev: Option<u64>) -> Option<PathBuf> {
+    let holds = |p: &Path| {
+        fs::metadata(p).is_ok_and(|m| m.ino() == object.inode && dev.is_none_or(|d| m.dev() == d))
+    };
+    if holds(&object.path) {
+        return None;
+    }
+    let rooted = rooted(pid, &object.path);
+    if holds(&rooted) {
+        return Some(rooted);
+    }
+    if let Some(link) = mapping_link(pid, object).filter(|l| fs::metadata(l).is_ok()) {
+        return Some(link);
+    }
+    fs::metadata(&rooted).is_ok().then_some(rooted)
 }
 
 /// Where the kernel's vDSO is mapped in process `pid`.
@@ -200,11 +295,25 @@ mod tests {
             }
         );
         assert_eq!(l.inode, 3333);
+        assert_eq!(l.dev, Some(nix::sys::stat::makedev(0, 5)));
         assert_eq!(l.path, b"/a b");
+        let l = parse_line(b"1000-2000 r--p 00000000 fd:1a 7 /lib/x.so").unwrap();
+        assert_eq!(l.dev, Some(nix::sys::stat::makedev(0xfd, 0x1a)));
         let anon = parse_line(b"7f0000100000-7f0000101000 rw-p 00000000 00:00 0 ").unwrap();
         assert_eq!(anon.path, b"");
         assert_eq!(parse_line(b""), None);
         assert_eq!(parse_line(b"garbage"), None);
+    }
+
+    #[test]
+    fn our_own_root_keeps_paths_as_they_are() {
+        let me = std::process::id() as i32;
+        assert!(!root_is_foreign(me));
+        let libc = Path::new("/proc/self/exe");
+        assert_eq!(in_process_root(me, libc), libc);
+        // Every file we map is read at its own path.
+        let objects = mapped_objects(me).unwrap();
+        assert!(objects.iter().all(|o| o.deleted || o.contents.is_none()));
     }
 
     #[test]

@@ -69,8 +69,17 @@ impl SymbolCache {
 
     /// The object at `path`, parsed now or earlier.
     pub fn object(&self, path: &Path) -> Result<Arc<ObjectSymbols>> {
-        let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
-        let file = MappedFile::open(&path)?;
+        let path = crate::process::canonical(path).unwrap_or_else(|_| path.to_owned());
+        self.object_as(&path, &path)
+    }
+
+    /// The object read from `file` and known by `name`: a file a process in
+    /// a root of its own maps at `name` is read through that root
+    /// (/proc/PID/root/...), and named, merged with other ranks' and
+    /// matched as the process names it.
+    pub fn object_as(&self, file: &Path, name: &Path) -> Result<Arc<ObjectSymbols>> {
+        let path = name.to_owned();
+        let file = MappedFile::open_as(file, name)?;
         let elf = ElfFile::parse(file.clone())?;
         let identity = match &elf.build_id {
             Some(id) => Identity::BuildId(id.clone()),

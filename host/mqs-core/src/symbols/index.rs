@@ -103,7 +103,13 @@ impl SymbolIndex {
     }
 
     fn add_at_lowest_mapping(&self, mapped: &MappedObject, file: &Path) -> Result<()> {
-        let object = self.cache.object(file)?;
+        // A file read through the process's own root keeps the name the
+        // process maps it at.
+        let object = if file.starts_with("/proc") && !mapped.deleted {
+            self.cache.object_as(file, &mapped.path)?
+        } else {
+            self.cache.object(file)?
+        };
         // The ELF header's mapping is the reference when there is one.
         let (start, offset) = match mapped.file_offset_zero_start {
             Some(start) => (start, 0),

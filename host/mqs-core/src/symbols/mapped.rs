@@ -28,6 +28,12 @@ enum Bytes {
 
 impl MappedFile {
     pub(crate) fn open(path: &Path) -> Result<Arc<Self>> {
+        Self::open_as(path, path)
+    }
+
+    /// The file at `path`, named `name` (the path a process in another root
+    /// maps it at).
+    pub(crate) fn open_as(path: &Path, name: &Path) -> Result<Arc<Self>> {
         let io = |source| Error::Io {
             path: path.to_owned(),
             source,
@@ -49,7 +55,7 @@ impl MappedFile {
         // bytes is bounds-checked, so changed contents only give wrong answers.
         let map = unsafe { Mmap::map(&file) }.map_err(io)?;
         Ok(Arc::new(Self {
-            path: path.to_owned(),
+            path: name.to_owned(),
             map: Bytes::Map(map),
             stamp: (meta.modified().ok(), meta.len()),
         }))
