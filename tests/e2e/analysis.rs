@@ -128,9 +128,12 @@ fn check_ring_deadlock(mpi: Mpi) {
         )),
         "{text}"
     );
+    // Each rank receives from the one before it in "ring": one line, its
+    // peers relative to each rank's own "ring" rank.
     assert!(
         text.contains(&format!(
-            "rank 7: recv from rank 0 (\"ring\" rank 7) tag 10, {bytes} bytes"
+            "ranks 0-7: recv from \"ring\" rank r-1 (mod 8, r = its \"ring\" rank) tag 10, \
+             {bytes} bytes"
         )),
         "{text}"
     );

@@ -17,6 +17,7 @@ mod calls;
 mod cannot_tell;
 mod differing;
 mod matching;
+mod relative;
 mod runs;
 mod transit;
 

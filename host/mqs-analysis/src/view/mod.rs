@@ -4,8 +4,8 @@
 //! listing and JSON stay in `render`.
 
 pub mod dot;
+mod relative;
 
-use std::collections::HashMap;
 use std::fmt::Write;
 use std::time::Duration;
 
@@ -83,6 +83,11 @@ fn op_text(job: &Job<'_>, op: &Op<'_>) -> String {
         },
         Peer::Local(l) => format!("{} rank {l}", comm.label()),
     };
+    op_text_with_peer(op, &peer)
+}
+
+/// [`op_text`] with the peer given in words.
+fn op_text_with_peer(op: &Op<'_>, peer: &str) -> String {
     let tag = match op.tag {
         Some(t) => format!("tag {t}"),
         None => "any tag".into(),
@@ -141,10 +146,9 @@ pub fn job_view(dump: &JobDump, options: &ViewOptions) -> String {
             // in rank order: one cursor walks the operations, and a rank
             // whose operations are its predecessor's (ranks of one run
             // share them) reuses its text.
-            let mut groups: Vec<(String, RankSet)> = Vec::new();
-            let mut group_of: HashMap<String, usize> = HashMap::new();
+            let mut texts = relative::QueueTexts::new(comm);
             let mut cursor = 0;
-            let mut last: Option<(Vec<OpIdentity>, Option<usize>)> = None;
+            let mut last: Option<(Vec<OpIdentity>, Option<String>)> = None;
             for rank in comm.members.iter().filter(|r| options.rank_ok(*r)) {
                 while job.ops.get(cursor).is_some_and(|o| o.rank < rank) {
                     cursor += 1;
@@ -158,37 +162,22 @@ pub fn job_view(dump: &JobDump, options: &ViewOptions) -> String {
                     .filter(|o| o.comm == index && o.class == class)
                     .collect();
                 let identity: Vec<OpIdentity> = ops.iter().map(|o| identity_of(o)).collect();
-                if let Some((seen, group)) = &last {
-                    if *seen == identity {
-                        if let Some(g) = *group {
-                            groups[g].1.insert(rank);
-                        }
-                        continue;
-                    }
-                }
-                if ops.is_empty() && !options.all {
-                    last = Some((identity, None));
-                    continue;
-                }
-                let text = if ops.is_empty() {
-                    format!("{}: none", class_words(class).0)
-                } else {
-                    let texts: Vec<String> = ops.iter().map(|o| op_text(&job, o)).collect();
-                    texts.join("; ")
-                };
-                let g = match group_of.get(&text) {
-                    Some(&g) => {
-                        groups[g].1.insert(rank);
-                        g
-                    }
-                    None => {
-                        group_of.insert(text.clone(), groups.len());
-                        groups.push((text, std::iter::once(rank).collect()));
-                        groups.len() - 1
+                // Ranks of one run share their operations, and so their text.
+                let text = match &last {
+                    Some((seen, text)) if *seen == identity => text.clone(),
+                    _ if ops.is_empty() && !options.all => None,
+                    _ if ops.is_empty() => Some(format!("{}: none", class_words(class).0)),
+                    _ => {
+                        let texts: Vec<String> = ops.iter().map(|o| op_text(&job, o)).collect();
+                        Some(texts.join("; "))
                     }
                 };
-                last = Some((identity, Some(g)));
+                if let Some(text) = &text {
+                    texts.add(rank, text.clone(), &ops);
+                }
+                last = Some((identity, text));
             }
+            let groups = texts.groups();
             for (text, ranks) in groups {
                 let _ = writeln!(block, "  {}: {text}", ranks.labelled());
             }

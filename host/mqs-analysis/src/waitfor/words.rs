@@ -6,6 +6,10 @@ use crate::calls::Blocked;
 use crate::collectives::whereabouts;
 use crate::ranks::RankSet;
 
+/// Up to this many steps of a cycle or chain are told one by one; more
+/// that are all alike are told once (a 100,000-rank ring fits a line).
+const STEPS_ONE_BY_ONE: usize = 8;
+
 impl Stopped {
     /// `rank 2 (pid 4242) is stopped by a signal (SIGSTOP), not by mqs:
     /// the ranks waiting for it go on when it resumes (kill -CONT 4242)`.
@@ -103,6 +107,54 @@ impl Analysis<'_, '_> {
         }
     }
 
+    /// Steps in words, `, `-separated: one by one, or, for more than
+    /// [`STEPS_ONE_BY_ONE`] steps that all wait alike on a rank at the same
+    /// distance (a ring's cycle, a halo's chain), once for all of them:
+    /// `ranks 0-99999 each wait for rank r-1 (mod 100000) (recv tag 10 on
+    /// MPI_COMM_WORLD)`.
+    fn steps_words(&self, steps: &[Step]) -> String {
+        if let Some(words) = self.alike_steps_words(steps) {
+            return words;
+        }
+        let words: Vec<String> = steps.iter().map(|s| self.step_words(s)).collect();
+        words.join(", ")
+    }
+
+    fn alike_steps_words(&self, steps: &[Step]) -> Option<String> {
+        // Distances are taken modulo the job's size (its highest rank + 1).
+        let n = self.job.ranks.iter().map(|r| r.rank + 1).max().unwrap_or(0);
+        if steps.len() <= STEPS_ONE_BY_ONE || n < 2 {
+            return None;
+        }
+        let offset = |s: &Step| (s.to - s.rank).rem_euclid(n);
+        let words = |s: &Step| {
+            let how = if self.waits[s.wait].progress {
+                "; its other half is there, so only the peer's progress is missing"
+            } else {
+                ""
+            };
+            format!("{}{how}", self.wait_words(s.wait, None))
+        };
+        let (first_offset, first_words) = (offset(&steps[0]), words(&steps[0]));
+        if steps
+            .iter()
+            .any(|s| offset(s) != first_offset || words(s) != first_words)
+        {
+            return None;
+        }
+        let d = if first_offset > n / 2 {
+            first_offset - n
+        } else {
+            first_offset
+        };
+        let ranks: RankSet = steps.iter().map(|s| s.rank).collect();
+        Some(format!(
+            "{} each wait for rank r{}{d} (mod {n}) ({first_words})",
+            ranks.labelled(),
+            if d >= 0 { "+" } else { "" }
+        ))
+    }
+
     fn step_words(&self, s: &Step) -> String {
         let how = if self.waits[s.wait].progress {
             "; its other half is there, so only the peer's progress is missing"
@@ -196,8 +248,7 @@ impl Analysis<'_, '_> {
     /// One cycle's lines: its steps, and the OR-waits of its ranks that
     /// cannot break it.
     fn cycle_lines(&self, cycle: &[Step], head: &str, out: &mut String) {
-        let steps: Vec<String> = cycle.iter().map(|s| self.step_words(s)).collect();
-        out.push_str(&format!("{head}: {}\n", steps.join(", ")));
+        out.push_str(&format!("{head}: {}\n", self.steps_words(cycle)));
         out.extend(self.undecided_line(cycle));
         let on_cycle: RankSet = cycle.iter().map(|s| s.rank).collect();
         // Be precise about the OR-waits of the ranks in it.
@@ -314,7 +365,7 @@ impl Analysis<'_, '_> {
 
     fn chain_lines(&self, out: &mut String) {
         for chain in &self.chains {
-            let steps: Vec<String> = chain.steps.iter().map(|s| self.step_words(s)).collect();
+            let steps = self.steps_words(&chain.steps);
             let others = chain.waiting.len().saturating_sub(1);
             let more = if others > chain.steps.len().saturating_sub(1) {
                 format!(" ({} wait for it in all)", chain.waiting.labelled())
@@ -322,8 +373,7 @@ impl Analysis<'_, '_> {
                 String::new()
             };
             out.push_str(&format!(
-                "chain: {}; {}: the chain waits for rank {}{more}\n",
-                steps.join(", "),
+                "chain: {steps}; {}: the chain waits for rank {}{more}\n",
                 self.sink_words(chain.sink),
                 chain.sink
             ));
@@ -455,11 +505,10 @@ impl Analysis<'_, '_> {
         }
         if !self.feeders.is_empty() {
             let ranks: RankSet = self.feeders.iter().map(|s| s.rank).collect();
-            let steps: Vec<String> = self.feeders.iter().map(|s| self.step_words(s)).collect();
             out.push_str(&format!(
                 "  {} deadlocked through the cycle: {}\n",
                 ranks.labelled(),
-                steps.join(", ")
+                self.steps_words(&self.feeders)
             ));
         }
         for cycle in &self.unsure {

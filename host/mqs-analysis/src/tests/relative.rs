@@ -1,0 +1,141 @@
+//! Peers relative to the rank in the job view: a ring, a halo exchange
+//! and a reversed communicator each read as a few lines whatever the job's
+//! size, with the ranks that break the pattern on lines of their own.
+
+use super::*;
+
+fn queue_lines(text: &str) -> Vec<&str> {
+    text.lines().filter(|l| l.starts_with("  ")).collect()
+}
+
+#[test]
+fn a_ring_of_a_thousand_ranks_is_one_line_and_its_outliers_theirs() {
+    let n = 1000;
+    let ops: Vec<Vec<OpSpec>> = (0..n)
+        .map(|r| match r {
+            17 => vec![],
+            500 => vec![(0, false, 499, 11)],
+            _ => vec![(0, false, (r + n - 1) % n, 10)],
+        })
+        .collect();
+    let dump = job(n as usize, &[world(n)], &ops);
+    let text = view::job_view(&dump, &ViewOptions::default());
+    assert_eq!(
+        queue_lines(&text),
+        [
+            "  ranks 0-16,18-499,501-999: recv from rank r-1 (mod 1000) tag 10, 4 bytes",
+            "  rank 500: recv from rank 499 tag 11, 4 bytes",
+        ],
+        "{text}"
+    );
+    assert!(text.lines().count() <= 6, "{text}");
+}
+
+#[test]
+fn a_halo_exchange_reads_as_its_offsets() {
+    // A 2-D periodic grid of 8 x 8 on MPI_COMM_WORLD: each rank receives
+    // from its four neighbours and sends to them.
+    let (nx, n) = (8i64, 64i64);
+    let neighbours = |r: i64| {
+        let (x, y) = (r % nx, r / nx);
+        [
+            y * nx + (x + 1) % nx,
+            y * nx + (x + nx - 1) % nx,
+            ((y + 1) % nx) * nx + x,
+            ((y + nx - 1) % nx) * nx + x,
+        ]
+    };
+    let ops: Vec<Vec<OpSpec>> = (0..n)
+        .map(|r| neighbours(r).iter().map(|&p| (0, false, p, 5)).collect())
+        .collect();
+    let dump = job(n as usize, &[world(n)], &ops);
+    let text = view::job_view(&dump, &ViewOptions::default());
+    let lines = queue_lines(&text);
+    // The ranks inside the grid share one line; the edges, whose
+    // neighbours wrap around, one line per kind of edge and corner.
+    assert!(lines.len() <= 9, "{text}");
+    assert!(
+        lines.iter().any(|l| l.contains(
+            "recv from rank r+1 (mod 64) tag 5, 4 bytes; recv from rank r-1 (mod 64) tag 5, \
+             4 bytes; recv from rank r+8 (mod 64) tag 5, 4 bytes; recv from rank r-8 (mod 64) \
+             tag 5, 4 bytes"
+        )),
+        "{text}"
+    );
+    // Every rank is on exactly one line.
+    let mut seen = RankSet::new();
+    for line in &lines {
+        let ranks = line.trim_start().split(':').next().unwrap();
+        let ranks = ranks
+            .trim_start_matches("ranks ")
+            .trim_start_matches("rank ");
+        for r in RankSet::parse(ranks).unwrap().iter() {
+            assert!(seen.insert(r), "rank {r} twice: {text}");
+        }
+    }
+    assert_eq!(seen.len(), 64, "{text}");
+}
+
+#[test]
+fn peers_in_a_reversed_communicator_are_relative_to_its_own_ranks() {
+    let n = 6;
+    let ring: Vec<i64> = (0..n).rev().collect();
+    // World rank r is ring rank n-1-r and receives from ring rank n-2-r,
+    // its own ring rank minus one.
+    let ops: Vec<Vec<OpSpec>> = (0..n)
+        .map(|r| vec![(1, false, (2 * n - 2 - r) % n, 10)])
+        .collect();
+    let dump = job(n as usize, &[world(n), ("ring", ring)], &ops);
+    let text = view::job_view(&dump, &ViewOptions::default());
+    assert_eq!(
+        queue_lines(&text),
+        ["  ranks 0-5: recv from \"ring\" rank r-1 (mod 6, r = its \"ring\" rank) tag 10, 4 bytes"],
+        "{text}"
+    );
+}
+
+#[test]
+fn two_ranks_that_swap_keep_a_line_each() {
+    let ops = vec![vec![(0, false, 1, 3)], vec![(0, false, 0, 3)]];
+    let dump = job(2, &[world(2)], &ops);
+    let text = view::job_view(&dump, &ViewOptions::default());
+    assert_eq!(
+        queue_lines(&text),
+        [
+            "  rank 0: recv from rank 1 tag 3, 4 bytes",
+            "  rank 1: recv from rank 0 tag 3, 4 bytes",
+        ],
+        "{text}"
+    );
+}
+
+#[test]
+fn a_long_cycle_of_alike_waits_is_told_once_and_a_short_one_step_by_step() {
+    for (n, expected) in [
+        (
+            1000,
+            "deadlock: ranks 0-999 each wait for rank r-1 (mod 1000) (recv tag 10 on \
+             MPI_COMM_WORLD)\n"
+                .to_owned(),
+        ),
+        (
+            3,
+            "deadlock: rank 0 waits for rank 2 (recv tag 10 on MPI_COMM_WORLD), rank 2 waits \
+             for rank 1 (recv tag 10 on MPI_COMM_WORLD), rank 1 waits for rank 0 (recv tag 10 \
+             on MPI_COMM_WORLD)\n"
+                .to_owned(),
+        ),
+    ] {
+        let ops: Vec<Vec<OpSpec>> = (0..n)
+            .map(|r| vec![(0, false, (r + n - 1) % n, 10)])
+            .collect();
+        let mut dump = job(n as usize, &[world(n)], &ops);
+        all_blocked_in(&mut dump, "MPI_Recv");
+        let j = Job::new(&dump);
+        let a = Analysis::new(&j);
+        assert!(a.has_deadlock());
+        let words = a.words();
+        assert!(words.starts_with(&expected), "{words}");
+        assert!(words.lines().count() <= 3, "{words}");
+    }
+}
