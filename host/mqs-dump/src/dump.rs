@@ -190,6 +190,7 @@ impl CollectArgs {
             callback: self.callback,
             fanout: (self.fanout > 0).then_some(self.fanout),
             compact: false,
+            per_rank_detail: true,
         })
     }
 }
@@ -495,6 +496,9 @@ fn collect_options(args: &DumpArgs) -> Result<CollectOptions, Error> {
         && !args.per_rank
         && !args.verbose
         && args.confirm.is_none();
+    // The view and DOT alone compare ranks on what they read; --deadlock
+    // compares two snapshots of a live job by their addresses.
+    options.per_rank_detail = !options.compact || args.deadlock;
     Ok(options)
 }
 

@@ -112,8 +112,9 @@ fn read(args: &FrontArgs) -> Result<Read> {
         callback: Some(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)),
         fanout: (args.fanout > 0).then_some(args.fanout),
         // As mqs-dump's job view: ranks in equal states stay one dump per
-        // run of ranks.
+        // run of ranks, compared on what the view reads.
         compact: true,
+        per_rank_detail: false,
     };
     let mut front = Front::new(&Options::default(), collect);
     front.start_with_launcher(job.members());

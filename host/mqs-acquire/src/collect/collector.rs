@@ -226,7 +226,7 @@ fn collect(args: &CollectorArgs, host: &str, share: Share<'_, '_>) -> Result<(),
             "the front end"
         },
         kids,
-        states: States::new(),
+        states: States::with_detail(options.per_rank_detail),
         relayed: Vec::new(),
         limits,
         stop_limit,

@@ -207,7 +207,7 @@ pub struct FoundProcess {
 
 /// The dump options that travel to collectors: paths are as the nodes see
 /// them.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShareOptions {
     pub dll: DllChoice,
     pub trust_dll: bool,
@@ -215,6 +215,29 @@ pub struct ShareOptions {
     pub debug_dirs: Vec<PathBuf>,
     /// Also unwind every thread's call stack.
     pub stacks: bool,
+    /// Send what only a per-rank output shows (buffer and frame addresses,
+    /// thread ids, request addresses): off when the front end shows the job
+    /// view, `--deadlock` or DOT, so that ranks whose views are equal travel
+    /// as one state. A front end that does not say wants it.
+    #[serde(default = "per_rank_detail_by_default")]
+    pub per_rank_detail: bool,
+}
+
+fn per_rank_detail_by_default() -> bool {
+    true
+}
+
+impl Default for ShareOptions {
+    fn default() -> Self {
+        Self {
+            dll: DllChoice::default(),
+            trust_dll: false,
+            no_stop: false,
+            debug_dirs: Vec::new(),
+            stacks: false,
+            per_rank_detail: true,
+        }
+    }
 }
 
 /// Writes one frame.

@@ -35,6 +35,10 @@ pub struct States {
     /// in it too, and comparing is far cheaper than writing the JSON.
     #[serde(skip)]
     last: Option<usize>,
+    /// Ranks added are compared on what the views read only
+    /// ([`strip_per_rank_detail`]).
+    #[serde(skip)]
+    view_only: bool,
 }
 
 /// The collectors of one level of a tree, together.
@@ -91,6 +95,16 @@ impl States {
         Self::default()
     }
 
+    /// States of ranks compared on what the job view, `--deadlock` and DOT
+    /// read: without `per_rank_detail`, each rank added loses what only a
+    /// per-rank output shows ([`strip_per_rank_detail`]).
+    pub fn with_detail(per_rank_detail: bool) -> Self {
+        Self {
+            view_only: !per_rank_detail,
+            ..Self::default()
+        }
+    }
+
     /// How many ranks it holds.
     pub fn ranks(&self) -> usize {
         self.list
@@ -108,6 +122,9 @@ impl States {
     pub fn add(&mut self, host: &str, mut process: ProcessDump) {
         let (pid, rank) = (process.pid, process.global_rank);
         let stats = std::mem::take(&mut process.stats);
+        if self.view_only {
+            strip_per_rank_detail(&mut process);
+        }
         normalize(&mut process, rank);
         let run = Run {
             host: host.to_string(),
@@ -226,8 +243,76 @@ fn continues(run: &Run, next: &Run) -> bool {
 /// the global rank (MPI_COMM_WORLD and its copies); no DLL reports it.
 const SAME_AS_GLOBAL: i64 = i64::MIN;
 
+/// What the main thread's id becomes in the normal form: it is the pid.
+const MAIN_TID: i32 = i32::MIN;
+
+/// Takes out of a dump what only a per-rank output shows (`--json`, the
+/// per-rank listing), so that ranks whose views are equal share a state
+/// (the front end asked for the job view, `--deadlock` or DOT). Buffer
+/// addresses go, and frame addresses where the frame's function is known;
+/// the other threads' ids become 0; the requests a rank's operations name
+/// and its `MPI_Wait*` call waits on are numbered in order of first
+/// appearance instead of by address, which keeps what matches them.
+pub fn strip_per_rank_detail(p: &mut ProcessDump) {
+    let mut numbers: HashMap<u64, u64> = HashMap::new();
+    let mut number = |address: u64| {
+        let next = numbers.len() as u64 + 1;
+        *numbers.entry(address).or_insert(next)
+    };
+    if let Section::Ok { value } = &mut p.communicators {
+        for c in &mut value.list {
+            for queue in [&mut c.sends, &mut c.receives, &mut c.unexpected] {
+                let Section::Ok { value: queue } = queue else {
+                    continue;
+                };
+                for op in &mut queue.operations {
+                    op.buffer = 0;
+                    if op
+                        .extra_text
+                        .iter()
+                        .any(|l| mqs_abi::request_of(l).is_some())
+                    {
+                        let mut lines = mqs_abi::Lines::new();
+                        for line in op.extra_text.iter() {
+                            match (mqs_abi::request_of(line), line.rsplit_once(" request 0x")) {
+                                (Some(address), Some((head, _))) => {
+                                    lines.push(&mqs_abi::request_line(head, number(address)));
+                                }
+                                _ => lines.push(line),
+                            }
+                        }
+                        op.extra_text = lines;
+                    }
+                }
+            }
+        }
+    }
+    if let Some(Section::Ok { value }) = &mut p.stacks {
+        for thread in &mut value.list {
+            if thread.tid != p.pid {
+                thread.tid = 0;
+            }
+            for frame in &mut thread.frames {
+                if frame.function.is_some() {
+                    frame.address = 0;
+                }
+                if let Some(call) = &mut frame.call {
+                    for request in &mut call.requests {
+                        *request = number(*request);
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Takes out of a dump what differs between ranks in one state.
 fn normalize(p: &mut ProcessDump, rank: i32) {
+    if let Some(Section::Ok { value }) = &mut p.stacks {
+        for thread in value.list.iter_mut().filter(|t| t.tid == p.pid) {
+            thread.tid = MAIN_TID;
+        }
+    }
     p.pid = 0;
     p.global_rank = 0;
     p.host = None;
@@ -242,6 +327,11 @@ fn normalize(p: &mut ProcessDump, rank: i32) {
 
 /// Puts back what [`normalize`] took out, the pid, rank and counters set.
 fn restore(p: &mut ProcessDump) {
+    if let Some(Section::Ok { value }) = &mut p.stacks {
+        for thread in value.list.iter_mut().filter(|t| t.tid == MAIN_TID) {
+            thread.tid = p.pid;
+        }
+    }
     let rank = i64::from(p.global_rank);
     if let Section::Ok { value } = &mut p.communicators {
         for c in &mut value.list {
@@ -275,6 +365,88 @@ mod tests {
         .unwrap();
         p.host = None;
         p
+    }
+
+    /// Rank `rank`'s dump as a real job gives it: its own buffer and
+    /// request addresses, frame addresses (ASLR) and thread ids, its
+    /// MPI_Wait waiting on the request its receive names.
+    fn real(rank: i32) -> ProcessDump {
+        let pid = 5000 + 7 * rank;
+        let base = 0x7f00_0000_0000u64 + (rank as u64) * 0x10_0000;
+        let mut p = dump(pid, rank, 7, 1.0);
+        let request = base + 0x40;
+        if let Section::Ok { value } = &mut p.communicators {
+            let Section::Ok { value: q } = &mut value.list[0].receives else {
+                unreachable!()
+            };
+            q.operations[0].buffer = base + 0x80;
+            q.operations[0]
+                .extra_text
+                .push(&mqs_abi::request_line("receive", request));
+        }
+        let frame = |f: &str, address: u64, requests: Vec<u64>| {
+            serde_json::json!({"address": address, "function": f, "offset": 12,
+                "object": "libmpi.so", "file": null, "line": null,
+                "call": if requests.is_empty() { serde_json::Value::Null } else {
+                    serde_json::json!({"mpi": "openmpi", "ints": [], "requests": requests})}})
+        };
+        p.stacks = Some(
+            serde_json::from_value(serde_json::json!({"status": "ok", "list": [
+                {"tid": pid, "name": "app", "frames": [
+                    frame("poll", base + 1, vec![]),
+                    frame("MPI_Wait", base + 2, vec![request]),
+                    frame("main", base + 3, vec![])], "truncated": null},
+                {"tid": pid + 3 + rank, "name": "progress", "frames": [
+                    frame("epoll_wait", base + 4, vec![])], "truncated": null}]}))
+            .unwrap(),
+        );
+        p
+    }
+
+    #[test]
+    fn ranks_whose_views_are_equal_share_a_state_without_per_rank_detail() {
+        let mut detailed = States::with_detail(true);
+        let mut viewed = States::with_detail(false);
+        for rank in 0..4 {
+            detailed.add("a", real(rank));
+            viewed.add("a", real(rank));
+        }
+        assert_eq!(detailed.list.len(), 4, "addresses differ: a state each");
+        assert_eq!(viewed.list.len(), 1, "one state for the view");
+        // Detail kept: each rank back exactly, its main thread's id too.
+        for (i, (_, p)) in detailed.expand().into_iter().enumerate() {
+            let want = real(i as i32);
+            assert_eq!(
+                serde_json::to_value(&p).unwrap(),
+                serde_json::to_value(&want).unwrap()
+            );
+        }
+        // Without: what the analysis reads stays, the request its wait
+        // names still the one its receive names.
+        for (i, (_, p)) in viewed.expand().into_iter().enumerate() {
+            let rank = i as i32;
+            assert_eq!((p.pid, p.global_rank), (5000 + 7 * rank, rank));
+            let Some(Section::Ok { value }) = &p.stacks else {
+                panic!("stacks")
+            };
+            assert_eq!(value.list[0].tid, p.pid, "the main thread's id is the pid");
+            assert_eq!(value.list[1].tid, 0);
+            let wait = value.list[0].frames[1].call.as_ref().unwrap();
+            let Section::Ok { value: comms } = &p.communicators else {
+                panic!("communicators")
+            };
+            let Section::Ok { value: q } = &comms.list[0].receives else {
+                panic!("receives")
+            };
+            let named: Vec<u64> = q.operations[0]
+                .extra_text
+                .iter()
+                .filter_map(mqs_abi::request_of)
+                .collect();
+            assert_eq!(named, wait.requests);
+            assert_eq!(q.operations[0].buffer, 0);
+            assert_eq!(value.list[0].frames[0].address, 0);
+        }
     }
 
     #[test]

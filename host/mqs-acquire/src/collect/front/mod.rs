@@ -73,6 +73,12 @@ pub struct CollectOptions {
     /// each rank's): for callers that only analyse the job, which then
     /// never holds a dump per rank. Off: one dump per rank.
     pub compact: bool,
+    /// Collectors send what only a per-rank output shows (buffer, frame and
+    /// request addresses, thread ids). Off: ranks are compared on what the
+    /// job view and DOT read, so that a real job's equal ranks travel as
+    /// one state (comparing two snapshots, `--confirm` and `--deadlock`'s,
+    /// needs the addresses).
+    pub per_rank_detail: bool,
 }
 
 impl Default for CollectOptions {
@@ -85,6 +91,7 @@ impl Default for CollectOptions {
             callback: None,
             fanout: Some(DEFAULT_FANOUT),
             compact: false,
+            per_rank_detail: true,
         }
     }
 }
@@ -115,6 +122,7 @@ impl Front {
                 no_stop: options.no_stop,
                 debug_dirs: options.debug_dirs.clone(),
                 stacks: options.stacks,
+                per_rank_detail: collect.per_rank_detail,
             },
             enabled: options.save.is_none(),
             collect,
