@@ -8,7 +8,8 @@ use mqs_abi::{OpClass, OpStatus};
 
 use super::ranks::RankSet;
 use mqs_core::model::{
-    CallArgs, CommunicatorDump, FrameComm, JobDump, Operation, ProcessDump, Section, ThreadStack,
+    shifted_peer, CallArgs, CommunicatorDump, FrameComm, JobDump, Operation, ProcessDump, Section,
+    ThreadStack,
 };
 
 /// What DLLs report for -1 read as a 32-bit unsigned (Open MPI's own
@@ -101,6 +102,10 @@ pub struct Op<'a> {
     /// None: MPI_ANY_TAG.
     pub tag: Option<i64>,
     pub op: &'a Operation,
+    /// How far this rank's peers are from those `op` names: its place in
+    /// a run whose peers shift ([`ProcessDump::run_shifts_peers`]), on a
+    /// communicator whose ranks move along the run; else 0.
+    pub shift: i64,
 }
 
 impl Op<'_> {
@@ -468,7 +473,16 @@ impl<'a> Matching<'a> {
                 }
                 slot.get_or_insert(r.rank);
             }
-            self.queues(r.rank, c, index);
+            // The peers of a run that shifts them move along with the
+            // rank on the communicators whose rank moves.
+            let shift = if r.process.run_shifts_peers
+                && r.process.local_rank_at(c, offset) != c.local_rank
+            {
+                offset
+            } else {
+                0
+            };
+            self.queues(r.rank, c, index, shift);
         }
     }
 
@@ -516,7 +530,7 @@ impl<'a> Matching<'a> {
 
     /// A rank's operations on one communicator, and what its queues there
     /// could not list.
-    fn queues(&mut self, rank: i64, c: &'a CommunicatorDump, index: usize) {
+    fn queues(&mut self, rank: i64, c: &'a CommunicatorDump, index: usize, shift: i64) {
         for class in OpClass::ALL {
             match c.queue(class) {
                 Section::Ok { value } => {
@@ -529,6 +543,7 @@ impl<'a> Matching<'a> {
                             local_peer: None,
                             tag: op.desired_tag.filter(|t| *t != MINUS_ONE_U32 && *t != -1),
                             op,
+                            shift,
                         });
                     }
                     if let Some(why) = &value.truncated {
@@ -553,13 +568,14 @@ impl<'a> Matching<'a> {
 fn resolve_peers(ops: &mut [Op<'_>], comms: &[JobComm]) {
     for o in ops {
         let c = &comms[o.comm];
-        let local = o.op.desired_local_rank;
+        let local = shifted_peer(o.op.desired_local_rank, o.shift, c.size);
+        let global = shifted_peer(o.op.desired_global_rank, o.shift, c.size);
         (o.peer, o.local_peer) = if local < 0 || local >= c.size {
             (Peer::Any, None)
         } else if let Some(Some(g)) = usize::try_from(local).ok().and_then(|l| c.group.get(l)) {
             (Peer::Rank(*g), Some(local))
-        } else if o.op.desired_global_rank >= 0 && o.op.desired_global_rank < MINUS_ONE_U32 {
-            (Peer::Rank(o.op.desired_global_rank), Some(local))
+        } else if (0..MINUS_ONE_U32).contains(&global) {
+            (Peer::Rank(global), Some(local))
         } else {
             (Peer::Local(local), Some(local))
         };

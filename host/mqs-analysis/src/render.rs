@@ -566,6 +566,7 @@ mod tests {
                 stacks: None,
                 stats: DumpStats::default(),
                 run_len: 1,
+                run_shifts_peers: false,
             }],
         }
     }

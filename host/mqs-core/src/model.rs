@@ -184,6 +184,22 @@ pub struct ProcessDump {
     /// is its own global rank (MPI_COMM_WORLD and its copies).
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub run_len: u32,
+    /// In a run: each further rank's peers on those communicators are
+    /// its place in the run further on, modulo the communicator's size
+    /// (a ring: rank r receives from r-1), instead of the first rank's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub run_shifts_peers: bool,
+}
+
+/// A peer's rank (of an operation's `desired_*` or `actual_*` field) for
+/// the rank `shift` places further on in a run whose peers shift, on a
+/// communicator of `size`: ranks move along, `ANY_SOURCE` and unknown
+/// ones (negative) stay.
+pub fn shifted_peer(peer: i64, shift: i64, size: i64) -> i64 {
+    if peer < 0 || shift == 0 || size <= 0 || peer >= size {
+        return peer;
+    }
+    (peer + shift).rem_euclid(size)
 }
 
 fn one() -> u32 {
@@ -230,16 +246,40 @@ impl ProcessDump {
                 p.pid = pid;
                 p.global_rank = rank;
                 p.run_len = 1;
+                p.run_shifts_peers = false;
+                let shift = i64::from(rank) - i64::from(first);
                 if let Section::Ok { value } = &mut p.communicators {
                     for c in &mut value.list {
                         if c.local_rank == i64::from(first) {
                             c.local_rank = i64::from(rank);
+                            if self.run_shifts_peers {
+                                shift_queues(c, shift);
+                            }
                         }
                     }
                 }
                 p
             })
             .collect()
+    }
+}
+
+/// Moves every peer of `c`'s queues `shift` ranks on ([`shifted_peer`]).
+fn shift_queues(c: &mut CommunicatorDump, shift: i64) {
+    let size = c.size;
+    for queue in [&mut c.sends, &mut c.receives, &mut c.unexpected] {
+        if let Section::Ok { value } = queue {
+            for op in &mut value.operations {
+                for peer in [
+                    &mut op.desired_local_rank,
+                    &mut op.desired_global_rank,
+                    &mut op.actual_local_rank,
+                    &mut op.actual_global_rank,
+                ] {
+                    *peer = shifted_peer(*peer, shift, size);
+                }
+            }
+        }
     }
 }
 

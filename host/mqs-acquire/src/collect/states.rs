@@ -9,6 +9,14 @@
 //! ranks in it; consecutive ranks with consecutive pids on one host and
 //! equal counters make one run. Nothing is lost: [`States::expand`] gives
 //! back every rank's dump exactly as its collector made it.
+//!
+//! In a ring, a halo exchange or a stencil every rank's peers differ; read
+//! relative to the rank (on the communicators where its rank is its global
+//! one) they are equal. So a state is kept in one of two forms: peers as
+//! they are (everyone receives from rank 0), or relative to each rank (a
+//! ring: everyone from the rank before it). A rank goes to a state of
+//! either form that it equals; a new state starts with peers as they are,
+//! and becomes relative when the next new rank equals it only that way.
 
 use std::collections::HashMap;
 
@@ -39,6 +47,8 @@ pub struct States {
     /// ([`strip_per_rank_detail`]).
     #[serde(skip)]
     view_only: bool,
+    #[serde(skip)]
+    pending: Option<Pending>,
 }
 
 /// The collectors of one level of a tree, together.
@@ -77,6 +87,20 @@ pub struct State {
     /// counters, a local rank equal to the global rank marked as such).
     pub dump: ProcessDump,
     pub runs: Vec<Run>,
+    /// Its peers on the communicators whose local rank is marked are
+    /// distances from each rank ([`RELATIVE`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub relative: bool,
+}
+
+/// A state of one rank that may yet become relative: the next new rank
+/// whose relative form is its own joins it so.
+#[derive(Debug)]
+struct Pending {
+    at: usize,
+    absolute_key: Vec<u8>,
+    relative_key: Vec<u8>,
+    relative: ProcessDump,
 }
 
 /// Ranks `rank..rank + count` with pids `pid..pid + count` on one host.
@@ -122,9 +146,13 @@ impl States {
     pub fn add(&mut self, host: &str, mut process: ProcessDump) {
         let (pid, rank) = (process.pid, process.global_rank);
         let stats = std::mem::take(&mut process.stats);
-        if self.view_only {
+        let stats = if self.view_only {
             strip_per_rank_detail(&mut process);
-        }
+            // Counters are per-rank detail too: runs go on past them.
+            DumpStats::default()
+        } else {
+            stats
+        };
         normalize(&mut process, rank);
         let run = Run {
             host: host.to_string(),
@@ -133,7 +161,64 @@ impl States {
             count: 1,
             stats,
         };
-        self.add_runs(process, vec![run]);
+        self.add_rank(process, run);
+    }
+
+    /// One rank's state, in either form: the one of a state it equals,
+    /// else a new state (made relative by the next rank if that is how
+    /// the two are equal).
+    fn add_rank(&mut self, dump: ProcessDump, run: Run) {
+        let relative = relative_form(&dump, run.rank);
+        // The next rank is most often in the last rank's state.
+        if let Some(at) = self.last {
+            let state = &self.list[at];
+            let equal = if state.relative {
+                relative.as_ref() == Some(&state.dump)
+            } else {
+                state.dump == dump
+            };
+            if equal {
+                self.join(at, vec![run]);
+                return;
+            }
+        }
+        let absolute_key = key_of(&dump, false);
+        if let Some(&at) = self.index.get(&absolute_key) {
+            self.join(at, vec![run]);
+            return;
+        }
+        let Some(relative) = relative else {
+            let at = self.new_state(absolute_key, dump, false);
+            self.join(at, vec![run]);
+            return;
+        };
+        let relative_key = key_of(&relative, true);
+        if let Some(&at) = self.index.get(&relative_key) {
+            self.join(at, vec![run]);
+            return;
+        }
+        if let Some(at) = self.convert_pending(&relative_key) {
+            self.join(at, vec![run]);
+            return;
+        }
+        let at = self.new_state(absolute_key.clone(), dump, false);
+        self.pending = Some(Pending {
+            at,
+            absolute_key,
+            relative_key,
+            relative,
+        });
+        self.join(at, vec![run]);
+    }
+
+    fn new_state(&mut self, key: Vec<u8>, dump: ProcessDump, relative: bool) -> usize {
+        self.index.insert(key, self.list.len());
+        self.list.push(State {
+            dump,
+            runs: Vec::new(),
+            relative,
+        });
+        self.list.len() - 1
     }
 
     /// Adds every state of `other` (a child's), and its levels one level
@@ -141,31 +226,58 @@ impl States {
     pub fn merge(&mut self, other: States) {
         absorb_levels(&mut self.levels, &other.levels, 1);
         for state in other.list {
-            self.add_runs(state.dump, state.runs);
+            // A state of one rank may be in a ring with ranks of ours.
+            if !state.relative && state.runs.len() == 1 && state.runs[0].count == 1 {
+                let run = state.runs.into_iter().next().expect("one run");
+                self.add_rank(state.dump, run);
+            } else {
+                self.add_runs(state.dump, state.runs, state.relative);
+            }
         }
     }
 
-    fn add_runs(&mut self, dump: ProcessDump, runs: Vec<Run>) {
-        let same = self
-            .last
-            .filter(|&at| self.list.get(at).is_some_and(|s| s.dump == dump));
+    fn add_runs(&mut self, dump: ProcessDump, runs: Vec<Run>, relative: bool) {
+        let same = self.last.filter(|&at| {
+            self.list
+                .get(at)
+                .is_some_and(|s| s.relative == relative && s.dump == dump)
+        });
         let at = match same {
             Some(at) => at,
             None => {
-                let key = serde_json::to_vec(&dump).unwrap_or_default();
+                let key = key_of(&dump, relative);
                 match self.index.get(&key) {
                     Some(&at) => at,
-                    None => {
-                        self.index.insert(key, self.list.len());
-                        self.list.push(State {
-                            dump,
-                            runs: Vec::new(),
-                        });
-                        self.list.len() - 1
-                    }
+                    None => match self.convert_pending(&key) {
+                        Some(at) => at,
+                        None => self.new_state(key, dump, relative),
+                    },
                 }
             }
         };
+        self.join(at, runs);
+    }
+
+    /// The pending state of one rank, made relative, if its relative form
+    /// has `relative_key` (and it is still alone).
+    fn convert_pending(&mut self, relative_key: &[u8]) -> Option<usize> {
+        let pending = self.pending.take()?;
+        let state = &self.list[pending.at];
+        let alone = state.runs.len() == 1 && state.runs[0].count == 1;
+        if !alone || pending.relative_key != relative_key {
+            self.pending = alone.then_some(pending);
+            return None;
+        }
+        self.index.remove(&pending.absolute_key);
+        self.index.insert(pending.relative_key, pending.at);
+        let state = &mut self.list[pending.at];
+        state.dump = pending.relative;
+        state.relative = true;
+        Some(pending.at)
+    }
+
+    /// Adds `runs` to state `at`, extending its last run where they go on.
+    fn join(&mut self, at: usize, runs: Vec<Run>) {
         self.last = Some(at);
         let list = &mut self.list[at].runs;
         for run in runs {
@@ -209,7 +321,8 @@ impl States {
                 p.global_rank = run.rank;
                 p.stats = run.stats;
                 p.run_len = run.count.max(1);
-                restore(&mut p);
+                p.run_shifts_peers = state.relative && p.run_len > 1;
+                restore(&mut p, state.relative);
                 out.push((run.host, p));
             }
         }
@@ -325,8 +438,72 @@ fn normalize(p: &mut ProcessDump, rank: i32) {
     }
 }
 
-/// Puts back what [`normalize`] took out, the pid, rank and counters set.
-fn restore(p: &mut ProcessDump) {
+/// What a peer's rank becomes in a relative state: its distance from the
+/// rank, plus this (far below any rank a DLL reports).
+const RELATIVE: i64 = i64::MIN / 2;
+
+/// A state's key: its normal form, and its form.
+fn key_of(dump: &ProcessDump, relative: bool) -> Vec<u8> {
+    let mut key = serde_json::to_vec(dump).unwrap_or_default();
+    key.push(u8::from(relative));
+    key
+}
+
+/// The peers of each communicator whose local rank is the rank's own
+/// global one (marked in the normal form), each with what to do to it.
+fn peers_on_moving_comms(p: &mut ProcessDump, mut each: impl FnMut(&mut i64, i64)) {
+    let Section::Ok { value } = &mut p.communicators else {
+        return;
+    };
+    for c in value
+        .list
+        .iter_mut()
+        .filter(|c| c.local_rank == SAME_AS_GLOBAL)
+    {
+        let size = c.size;
+        for queue in [&mut c.sends, &mut c.receives, &mut c.unexpected] {
+            let Section::Ok { value } = queue else {
+                continue;
+            };
+            for op in &mut value.operations {
+                for peer in [
+                    &mut op.desired_local_rank,
+                    &mut op.desired_global_rank,
+                    &mut op.actual_local_rank,
+                    &mut op.actual_global_rank,
+                ] {
+                    each(peer, size);
+                }
+            }
+        }
+    }
+}
+
+/// `dump` (a normal form) with its peers relative to rank `rank`; None
+/// where it has no peer to make relative (both forms are one).
+fn relative_form(dump: &ProcessDump, rank: i32) -> Option<ProcessDump> {
+    let mut relative = dump.clone();
+    let mut changed = false;
+    peers_on_moving_comms(&mut relative, |peer, size| {
+        if (0..size).contains(peer) {
+            *peer = RELATIVE + (*peer - i64::from(rank)).rem_euclid(size);
+            changed = true;
+        }
+    });
+    changed.then_some(relative)
+}
+
+/// Puts back what [`normalize`] (and, for a relative state,
+/// [`relative_form`]) took out, the pid, rank and counters set.
+fn restore(p: &mut ProcessDump, relative: bool) {
+    if relative {
+        let rank = i64::from(p.global_rank);
+        peers_on_moving_comms(p, |peer, size| {
+            if (RELATIVE..RELATIVE + size.max(0)).contains(peer) {
+                *peer = (rank + (*peer - RELATIVE)).rem_euclid(size);
+            }
+        });
+    }
     if let Some(Section::Ok { value }) = &mut p.stacks {
         for thread in value.list.iter_mut().filter(|t| t.tid == MAIN_TID) {
             thread.tid = p.pid;
@@ -447,6 +624,120 @@ mod tests {
             assert_eq!(q.operations[0].buffer, 0);
             assert_eq!(value.list[0].frames[0].address, 0);
         }
+    }
+
+    /// Rank `rank` of `size` receiving from `peer` on MPI_COMM_WORLD, and
+    /// with an unexpected message from the rank after it.
+    fn ring_rank(pid: i32, rank: i32, size: i64, peer: i64) -> ProcessDump {
+        ring_rank_with(pid, rank, size, peer, (i64::from(rank) + 1) % size)
+    }
+
+    /// [`ring_rank`], the unexpected message from `next`.
+    fn ring_rank_with(pid: i32, rank: i32, size: i64, peer: i64, next: i64) -> ProcessDump {
+        let op = |peer: i64, status: &str| {
+            serde_json::json!({"status": status, "desired_local_rank": peer,
+                "desired_global_rank": peer, "desired_tag": 10, "desired_length": 4,
+                "system_buffer": false, "buffer": 0, "actual_local_rank": -1,
+                "actual_global_rank": -1, "actual_tag": -1, "actual_length": -1,
+                "extra_text": []})
+        };
+        serde_json::from_value(serde_json::json!({
+            "pid": pid, "global_rank": rank, "executable": "a",
+            "dll": {"path": "d", "version": "v", "compatibility": 2},
+            "communicators": {"status": "ok", "list": [{
+                "unique_id": 1, "name": "MPI_COMM_WORLD", "size": size, "local_rank": rank,
+                "group": null,
+                "sends": {"status": "ok", "operations": []},
+                "receives": {"status": "ok", "operations": [op(peer, "pending")]},
+                "unexpected": {"status": "ok", "operations": [op(next, "pending")]}}]},
+            "stats": {"fetches": 3, "fetched_bytes": 4, "syscalls": 0, "elapsed_ms": 1.0}
+        }))
+        .unwrap()
+    }
+
+    fn json(dumps: Vec<(String, ProcessDump)>) -> Vec<(String, serde_json::Value)> {
+        dumps
+            .into_iter()
+            .map(|(h, p)| (h, serde_json::to_value(&p).unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn a_ring_is_one_relative_state_and_expands_to_every_rank_exactly() {
+        let size = 12;
+        let ranks: Vec<(String, ProcessDump)> = (0..size)
+            .map(|r| {
+                let host = if r < 6 { "a" } else { "b" };
+                let pid = 100 + (r % 6) as i32;
+                (
+                    host.to_owned(),
+                    ring_rank(pid, r as i32, size, (r + size - 1) % size),
+                )
+            })
+            .collect();
+        let mut parent = States::new();
+        let mut child = States::new();
+        for (host, p) in ranks.clone() {
+            if host == "a" {
+                parent.add(&host, p);
+            } else {
+                child.add(&host, p);
+            }
+        }
+        parent.merge(child);
+        assert_eq!(parent.list.len(), 1, "{:#?}", parent.list);
+        assert!(parent.list[0].relative);
+        assert_eq!(parent.list[0].runs.len(), 2, "a run per host");
+        let wire = serde_json::to_vec(&parent).unwrap();
+        let back: States = serde_json::from_slice(&wire).unwrap();
+        // A run stands for its ranks with their own peers.
+        let runs = back.runs();
+        assert_eq!(runs.len(), 2);
+        assert!(runs
+            .iter()
+            .all(|(_, p)| p.run_len == 6 && p.run_shifts_peers));
+        let expanded: Vec<(String, ProcessDump)> = runs
+            .into_iter()
+            .flat_map(|(h, p)| p.split_run().into_iter().map(move |p| (h.clone(), p)))
+            .collect();
+        assert_eq!(json(expanded), json(ranks));
+    }
+
+    #[test]
+    fn a_ring_of_one_rank_per_host_becomes_one_state_as_hosts_merge() {
+        let size = 6;
+        let mut parent = States::new();
+        for r in 0..size {
+            let mut host = States::new();
+            host.add(
+                &format!("h{r}"),
+                ring_rank(100, r as i32, size, (r + 1) % size),
+            );
+            parent.merge(host);
+        }
+        assert_eq!(parent.list.len(), 1, "{:#?}", parent.list);
+        assert_eq!(parent.ranks(), 6);
+        let got = json(parent.expand());
+        let want: Vec<(String, serde_json::Value)> = (0..size)
+            .map(|r| {
+                let p = ring_rank(100, r as i32, size, (r + 1) % size);
+                (format!("h{r}"), serde_json::to_value(&p).unwrap())
+            })
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn ranks_that_all_wait_for_one_rank_stay_one_state_as_they_are() {
+        let mut states = States::new();
+        for r in 1..8 {
+            states.add("a", ring_rank_with(100 + r, r, 8, 0, 0));
+        }
+        assert_eq!(states.list.len(), 1);
+        assert!(!states.list[0].relative);
+        let runs = states.runs();
+        assert_eq!(runs.len(), 1);
+        assert!(!runs[0].1.run_shifts_peers);
     }
 
     #[test]

@@ -626,6 +626,7 @@ pub(super) fn process_dump(
         stacks: None,
         stats,
         run_len: 1,
+        run_shifts_peers: false,
     }
 }
 
@@ -669,6 +670,7 @@ fn without_queues_as<T: Target>(p: &Prepared<T>, chosen: &str, why: &str) -> Pro
         stacks: None,
         stats: Default::default(),
         run_len: 1,
+        run_shifts_peers: false,
     }
 }
 

@@ -112,6 +112,7 @@ fn job_of(n: usize, comms: &[(&str, Vec<i64>)], ops: &[Vec<Placed>]) -> JobDump 
                 stacks: None,
                 stats: DumpStats::default(),
                 run_len: 1,
+                run_shifts_peers: false,
             }
         })
         .collect();

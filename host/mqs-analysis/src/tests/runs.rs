@@ -85,3 +85,64 @@ fn a_compact_job_reads_as_one_dump_per_rank() {
         assert_eq!(jc.comm_of(rank, 1), je.comm_of(rank, 1), "rank {rank}");
     }
 }
+
+/// A ring of 100 ranks as a tree sends it: three runs whose peers shift
+/// (each rank receives from the one before it), on the world and on a copy.
+#[test]
+fn a_compact_ring_whose_peers_shift_reads_as_one_dump_per_rank() {
+    let n = 100i64;
+    let copy = ("copy", (0..n).collect::<Vec<i64>>());
+    let ops: Vec<Vec<OpSpec>> = (0..n)
+        .map(|r| vec![(0, false, (r + n - 1) % n, 10), (1, true, (r + 1) % n, 4)])
+        .collect();
+    let mut each = job(n as usize, &[world(n), copy], &ops);
+    // As a ring's ranks are: alike but for their peers.
+    for p in &mut each.processes {
+        if let Section::Ok { value } = &mut p.communicators {
+            for c in &mut value.list {
+                for q in [&mut c.sends, &mut c.receives] {
+                    if let Section::Ok { value } = q {
+                        for op in &mut value.operations {
+                            (op.buffer, op.actual_local_rank, op.actual_global_rank) = (0, -1, -1);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    all_blocked_in(&mut each, "MPI_Recv");
+    let mut compact = each.clone();
+    for (first, len) in [(0, 40), (40, 30), (70, 30)] {
+        let p = &mut compact.processes[first];
+        p.run_len = len;
+        p.run_shifts_peers = true;
+    }
+    compact
+        .processes
+        .retain(|p| matches!(p.global_rank, 0 | 40 | 70));
+    assert_eq!(compact.rank_count(), 100);
+    let mut expanded = compact.clone();
+    expanded.expand();
+    // Each rank's own peers (short messages: a whole dump is long).
+    for (got, want) in expanded.processes.iter().zip(&each.processes) {
+        assert!(
+            got.communicators == want.communicators,
+            "rank {}: its communicators differ from its own",
+            want.global_rank
+        );
+    }
+    assert_eq!(
+        view::job_view(&compact, &ViewOptions::default()),
+        view::job_view(&each, &ViewOptions::default())
+    );
+    let (jc, je) = (Job::new(&compact), Job::new(&each));
+    let (ac, ae) = (Analysis::new(&jc), Analysis::new(&je));
+    assert!(ac.has_deadlock());
+    assert_eq!(ac.words(), ae.words());
+    assert_eq!(dot::dot(&ac), dot::dot(&ae));
+    let text = view::job_view(&compact, &ViewOptions::default());
+    assert!(
+        text.contains("ranks 0-99: recv from rank r-1 (mod 100) tag 10, 4 bytes"),
+        "{text}"
+    );
+}
