@@ -147,10 +147,13 @@ debian_build() {
 # rebuilt library's loaded sections with the stock one's byte for byte and
 # keys the pack by the stock build-id. $2: the pack file, $3: provenance,
 # $4: the query list (empty: mqs-dump's built-in one).
+# `pack_flags` (an array, empty by default) is added to the extract:
+# --close-rebuild where the rebuild cannot load the stock bytes.
+pack_flags=()
 make_pack() {
     local lib=$1 pack=$2 provenance=$3 queries=${4:-}
-    local extra=()
-    [ -n "$queries" ] && extra=(--queries "$queries")
+    local extra=("${pack_flags[@]}")
+    [ -n "$queries" ] && extra+=(--queries "$queries")
     "$dump" typepack extract --lib "$work/stock/$lib" --built-lib "$work/rebuilt/$lib" \
         --debug-dir "$work/dbgsym/usr/lib/debug" --provenance "$provenance" \
         "${extra[@]}" --out "$pack"

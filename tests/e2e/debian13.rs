@@ -6,11 +6,13 @@
 //! file: its own libc), and mqs-dump, run here, reads every one of them
 //! through the ranks' own root.
 //!
-//! - Open MPI 5.0.7-1 (stripped; its components are in libmpi): a hung
-//!   `queues` job (compiled with the root's `mpicc.openmpi`) shows, through
-//!   the committed type pack of its libmpi (`scripts/typepack-debian13-openmpi`)
-//!   and with both our DLL and Open MPI's own (from the root), the same queue
-//!   contents as our `-g` build of the same version; without the pack the
+//! - Open MPI 5.0.7-1 (stripped; its components are in libmpi and
+//!   libopen-pal): a hung `queues` job (compiled with the root's
+//!   `mpicc.openmpi`) shows, through the committed type packs of those two
+//!   (`scripts/typepack-debian13-openmpi`: a close rebuild's types) and with
+//!   both our DLL and Open MPI's own (from the root), the same queue
+//!   contents as our `-g` build of the same version; a pack one field off
+//!   is refused before any DLL reads through it; without the pack the
 //!   error names the library and its build-id (exit 6), and `--stacks` still
 //!   shows each rank in `MPI_Recv`. Its `prterun`, whose PMIx library cannot
 //!   be loaded here, is read by its ranks below it. A ring deadlock through
@@ -133,7 +135,7 @@ fn debian13_open_mpi_in_its_root_is_read_through_its_pack_like_the_g_build() {
     let text = stdout(&out);
     assert!(text.contains("ranks 0-1: main > MPI_Recv"), "{text}");
     assert!(
-        text.contains("communicators not available on rank 0"),
+        text.contains("communicators not available on ranks 0-1"),
         "{text}"
     );
     for (_, pid) in job.rank_pids() {
@@ -203,5 +205,32 @@ fn debian13_mpich_in_its_root_says_what_it_lacks_and_shows_stacks() {
     for (_, pid) in job.rank_pids() {
         assert_running_untraced(pid);
     }
+    job.shutdown().expect("shutdown");
+}
+
+/// The packs of a close rebuild carry types alone, so every process is
+/// checked against them first: one field off, and the pack is refused
+/// before any DLL reads through it.
+#[test]
+fn debian13_a_pack_one_field_off_is_refused() {
+    let job = Job::launch(Mpi::Debian13OpenMpi, "queues", 2, &[]).expect("launch in the root");
+    let pid = job.rank_pid(1).unwrap().to_string();
+    let cache = scratch("d13-altered");
+    for (ty, field, by, needle) in [
+        ("ompi_communicator_t", "c_name", 8, "MPI_COMM_WORLD"),
+        ("ompi_group_t", "grp_proc_count", 4, "grp_proc_count"),
+    ] {
+        let data = data_with_packs(&format!("d13-{field}"), |p| shift_field(p, ty, field, by));
+        let env = isolated(&data, &cache, None);
+        for dll in [None, Some("mpi".to_owned())] {
+            let mut args = vec!["--pid", pid.as_str()];
+            if let Some(d) = &dll {
+                args.extend(["--dll", d.as_str()]);
+            }
+            let out = run_with(&args, &env);
+            assert_error(&out, NO_DEBUG_INFO, &["refused", needle]);
+        }
+    }
+    assert_running_untraced(job.rank_pid(1).unwrap());
     job.shutdown().expect("shutdown");
 }

@@ -12,7 +12,7 @@
 use std::process::{Command, Stdio};
 
 use mqs_core::model::{JobDump, ProcessDump, Section};
-use mqs_tests::scale::{SyntheticJob, FIRST_PID, FRONT_ROLE, TAG_STEP};
+use mqs_tests::scale::{Pattern, SyntheticJob, FIRST_PID, FRONT_ROLE, TAG_STEP};
 
 const RANKS: usize = 120;
 const PER_HOST: usize = 7;
@@ -73,12 +73,18 @@ impl Read {
 /// Reads the synthetic job in `spec` with collectors of fan-out `fanout`
 /// (0: flat).
 fn read(spec: &std::path::Path, fanout: usize) -> Read {
+    read_with(spec, fanout, false)
+}
+
+/// [`read`], the collectors sending per-rank detail if `detail`.
+fn read_with(spec: &std::path::Path, fanout: usize, detail: bool) -> Read {
     // The harness's program, built by cargo with this test.
     let out = Command::new(env!("CARGO_BIN_EXE_mqs-scale"))
         .args([FRONT_ROLE, "--spec"])
         .arg(spec)
         .args(["--timeout-ms", "60000", "--print-job", "--fanout"])
         .arg(fanout.to_string())
+        .args(detail.then_some("--detail"))
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -262,4 +268,53 @@ fn a_middle_collector_killed_during_the_dump_loses_its_subtree_only() {
         read.view
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Jobs shaped as real ones (every rank's own addresses, counters, thread
+/// ids and peers): through a tree, the job view and the analysis are a
+/// flat collection's, the view fits a screen with the outliers named,
+/// the front end receives a fraction of the bytes; with per-rank detail
+/// the tree gives every rank's dump exactly as flat does.
+#[test]
+fn real_patterns_through_a_tree_read_as_flat_in_a_few_lines() {
+    const N: usize = 2000;
+    for pattern in [Pattern::Ring, Pattern::Halo, Pattern::Outliers] {
+        let templates = vec![template(0, "receives", &op(1, 8, 32))];
+        let job = SyntheticJob::with_pattern(templates, N, 100, pattern).unwrap();
+        let dir = scratch(pattern.name());
+        let spec = dir.join("job.json");
+        job.save(&spec).unwrap();
+        let flat = read(&spec, 0);
+        let tree = read(&spec, 3);
+        let name = pattern.name();
+        assert_eq!(tree.view, flat.view, "{name}: the views differ");
+        assert!(
+            tree.view.len() <= 40,
+            "{name}: {} lines:\n{}",
+            tree.view.len(),
+            tree.view.join("\n")
+        );
+        let words = |dump: &JobDump| {
+            let job = mqs_analysis::Job::new(dump);
+            mqs_analysis::Analysis::new(&job).words()
+        };
+        assert_eq!(words(&tree.dump), words(&flat.dump), "{name}: --deadlock");
+        // The outliers (nothing pending) are named in the summary.
+        let outliers: Vec<String> = pattern.outliers(N).iter().map(usize::to_string).collect();
+        let named = if outliers.is_empty() {
+            "nothing pending: none".to_owned()
+        } else {
+            format!("nothing pending: {}", outliers.join(","))
+        };
+        assert!(tree.view[0].ends_with(&named), "{name}: {}", tree.view[0]);
+        let (t, f) = (tree.figure("frontend_bytes"), flat.figure("frontend_bytes"));
+        assert!(t * 10 < f, "{name}: tree {t} bytes, flat {f}");
+        let detailed = read_with(&spec, 3, true);
+        assert!(
+            serde_json::to_value(&detailed.dump).unwrap()
+                == serde_json::to_value(&flat.dump).unwrap(),
+            "{name}: with per-rank detail the tree's ranks differ from flat's"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

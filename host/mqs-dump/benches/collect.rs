@@ -28,10 +28,15 @@
 //! harness's front end (this bench run again as it, and as each
 //! collector) through the real protocol and merge, once flat and once in
 //! a tree of collectors (fan-out
-//! `--scale-fanout K`, default mqs-dump's). One line per run: `scale
-//! ranks=N mode=flat|tree fanout=K seconds=S frontend_rss_mb=M
-//! frontend_bytes=B` (seconds from the front end's start to its job view,
-//! its peak RSS, the bytes collectors sent it), for a tree one line per
+//! `--scale-fanout K`, default mqs-dump's). Besides those 10 states
+//! (pattern `states`), jobs shaped as real ones (`--scale-patterns
+//! states,ring,halo,outliers`, default all): a ring, a 3-D halo exchange
+//! with 6 neighbours, and a ring with 5 outlier ranks, every rank with its
+//! own addresses, counters, thread ids and peers (`mqs_tests::scale::Pattern`).
+//! One line per run: `scale ranks=N pattern=P mode=flat|tree fanout=K
+//! seconds=S frontend_rss_mb=M frontend_bytes=B view_lines=L` (seconds
+//! from the front end's start to its job view, its peak RSS, the bytes
+//! collectors sent it, the view's length), for a tree one line per
 //! level (`... level=L collectors=C bytes_received=B merge_ms=M`: level 0
 //! the front end, 1 the roots; the slowest merge of the level), then the
 //! tree's ratios to flat. Sizes
@@ -76,6 +81,8 @@ struct Args {
     scale_limit: Duration,
     /// The tree's fan-out in the scale harness.
     scale_fanout: usize,
+    /// The synthetic jobs' shapes.
+    scale_patterns: Vec<mqs_tests::scale::Pattern>,
     /// How much address space the front end of a scale run may take, in
     /// bytes: this machine is shared.
     scale_memory: u64,
@@ -92,6 +99,10 @@ fn parse_args() -> Result<Args, Box<dyn std::error::Error>> {
         scale_limit: Duration::from_secs(600),
         scale_memory: 8 << 30,
         scale_fanout: mqs_acquire::collect::DEFAULT_FANOUT,
+        scale_patterns: ["states", "ring", "halo", "outliers"]
+            .iter()
+            .filter_map(|p| mqs_tests::scale::Pattern::parse(p))
+            .collect(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -131,6 +142,18 @@ fn parse_args() -> Result<Args, Box<dyn std::error::Error>> {
                     .parse::<usize>()?
                     .max(1);
             }
+            "--scale-patterns" => {
+                args.scale_patterns = it
+                    .next()
+                    .ok_or("--scale-patterns needs P,P...")?
+                    .split(',')
+                    .map(|p| {
+                        mqs_tests::scale::Pattern::parse(p).ok_or(format!(
+                            "--scale-patterns: no pattern {p} (states, ring, halo, outliers)"
+                        ))
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
             "--scale-limit" => {
                 args.scale_limit =
                     Duration::from_secs(it.next().ok_or("--scale-limit needs SECS")?.parse()?)
@@ -160,8 +183,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         return scale(
             &mqs_dump,
             sizes,
-            args.scale_limit,
-            args.scale_memory,
+            &args.scale_patterns,
+            (args.scale_limit, args.scale_memory),
             args.scale_fanout,
         );
     }
@@ -443,16 +466,16 @@ const RANKS_PER_COLLECTOR: usize = 100;
 /// Distinct states of the synthetic ranks.
 const STATES: usize = 10;
 
-/// The scale harness, flat and tree: one line per size and mode, then the
-/// tree's ratios (see the top of the file).
+/// The scale harness, flat and tree: one line per size, pattern and mode,
+/// then the tree's ratios (see the top of the file).
 fn scale(
     mqs_dump: &Path,
     sizes: &[usize],
-    limit: Duration,
-    memory: u64,
+    patterns: &[mqs_tests::scale::Pattern],
+    (limit, memory): (Duration, u64),
     fanout: usize,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    use mqs_tests::scale::SyntheticJob;
+    use mqs_tests::scale::{Pattern, SyntheticJob};
     let dir = mqs_tests::target_dir()
         .join("mqs-scratch")
         .join("scale-bench");
@@ -465,31 +488,45 @@ fn scale(
         load_average()
     );
     for &ranks in sizes {
-        let job = SyntheticJob::new(templates.clone(), ranks, STATES, RANKS_PER_COLLECTOR)?;
-        let spec = dir.join(format!("job-{ranks}.json"));
-        job.save(&spec)?;
-        let mut figures: Vec<[f64; 3]> = Vec::new();
-        for (mode, k) in [("flat", 0), ("tree", fanout)] {
-            let run = ScaleRun {
-                spec: &spec,
-                ranks,
-                mode,
-                fanout: k,
-                limit,
-                memory,
+        for &pattern in patterns {
+            let job = match pattern {
+                Pattern::States => {
+                    SyntheticJob::new(templates.clone(), ranks, STATES, RANKS_PER_COLLECTOR)?
+                }
+                _ => SyntheticJob::with_pattern(
+                    templates.clone(),
+                    ranks,
+                    RANKS_PER_COLLECTOR,
+                    pattern,
+                )?,
             };
-            if let Some(f) = run.measure()? {
-                figures.push(f);
+            let spec = dir.join(format!("job-{ranks}-{}.json", pattern.name()));
+            job.save(&spec)?;
+            let mut figures: Vec<[f64; 3]> = Vec::new();
+            for (mode, k) in [("flat", 0), ("tree", fanout)] {
+                let run = ScaleRun {
+                    spec: &spec,
+                    ranks,
+                    pattern: pattern.name(),
+                    mode,
+                    fanout: k,
+                    limit,
+                    memory,
+                };
+                if let Some(f) = run.measure()? {
+                    figures.push(f);
+                }
             }
-        }
-        if let [flat, tree] = figures[..] {
-            println!(
-                "scale ranks={ranks} tree/flat: seconds {:.2}, frontend_rss_mb {:.2}, \
-                 frontend_bytes {:.4}",
-                tree[0] / flat[0],
-                tree[1] / flat[1],
-                tree[2] / flat[2]
-            );
+            if let [flat, tree] = figures[..] {
+                println!(
+                    "scale ranks={ranks} pattern={} tree/flat: seconds {:.2}, frontend_rss_mb \
+                     {:.2}, frontend_bytes {:.4}",
+                    pattern.name(),
+                    tree[0] / flat[0],
+                    tree[1] / flat[1],
+                    tree[2] / flat[2]
+                );
+            }
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -500,6 +537,7 @@ fn scale(
 struct ScaleRun<'a> {
     spec: &'a Path,
     ranks: usize,
+    pattern: &'static str,
     mode: &'static str,
     fanout: usize,
     limit: Duration,
@@ -515,6 +553,7 @@ impl ScaleRun<'_> {
         let ScaleRun {
             spec,
             ranks,
+            pattern,
             mode,
             fanout,
             limit,
@@ -601,7 +640,7 @@ impl ScaleRun<'_> {
         };
         let Some(status) = status else {
             println!(
-                "scale ranks={ranks} mode={mode} fanout={fanout}: stopped after {:.0} s \
+                "scale ranks={ranks} pattern={pattern} mode={mode} fanout={fanout}: stopped after {:.0} s \
                  (--scale-limit) without a job view; {merged}",
                 limit.as_secs_f64()
             );
@@ -614,20 +653,21 @@ impl ScaleRun<'_> {
             field("frontend_bytes"),
         ) {
             (true, Some(seconds), Some(rss), Some(bytes)) if complete => {
+                let lines = field("view_lines").unwrap_or_default();
                 println!(
-                    "scale ranks={ranks} mode={mode} fanout={fanout} seconds={seconds} \
-                     frontend_rss_mb={rss} frontend_bytes={bytes}"
+                    "scale ranks={ranks} pattern={pattern} mode={mode} fanout={fanout} seconds={seconds} \
+                     frontend_rss_mb={rss} frontend_bytes={bytes} view_lines={lines}"
                 );
                 // Each level of a tree, then where the time went.
                 for level in errors.lines().filter(|l| l.starts_with("level=")) {
-                    println!("scale ranks={ranks} mode={mode} fanout={fanout} {level}");
+                    println!("scale ranks={ranks} pattern={pattern} mode={mode} fanout={fanout} {level}");
                 }
                 eprintln!("  {merged}; the rest is the job view");
                 let number = |t: &str| t.parse::<f64>().unwrap_or(f64::NAN);
                 return Ok(Some([number(&seconds), number(&rss), number(&bytes)]));
             }
             _ => println!(
-                "scale ranks={ranks} mode={mode} fanout={fanout}: failed ({status}; {} GB of address \
+                "scale ranks={ranks} pattern={pattern} mode={mode} fanout={fanout}: failed ({status}; {} GB of address \
                  space allowed, --scale-memory) without a job view; {merged}; it said: {}",
                 memory >> 30,
                 errors.split_whitespace().collect::<Vec<_>>().join(" ")

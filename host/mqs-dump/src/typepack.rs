@@ -64,8 +64,15 @@ struct ExtractArgs {
     /// build-id note); the pack is still keyed by LIB's build-id.
     #[arg(long, value_name = "LIB")]
     built_lib: Option<PathBuf>,
+    /// Where the rebuild's code differs from LIB's (another compiler
+    /// release), take its types alone if it has LIB's ABI: the same dynamic
+    /// symbols, objects of the same sizes, data sections of the same sizes.
+    /// No symbol LIB hides is packed; every process is still checked
+    /// against the pack before it is read through it.
+    #[arg(long, requires = "built_lib")]
+    close_rebuild: bool,
     /// The names to pack: a query list (JSON) or a snapshot; default: what
-    /// Open MPI 4.1's DLL and ours ask for.
+    /// Open MPI 4.1's and 5.0's DLLs and ours ask for.
     #[arg(long, value_name = "FILE")]
     queries: Option<PathBuf>,
     /// Where the library comes from, for the pack's provenance.
@@ -124,6 +131,7 @@ fn run_extract(a: &ExtractArgs) -> Result<(), Error> {
         debug_file: a.debug_file.clone(),
         debug_dirs: a.debug_dir.clone(),
         built_library: a.built_lib.clone(),
+        close_rebuild: a.close_rebuild,
         queries,
         description: a.provenance.clone(),
     })?;

@@ -29,6 +29,10 @@ struct FrontArgs {
     print_job: bool,
     /// Print when each step of the collection ended (stderr).
     verbose: bool,
+    /// Collectors send per-rank detail (addresses, counters, thread ids),
+    /// as for `--json`; without it ranks are compared on what the job view
+    /// reads, as for mqs-dump's job view.
+    detail: bool,
 }
 
 impl FrontArgs {
@@ -44,7 +48,7 @@ impl FrontArgs {
         while let Some(word) = words.next() {
             if known.contains(&word.as_str()) {
                 words.next();
-            } else if word != "--print-job" && word != "--verbose" {
+            } else if !["--print-job", "--verbose", "--detail"].contains(&word.as_str()) {
                 return Err(Error::Scale(format!("unknown argument {word}")));
             }
         }
@@ -56,6 +60,7 @@ impl FrontArgs {
             fanout: usize::try_from(number("--fanout", 0)?).unwrap_or(usize::MAX),
             print_job: args.iter().any(|a| a == "--print-job"),
             verbose: args.iter().any(|a| a == "--verbose"),
+            detail: args.iter().any(|a| a == "--detail"),
         })
     }
 }
@@ -74,7 +79,8 @@ struct Read {
 /// `merged_seconds=T merged_rss_mb=R frontend_bytes=B processes=P
 /// failures=F` (seconds from its start, its peak RSS so far, the bytes
 /// collectors sent it); once the job view is made, `seconds=S
-/// frontend_rss_mb=M` (the same, to the job view). In a tree, one line per
+/// frontend_rss_mb=M view_lines=L` (the same, to the job view, and the
+/// view's length). In a tree, one line per
 /// level on stderr: `level=L collectors=C bytes_received=B merge_ms=M`.
 /// With `--print-job`, then the merged job and the view. Its exit code.
 pub(super) fn run(args: &[String]) -> i32 {
@@ -114,7 +120,7 @@ fn read(args: &FrontArgs) -> Result<Read> {
         // As mqs-dump's job view: ranks in equal states stay one dump per
         // run of ranks, compared on what the view reads.
         compact: true,
-        per_rank_detail: false,
+        per_rank_detail: args.detail,
     };
     let mut front = Front::new(&Options::default(), collect);
     front.start_with_launcher(job.members());
@@ -203,9 +209,10 @@ fn report(args: &FrontArgs, read: Read, began: Instant) -> std::io::Result<()> {
     let text = view::job_view(&job, &ViewOptions::default());
     writeln!(
         out,
-        "seconds={:.3} frontend_rss_mb={:.1}",
+        "seconds={:.3} frontend_rss_mb={:.1} view_lines={}",
         began.elapsed().as_secs_f64(),
-        peak_rss_mb()
+        peak_rss_mb(),
+        text.lines().count()
     )?;
     if args.print_job {
         job.expand();

@@ -16,6 +16,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::pattern::Pattern;
 use crate::{Error, Result};
 use mqs_abi::OpClass;
 use mqs_acquire::members::Member;
@@ -40,6 +41,10 @@ pub struct SyntheticJob {
     /// tests that kill a collector in the middle of a dump.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold: Option<String>,
+    /// The queues' shape: the templates' states, or a real application's
+    /// pattern with every rank's own addresses ([`Pattern`]).
+    #[serde(default)]
+    pub pattern: Pattern,
 }
 
 impl SyntheticJob {
@@ -64,7 +69,21 @@ impl SyntheticJob {
             per_host,
             templates,
             hold: None,
+            pattern: Pattern::States,
         })
+    }
+
+    /// A job of `ranks` shaped as `pattern` (its first template's
+    /// operations as a model), `per_host` on each host.
+    pub fn with_pattern(
+        templates: Vec<ProcessDump>,
+        ranks: usize,
+        per_host: usize,
+        pattern: Pattern,
+    ) -> Result<Self> {
+        let mut job = Self::new(templates, ranks, 1, per_host)?;
+        job.pattern = pattern;
+        Ok(job)
     }
 
     /// Reads a spec file [`SyntheticJob::save`] wrote.
@@ -73,9 +92,10 @@ impl SyntheticJob {
             std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
         let job: Self = serde_json::from_slice(&text)
             .map_err(|e| Error::Scale(format!("{} is not a synthetic job: {e}", path.display())))?;
-        let hold = job.hold.clone();
+        let (hold, pattern) = (job.hold.clone(), job.pattern);
         let mut job = Self::new(job.templates, job.ranks, job.states, job.per_host)?;
         job.hold = hold;
+        job.pattern = pattern;
         Ok(job)
     }
 
@@ -141,11 +161,8 @@ impl SyntheticJob {
         let Section::Ok { value } = &mut p.communicators else {
             return p;
         };
-        let world_size = value
-            .list
-            .iter()
-            .find(|c| c.name == "MPI_COMM_WORLD")
-            .map(|c| c.size);
+        let world = value.list.iter().position(|c| c.name == "MPI_COMM_WORLD");
+        let world_size = world.map(|w| value.list[w].size);
         for comm in &mut value.list {
             if Some(comm.size) == world_size {
                 comm.size = i64::try_from(self.ranks).unwrap_or(i64::MAX);
@@ -163,6 +180,9 @@ impl SyntheticJob {
                     }
                 }
             }
+        }
+        if let Some(world) = world {
+            self.pattern.apply(&mut p, world, member.rank, self.ranks);
         }
         p
     }

@@ -14,11 +14,13 @@
 mod collector;
 mod front;
 mod job;
+mod pattern;
 
 pub use job::{SyntheticJob, FIRST_PID, TAG_STEP};
+pub use pattern::{halo_grid, halo_neighbours, Pattern, OUTLIERS};
 
 /// The first argument that makes the harness's program its front end:
-/// `FRONT_ROLE --spec FILE [--timeout-ms MS] [--fanout K] [--print-job]
+/// `FRONT_ROLE --spec FILE [--timeout-ms MS] [--fanout K] [--print-job] [--detail]
 /// [--verbose]`; see [`front::run`] for what it prints.
 pub const FRONT_ROLE: &str = "scale-front";
 /// The first argument that makes it a collector: `COLLECTOR_ROLE --spec

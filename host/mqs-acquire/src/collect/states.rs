@@ -47,9 +47,17 @@ pub struct States {
     /// ([`strip_per_rank_detail`]).
     #[serde(skip)]
     view_only: bool,
+    /// States of one rank that may yet become relative, by their relative
+    /// form's key, the oldest first out past [`MAX_PENDING`].
     #[serde(skip)]
-    pending: Option<Pending>,
+    pending: HashMap<Vec<u8>, Pending>,
+    #[serde(skip)]
+    pending_order: std::collections::VecDeque<Vec<u8>>,
 }
+
+/// How many single-rank states wait to become relative at most: the edge
+/// classes of a halo exchange are met again only a row or a plane later.
+const MAX_PENDING: usize = 1024;
 
 /// The collectors of one level of a tree, together.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -93,13 +101,12 @@ pub struct State {
     pub relative: bool,
 }
 
-/// A state of one rank that may yet become relative: the next new rank
+/// A state of one rank that may yet become relative: a later new rank
 /// whose relative form is its own joins it so.
 #[derive(Debug)]
 struct Pending {
     at: usize,
     absolute_key: Vec<u8>,
-    relative_key: Vec<u8>,
     relative: ProcessDump,
 }
 
@@ -202,12 +209,20 @@ impl States {
             return;
         }
         let at = self.new_state(absolute_key.clone(), dump, false);
-        self.pending = Some(Pending {
-            at,
-            absolute_key,
+        if self.pending_order.len() >= MAX_PENDING {
+            if let Some(oldest) = self.pending_order.pop_front() {
+                self.pending.remove(&oldest);
+            }
+        }
+        self.pending_order.push_back(relative_key.clone());
+        self.pending.insert(
             relative_key,
-            relative,
-        });
+            Pending {
+                at,
+                absolute_key,
+                relative,
+            },
+        );
         self.join(at, vec![run]);
     }
 
@@ -258,18 +273,16 @@ impl States {
         self.join(at, runs);
     }
 
-    /// The pending state of one rank, made relative, if its relative form
-    /// has `relative_key` (and it is still alone).
+    /// The pending state of one rank whose relative form has
+    /// `relative_key`, made relative, if it is still alone.
     fn convert_pending(&mut self, relative_key: &[u8]) -> Option<usize> {
-        let pending = self.pending.take()?;
+        let pending = self.pending.remove(relative_key)?;
         let state = &self.list[pending.at];
-        let alone = state.runs.len() == 1 && state.runs[0].count == 1;
-        if !alone || pending.relative_key != relative_key {
-            self.pending = alone.then_some(pending);
+        if state.relative || state.runs.len() != 1 || state.runs[0].count != 1 {
             return None;
         }
         self.index.remove(&pending.absolute_key);
-        self.index.insert(pending.relative_key, pending.at);
+        self.index.insert(relative_key.to_vec(), pending.at);
         let state = &mut self.list[pending.at];
         state.dump = pending.relative;
         state.relative = true;

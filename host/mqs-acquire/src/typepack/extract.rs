@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::identity;
 use super::queries::Queries;
+use super::{abi, identity};
 use mqs_core::symbols::typepack::{
     Checks, PackSymbol, PackType, Provenance, TypePack, FORMAT, VERSION,
 };
@@ -24,6 +24,9 @@ pub struct ExtractOptions {
     /// A rebuild of the library whose DWARF to use instead, after checking
     /// that it loads the same bytes.
     pub built_library: Option<PathBuf>,
+    /// Where the rebuild's code differs, take its types alone if it is a
+    /// close rebuild ([`super::abi`]): no symbol the library hides.
+    pub close_rebuild: bool,
     pub queries: Queries,
     /// Provenance text for the pack.
     pub description: String,
@@ -58,9 +61,20 @@ pub fn extract(options: &ExtractOptions) -> Result<TypePack> {
             ),
         });
     }
-    let rebuilt = match &options.built_library {
-        Some(built) => Some(identity::compare_loaded(&options.library, built)?),
-        None => None,
+    let (rebuilt, hidden_symbols) = match &options.built_library {
+        Some(built) => match identity::compare_loaded(&options.library, built) {
+            Ok(same) => (Some(same), true),
+            Err(e) if !options.close_rebuild => return Err(e),
+            Err(e) => {
+                let close =
+                    abi::compare_abi(&options.library, built).map_err(|why| Error::BadInput {
+                        path: built.clone(),
+                        detail: format!("{e}; and {why}"),
+                    })?;
+                (Some(close), false)
+            }
+        },
+        None => (None, true),
     };
     let TypeIndexStats {
         dwarf_path,
@@ -74,9 +88,11 @@ pub fn extract(options: &ExtractOptions) -> Result<TypePack> {
             types.insert(name.clone(), PackType::from_info(&info));
         }
     }
+    // The addresses of what the library hides are the rebuild's: carried
+    // only where its bytes are the library's.
     let mut symbols = BTreeMap::new();
     for name in &options.queries.symbols {
-        if library.exported(name).is_some() {
+        if library.exported(name).is_some() || !hidden_symbols {
             continue;
         }
         if let Some(s) = source.data_symbol(name) {
@@ -91,7 +107,7 @@ pub fn extract(options: &ExtractOptions) -> Result<TypePack> {
     }
     let mut functions = BTreeMap::new();
     for name in &options.queries.functions {
-        if library.exported(name).is_some() {
+        if library.exported(name).is_some() || !hidden_symbols {
             continue;
         }
         if let Some(s) = source.function_symbol(name) {
