@@ -70,6 +70,17 @@ impl Pattern {
         }
         let (r, n) = (rank as i64, ranks as i64);
         if let Section::Ok { value } = &mut p.communicators {
+            // The pattern is the job's traffic: the other communicators'
+            // recorded operations (whose peers are the template's) go.
+            for (i, comm) in value.list.iter_mut().enumerate() {
+                if i != world {
+                    for q in [&mut comm.sends, &mut comm.receives, &mut comm.unexpected] {
+                        if let Section::Ok { value } = q {
+                            value.operations.clear();
+                        }
+                    }
+                }
+            }
             if let Some(comm) = value.list.get_mut(world) {
                 let model = model_op(comm);
                 let peers: Vec<i64> = match self {
