@@ -234,3 +234,92 @@ fn debian13_a_pack_one_field_off_is_refused() {
     assert_running_untraced(job.rank_pid(1).unwrap());
     job.shutdown().expect("shutdown");
 }
+
+/// A program of the root whose debug file is in the root's own
+/// /usr/lib/debug (as a container's -dbgsym package puts it): its frames
+/// get their source lines from there, read from this machine.
+#[test]
+fn debug_files_in_the_ranks_root_are_found() {
+    let mpi = Mpi::Debian13Mpich;
+    let root = debian13::root().unwrap();
+    let built = mqs_tests::build_fixture(mpi, "ring").unwrap();
+    // A stripped copy, its debug file under the root's .build-id tree.
+    let stripped = built.with_file_name("ring-stripped");
+    let host = |p: &Path| debian13::host_path(&root, p);
+    std::fs::copy(host(&built), host(&stripped)).unwrap();
+    let notes = std::process::Command::new("readelf")
+        .arg("-n")
+        .arg(host(&stripped))
+        .output()
+        .unwrap();
+    let id = String::from_utf8_lossy(&notes.stdout)
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: ").map(str::to_owned))
+        .expect("a build-id");
+    let debug = host(Path::new(&format!(
+        "/usr/lib/debug/.build-id/{}/{}.debug",
+        &id[..2],
+        &id[2..]
+    )));
+    std::fs::create_dir_all(debug.parent().unwrap()).unwrap();
+    for args in [
+        vec!["--only-keep-debug".into(), host(&stripped), debug.clone()],
+        vec!["--strip-debug".into(), host(&stripped)],
+    ] {
+        let ok = std::process::Command::new("objcopy")
+            .args(&args)
+            .status()
+            .unwrap();
+        assert!(ok.success(), "objcopy {args:?}");
+    }
+    assert!(!Path::new("/usr/lib/debug/.build-id")
+        .join(&id[..2])
+        .join(format!("{}.debug", &id[2..]))
+        .exists());
+    let cmd = mqs_tests::launcher_command(mpi, &stripped, 3, &[] as &[&str]).unwrap();
+    let job = Job::launch_command(
+        mpi,
+        "ring",
+        stripped.clone(),
+        3,
+        cmd,
+        &Job::new_id("ring-stripped"),
+        &mqs_tests::LaunchOptions::default(),
+    )
+    .expect("launch in the root");
+    let pid = job.rank_pid(0).unwrap().to_string();
+    let data = scratch("d13-debug");
+    let env = isolated(&data, &data.join("cache"), None);
+    let main_frame = |json: &Value| {
+        json["processes"][0]["stacks"]["list"][0]["frames"]
+            .as_array()
+            .and_then(|f| f.iter().find(|f| f["function"] == "main").cloned())
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let frame = loop {
+        let out = run_with(&["--pid", &pid, "--stacks", "--json", "--offline"], &env);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+        match main_frame(&json) {
+            Some(f) if f["line"].is_u64() => break f,
+            other => assert!(
+                Instant::now() < deadline,
+                "no source line for main: {other:?}"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(
+        frame["file"].as_str().is_some_and(|f| f.ends_with(".c")),
+        "{frame}"
+    );
+    // Without it, no line.
+    std::fs::remove_file(&debug).unwrap();
+    let out = run_with(&["--pid", &pid, "--stacks", "--json", "--offline"], &env);
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let frame = main_frame(&json).expect("main");
+    assert!(frame["line"].is_null(), "{frame}");
+    assert_running_untraced(job.rank_pid(0).unwrap());
+    job.shutdown().expect("shutdown");
+    let _ = std::fs::remove_file(host(&stripped));
+}

@@ -48,12 +48,12 @@ impl DebugDirs {
     /// Rejected candidates are described in `notes`.
     pub(crate) fn debug_file_for(&self, elf: &ElfFile, notes: &mut Vec<String>) -> Option<ElfFile> {
         if let Some(id) = &elf.build_id {
-            if let Some(found) = self.by_build_id(id, elf.path(), notes) {
+            if let Some(found) = self.by_build_id(id, elf.path(), elf.root(), notes) {
                 return Some(found);
             }
         }
         let (name, crc) = elf.debuglink.as_ref()?;
-        self.by_debuglink(elf.path(), name, *crc, notes)
+        self.by_debuglink(elf.path(), elf.root(), name, *crc, notes)
     }
 
     /// The dwz supplementary file named by `file`'s `.gnu_debugaltlink`.
@@ -87,7 +87,18 @@ impl DebugDirs {
                 }
             }
         }
-        let candidates = named.into_iter().chain(self.build_id_paths(id));
+        // A process in a root of its own has its dwz files there.
+        if let Some(root) = file.root() {
+            let rooted: Vec<PathBuf> = named
+                .iter()
+                .filter(|p| p.is_absolute())
+                .map(|p| in_root(root, p))
+                .collect();
+            named.splice(0..0, rooted);
+        }
+        let candidates = named
+            .into_iter()
+            .chain(self.build_id_paths(id, file.root()));
         for path in candidates {
             if let Some(sup) = open_candidate(&path, file.path(), notes) {
                 match &sup.build_id {
@@ -111,22 +122,38 @@ impl DebugDirs {
         None
     }
 
-    fn build_id_paths<'a>(&'a self, id: &'a [u8]) -> impl Iterator<Item = PathBuf> + 'a {
-        self.dirs.iter().filter_map(move |dir| {
-            let (first, rest) = id.split_first()?;
-            if rest.is_empty() {
-                return None;
-            }
-            Some(
-                dir.join(".build-id")
-                    .join(hex(&[*first]))
-                    .join(format!("{}.debug", hex(rest))),
-            )
-        })
+    /// The candidates for build-id `id`: the system directory in the
+    /// process's own root first, where it has one, then each directory.
+    fn build_id_paths<'a>(
+        &'a self,
+        id: &'a [u8],
+        root: Option<&Path>,
+    ) -> impl Iterator<Item = PathBuf> + 'a {
+        let rooted = root.map(|r| in_root(r, Path::new(SYSTEM_DEBUG_DIR)));
+        rooted
+            .into_iter()
+            .chain(self.dirs.iter().cloned())
+            .filter_map(move |dir| {
+                let (first, rest) = id.split_first()?;
+                if rest.is_empty() {
+                    return None;
+                }
+                Some(
+                    dir.join(".build-id")
+                        .join(hex(&[*first]))
+                        .join(format!("{}.debug", hex(rest))),
+                )
+            })
     }
 
-    fn by_build_id(&self, id: &[u8], object: &Path, notes: &mut Vec<String>) -> Option<ElfFile> {
-        for path in self.build_id_paths(id) {
+    fn by_build_id(
+        &self,
+        id: &[u8],
+        object: &Path,
+        root: Option<&Path>,
+        notes: &mut Vec<String>,
+    ) -> Option<ElfFile> {
+        for path in self.build_id_paths(id, root) {
             let Some(found) = open_candidate(&path, object, notes) else {
                 continue;
             };
@@ -148,6 +175,7 @@ impl DebugDirs {
     fn by_debuglink(
         &self,
         object: &Path,
+        root: Option<&Path>,
         name: &Path,
         crc: u32,
         notes: &mut Vec<String>,
@@ -155,14 +183,30 @@ impl DebugDirs {
         // Only the file name counts: a link with directories in it would let
         // a binary point us anywhere.
         let name = Path::new(name.file_name()?);
-        let real = std::fs::canonicalize(object).unwrap_or_else(|_| object.to_owned());
+        // `object` is named as its process maps it: in that process's root,
+        // where it has one of its own.
+        let real = match root {
+            Some(_) => object.to_owned(),
+            None => std::fs::canonicalize(object).unwrap_or_else(|_| object.to_owned()),
+        };
         let obj_dir = real.parent().unwrap_or(Path::new("/"));
-        let under = |root: &Path| {
-            root.join(obj_dir.strip_prefix("/").unwrap_or(obj_dir))
+        let under = |dir: &Path| {
+            dir.join(obj_dir.strip_prefix("/").unwrap_or(obj_dir))
                 .join(name)
         };
-
-        let mut candidates = vec![obj_dir.join(name), obj_dir.join(".debug").join(name)];
+        let here = |p: PathBuf| match root {
+            Some(r) => in_root(r, &p),
+            None => p,
+        };
+        let mut candidates = vec![
+            here(obj_dir.join(name)),
+            here(obj_dir.join(".debug").join(name)),
+        ];
+        if let Some(r) = root {
+            let system = in_root(r, Path::new(SYSTEM_DEBUG_DIR));
+            candidates.push(under(&system));
+            candidates.push(system.join(name));
+        }
         for dir in &self.dirs {
             candidates.push(under(dir));
             candidates.push(dir.join(name));
@@ -183,6 +227,11 @@ impl DebugDirs {
         }
         None
     }
+}
+
+/// `path`, an absolute path in a process's root, as reached through `root`.
+fn in_root(root: &Path, path: &Path) -> PathBuf {
+    root.join(path.strip_prefix("/").unwrap_or(path))
 }
 
 /// Opens `path` as an ELF file if it exists and is not `object` itself.
@@ -214,7 +263,7 @@ mod tests {
     #[test]
     fn build_id_paths_split_the_first_byte() {
         let dirs = DebugDirs::new(vec![PathBuf::from("/mine")]);
-        let paths: Vec<_> = dirs.build_id_paths(&[0xab, 0xcd, 0x01]).collect();
+        let paths: Vec<_> = dirs.build_id_paths(&[0xab, 0xcd, 0x01], None).collect();
         assert_eq!(
             paths,
             [
@@ -222,6 +271,17 @@ mod tests {
                 PathBuf::from("/usr/lib/debug/.build-id/ab/cd01.debug")
             ]
         );
-        assert_eq!(dirs.build_id_paths(&[0xab]).count(), 0);
+        assert_eq!(dirs.build_id_paths(&[0xab], None).count(), 0);
+        // A process in a root of its own: that root's system directory first.
+        let root = Path::new("/proc/42/root");
+        let paths: Vec<_> = dirs.build_id_paths(&[0xab, 0xcd], Some(root)).collect();
+        assert_eq!(
+            paths,
+            [
+                PathBuf::from("/proc/42/root/usr/lib/debug/.build-id/ab/cd.debug"),
+                PathBuf::from("/mine/.build-id/ab/cd.debug"),
+                PathBuf::from("/usr/lib/debug/.build-id/ab/cd.debug")
+            ]
+        );
     }
 }

@@ -36,6 +36,11 @@ impl ElfFile {
         Self::parse(MappedFile::open(path)?)
     }
 
+    /// The root of the process it was read through, if any.
+    pub(crate) fn root(&self) -> Option<&Path> {
+        self.file.root()
+    }
+
     pub(crate) fn parse(file: Arc<MappedFile>) -> Result<Self> {
         let bad = |detail: String| Error::ObjectFile {
             path: file.path().to_owned(),

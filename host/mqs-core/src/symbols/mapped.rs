@@ -15,6 +15,9 @@ use crate::{Error, Result};
 #[derive(Debug)]
 pub(crate) struct MappedFile {
     path: PathBuf,
+    /// The root of the process that maps it, when it is read through that
+    /// root (`/proc/PID/root`): its debug files are looked for there too.
+    root: Option<PathBuf>,
     map: Bytes,
     /// (mtime, size) when mapped: the cache key of files without a build-id.
     stamp: (Option<SystemTime>, u64),
@@ -56,6 +59,7 @@ impl MappedFile {
         let map = unsafe { Mmap::map(&file) }.map_err(io)?;
         Ok(Arc::new(Self {
             path: name.to_owned(),
+            root: process_root(path),
             map: Bytes::Map(map),
             stamp: (meta.modified().ok(), meta.len()),
         }))
@@ -66,6 +70,7 @@ impl MappedFile {
         let size = bytes.len() as u64;
         Arc::new(Self {
             path,
+            root: None,
             map: Bytes::Owned(bytes.into_boxed_slice()),
             stamp: (None, size),
         })
@@ -73,6 +78,10 @@ impl MappedFile {
 
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+
+    pub(crate) fn root(&self) -> Option<&Path> {
+        self.root.as_deref()
     }
 
     pub(crate) fn bytes(&self) -> &[u8] {
@@ -84,5 +93,33 @@ impl MappedFile {
 
     pub(crate) fn stamp(&self) -> (Option<SystemTime>, u64) {
         self.stamp
+    }
+}
+
+/// `/proc/PID/root` when `path` is read through it.
+fn process_root(path: &Path) -> Option<PathBuf> {
+    let mut parts = path.components().skip(1);
+    let (proc_, pid, root) = (parts.next()?, parts.next()?, parts.next()?);
+    let pid = pid.as_os_str().to_str()?;
+    (proc_.as_os_str() == "proc"
+        && !pid.is_empty()
+        && pid.bytes().all(|b| b.is_ascii_digit())
+        && root.as_os_str() == "root")
+        .then(|| Path::new("/proc").join(pid).join("root"))
+}
+
+#[cfg(test)]
+mod root_tests {
+    use super::*;
+
+    #[test]
+    fn the_root_of_a_path_read_through_a_process() {
+        assert_eq!(
+            process_root(Path::new("/proc/42/root/usr/lib/libc.so.6")),
+            Some(PathBuf::from("/proc/42/root"))
+        );
+        assert_eq!(process_root(Path::new("/proc/42/map_files/1-2")), None);
+        assert_eq!(process_root(Path::new("/proc/self/root/x")), None);
+        assert_eq!(process_root(Path::new("/usr/lib/libc.so.6")), None);
     }
 }
