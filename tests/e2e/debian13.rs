@@ -134,6 +134,12 @@ fn debian13_open_mpi_in_its_root_is_read_through_its_pack_like_the_g_build() {
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(text.contains("ranks 0-1: main > MPI_Recv"), "{text}");
+    // How they were found, and what that leaves out.
+    assert!(
+        text.contains("\nlauncher: it did not answer as a PMIx launcher (")
+            && text.contains("ranks on other hosts are not read"),
+        "{text}"
+    );
     assert!(
         text.contains("communicators not available on ranks 0-1"),
         "{text}"

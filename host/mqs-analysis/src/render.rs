@@ -596,6 +596,7 @@ mod tests {
         job.launcher = Some(mqs_core::model::Launcher {
             pid: 7,
             executable: "/bin/mpirun".into(),
+            note: None,
         });
         job.failures.push(mqs_core::model::RankFailure {
             rank: 3,

@@ -51,6 +51,10 @@ impl JobDump {
 pub struct Launcher {
     pub pid: i32,
     pub executable: String,
+    /// How its ranks were found where not from its own table, and what
+    /// that leaves out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// "pid 12 on node3", or "pid 12" for a process of this host (whose host

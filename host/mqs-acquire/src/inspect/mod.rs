@@ -67,8 +67,15 @@ pub fn dump_with(
                 // Its PMIx library cannot be loaded here (a launcher in a
                 // container, built for another C library): its ranks on
                 // this host are still below it.
-                Err(Error::Pmix { .. }) if !crate::members::ranks_below(&probe).is_empty() => {
-                    return dump_ranks_below(&probe, options, progress);
+                Err(Error::Pmix { detail, .. })
+                    if !crate::members::ranks_below(&probe).is_empty() =>
+                {
+                    let note = format!(
+                        "it did not answer as a PMIx launcher ({detail}): its ranks on this host \
+                         were found below it, and ranks on other hosts are not read (--launcher \
+                         starts collectors there)"
+                    );
+                    return dump_ranks_below(&probe, options, progress, Some(note));
                 }
                 Err(e) => return Err(e),
             };
@@ -97,7 +104,7 @@ pub fn dump_with(
         // host below it: the job is theirs.
         if !starter && rank.is_none() && !crate::members::ranks_below(&target).is_empty() {
             finish(&mut target, Ok(()))?;
-            return dump_ranks_below(&target, options, progress);
+            return dump_ranks_below(&target, options, progress, None);
         }
         let rank = rank.unwrap_or(-1);
         let member = Member::single(pid, rank);
@@ -138,6 +145,7 @@ fn dump_ranks_below(
     launcher: &dyn Target,
     options: &Options,
     progress: Progress<'_>,
+    note: Option<String>,
 ) -> Result<JobDump> {
     let ranks = crate::members::ranks_below(launcher);
     let executable = launcher
@@ -148,6 +156,7 @@ fn dump_ranks_below(
     job.launcher = Some(Launcher {
         pid: launcher.pid(),
         executable,
+        note,
     });
     Ok(job)
 }

@@ -44,6 +44,7 @@ pub fn find_job(
             .executable()
             .map(|p| p.display().to_string())
             .unwrap_or_default(),
+        note: None,
     };
     let published = match mpi2dd::info_address(symbols) {
         Some(addr) => mpi2dd::published_info(target, addr)?,

@@ -453,6 +453,7 @@ fn job_view_names_the_starter_and_nothing_for_ranks_named_by_pid() {
     dump.launcher = Some(mqs_core::model::Launcher {
         pid: 41,
         executable: "/opt/mpi/bin/mpiexec.hydra".to_string(),
+        note: None,
     });
     assert!(
         headline(&dump).starts_with("job of mpiexec.hydra (pid 41): 2 ranks (0-1)"),
@@ -463,6 +464,7 @@ fn job_view_names_the_starter_and_nothing_for_ranks_named_by_pid() {
     dump.launcher = Some(mqs_core::model::Launcher {
         pid: 42,
         executable: String::new(),
+        note: None,
     });
     assert!(
         headline(&dump).starts_with("2 ranks (0-1), "),

@@ -112,6 +112,9 @@ pub fn job_view(dump: &JobDump, options: &ViewOptions) -> String {
     let analysis = Analysis::new(&job);
     let mut out = String::new();
     summary(&job, options, &mut out);
+    if let Some(note) = dump.launcher.as_ref().and_then(|l| l.note.as_ref()) {
+        let _ = writeln!(out, "launcher: {note}");
+    }
     chosen(dump, &mut out);
     recognised(dump, &mut out);
     type_packs(dump, &mut out);
