@@ -139,3 +139,39 @@ fn a_long_cycle_of_alike_waits_is_told_once_and_a_short_one_step_by_step() {
         assert!(words.lines().count() <= 3, "{words}");
     }
 }
+
+#[test]
+fn dot_draws_a_long_alike_cycle_as_one_node() {
+    for n in [1000i64, 3] {
+        let ops: Vec<Vec<OpSpec>> = (0..n)
+            .map(|r| vec![(0, false, (r + n - 1) % n, 10)])
+            .collect();
+        let mut dump = job(n as usize, &[world(n)], &ops);
+        all_blocked_in(&mut dump, "MPI_Recv");
+        let j = Job::new(&dump);
+        let a = Analysis::new(&j);
+        let graph = crate::view::dot::dot(&a);
+        if n == 1000 {
+            assert!(
+                graph.lines().count() < 20,
+                "{} lines",
+                graph.lines().count()
+            );
+            assert!(
+                graph.contains("cycle0 [label=\"ranks 0-999\\ndeadlocked\", color=red];"),
+                "{graph}"
+            );
+            assert!(
+                graph.contains(
+                    "cycle0 -> cycle0 [label=\"ranks 0-999 each wait for rank r-1 (mod 1000) \
+                     (recv tag 10 on MPI_COMM_WORLD)\", color=red"
+                ),
+                "{graph}"
+            );
+            assert!(!graph.contains("r5 -> "), "no node per rank");
+        } else {
+            assert!(graph.contains("r0 -> r2"), "{graph}");
+            assert!(!graph.contains("cycle0"), "{graph}");
+        }
+    }
+}

@@ -4,7 +4,9 @@
 //! (ANY_SOURCE) through a diamond, collectives bold, unexpected messages
 //! dotted grey from sender to receiver; the edges of a deadlock cycle red;
 //! waits only a rank's stack names (the blocking call it is in) blue,
-//! labelled `(stack)`.
+//! labelled `(stack)`. A long cycle of alike waits (a ring of 100,000
+//! ranks) is one node for its ranks with one red loop saying how each
+//! waits, not a node per rank.
 
 use std::collections::BTreeSet;
 use std::fmt::Write;
@@ -39,10 +41,27 @@ pub fn dot(analysis: &Analysis<'_, '_>) -> String {
         .flatten()
         .map(|s| (s.rank, s.wait, s.to))
         .collect();
+    // Cycles told once in words are drawn once too.
+    let alike: Vec<(RankSet, String)> = analysis
+        .cycles
+        .iter()
+        .filter_map(|c| {
+            let words = analysis.alike_steps_words(c)?;
+            Some((c.iter().map(|s| s.rank).collect(), words))
+        })
+        .collect();
+    let collapsed: RankSet = alike.iter().flat_map(|(r, _)| r.iter()).collect();
     let mut involved = RankSet::new();
     let mut edges = String::new();
     for (i, w) in analysis.waits.iter().enumerate() {
         let Some(on) = &w.on else { continue };
+        let in_alike_cycle = collapsed.contains(w.rank)
+            && on
+                .iter()
+                .all(|to| collapsed.contains(to) && cycle_edges.contains(&(w.rank, i, to)));
+        if in_alike_cycle {
+            continue;
+        }
         match w.kind {
             WaitKind::Op(o) => {
                 let op = &job.ops[o];
@@ -134,11 +153,23 @@ pub fn dot(analysis: &Analysis<'_, '_>) -> String {
         };
         let _ = writeln!(out, "  r{rank} [label=\"rank {rank}\\n{place}\"{color}];");
     }
+    for (k, (ranks, words)) in alike.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "  cycle{k} [label=\"{}\\ndeadlocked\", color=red];",
+            ranks.labelled()
+        );
+        let _ = writeln!(
+            edges,
+            "  cycle{k} -> cycle{k} [label=\"{}\", color=red, penwidth=2.5, fontcolor=red];",
+            escape(words)
+        );
+    }
     let rest: RankSet = job
         .ranks
         .iter()
         .map(|r| r.rank)
-        .filter(|r| !involved.contains(*r))
+        .filter(|r| !involved.contains(*r) && !collapsed.contains(*r))
         .collect();
     if !rest.is_empty() {
         let _ = writeln!(

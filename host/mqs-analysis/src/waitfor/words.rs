@@ -120,7 +120,9 @@ impl Analysis<'_, '_> {
         words.join(", ")
     }
 
-    fn alike_steps_words(&self, steps: &[Step]) -> Option<String> {
+    /// Alike steps told once ([`Analysis::steps_words`]), or None where
+    /// they are few or not alike.
+    pub(crate) fn alike_steps_words(&self, steps: &[Step]) -> Option<String> {
         // Distances are taken modulo the job's size (its highest rank + 1).
         let n = self.job.ranks.iter().map(|r| r.rank + 1).max().unwrap_or(0);
         if steps.len() <= STEPS_ONE_BY_ONE || n < 2 {
