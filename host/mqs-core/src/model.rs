@@ -271,20 +271,7 @@ impl ProcessDump {
 /// Moves every peer of `c`'s queues `shift` ranks on ([`shifted_peer`]).
 fn shift_queues(c: &mut CommunicatorDump, shift: i64) {
     let size = c.size;
-    for queue in [&mut c.sends, &mut c.receives, &mut c.unexpected] {
-        if let Section::Ok { value } = queue {
-            for op in &mut value.operations {
-                for peer in [
-                    &mut op.desired_local_rank,
-                    &mut op.desired_global_rank,
-                    &mut op.actual_local_rank,
-                    &mut op.actual_global_rank,
-                ] {
-                    *peer = shifted_peer(*peer, shift, size);
-                }
-            }
-        }
-    }
+    c.for_each_peer_mut(|peer| *peer = shifted_peer(*peer, shift, size));
 }
 
 /// The threads of a process with their call stacks.
@@ -560,6 +547,21 @@ pub struct CommunicatorDump {
 }
 
 impl CommunicatorDump {
+    /// Each rank its queues' operations name (wanted and actual, local and
+    /// global), to change in place.
+    pub fn for_each_peer_mut(&mut self, mut each: impl FnMut(&mut i64)) {
+        for queue in [&mut self.sends, &mut self.receives, &mut self.unexpected] {
+            if let Section::Ok { value } = queue {
+                for op in &mut value.operations {
+                    each(&mut op.desired_local_rank);
+                    each(&mut op.desired_global_rank);
+                    each(&mut op.actual_local_rank);
+                    each(&mut op.actual_global_rank);
+                }
+            }
+        }
+    }
+
     pub fn new(comm: Communicator) -> Self {
         let pending = || Section::NotAvailable {
             reason: "not asked".into(),

@@ -172,41 +172,39 @@ impl States {
     }
 
     /// One rank's state, in either form: the one of a state it equals,
-    /// else a new state (made relative by the next rank if that is how
-    /// the two are equal).
+    /// else a new state (made relative by a later rank if that is how the
+    /// two are equal).
     fn add_rank(&mut self, dump: ProcessDump, run: Run) {
-        let relative = relative_form(&dump, run.rank);
-        // The next rank is most often in the last rank's state.
-        if let Some(at) = self.last {
-            let state = &self.list[at];
-            let equal = if state.relative {
-                relative.as_ref() == Some(&state.dump)
-            } else {
-                state.dump == dump
-            };
-            if equal {
-                self.join(at, vec![run]);
-                return;
-            }
+        let at = self.state_of(dump, run.rank);
+        self.join(at, vec![run]);
+    }
+
+    fn state_of(&mut self, dump: ProcessDump, rank: i32) -> usize {
+        // The next rank is most often in the last rank's state; as it is,
+        // it needs no relative form.
+        let last = self
+            .last
+            .filter(|&at| self.list[at].relative || self.list[at].dump == dump);
+        if let Some(at) = last.filter(|&at| !self.list[at].relative) {
+            return at;
+        }
+        let relative = relative_form(&dump, rank);
+        if let Some(at) = last.filter(|&at| relative.as_ref() == Some(&self.list[at].dump)) {
+            return at;
         }
         let absolute_key = key_of(&dump, false);
         if let Some(&at) = self.index.get(&absolute_key) {
-            self.join(at, vec![run]);
-            return;
+            return at;
         }
         let Some(relative) = relative else {
-            let at = self.new_state(absolute_key, dump, false);
-            self.join(at, vec![run]);
-            return;
+            return self.new_state(absolute_key, dump, false);
         };
         let relative_key = key_of(&relative, true);
         if let Some(&at) = self.index.get(&relative_key) {
-            self.join(at, vec![run]);
-            return;
+            return at;
         }
         if let Some(at) = self.convert_pending(&relative_key) {
-            self.join(at, vec![run]);
-            return;
+            return at;
         }
         let at = self.new_state(absolute_key.clone(), dump, false);
         if self.pending_order.len() >= MAX_PENDING {
@@ -223,7 +221,7 @@ impl States {
                 relative,
             },
         );
-        self.join(at, vec![run]);
+        at
     }
 
     fn new_state(&mut self, key: Vec<u8>, dump: ProcessDump, relative: bool) -> usize {
@@ -474,21 +472,7 @@ fn peers_on_moving_comms(p: &mut ProcessDump, mut each: impl FnMut(&mut i64, i64
         .filter(|c| c.local_rank == SAME_AS_GLOBAL)
     {
         let size = c.size;
-        for queue in [&mut c.sends, &mut c.receives, &mut c.unexpected] {
-            let Section::Ok { value } = queue else {
-                continue;
-            };
-            for op in &mut value.operations {
-                for peer in [
-                    &mut op.desired_local_rank,
-                    &mut op.desired_global_rank,
-                    &mut op.actual_local_rank,
-                    &mut op.actual_global_rank,
-                ] {
-                    each(peer, size);
-                }
-            }
-        }
+        c.for_each_peer_mut(|peer| each(peer, size));
     }
 }
 

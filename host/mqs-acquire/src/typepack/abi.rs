@@ -36,8 +36,8 @@ type AbiSymbol = (String, String, bool, bool, u64);
 /// Checks that `rebuild` is a close rebuild of `library`; says what was
 /// checked, or the first difference as an error.
 pub fn compare_abi(library: &Path, rebuild: &Path) -> Result<Rebuilt> {
-    let a_bytes = read(library)?;
-    let b_bytes = read(rebuild)?;
+    let a_bytes = super::identity::read(library)?;
+    let b_bytes = super::identity::read(rebuild)?;
     let a = parse(library, &a_bytes)?;
     let b = parse(rebuild, &b_bytes)?;
     let differ = |detail: String| Error::BadInput {
@@ -136,13 +136,6 @@ fn abi_symbols(file: &object::File<'_>) -> Vec<AbiSymbol> {
         .collect();
     symbols.sort();
     symbols
-}
-
-fn read(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|source| Error::Io {
-        path: path.to_owned(),
-        source,
-    })
 }
 
 fn parse<'a>(path: &Path, data: &'a [u8]) -> Result<object::File<'a>> {

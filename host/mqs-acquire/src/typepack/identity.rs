@@ -154,7 +154,8 @@ struct Section<'a> {
     data: &'a [u8],
 }
 
-fn read(path: &Path) -> Result<Vec<u8>> {
+/// A library's bytes, or the error naming it.
+pub(super) fn read(path: &Path) -> Result<Vec<u8>> {
     std::fs::read(path).map_err(|source| Error::Io {
         path: path.to_owned(),
         source,

@@ -1,5 +1,6 @@
 //! /proc/PID/maps, grouped into one [`MappedObject`] per mapped file.
 
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -139,17 +140,23 @@ pub(crate) fn mapped_objects(pid: i32) -> Result<Vec<MappedObject>> {
     // A kernel thread or a zombie has no executable; list the rest anyway.
     let exe = exe_path(pid).ok();
     let mut objects = group(&maps, exe.as_deref());
+    // The device of each file, read once, where the process's root is
+    // not ours (the only place it is compared).
     let foreign = root_is_foreign(pid);
+    let devices: HashMap<(u64, &[u8]), u64> = if foreign {
+        maps.split(|&b| b == b'\n')
+            .filter_map(parse_line)
+            .filter_map(|l| Some(((l.inode, l.path), l.dev?)))
+            .collect()
+    } else {
+        HashMap::new()
+    };
     for object in objects.iter_mut() {
         object.contents = if object.deleted {
             mapping_link(pid, object)
         } else if foreign {
-            let dev = maps
-                .split(|&b| b == b'\n')
-                .filter_map(parse_line)
-                .find(|l| l.inode == object.inode && l.path == object.path.as_os_str().as_bytes())
-                .and_then(|l| l.dev);
-            foreign_file(pid, object, dev)
+            let key = (object.inode, object.path.as_os_str().as_bytes());
+            foreign_file(pid, object, devices.get(&key).copied())
         } else {
             None
         };
