@@ -15,7 +15,8 @@ mod support;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use mqs_tests::{Job, Mpi};
+use mqs_tests::{Job, LaunchOptions, Mpi};
+use support::stop::*;
 use support::*;
 
 /// A small generator of random numbers (xorshift), seeded from the clock;
@@ -46,53 +47,14 @@ impl Random {
     }
 }
 
-/// The state letter of `/proc/PID/stat`.
-fn state(pid: u32) -> Option<char> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    text[text.rfind(')')? + 1..]
-        .split_whitespace()
-        .next()?
-        .chars()
-        .next()
-}
-
-/// Waits (bounded) until `pid`'s state is, or is not, `T`.
-fn until_stopped(pid: u32, stopped: bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while (state(pid) == Some('T')) != stopped {
-        assert!(
-            Instant::now() < deadline,
-            "pid {pid} did not become {} (state {:?})",
-            if stopped { "stopped" } else { "running" },
-            state(pid)
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-fn signal(pid: u32, sig: i32) {
-    // SAFETY: kill takes no pointers; the pid is a rank of our own job.
-    let rc = unsafe { libc::kill(pid as i32, sig) };
-    assert_eq!(rc, 0, "kill({pid}, {sig})");
-}
-
-/// Sends SIGCONT to a rank stopped by the test, whatever happens, so that
-/// the job can be taken down.
-struct Resume(Option<u32>);
-
-impl Drop for Resume {
-    fn drop(&mut self) {
-        if let Some(pid) = self.0.take() {
-            // SAFETY: as in `signal`.
-            unsafe { libc::kill(pid as i32, libc::SIGCONT) };
-        }
-    }
-}
-
 /// `trials` times: one random rank of a running halo exchange of `ranks`
 /// ranks stopped at a random moment, the job dumped with `--deadlock`.
 fn halo_with_a_stopped_rank(mpi: Mpi, ranks: u32, trials: usize) {
-    let job = Job::launch(mpi, "halo", ranks, &[]).unwrap_or_else(|e| panic!("{e}"));
+    halo_with_a_stopped_rank_with(mpi, ranks, trials, LaunchOptions::default());
+}
+
+fn halo_with_a_stopped_rank_with(mpi: Mpi, ranks: u32, trials: usize, options: LaunchOptions) {
+    let job = Job::launch_with(mpi, "halo", ranks, &[], &options).unwrap_or_else(|e| panic!("{e}"));
     let launcher = job.launcher_pid().to_string();
     let mut random = Random::new();
     let mut resume = Resume(None);
@@ -144,6 +106,18 @@ fn halo_with_a_stopped_rank(mpi: Mpi, ranks: u32, trials: usize) {
 #[test]
 fn halo_with_a_stopped_rank_on_open_mpi_is_never_a_deadlock() {
     halo_with_a_stopped_rank(Mpi::OpenMpiG, 4, 20);
+}
+
+/// Over TCP (as between nodes) a rank stopped in a rendezvous send leaves
+/// its neighbour's receive matched with its data still to come: that
+/// neighbour waits for it too.
+#[test]
+fn halo_with_a_stopped_rank_on_open_mpi_over_tcp_is_never_a_deadlock() {
+    let options = LaunchOptions {
+        env: vec![("OMPI_MCA_btl".into(), "self,tcp".into())],
+        ..LaunchOptions::default()
+    };
+    halo_with_a_stopped_rank_with(Mpi::OpenMpiG, 6, 12, options);
 }
 
 #[test]

@@ -20,9 +20,11 @@ use mqs_core::interface::Target;
 use mqs_core::process::{LiveProcess, Mode};
 use mqs_tests::{Job, LaunchOptions, Mpi, Nodes, JOB_ENV};
 use serde_json::Value;
+use support::stop::*;
 use support::*;
 
 const NODES: [&str; 2] = ["nodea", "nodeb"];
+const FOUR: [&str; 4] = ["nodea", "nodeb", "nodec", "noded"];
 
 /// A job of `fixture` with `ranks` ranks on the nodes, `slots` per node
 /// before mpirun wraps around (ranks 0, 1... fill nodea first).
@@ -679,6 +681,103 @@ fn two_starters_named_together_each_start_their_collectors() {
     assert_left_alone(&second, 2);
     first.shutdown().expect("teardown");
     second.shutdown().expect("teardown");
+}
+
+/// A real job at some scale: a 64-rank halo exchange on four nodes (16
+/// ranks on each), one rank stopped mid-run so that the others block on
+/// it. Read flat (`--fanout 0`: every collector reports to mqs-dump) and
+/// through a tree (`--fanout 2`: two collectors report, each merging one
+/// below it), the job view and `--deadlock`'s words are the same, and the
+/// view of 64 ranks fits a screen (at most 15 lines), the stopped rank
+/// named.
+#[test]
+fn a_64_rank_halo_on_four_nodes_reads_the_same_through_a_tree_as_flat_on_one_screen() {
+    const STOPPED: u32 = 37; // on nodec
+    let nodes = Nodes::start(&FOUR).expect("nodes");
+    let job = job_on(&nodes, "halo", 64, 16, &[]);
+    let mpirun = job.launcher_pid().to_string();
+    let local = job.rank_pid(STOPPED).expect("the stopped rank's pid");
+    let pid = nodes
+        .global_pid("nodec", local)
+        .expect("nodec's namespace")
+        .expect("the stopped rank on nodec");
+    signal(pid, libc::SIGSTOP);
+    let mut resume = Resume(Some(pid));
+    until_stopped(pid, true);
+
+    // The others block on it within an iteration or two; read the job
+    // until two flat views agree (it has settled), bounded.
+    let view = |fanout: &str, extra: &[&str]| {
+        let mut args = vec!["--pid", mpirun.as_str(), "--fanout", fanout];
+        args.extend_from_slice(extra);
+        let (out, took) = timed(&args);
+        eprintln!("64-rank halo, --fanout {fanout} {extra:?}: {took:?}");
+        (out.status.code(), untimed(&stdout(&out)), stderr(&out))
+    };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut flat = view("0", &[]);
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let again = view("0", &[]);
+        if again == flat {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the job never settled: {}\n---\n{}",
+            flat.1,
+            again.1
+        );
+        flat = again;
+    }
+    let (code, text, err) = &flat;
+    assert_eq!(*code, Some(0), "{err}");
+    let lines = text.lines().count();
+    assert!(lines <= 15, "a view of {lines} lines:\n{text}");
+    assert!(
+        text.contains(&format!(
+            "rank {STOPPED} (pid {local} on nodec) is stopped by a signal"
+        )),
+        "the stopped rank is not named:\n{text}"
+    );
+    let tree = view("2", &[]);
+    assert_eq!(tree, flat, "the tree's view differs from flat's");
+
+    let flat_deadlock = view("0", &["--deadlock"]);
+    let tree_deadlock = view("2", &["--deadlock"]);
+    assert_eq!(
+        tree_deadlock, flat_deadlock,
+        "the tree's --deadlock differs from flat's"
+    );
+    assert!(
+        flat_deadlock
+            .1
+            .contains(&format!("the chain waits for rank {STOPPED}")),
+        "{}",
+        flat_deadlock.1
+    );
+    assert_eq!(state(pid), Some('T'), "the stopped rank was resumed");
+    signal(pid, libc::SIGCONT);
+    resume.0 = None;
+    until_stopped(pid, false);
+    assert_left_alone(&job, 64);
+    job.shutdown().expect("teardown");
+}
+
+/// A view without the time its reading took (the first line's "read in
+/// 1.23 s"), which differs from one dump to the next.
+fn untimed(view: &str) -> String {
+    view.lines()
+        .map(|line| match line.find("; read in ") {
+            Some(at) => {
+                let rest = &line[at + "; read in ".len()..];
+                let end = rest.find(" s").map_or(rest.len(), |e| e + 2);
+                format!("{}{}", &line[..at], &rest[end..])
+            }
+            None => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn nix_hostname() -> String {

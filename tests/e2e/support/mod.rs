@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub mod stock;
+pub mod stop;
 
 /// The mqs-dump binary of this build; a stale or missing one fails the
 /// test (it would test something else than the checkout).

@@ -461,9 +461,13 @@ fn a_wait_follows_each_field_of_its_operation() {
             rank1_free.clone(),
         ),
         (
-            "status (matched: no longer waits)",
+            "status (matched: only its data is to come, as rank 0's MPI runs)",
             |p| p.op.status = OpStatus::Matched,
-            rank1_free.clone(),
+            "chain: rank 0 waits for rank 1 (recv tag 5 on MPI_COMM_WORLD); rank 1 has nothing \
+             pending but a receive matched, its data still arriving (in MPI_Waitany): the chain \
+             waits for rank 1\n\
+             no deadlock: no cycle of waits among 3 ranks (2 waiting)\n"
+                .to_string(),
         ),
         (
             "status (complete)",

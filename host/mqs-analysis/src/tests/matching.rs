@@ -420,3 +420,61 @@ fn a_watch_does_not_count_a_stopped_rank_as_stuck() {
         "{view}"
     );
 }
+
+/// A halo exchange over TCP with rank 2 stopped while it sends its
+/// rendezvous message to rank 3: rank 3's receive is matched, none of the
+/// data has come, and only rank 2 can send it. Rank 3 waits for rank 2;
+/// ranks 0 and 1 wait on their left neighbours, so the chain ends at the
+/// stopped rank, and nothing is a deadlock.
+#[test]
+fn a_receive_matched_from_a_stopped_rank_waits_for_it() {
+    let n = 4usize;
+    let big = 400_000;
+    let mut ops: Vec<Vec<Placed>> = Vec::new();
+    for r in 0..n {
+        let left = (r + n - 1) % n;
+        let status = if r == 3 {
+            OpStatus::Matched
+        } else {
+            OpStatus::Pending
+        };
+        let mut recv = placed(OpClass::PendingReceives, left as i64, 2, big, status);
+        recv.op.actual_global_rank = left as i64;
+        let mut mine = vec![recv];
+        if r == 2 {
+            mine.push(placed(OpClass::PendingSends, 3, 2, big, OpStatus::Pending));
+        }
+        ops.push(mine);
+    }
+    let mut dump = job_of(n, &[world(n as i64)], &ops);
+    for r in [0, 1, 3] {
+        blocked_in(&mut dump, r, "MPI_Wait");
+    }
+    dump.processes[2].os_state = Some(OsState::new('T', Some(SIGSTOP)));
+    let j = Job::new(&dump);
+    let a = Analysis::new(&j);
+    let words = a.words();
+    assert!(!a.has_deadlock(), "{words}");
+    assert!(
+        words.contains(
+            "rank 3 waits for rank 2 (recv tag 2 on MPI_COMM_WORLD; matched, its data still to \
+             come as the peer's MPI runs)"
+        ),
+        "{words}"
+    );
+    assert!(words.contains("the chain waits for rank 2"), "{words}");
+    assert!(!words.contains("rank 3 has nothing pending"), "{words}");
+
+    // The same receive complete: rank 3 waits on nothing, and the chain
+    // ends there.
+    let mut done = ops.clone();
+    done[3][0].op.status = OpStatus::Complete;
+    let mut dump = job_of(n, &[world(n as i64)], &done);
+    for r in [0, 1, 3] {
+        blocked_in(&mut dump, r, "MPI_Wait");
+    }
+    dump.processes[2].os_state = Some(OsState::new('T', Some(SIGSTOP)));
+    let j = Job::new(&dump);
+    let words = Analysis::new(&j).words();
+    assert!(words.contains("rank 3 has nothing pending"), "{words}");
+}

@@ -8,7 +8,9 @@
 //! pending; a rank outside MPI, or in a call that returns by itself, waits
 //! on nothing. A send waits for its peer only while the peer has not
 //! taken it, and a wait whose other half the peer already holds is met by
-//! progress alone ([`matching`]). A specific wait is met by one rank, an
+//! progress alone ([`matching`]), as is a receive matched and still
+//! arriving (its sender's MPI sends the rest: it waits only on a sender
+//! that cannot run). A specific wait is met by one rank, an
 //! ANY_SOURCE receive by any member of its communicator (an OR-wait), a
 //! collective only when every member it lacks arrives (an AND-wait); a
 //! rank in `MPI_Waitall` needs each of its waits met, one in `MPI_Recv`

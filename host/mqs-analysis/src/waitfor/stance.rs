@@ -287,7 +287,9 @@ impl Builder<'_, '_, '_> {
             .op_indices(self.rank.rank)
             .filter(|&i| {
                 let o = &self.job.ops[i];
-                kinds.contains(&o.class) && o.status() == OpStatus::Pending
+                kinds.contains(&o.class)
+                    && (o.status() == OpStatus::Pending
+                        || (o.class == OpClass::PendingReceives && o.status() == OpStatus::Matched))
             })
             .collect();
         // None listed: its operation is done and being completed, or the
@@ -325,6 +327,9 @@ impl Builder<'_, '_, '_> {
     fn listed(&mut self, i: usize, from_stack: bool) -> bool {
         let job = self.job;
         let op: &Op<'_> = &job.ops[i];
+        if op.class == OpClass::PendingReceives && op.status() == OpStatus::Matched {
+            return self.matched_receive(i, from_stack);
+        }
         if op.class == OpClass::UnexpectedMessages || op.status() != OpStatus::Pending {
             return false;
         }
@@ -349,6 +354,30 @@ impl Builder<'_, '_, '_> {
             from_stack,
             progress: matches!(fate, Fate::Progress(_)),
             undecided: fate == Fate::Unknown,
+        });
+        true
+    }
+
+    /// A receive matched and not complete: its data is still to come from
+    /// the sender it matched, which moves it on whenever its MPI runs (a
+    /// progress wait: it holds the rank only while that sender cannot run,
+    /// stopped by a signal, say).
+    fn matched_receive(&mut self, i: usize, from_stack: bool) -> bool {
+        let op: &Op<'_> = &self.job.ops[i];
+        let sender = op.op.actual_global_rank;
+        let on = if sender >= 0 {
+            Some(std::iter::once(sender).collect())
+        } else {
+            reachable(self.members, op.rank, Some(op.comm), op.peer)
+        };
+        self.out.waits.push(Wait {
+            rank: op.rank,
+            kind: WaitKind::Op(i),
+            on,
+            all: false,
+            from_stack,
+            progress: true,
+            undecided: false,
         });
         true
     }

@@ -1,5 +1,7 @@
 //! The analysis in words: one finding a line, the verdict last.
 
+use mqs_abi::OpStatus;
+
 use super::stance::op_words;
 use super::{peer_words, Analysis, Basis, Step, Stopped, WaitKind};
 use crate::calls::Blocked;
@@ -130,12 +132,11 @@ impl Analysis<'_, '_> {
         }
         let offset = |s: &Step| (s.to - s.rank).rem_euclid(n);
         let words = |s: &Step| {
-            let how = if self.waits[s.wait].progress {
-                "; its other half is there, so only the peer's progress is missing"
-            } else {
-                ""
-            };
-            format!("{}{how}", self.wait_words(s.wait, None))
+            format!(
+                "{}{}",
+                self.wait_words(s.wait, None),
+                self.progress_words(s.wait)
+            )
         };
         let (first_offset, first_words) = (offset(&steps[0]), words(&steps[0]));
         if steps
@@ -157,12 +158,22 @@ impl Analysis<'_, '_> {
         ))
     }
 
+    /// What a progress wait lacks, said after its operation.
+    fn progress_words(&self, wait: usize) -> &'static str {
+        let w = &self.waits[wait];
+        if !w.progress {
+            return "";
+        }
+        match w.kind {
+            WaitKind::Op(i) if self.job.ops[i].status() == OpStatus::Matched => {
+                "; matched, its data still to come as the peer's MPI runs"
+            }
+            _ => "; its other half is there, so only the peer's progress is missing",
+        }
+    }
+
     fn step_words(&self, s: &Step) -> String {
-        let how = if self.waits[s.wait].progress {
-            "; its other half is there, so only the peer's progress is missing"
-        } else {
-            ""
-        };
+        let how = self.progress_words(s.wait);
         format!(
             "rank {} waits for rank {} ({}{how})",
             s.rank,
@@ -242,9 +253,24 @@ impl Analysis<'_, '_> {
                  one the others wait for",
                 if pending == 1 { "" } else { "s" }
             ),
+            (0, _) if self.matched_receives(rank) > 0 => format!(
+                "rank {rank} has nothing pending but a receive matched, its data still arriving \
+                 ({place})"
+            ),
             (0, _) => format!("rank {rank} has nothing pending ({place})"),
             (n, _) => format!("rank {rank} is {place} with {n} operations pending"),
         }
+    }
+
+    /// How many of `rank`'s receives are matched and not complete.
+    fn matched_receives(&self, rank: i64) -> usize {
+        self.job
+            .op_indices(rank)
+            .filter(|&i| {
+                let o = &self.job.ops[i];
+                o.class == mqs_abi::OpClass::PendingReceives && o.status() == OpStatus::Matched
+            })
+            .count()
     }
 
     /// One cycle's lines: its steps, and the OR-waits of its ranks that
