@@ -12,8 +12,9 @@
 //! Collectors are started by the job's own starter through the MPIR
 //! tool-daemon launch extension ([`start::through_starter`]), as a step of
 //! the Slurm job the starter runs in ([`start::through_slurm`]: srun,
-//! hydra, prterun in an allocation), or by a command template the user
-//! gives ([`start::Template`]). [`dump_slurm`] needs no starter: one
+//! hydra, prterun in an allocation), with the remote shell PRRTE's
+//! `prterun` reaches its nodes with ([`agent`]), or by a command template
+//! the user gives ([`start::Template`]). [`dump_slurm`] needs no starter: one
 //! collector per node of a Slurm job finds the job's MPI processes there. Each is
 //! authenticated by a one-time token passed in its arguments
 //! ([`protocol::Token`]); a wrong token is refused and logged. All hosts'
@@ -28,6 +29,7 @@
 //! ([`Front::start_with_launcher`]) and have them send dumps they make
 //! ([`serve`]).
 
+mod agent;
 mod collector;
 mod front;
 pub mod limits;

@@ -10,6 +10,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
+use super::agent::{self, Agent};
 use super::limits::Limits;
 use crate::inspect::Starter;
 use crate::mpir::{self, ToolDaemonSymbols};
@@ -295,6 +296,22 @@ pub fn slurm_job_instead(starter: &Starter) -> Option<StarterJob> {
     }
     let target = LiveProcess::attach(starter.pid, Mode::NoStop).ok()?;
     slurm::job_of_starter(&target, &*starter.symbols)
+}
+
+/// For a PRRTE starter (`prterun`, Open MPI 5's `mpirun`: no tool-daemon
+/// extension), the remote shell it reaches its nodes with, or why none
+/// can be used; None for other starters.
+pub fn agent_instead(starter: &Starter) -> Option<std::result::Result<Agent, String>> {
+    if ToolDaemonSymbols::find(&*starter.symbols).is_some()
+        || starter
+            .symbols
+            .find_symbol(agent::PRRTE_SSH_COMPONENT)
+            .is_none()
+    {
+        return None;
+    }
+    let process = LiveProcess::attach(starter.pid, Mode::NoStop).map_err(|e| e.to_string());
+    Some(process.and_then(|p| agent::of_starter(&p)))
 }
 
 /// Starts one collector on each of `hosts` as a step of Slurm job `job`

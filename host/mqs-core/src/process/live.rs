@@ -306,6 +306,21 @@ impl LiveProcess {
     }
 }
 
+impl LiveProcess {
+    /// The arguments the process was started with (/proc/PID/cmdline).
+    pub fn arguments(&self) -> Result<Vec<String>> {
+        let path = format!("/proc/{}/cmdline", self.pid);
+        std::fs::read(&path)
+            .map(|raw| {
+                raw.split(|&b| b == 0)
+                    .filter(|s| !s.is_empty())
+                    .map(|s| String::from_utf8_lossy(s).into_owned())
+                    .collect()
+            })
+            .map_err(|e| maps::proc_error(self.pid, e, true))
+    }
+}
+
 impl Target for LiveProcess {
     fn pid(&self) -> i32 {
         self.pid

@@ -14,7 +14,7 @@ use crate::Error;
 use super::super::collector::CollectorArgs;
 use super::super::limits::Limits;
 use super::super::protocol::Token;
-use super::super::start::{self, CollectorCommand, Launched, COLLECTOR_COMMAND};
+use super::super::start::{self, CollectorCommand, Launched, Template, COLLECTOR_COMMAND};
 use super::connection::{accept, Registry};
 use super::{Front, Host, Run, Via};
 
@@ -105,17 +105,13 @@ impl Front {
                  none was given"
                     .into(),
             )),
-            (Some(template), Via::Starter(_) | Via::Launcher) => {
-                template.commands(&names, command).map(|commands| {
-                    for (covered, argv) in commands {
-                        match Launched::spawn(covered.clone(), argv) {
-                            Ok(launched) => run.launched.push(launched),
-                            Err(e) => run.fail_hosts(&covered, &e.to_string()),
-                        }
-                    }
-                    run.how = "started with --launcher".into();
-                })
-            }
+            (Some(template), Via::Starter(_) | Via::Launcher) => launch(
+                run,
+                template,
+                &names,
+                command,
+                "started with --launcher".into(),
+            ),
             (_, Via::Slurm(job)) => start::through_slurm(job, &names, command).map(|launched| {
                 run.how = format!(
                     "started as step '{}' of Slurm job {}",
@@ -133,22 +129,58 @@ impl Front {
                     );
                     run.launched.push(launched);
                 }),
-                None => {
-                    start::through_starter(starter.pid, &*starter.symbols, command).map(|poked| {
-                        run.how = match &poked.fifo {
-                            Some(fifo) => {
-                                format!("asked of the starter through its attach FIFO {fifo}")
-                            }
-                            None => "asked of the starter, which has no attach FIFO and may \
+                None => match start::agent_instead(starter) {
+                    Some(Ok(agent)) => {
+                        let template = agent.template()?;
+                        let how = format!(
+                            "started with the starter's remote shell '{}' ({}), as it starts \
+                             its daemons",
+                            agent.words.join(" "),
+                            agent.from
+                        );
+                        launch(run, &template, &names, command, how)
+                    }
+                    Some(Err(why)) => Err(Error::Collect(format!(
+                        "the starter (PRRTE's prterun) cannot start collectors on the nodes and \
+                         {why}: give --launcher, e.g. --launcher 'ssh {{host}}'"
+                    ))),
+                    None => start::through_starter(starter.pid, &*starter.symbols, command).map(
+                        |poked| {
+                            run.how = match &poked.fifo {
+                                Some(fifo) => {
+                                    format!("asked of the starter through its attach FIFO {fifo}")
+                                }
+                                None => "asked of the starter, which has no attach FIFO and may \
                                      not poll MPIR_being_debugged"
-                                .into(),
-                        };
-                        run.poked = Some(poked);
-                    })
-                }
+                                    .into(),
+                            };
+                            run.poked = Some(poked);
+                        },
+                    ),
+                },
             },
         }
     }
+}
+
+/// Starts collectors on `names` with `template`; `how` says so in the
+/// message of a host that never calls back.
+fn launch(
+    run: &mut Run,
+    template: &Template,
+    names: &[String],
+    command: &CollectorCommand,
+    how: String,
+) -> crate::Result<()> {
+    template.commands(names, command).map(|commands| {
+        for (covered, argv) in commands {
+            match Launched::spawn(covered.clone(), argv) {
+                Ok(launched) => run.launched.push(launched),
+                Err(e) => run.fail_hosts(&covered, &e.to_string()),
+            }
+        }
+        run.how = how;
+    })
 }
 
 /// The addresses collectors are told to call back to.
