@@ -4,12 +4,14 @@
 //! tests ([`crate::testing`]); everything above them is written against
 //! the traits alone.
 
+use std::cell::RefCell;
+
 // ---------------------------------------------------------------------------
 
 /// Symbol and type lookups in an image.
 pub trait ImageAccess {
     /// A type handle, opaque to the DLL.
-    type Type: Copy;
+    type Type: Copy + PartialEq;
 
     /// Address of a data symbol.
     fn find_symbol(&self, name: &str) -> Option<u64>;
@@ -21,6 +23,120 @@ pub trait ImageAccess {
     fn field_offset(&self, ty: Self::Type, field: &str) -> Option<u64>;
     /// `sizeof` the type, None when unknown.
     fn size_of(&self, ty: Self::Type) -> Option<u64>;
+}
+
+/// An image whose answers are kept while one image's layouts are
+/// resolved: several readers name the same types (MPICH's communicator,
+/// request and object-pool types), and each question is a round trip in a
+/// debugger that answers through another process, so each type, field,
+/// size and symbol is asked for once.
+pub struct Memo<'i, I: ImageAccess> {
+    image: &'i I,
+    /// (name, a function?, its address)
+    symbols: RefCell<Vec<(String, bool, Option<u64>)>>,
+    types: RefCell<Vec<(String, Option<I::Type>)>>,
+    fields: RefCell<Vec<FieldAnswer<I::Type>>>,
+    sizes: RefCell<Vec<(I::Type, Option<u64>)>>,
+}
+
+/// A field's offset in a type, as the debugger answered.
+type FieldAnswer<T> = (T, String, Option<u64>);
+
+impl<I: ImageAccess> std::fmt::Debug for Memo<'_, I> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Memo")
+            .field("types", &self.types.borrow().len())
+            .field("fields", &self.fields.borrow().len())
+            .finish()
+    }
+}
+
+impl<'i, I: ImageAccess> Memo<'i, I> {
+    pub fn new(image: &'i I) -> Self {
+        Memo {
+            image,
+            symbols: RefCell::default(),
+            types: RefCell::default(),
+            fields: RefCell::default(),
+            sizes: RefCell::default(),
+        }
+    }
+
+    fn symbol(&self, name: &str, function: bool) -> Option<u64> {
+        let known = self
+            .symbols
+            .borrow()
+            .iter()
+            .find(|(n, f, _)| n == name && *f == function)
+            .map(|(_, _, a)| *a);
+        known.unwrap_or_else(|| {
+            let found = if function {
+                self.image.find_function(name)
+            } else {
+                self.image.find_symbol(name)
+            };
+            self.symbols
+                .borrow_mut()
+                .push((name.to_string(), function, found));
+            found
+        })
+    }
+}
+
+impl<I: ImageAccess> ImageAccess for Memo<'_, I> {
+    type Type = I::Type;
+
+    fn find_symbol(&self, name: &str) -> Option<u64> {
+        self.symbol(name, false)
+    }
+
+    fn find_function(&self, name: &str) -> Option<u64> {
+        self.symbol(name, true)
+    }
+
+    fn find_type(&self, name: &str) -> Option<I::Type> {
+        let known = self
+            .types
+            .borrow()
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, t)| *t);
+        known.unwrap_or_else(|| {
+            let found = self.image.find_type(name);
+            self.types.borrow_mut().push((name.to_string(), found));
+            found
+        })
+    }
+
+    fn field_offset(&self, ty: I::Type, field: &str) -> Option<u64> {
+        let known = self
+            .fields
+            .borrow()
+            .iter()
+            .find(|(t, f, _)| *t == ty && f == field)
+            .map(|(_, _, o)| *o);
+        known.unwrap_or_else(|| {
+            let found = self.image.field_offset(ty, field);
+            self.fields
+                .borrow_mut()
+                .push((ty, field.to_string(), found));
+            found
+        })
+    }
+
+    fn size_of(&self, ty: I::Type) -> Option<u64> {
+        let known = self
+            .sizes
+            .borrow()
+            .iter()
+            .find(|(t, _)| *t == ty)
+            .map(|(_, s)| *s);
+        known.unwrap_or_else(|| {
+            let found = self.image.size_of(ty);
+            self.sizes.borrow_mut().push((ty, found));
+            found
+        })
+    }
 }
 
 /// The five basic sizes the debugger reports for a process.

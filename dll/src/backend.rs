@@ -106,7 +106,8 @@ impl ImageState {
         if let Some(backend) = &self.backend {
             return Ok(backend.clone());
         }
-        match check_image(image, self.mpi) {
+        // Several readers name the same types: each asked for once.
+        match check_image(&crate::access::Memo::new(image), self.mpi) {
             Ok(backend) => {
                 self.backend = Some(backend.clone());
                 self.failure = None;

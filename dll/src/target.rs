@@ -8,7 +8,7 @@
 //! decoded, into a [`View`] (one fetch per span) and decoded from there.
 
 use std::borrow::Cow;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 
 use crate::access::{ProcessAccess, TypeSizes};
 use crate::errors::DllError;
@@ -548,6 +548,90 @@ impl Spans {
             }
         }
         out
+    }
+}
+
+/// The pieces a [`Paged`] region is read in: what a debugger that answers
+/// through another process fetches at a time (padb asks gdb for 256 bytes).
+pub const PAGE: u64 = 256;
+
+/// A region read page by page as it is looked at, each run of missing
+/// pages in one fetch: for a large buffer of which little is usually in use
+/// (a shared-memory ring), so that a debugger is asked only for what is
+/// decoded.
+pub struct Paged<'t, 'a, P: ProcessAccess + ?Sized> {
+    target: &'t Target<'a, P>,
+    addr: u64,
+    bytes: RefCell<Vec<u8>>,
+    have: RefCell<Vec<bool>>,
+}
+
+impl<P: ProcessAccess + ?Sized> std::fmt::Debug for Paged<'_, '_, P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Paged")
+            .field("addr", &self.addr)
+            .field("len", &self.bytes.borrow().len())
+            .finish()
+    }
+}
+
+impl<'t, 'a, P: ProcessAccess + ?Sized> Paged<'t, 'a, P> {
+    /// `len` bytes at `addr`, none read yet.
+    pub fn new(target: &'t Target<'a, P>, addr: u64, len: u64) -> Result<Self, ReadError> {
+        let len = usize::try_from(len)
+            .ok()
+            .filter(|&l| l <= MAX_READ)
+            .ok_or(ReadError::OutOfRange)?;
+        addr.checked_add(len as u64).ok_or(ReadError::OutOfRange)?;
+        Ok(Self {
+            target,
+            addr,
+            bytes: RefCell::new(vec![0u8; len]),
+            have: RefCell::new(vec![false; (len as u64).div_ceil(PAGE) as usize]),
+        })
+    }
+
+    /// The bytes at `off..off + len`, reading the pages they lie in that
+    /// were not read yet.
+    pub fn bytes(&self, off: u64, len: u64) -> Result<Vec<u8>, ReadError> {
+        let end = off.checked_add(len).ok_or(ReadError::OutOfRange)?;
+        let total = self.bytes.borrow().len() as u64;
+        if end > total {
+            return Err(ReadError::OutOfRange);
+        }
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let (first, last) = (off / PAGE, (end - 1) / PAGE);
+        let mut page = first;
+        while page <= last {
+            if self.have.borrow()[page as usize] {
+                page += 1;
+                continue;
+            }
+            let mut run_end = page;
+            while run_end < last && !self.have.borrow()[(run_end + 1) as usize] {
+                run_end += 1;
+            }
+            let lo = page * PAGE;
+            let hi = ((run_end + 1) * PAGE).min(total);
+            let at = self.addr + lo;
+            self.target
+                .read_into(at, &mut self.bytes.borrow_mut()[lo as usize..hi as usize])?;
+            for p in page..=run_end {
+                self.have.borrow_mut()[p as usize] = true;
+            }
+            page = run_end + 1;
+        }
+        Ok(self.bytes.borrow()[off as usize..end as usize].to_vec())
+    }
+
+    pub fn u32(&self, off: u64) -> Result<u64, ReadError> {
+        self.target.decode(&self.bytes(off, 4)?)
+    }
+
+    pub fn u16(&self, off: u64) -> Result<u64, ReadError> {
+        self.target.decode(&self.bytes(off, 2)?)
     }
 }
 

@@ -307,11 +307,17 @@ fn compare_text(what: &str, theirs: &[&str], o: &Operation, seen: &mut BTreeSet<
 /// One dump of the process through both DLLs, compared; returns ours and
 /// the differences seen, or why ours does not hold the fixture's contents
 /// (yet: a rank may still be on its way into its blocking call).
-fn compare_once(
-    mpi: Mpi,
-    pid: u32,
-    expected: &Process,
-) -> Result<(ProcessDump, BTreeSet<Difference>), String> {
+/// What one rank's cross-check gave: the differences seen, the sends and
+/// receives compared, and the round trips each DLL cost a debugger that
+/// answers through another process (theirs, ours).
+struct Checked {
+    ours: ProcessDump,
+    seen: BTreeSet<Difference>,
+    compared: usize,
+    round_trips: (u64, u64),
+}
+
+fn compare_once(mpi: Mpi, pid: u32, expected: &Process) -> Result<Checked, String> {
     let dlls = [their_dll(mpi), our_dll()];
     let dumps = mqs_tests::within(mqs_tests::DUMP_LIMIT, &format!("pid {pid}"), move || {
         dump_with_each_dll(pid as i32, &dlls, &Options::default()).map_err(|e| e.to_string())
@@ -391,26 +397,27 @@ fn compare_once(
         compared, fixture,
         "pid {pid}: operations compared against the fixture's"
     );
-    Ok((ours.clone(), seen))
+    Ok(Checked {
+        ours: ours.clone(),
+        seen,
+        compared,
+        round_trips: (
+            theirs.stats.callbacks.round_trips(),
+            ours.stats.callbacks.round_trips(),
+        ),
+    })
 }
 
 /// Cross-checks one rank, retrying for a while until ours holds the
 /// fixture's contents; returns the differences seen and the sends and
 /// receives compared.
-fn cross_check(mpi: Mpi, job: &Job, expected: &Process) -> (BTreeSet<Difference>, usize) {
+fn cross_check(mpi: Mpi, job: &Job, expected: &Process) -> Checked {
     let rank = u32::try_from(expected.rank).expect("rank");
     let pid = job.rank_pid(rank).expect("rank pid");
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         match compare_once(mpi, pid, expected) {
-            Ok((_, seen)) => {
-                let n = expected
-                    .comms
-                    .iter()
-                    .map(|c| c.sends.ops().len() + c.receives.ops().len())
-                    .sum();
-                return (seen, n);
-            }
+            Ok(checked) => return checked,
             Err(e) if Instant::now() >= deadline => {
                 panic!("{} rank {rank}: {e}", job.fixture())
             }
@@ -420,14 +427,29 @@ fn cross_check(mpi: Mpi, job: &Job, expected: &Process) -> (BTreeSet<Difference>
 }
 
 /// Cross-checks every rank of a fixture's job; asserts the differences
-/// seen and that operations were compared at all.
+/// seen, that operations were compared at all, and that on every rank ours
+/// costs a debugger that answers through another process (padb's `minfo`
+/// asking gdb: a round trip per lookup and per 256 bytes fetched) fewer
+/// round trips than theirs, though it reads more.
 fn check_job(mpi: Mpi, job: &Job, expected: &[Process], differences: &[Difference]) {
     let mut seen = BTreeSet::new();
     let mut compared = 0;
     for process in expected {
-        let (s, n) = cross_check(mpi, job, process);
-        seen.extend(s);
-        compared += n;
+        let checked = cross_check(mpi, job, process);
+        let (theirs, ours) = checked.round_trips;
+        eprintln!(
+            "{} rank {}: round trips: theirs {theirs}, ours {ours}",
+            job.fixture(),
+            process.rank
+        );
+        assert!(
+            ours < theirs,
+            "{} rank {}: ours costs {ours} round trips, theirs {theirs}",
+            job.fixture(),
+            process.rank
+        );
+        seen.extend(checked.seen);
+        compared += checked.compared;
     }
     eprintln!(
         "{}: {compared} sends and receives agree; differences: {seen:?}",
@@ -527,7 +549,7 @@ fn release_build_agrees(mpi: Mpi, borrowed: bool) {
     }
     check_job(mpi, &job, &expected, &differences);
     let pid = job.rank_pid(0).unwrap();
-    let (ours, _) = compare_once(mpi, pid, &expected[0]).expect("settled");
+    let ours = compare_once(mpi, pid, &expected[0]).expect("settled").ours;
     for comm in communicators(&ours) {
         match &comm.unexpected {
             Section::NotAvailable { reason } if !borrowed => {

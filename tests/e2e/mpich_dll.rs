@@ -658,6 +658,18 @@ fn run_job(build: &Build, size: u32, args: &[&str]) {
         assert_eq!(dumps[2].dll.compatibility, 3);
         assert_eq!(dumps[2].global_rank as i64, rank);
         (build.cross_check)(&dumps[0], &dumps[1], rank);
+        // Fewer round trips than theirs for a debugger that answers
+        // through another process (padb's minfo asking gdb: one per lookup
+        // and per 256 bytes fetched), though ours reads more.
+        let (theirs, ours) = (
+            dumps[0].stats.callbacks.round_trips(),
+            dumps[1].stats.callbacks.round_trips(),
+        );
+        eprintln!("rank {rank}: round trips: theirs {theirs}, ours {ours}");
+        assert!(
+            ours < theirs,
+            "rank {rank}: ours costs {ours} round trips, theirs {theirs}"
+        );
         assert_running_untraced(pid);
     }
     job.shutdown().expect("shutdown");

@@ -231,8 +231,33 @@ fn group_lpids<P: ProcessAccess + ?Sized>(
         .map(Some)
 }
 
+/// What ch3's connection tables gave, for the rest of the stop: each
+/// connection's lpid, and each table's lpids (communicators made by
+/// duplication share their table: read once, not once per communicator).
+#[derive(Debug, Default)]
+struct LpidCache {
+    vcs: HashMap<u64, Option<u64>>,
+    tables: HashMap<u64, Vec<Option<u64>>>,
+}
+
 /// ch3: the lpids of a virtual connection table's connections.
 fn vcrt_lpids<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    vcrt: u64,
+    size_off: u64,
+    table_off: u64,
+    lpid_off: u64,
+    cache: &mut LpidCache,
+) -> Result<Vec<Option<u64>>, ReadError> {
+    if let Some(known) = cache.tables.get(&vcrt) {
+        return Ok(known.clone());
+    }
+    let lpids = read_vcrt(t, vcrt, size_off, table_off, lpid_off, &mut cache.vcs)?;
+    cache.tables.insert(vcrt, lpids.clone());
+    Ok(lpids)
+}
+
+fn read_vcrt<P: ProcessAccess + ?Sized>(
     t: &Target<'_, P>,
     vcrt: u64,
     size_off: u64,
@@ -358,7 +383,7 @@ fn member_lpids<P: ProcessAccess + ?Sized>(
     layout: &Layout,
     v: &View<'_, '_, P>,
     raw: &Raw,
-    vc_cache: &mut HashMap<u64, Option<u64>>,
+    vc_cache: &mut LpidCache,
 ) -> (Vec<Option<u64>>, Vec<Option<u64>>) {
     // Sizes bounded as groups are: corrupt memory must not make us allocate
     // without bound.
@@ -366,7 +391,7 @@ fn member_lpids<P: ProcessAccess + ?Sized>(
     let local_n = bounded(raw.local_size.unwrap_or(raw.remote_size));
     let remote_n = bounded(raw.remote_size);
     let local_n = if raw.inter { local_n } else { remote_n };
-    let device = |which_local: bool, vc_cache: &mut HashMap<u64, Option<u64>>| {
+    let device = |which_local: bool, vc_cache: &mut LpidCache| {
         let n = if which_local { local_n } else { remote_n };
         match layout.comm.device {
             CommDevice::Ch3 {
@@ -513,7 +538,7 @@ fn translate<P: ProcessAccess + ?Sized>(
         world_size: world.map(|w| w.0),
         names,
     };
-    let mut vc_cache = HashMap::new();
+    let mut vc_cache = LpidCache::default();
     for (addr, bytes, raw) in decoded {
         let Some(raw) = raw else {
             built.skipped += 1;

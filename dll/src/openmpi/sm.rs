@@ -46,7 +46,7 @@ use crate::openmpi::layout::{CidLayout, Layout, Ob1Layout, SmLayout};
 use crate::openmpi::lists;
 use crate::openmpi::unexpected::{HDR_MATCH, HDR_RGET, HDR_RNDV};
 use crate::openmpi::{OpenMpi, Symbols};
-use crate::target::{ReadError, Spans, Target, View};
+use crate::target::{Paged, ReadError, Spans, Target, View};
 use crate::transit::{self, Message, Protocol, Scan};
 use crate::walk::{AddrSet, Stop, MAX_LIST_ITEMS};
 
@@ -188,21 +188,24 @@ pub fn scan<P: ProcessAccess + ?Sized>(
         out.unlisted.add(not_listed());
         return (out, Vec::new());
     };
-    let len = [
-        sm.comp_endpoints,
-        sm.comp_fbox_in_endpoints,
-        sm.comp_num_fbox_in,
-        sm.comp_my_fifo,
-        sm.comp_fbox_size,
-        sm.comp_segment_size.unwrap_or(0),
+    // The fields read, not the component (thousands of bytes): fields
+    // within a fetch piece of one another are read together.
+    let fields: Vec<(u64, u64)> = [
+        Some(sm.comp_endpoints),
+        Some(sm.comp_fbox_in_endpoints),
+        Some(sm.comp_num_fbox_in),
+        Some(sm.comp_my_fifo),
+        Some(sm.comp_fbox_size),
+        sm.comp_segment_size,
     ]
     .into_iter()
-    .max()
-    .unwrap_or(0)
-        + 8;
+    .flatten()
+    .map(|off| (off, 8))
+    .collect();
+    let spans = Spans::cover(&fields, crate::target::PAGE);
     let view = match t
-        .check_ptr(component, t.ptr_align(), len)
-        .and_then(|a| t.view(a, len))
+        .check_ptr(component, t.ptr_align(), spans.end())
+        .and_then(|a| t.view_spans(a, &spans))
     {
         Ok(v) => v,
         Err(e) => {
@@ -541,7 +544,11 @@ impl<'t, 'a, P: ProcessAccess + ?Sized> Reader<'_, 't, 'a, P> {
         if !self.boxes.insert(buffer) {
             return;
         }
-        let ring = match t.check_ptr(buffer, 8, size).and_then(|a| t.view(a, size)) {
+        // Paged: a box is mostly empty, and only what is decoded is read.
+        let ring = match t
+            .check_ptr(buffer, 8, size)
+            .and_then(|a| Paged::new(t, a, size))
+        {
             Ok(v) => v,
             Err(e) => {
                 self.cut(Stop::from_read(e, buffer));
@@ -558,11 +565,17 @@ impl<'t, 'a, P: ProcessAccess + ?Sized> Reader<'_, 't, 'a, P> {
         let mut expect = seq & 0xffff;
         let mut found = false;
         for _ in 0..size / FBOX_ALIGN {
-            let (Ok(len), Ok(tag), Ok(hseq)) =
-                (ring.u32(pos), ring.u16(pos + 4), ring.u16(pos + 6))
-            else {
-                self.cut(Stop::Corrupt);
-                return;
+            let header = ring
+                .u32(pos)
+                .and_then(|len| Ok((len, ring.u16(pos + 4)?, ring.u16(pos + 6)?)));
+            let (len, tag, hseq) = match header {
+                Ok(h) => h,
+                // Read as it is decoded: memory that cannot be read is
+                // said as such (a core leaves the segments out).
+                Err(e) => {
+                    self.cut(Stop::from_read(e, buffer + pos));
+                    return;
+                }
             };
             if tag == 0 {
                 if len != 0 {
@@ -596,7 +609,7 @@ impl<'t, 'a, P: ProcessAccess + ?Sized> Reader<'_, 't, 'a, P> {
                     // A fragment's relative pointer, in order with the box.
                     match ring.bytes(data, u64::from(t.sizes.pointer).min(len)) {
                         Ok(raw) if len >= u64::from(t.sizes.pointer) => {
-                            let value = t.decode(raw).unwrap_or(0);
+                            let value = t.decode(&raw).unwrap_or(0);
                             if let Err(stop) = self.fragment(value, true, None) {
                                 self.cut(stop);
                                 return;
@@ -608,7 +621,7 @@ impl<'t, 'a, P: ProcessAccess + ?Sized> Reader<'_, 't, 'a, P> {
                     let entry = match ring.bytes(data, len.min(HEADER_READ)) {
                         Ok(raw) if len > 0 => {
                             let dv =
-                                t.view_within(buffer + data, raw, &Spans::whole(raw.len() as u64));
+                                t.view_within(buffer + data, &raw, &Spans::whole(raw.len() as u64));
                             self.decode(&dv, len, tag, 0)
                         }
                         _ => Entry::Short,

@@ -459,7 +459,16 @@ pub struct CallbackCounts {
     pub info: u64,
     /// MPI-2: get_process_job and get_process_identity.
     pub job: u64,
+    /// The fetches as a debugger that answers through another process
+    /// asks for them: in [`FETCH_PIECE`]-byte pieces, none for address 0
+    /// (padb's `minfo` asks gdb so). Not a kind of its own: the same
+    /// fetches as `fetch`, counted otherwise.
+    #[serde(default)]
+    pub fetch_pieces: u64,
 }
+
+/// The largest piece of memory padb's `minfo` asks gdb for at a time.
+pub const FETCH_PIECE: u64 = 256;
 
 impl CallbackCounts {
     /// Every counted callback.
@@ -483,6 +492,18 @@ impl CallbackCounts {
             ("info", self.info),
             ("job", self.job),
         ]
+    }
+
+    /// The round trips a debugger that answers through another process
+    /// (padb's `minfo` asking gdb) makes for these callbacks: one per
+    /// type, offset, symbol and function looked up, one per piece of a
+    /// fetch; sizes, byte order, images and info stay in the debugger.
+    pub fn round_trips(&self) -> u64 {
+        self.find_type
+            + self.field_offset
+            + self.find_symbol
+            + self.find_function
+            + self.fetch_pieces
     }
 
     /// The sum, kind by kind.
@@ -509,6 +530,7 @@ impl CallbackCounts {
             get_image: f(self.get_image, o.get_image),
             info: f(self.info, o.info),
             job: f(self.job, o.job),
+            fetch_pieces: f(self.fetch_pieces, o.fetch_pieces),
         }
     }
 }

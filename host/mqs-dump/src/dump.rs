@@ -412,10 +412,13 @@ fn verbose_counters(job: &mqs_core::model::JobDump) {
             .map(|(kind, n)| format!("{kind} {n}"))
             .collect();
         eprintln!(
-            "mqs-dump: pid {}: {} callbacks since setup: {}",
+            "mqs-dump: pid {}: {} callbacks since setup: {}; {} round trips where a debugger \
+             answers through another process (lookups, fetches in {}-byte pieces)",
             p.pid,
             s.callbacks.total(),
-            kinds.join(", ")
+            kinds.join(", "),
+            s.callbacks.round_trips(),
+            mqs_core::model::FETCH_PIECE
         );
     }
 }

@@ -260,6 +260,10 @@ unsafe fn fetch_data(process: *mut c_void, addr: u64, size: c_int, buf: *mut u8)
     if len == 0 {
         return OK;
     }
+    if addr != 0 {
+        let pieces = (len as u64).div_ceil(crate::model::FETCH_PIECE);
+        process.calls.add(|c| &mut c.fetch_pieces, pieces);
+    }
     if buf.is_null() {
         return codes::BAD_ARGUMENT;
     }

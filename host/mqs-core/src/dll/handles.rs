@@ -21,8 +21,14 @@ pub(crate) struct Calls(Cell<CallbackCounts>);
 impl Calls {
     /// Counts one callback of the kind `kind` picks.
     pub(crate) fn count(&self, kind: impl FnOnce(&mut CallbackCounts) -> &mut u64) {
+        self.add(kind, 1);
+    }
+
+    /// Adds `n` to the count `kind` picks.
+    pub(crate) fn add(&self, kind: impl FnOnce(&mut CallbackCounts) -> &mut u64, n: u64) {
         let mut counts = self.0.get();
-        *kind(&mut counts) += 1;
+        let count = kind(&mut counts);
+        *count = count.saturating_add(n);
         self.0.set(counts);
     }
 
