@@ -597,7 +597,8 @@ fn op_starts(ranks: &[Rank<'_>], ops: &[Op<'_>]) -> Vec<usize> {
     op_start
 }
 
-fn class_name(class: OpClass) -> &'static str {
+/// The words a queue is named by in `not_available` and `cut_short`.
+pub(crate) fn class_name(class: OpClass) -> &'static str {
     match class {
         OpClass::PendingSends => "sends",
         OpClass::PendingReceives => "receives",

@@ -638,3 +638,45 @@ fn groups_are_rebuilt_from_the_members_when_the_dll_gives_none() {
         a.words()
     );
 }
+
+/// A queue not available is said per queue, summed over communicators: a
+/// rank that lists such operations on another communicator is named apart
+/// (the 64-rank halo over TCP: unexpected messages listed on
+/// MPI_COMM_WORLD, none said on MPI_COMM_SELF).
+#[test]
+fn a_queue_not_available_names_apart_the_ranks_that_list_some() {
+    let mut unexpected = op(0, 7, 0x2000);
+    unexpected.desired_length = 16;
+    let ops = vec![
+        vec![],
+        vec![Placed {
+            comm: 0,
+            class: OpClass::UnexpectedMessages,
+            op: unexpected,
+        }],
+        vec![],
+    ];
+    let mut dump = job_of(3, &[world(3), ("self", vec![0, 1, 2])], &ops);
+    for (r, p) in dump.processes.iter_mut().enumerate() {
+        if let Section::Ok { value } = &mut p.communicators {
+            for c in &mut value.list {
+                // Rank 1's world queue lists its message; every other
+                // queue is "cannot tell".
+                if !(r == 1 && c.unique_id == 0) {
+                    c.unexpected = Section::NotAvailable {
+                        reason: "no message in the MPI's queues, but tcp not listed".into(),
+                    };
+                }
+            }
+        }
+    }
+    let text = view::job_view(&dump, &ViewOptions::default());
+    assert!(
+        text.contains(
+            "unexpected messages not available on ranks 0,2, and on rank 1 for the \
+             communicators they list none on: no message in the MPI's queues, but tcp not \
+             listed\n"
+        ),
+        "{text}"
+    );
+}

@@ -211,11 +211,31 @@ pub fn job_view(dump: &JobDump, options: &ViewOptions) -> String {
         if ranks.is_empty() {
             continue;
         }
-        let _ = writeln!(
-            out,
-            "{what} not available on {}: {reason}",
-            ranks.labelled()
-        );
+        // Said per queue, summed over communicators: a rank that lists
+        // such operations on another communicator is named apart.
+        let listing: RankSet = job
+            .ops
+            .iter()
+            .filter(|o| crate::global::class_name(o.class) == what.as_str())
+            .map(|o| o.rank)
+            .collect();
+        let (partly, whole): (Vec<i64>, Vec<i64>) =
+            ranks.iter().partition(|r| listing.contains(*r));
+        let (partly, whole): (RankSet, RankSet) =
+            (partly.into_iter().collect(), whole.into_iter().collect());
+        let which = match (whole.is_empty(), partly.is_empty()) {
+            (_, true) => whole.labelled(),
+            (true, false) => format!(
+                "{} for the communicators they list none on",
+                partly.labelled()
+            ),
+            (false, false) => format!(
+                "{}, and on {} for the communicators they list none on",
+                whole.labelled(),
+                partly.labelled()
+            ),
+        };
+        let _ = writeln!(out, "{what} not available on {which}: {reason}");
     }
 
     stacks(&job, &analysis, options, &mut out);
