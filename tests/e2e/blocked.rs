@@ -117,7 +117,7 @@ fn halo_with_a_stopped_rank_on_open_mpi_over_tcp_is_never_a_deadlock() {
         env: vec![("OMPI_MCA_btl".into(), "self,tcp".into())],
         ..LaunchOptions::default()
     };
-    halo_with_a_stopped_rank_with(Mpi::OpenMpiG, 6, 12, options);
+    halo_with_a_stopped_rank_with(Mpi::OpenMpiG, 6, 6, options);
 }
 
 #[test]
