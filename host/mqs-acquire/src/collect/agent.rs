@@ -19,6 +19,7 @@ use mqs_core::interface::{Environment, Target};
 use mqs_core::process::LiveProcess;
 
 use super::start::Template;
+use crate::slurm::is_executable;
 
 /// The exported symbol that tells a PRRTE starter: its ssh launcher's
 /// component.
@@ -190,11 +191,6 @@ fn find_on_path(process: &LiveProcess, env: &Environment, name: &str) -> Option<
         .flat_map(|path| std::env::split_paths(&path).collect::<Vec<_>>())
         .map(|dir| dir.join(name))
         .find(|p| runnable(p))
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 #[cfg(test)]

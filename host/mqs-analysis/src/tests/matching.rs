@@ -446,11 +446,16 @@ fn a_receive_matched_from_a_stopped_rank_waits_for_it() {
         }
         ops.push(mine);
     }
-    let mut dump = job_of(n, &[world(n as i64)], &ops);
-    for r in [0, 1, 3] {
-        blocked_in(&mut dump, r, "MPI_Wait");
-    }
-    dump.processes[2].os_state = Some(OsState::new('T', Some(SIGSTOP)));
+    // Ranks 0, 1 and 3 in MPI_Wait, rank 2 stopped.
+    let dump_of = |ops: &[Vec<Placed>]| {
+        let mut dump = job_of(n, &[world(n as i64)], ops);
+        for r in [0, 1, 3] {
+            blocked_in(&mut dump, r, "MPI_Wait");
+        }
+        dump.processes[2].os_state = Some(OsState::new('T', Some(SIGSTOP)));
+        dump
+    };
+    let dump = dump_of(&ops);
     let j = Job::new(&dump);
     let a = Analysis::new(&j);
     let words = a.words();
@@ -469,11 +474,7 @@ fn a_receive_matched_from_a_stopped_rank_waits_for_it() {
     // ends there.
     let mut done = ops.clone();
     done[3][0].op.status = OpStatus::Complete;
-    let mut dump = job_of(n, &[world(n as i64)], &done);
-    for r in [0, 1, 3] {
-        blocked_in(&mut dump, r, "MPI_Wait");
-    }
-    dump.processes[2].os_state = Some(OsState::new('T', Some(SIGSTOP)));
+    let dump = dump_of(&done);
     let j = Job::new(&dump);
     let words = Analysis::new(&j).words();
     assert!(words.contains("rank 3 has nothing pending"), "{words}");

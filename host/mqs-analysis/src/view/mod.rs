@@ -206,23 +206,32 @@ pub fn job_view(dump: &JobDump, options: &ViewOptions) -> String {
         out.push_str(&block);
     }
 
+    // Said per queue, summed over communicators: a rank that lists such
+    // operations on another communicator is named apart. The ranks that
+    // list some, by queue, in one pass over the operations.
+    let mut listing: std::collections::HashMap<&str, RankSet> = Default::default();
+    if !job.not_available.is_empty() {
+        for o in &job.ops {
+            listing
+                .entry(crate::global::class_name(o.class))
+                .or_default()
+                .insert(o.rank);
+        }
+    }
+    let none = RankSet::new();
     for ((what, reason), ranks) in &job.not_available {
-        let ranks: RankSet = ranks.iter().filter(|r| options.rank_ok(*r)).collect();
-        if ranks.is_empty() {
+        let listing = listing.get(what.as_str()).unwrap_or(&none);
+        let (mut partly, mut whole) = (RankSet::new(), RankSet::new());
+        for r in ranks.iter().filter(|r| options.rank_ok(*r)) {
+            if listing.contains(r) {
+                partly.insert(r);
+            } else {
+                whole.insert(r);
+            }
+        }
+        if partly.is_empty() && whole.is_empty() {
             continue;
         }
-        // Said per queue, summed over communicators: a rank that lists
-        // such operations on another communicator is named apart.
-        let listing: RankSet = job
-            .ops
-            .iter()
-            .filter(|o| crate::global::class_name(o.class) == what.as_str())
-            .map(|o| o.rank)
-            .collect();
-        let (partly, whole): (Vec<i64>, Vec<i64>) =
-            ranks.iter().partition(|r| listing.contains(*r));
-        let (partly, whole): (RankSet, RankSet) =
-            (partly.into_iter().collect(), whole.into_iter().collect());
         let which = match (whole.is_empty(), partly.is_empty()) {
             (_, true) => whole.labelled(),
             (true, false) => format!(
