@@ -13,9 +13,6 @@ mod list {
 }
 use list::{Need, ENTRY_POINTS};
 
-#[path = "build/python.rs"]
-mod python;
-
 fn main() {
     let manifest =
         PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
@@ -25,9 +22,7 @@ fn main() {
     println!("cargo:rerun-if-changed={}", header.display());
     println!("cargo:rerun-if-changed=probe/layout_probe.c");
     println!("cargo:rerun-if-changed=src/entry_points.rs");
-    println!("cargo:rerun-if-changed=build/python.rs");
 
-    let mut texts = Vec::new();
     for (level, define) in [("mpi1", "-DFOR_MPI2=0"), ("mpi2", "-DFOR_MPI2=1")] {
         let bindings = bindgen::Builder::default()
             .header(header.to_string_lossy())
@@ -46,35 +41,14 @@ fn main() {
             .layout_tests(false)
             .generate()
             .unwrap_or_else(|e| panic!("bindgen failed on {} ({define}): {e}", header.display()));
-        let text = bindings.to_string();
-        std::fs::write(out.join(format!("{level}.rs")), &text).expect("write bindings");
-        texts.push(text);
+        std::fs::write(out.join(format!("{level}.rs")), bindings.to_string())
+            .expect("write bindings");
     }
 
-    let mut typedefs = Vec::new();
     for (level, mpi2) in [("mpi1", false), ("mpi2", true)] {
-        let (types, code) = entry_points(&include, level, mpi2);
+        let code = entry_points(&include, level, mpi2);
         std::fs::write(out.join(format!("entry_{level}.rs")), code).expect("write entry points");
-        typedefs.push(types);
     }
-
-    // The same facts for the Python hosts (debuggers/), checked against the
-    // committed copy by tests/python_abi.rs.
-    let levels = [
-        python::Level {
-            name: "mpi1",
-            doc: "Compatibility 2: the MPI-1 interface, which every MPI's DLL implements.",
-            bindings: &texts[0],
-            entry_typedefs: &typedefs[0],
-        },
-        python::Level {
-            name: "mpi2",
-            doc: "Compatibility 3: the MPI-2 interface (FOR_MPI2).",
-            bindings: &texts[1],
-            entry_typedefs: &typedefs[1],
-        },
-    ];
-    std::fs::write(out.join("mqs_abi.py"), python::module(&levels)).expect("write mqs_abi.py");
 
     // The layout probe: the C compiler's own sizeof/offsetof for every struct
     // and field, at both levels, linked into the layout tests only.
@@ -96,9 +70,8 @@ fn main() {
 
 /// The entry points of one level: their function types, taken from the
 /// header's own declarations (`__typeof__`), a table struct with a
-/// resolver for hosts, and a macro that checks a DLL's exports; with
-/// bindgen's typedefs alone, for the Python module.
-fn entry_points(include: &Path, level: &str, mpi2: bool) -> (String, String) {
+/// resolver for hosts, and a macro that checks a DLL's exports.
+fn entry_points(include: &Path, level: &str, mpi2: bool) -> String {
     let all: Vec<_> = ENTRY_POINTS
         .iter()
         .filter(|e| mpi2 || !e.need.mpi2_only())
@@ -107,7 +80,7 @@ fn entry_points(include: &Path, level: &str, mpi2: bool) -> (String, String) {
     for e in &all {
         let _ = writeln!(header, "typedef __typeof__({0}) *{0}_entry_t;", e.name);
     }
-    let typedefs = bindgen::Builder::default()
+    let mut code = bindgen::Builder::default()
         .header_contents("mqs_entry_points.h", &header)
         .clang_arg(format!("-I{}", include.display()))
         .clang_arg(if mpi2 { "-DFOR_MPI2=1" } else { "-DFOR_MPI2=0" })
@@ -119,7 +92,6 @@ fn entry_points(include: &Path, level: &str, mpi2: bool) -> (String, String) {
         .unwrap_or_else(|e| panic!("bindgen failed on the entry points ({level}): {e}"))
         .to_string();
 
-    let mut code = typedefs.clone();
     for e in &all {
         let _ = writeln!(
             code,
@@ -216,5 +188,5 @@ fn entry_points(include: &Path, level: &str, mpi2: bool) -> (String, String) {
     }
     let _ = writeln!(code, "}}; }};\n}}");
     let _ = Need::Required;
-    (typedefs, code)
+    code
 }

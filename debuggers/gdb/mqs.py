@@ -61,9 +61,12 @@ class GdbTarget(command.Target):
         self.executable = inferior.progspace.filename or ""
         connection = getattr(inferior, "connection", None)
         self.local_live = connection is not None and connection.type == "native"
-        self._sizes = None
+        self._pointer_size = None
 
     def read(self, addr, size):
+        # gdb reads through the selected inferior's thread (its process
+        # stratum), whichever inferior it is asked for.
+        _select(self.inferior)
         try:
             return bytes(self.inferior.read_memory(addr, size))
         except gdb.MemoryError as e:
@@ -115,17 +118,11 @@ class GdbTarget(command.Target):
     def sizeof(self, type_):
         return type_.strip_typedefs().sizeof
 
-    def type_sizes(self):
-        if self._sizes is None:
+    def pointer_size(self):
+        if self._pointer_size is None:
             _select(self.inferior)
-            sizes = [gdb.lookup_type(t).sizeof for t in ("short", "int", "long", "long long")]
-            sizes.append(gdb.lookup_type("void").pointer().sizeof)
-            self._sizes = sizes
-        return self._sizes
-
-    def big_endian(self):
-        _select(self.inferior)
-        return "big endian" in gdb.execute("show endian", to_string=True)
+            self._pointer_size = gdb.lookup_type("void").pointer().sizeof
+        return self._pointer_size
 
 
 def _field(type_, name, base):

@@ -107,14 +107,8 @@ class LldbTarget(command.Target):
     def sizeof(self, type_):
         return type_.GetCanonicalType().GetByteSize()
 
-    def type_sizes(self):
-        basic = [lldb.eBasicTypeShort, lldb.eBasicTypeInt, lldb.eBasicTypeLong,
-                 lldb.eBasicTypeLongLong]
-        sizes = [self.target.GetBasicType(b).GetByteSize() for b in basic]
-        return sizes + [self.target.GetAddressByteSize()]
-
-    def big_endian(self):
-        return self.target.GetByteOrder() == lldb.eByteOrderBig
+    def pointer_size(self):
+        return self.target.GetAddressByteSize()
 
 
 def _field(type_, name, base):

@@ -1,5 +1,7 @@
-"""`mpi queues`, whatever the debugger: its options, which DLL reads each
-process, the processes' ranks, one dump per DLL, the listing.
+"""`mpi queues`, whatever the debugger: its options, and the command's
+steps, each carried out by mqs's host library (host.py): which DLL reads
+each process and its rank, one dump per DLL (in a helper process unless
+--in-process), the listing.
 
 A debugger extension gives it a list of `Target`s (its processes: live, or
 core files it has loaded) and prints what `run` returns; every failure is a
@@ -7,9 +9,8 @@ core files it has loaded) and prints what `run` returns; every failure is a
 """
 
 import os
-import stat
 
-from . import host, isolate, render
+from . import host, isolate
 
 USAGE = """\
 mpi queues [all] [--dll PATH|ours|mpi] [--json] [--in-process] [--trust-dll] [--timeout SECS]
@@ -31,12 +32,9 @@ sends, posted receives and unexpected messages, as mqs-dump prints them.
   --timeout SECS   how long the DLL may stay silent before it is taken for
                    hung and ended (default 60; helper only)"""
 
-# Environment variables that hold a process's MPI_COMM_WORLD rank
-# (host/mqs-acquire/src/members.rs: Open MPI, MPICH's hydra, PMIx launchers).
-RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
 OURS = "libmqs_dll.so"
-# mqs-dump's exit codes (host/mqs-core/src/error.rs) for the failures' JSON.
-EXIT_NO_DEBUG_INFO = 6
+# mqs-dump's exit code (host/mqs-core/src/error.rs) for failures of no
+# other kind, in the failures' JSON.
 EXIT_OTHER = 1
 
 
@@ -76,12 +74,9 @@ class Target:
     def sizeof(self, type_):
         raise NotImplementedError
 
-    def type_sizes(self):
-        """sizeof short, int, long, long long and a pointer in the target."""
+    def pointer_size(self):
+        """sizeof a pointer (and of long) in the target."""
         raise NotImplementedError
-
-    def big_endian(self):
-        return False
 
 
 def path_offset(type_, path, field, untagged):
@@ -178,136 +173,53 @@ class Answers(host.Service):
         return target.sizeof(t)
 
 
-def read_c_string(target, addr, limit=4096):
-    out = b""
-    while len(out) < limit:
-        # Up to the end of the page: the string may end just before a hole.
-        n = min(host.PAGE - addr % host.PAGE, limit - len(out))
-        chunk = target.read(addr, n)
-        end = chunk.find(b"\0")
-        if end >= 0:
-            return (out + chunk[:end]).decode("utf-8", "replace")
-        out += chunk
-        addr += n
-    return out.decode("utf-8", "replace")
-
-
-def environment(target):
-    """The process's environment: /proc's record of it for a live process
-    here (what mqs-dump reads), else the C library's `environ` (a core
-    file, a remote process)."""
-    if target.local_live:
-        try:
-            with open("/proc/%d/environ" % target.pid, "rb") as f:
-                raw = f.read()
-            return dict(e.decode("utf-8", "replace").partition("=")[::2]
-                        for e in raw.split(b"\0") if b"=" in e)
-        except OSError:
-            pass
-    env = {}
-    try:
-        where = target.find_symbol("environ", False) or target.find_symbol("__environ", False)
-        if not where:
-            return env
-        word = target.type_sizes()[4]
-        array = int.from_bytes(target.read(where, word), "little")
-        for i in range(65536):
-            entry = int.from_bytes(target.read(array + i * word, word), "little")
-            if not entry:
-                break
-            key, _, value = read_c_string(target, entry).partition("=")
-            env.setdefault(key, value)
-    except host.Unreadable:
-        pass
-    return env
-
-
-def global_rank(target):
-    env = environment(target)
-    for var in RANK_VARS:
-        try:
-            return int(env[var])
-        except (KeyError, ValueError):
-            continue
-    return -1
-
-
-def named_dll(target):
-    """The DLL the process names in MPIR_dll_name."""
-    where = target.find_symbol("MPIR_dll_name", False)
-    if where is None:
-        raise CommandError(
-            "pid %d names no message-queue DLL (no MPIR_dll_name): not an MPI process, "
-            "or give one with --dll" % target.pid)
-    try:
-        name = read_c_string(target, where)
-    except host.Unreadable as e:
-        raise CommandError("pid %d: MPIR_dll_name cannot be read: %s" % (target.pid, e)) from None
-    if not name:
-        raise CommandError("pid %d: MPIR_dll_name is empty; give a DLL with --dll" % target.pid)
-    return name
-
-
-def check_trusted(path):
-    """Refuses a DLL that someone other than root or us could have written
-    (host/mqs-acquire/src/locate.rs): the target chose it, and it runs our code."""
-    try:
-        st = os.stat(path)
-    except OSError as e:
-        raise CommandError("message-queue DLL %s: %s" % (path, e.strerror)) from None
-    why = None
-    if not stat.S_ISREG(st.st_mode):
-        why = "not a regular file"
-    elif st.st_uid not in (0, os.geteuid()):
-        why = "owned by uid %d, neither root nor you (uid %d)" % (st.st_uid, os.geteuid())
-    elif st.st_mode & 0o022:
-        why = "writable by %s (mode %o)" % (
-            "everyone" if st.st_mode & 0o002 else "its group", st.st_mode & 0o7777)
-    if why:
-        raise CommandError("message-queue DLL %s: not trusted: %s; pass --trust-dll to load "
-                           "it anyway" % (path, why))
-
-
-def our_dll():
-    """mqs's own DLL: $MQS_DLL, beside the mqs-dump on PATH, or this
-    checkout's build."""
-    explicit = os.environ.get("MQS_DLL")
+def _built(name, variable, what):
+    """One of mqs's built files: $VARIABLE, else beside the mqs-dump on
+    PATH (scripts/install puts them there), else this checkout's newest
+    build."""
+    explicit = os.environ.get(variable)
     if explicit:
         return explicit
     for directory in os.environ.get("PATH", "").split(os.pathsep):
         if directory and os.access(os.path.join(directory, "mqs-dump"), os.X_OK):
-            beside = os.path.join(os.path.realpath(directory), OURS)
+            beside = os.path.join(os.path.realpath(directory), name)
             if os.path.exists(beside):
                 return beside
     checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    built = [os.path.join(checkout, "target", p, OURS) for p in ("release", "debug")]
+    built = [os.path.join(checkout, "target", p, name) for p in ("release", "debug")]
     built = [p for p in built if os.path.exists(p)]
     if built:
         return max(built, key=os.path.getmtime)
-    raise CommandError("mqs's own DLL (%s) is not found: set MQS_DLL to its path, or build it "
-                       "(cargo build -p mqs-dll)" % OURS)
+    raise CommandError("%s (%s) is not found: set %s to its path, or build it "
+                       "(cargo build -p %s)" % (what, name, variable, name[3:-3].replace("_", "-")))
 
 
-def choose_dll(target, options):
-    """(path, how it was chosen or None when --dll named it)."""
-    if options.dll in (None, "mpi"):
-        path = named_dll(target)
-        if not options.trust_dll:
-            check_trusted(path)
-        return path, (None if options.dll else "the one the MPI names (MPIR_dll_name)")
-    if options.dll == "ours":
-        return our_dll(), None
-    return options.dll, None
+def our_dll():
+    """mqs's own DLL."""
+    return _built(OURS, "MQS_DLL", "mqs's own DLL")
+
+
+def host_library():
+    """mqs's host, as the library the debuggers load."""
+    return _built(host.LIBRARY, "MQS_DEBUGGER_LIB", "mqs's debugger library")
 
 
 def describe(target):
     return {
         "pid": target.pid,
         "executable": target.executable,
-        "global_rank": global_rank(target),
-        "type_sizes": list(target.type_sizes()),
-        "big_endian": bool(target.big_endian()),
+        "pointer_size": target.pointer_size(),
+        "local_live": bool(target.local_live),
     }
+
+
+def chosen_dll(options):
+    """The DLL the user gave (None: the one each process names)."""
+    if options.dll in (None, "mpi"):
+        return None
+    if options.dll == "ours":
+        return our_dll()
+    return options.dll
 
 
 def run(targets, options):
@@ -315,62 +227,61 @@ def run(targets, options):
     debugger or None). Raises CommandError when nothing could be dumped."""
     if not targets:
         raise CommandError("no process: run or attach to one, or load a core file")
+    library = host_library()
+    descriptions = [describe(t) for t in targets]
+    try:
+        # No DLL runs here: the debugger answers in its own process.
+        plans = host.plan(library, chosen_dll(options), options.trust_dll,
+                          options.dll is None, descriptions, Answers(targets))
+    except host.HostError as e:
+        raise CommandError(str(e)) from None
     groups = {}
     failures = []
-    for target in targets:
-        try:
-            path, chosen = choose_dll(target, options)
-            groups.setdefault(os.path.realpath(path), []).append((target, chosen))
-        except CommandError as e:
-            failures.append((target, str(e), EXIT_OTHER))
+    for index, (target, plan) in enumerate(zip(targets, plans)):
+        descriptions[index]["global_rank"] = plan["global_rank"]
+        if "error" in plan:
+            failures.append((index, plan["error"], plan["exit_code"]))
+            continue
+        groups.setdefault(os.path.realpath(plan["dll"]), []).append(index)
     dumps = []
     for path, members in groups.items():
-        group = [t for t, _ in members]
-        descriptions = [describe(t) for t in group]
+        group = [targets[i] for i in members]
         answers = Answers(group)
+        job = [descriptions[i] for i in members]
         try:
             if options.in_process:
-                result = host.dump(path, descriptions, answers)
+                result = host.dump(library, path, job, answers)
             else:
-                result = isolate.run_isolated(path, descriptions, answers, options.timeout)
+                result = isolate.run_isolated(library, path, job, answers, options.timeout)
         except (host.HostError, isolate.DllFailure) as e:
-            failures.extend((t, str(e), EXIT_OTHER) for t in group)
+            failures.extend((i, str(e), EXIT_OTHER) for i in members)
             continue
         output = result.get("dll_output", [])
-        for (target, chosen), outcome in zip(members, result["processes"]):
+        for index, outcome in zip(members, result["processes"]):
             if "error" in outcome:
-                failures.append((target, outcome["error"], EXIT_NO_DEBUG_INFO))
+                failures.append((index, outcome["error"], outcome["exit_code"]))
                 continue
             dump = outcome["ok"]
-            if chosen:
-                dump["dll"]["chosen"] = chosen
+            if plans[index].get("chosen"):
+                dump["dll"]["chosen"] = plans[index]["chosen"]
             if output:
                 dump["dll_output"], output = output, []
-            number_by_world_rank(dump)
             dumps.append(dump)
         for error in result.get("callback_errors", []):
-            failures.append((group[0], "a callback failed: %s" % error, EXIT_OTHER))
-    dumps.sort(key=lambda d: (d["global_rank"] < 0, d["global_rank"]))
-    failed = [{"rank": -1, "pid": t.pid, "host": "", "message": m, "exit_code": c}
-              for t, m, c in failures]
-    if not dumps and len(failed) == 1:
-        raise CommandError(failed[0]["message"])
-    if options.json:
-        text = render.job_json(dumps, failed) + "\n"
-    else:
-        text = render.job_text(dumps, [])
+            failures.append((members[0], "a callback failed: %s" % error, EXIT_OTHER))
+    if not dumps and len(failures) == 1:
+        raise CommandError(failures[0][1])
+    failed = []
+    for index, message, code in failures:
+        rank = descriptions[index]["global_rank"]
+        # As mqs-dump numbers a rank it cannot tell: by its place in the job.
+        failed.append({"rank": rank if rank >= 0 else index, "pid": targets[index].pid,
+                       "host": "", "message": message, "exit_code": code})
+    try:
+        text = host.render(library, dumps, failed if options.json else [], options.json)
+    except host.HostError as e:
+        raise CommandError(str(e)) from None
     error = None
     if failed:
         error = "; ".join("pid %d: %s" % (f["pid"], f["message"]) for f in failed)
     return text, error
-
-
-def number_by_world_rank(dump):
-    """A rank the environment does not tell is MPI_COMM_WORLD's local rank."""
-    if dump["global_rank"] >= 0 or dump["communicators"]["status"] != "ok":
-        return
-    for comm in dump["communicators"]["list"]:
-        if comm["name"] == "MPI_COMM_WORLD":
-            dump["global_rank"] = comm["local_rank"]
-            return
-

@@ -4,9 +4,9 @@ debugger over two pipes.
 A DLL runs native code on the debugger's behalf: one that dereferences a
 bad pointer, aborts or never returns would take the debugger (and the
 user's session) with it. So by default the debugger starts a helper (a
-plain python3 running this file), which loads the DLL with host.py, and
-answers each of its questions (memory, symbols, types) from its own tables
-while it waits. A helper that dies or falls silent is reported as an error
+plain python3 running this file), which loads mqs's host library and with
+it the DLL (host.py), and answers each of its questions (memory, symbols,
+types) from its own tables while it waits. A helper that dies or falls silent is reported as an error
 naming the entry point it was in; the debugger lives on.
 
 The protocol: frames of a 5-byte header (op, payload length) and a payload.
@@ -132,7 +132,7 @@ def helper_main(requests, replies):
     job = json.loads(payload)
     service = _PipeService(requests, replies)
     try:
-        result = host.dump(job["dll"], job["processes"], service)
+        result = host.dump(job["library"], job["dll"], job["processes"], service)
     except host.HostError as e:
         send(requests, FAILED, json.dumps({"error": str(e)}).encode())
         return 0
@@ -176,10 +176,11 @@ class DllFailure(Exception):
     """The helper died or hung; the text says where."""
 
 
-def run_isolated(dll_path, descriptions, answer, silence=DEFAULT_SILENCE):
-    """Dumps the described processes with the DLL in a helper; `answer`
-    serves the requests (a host.Service of the debugger's). Returns what
-    host.dump returns, plus "dll_output" (what the DLL printed)."""
+def run_isolated(library, dll_path, descriptions, answer, silence=DEFAULT_SILENCE):
+    """Dumps the described processes with the DLL in a helper (which loads
+    the host `library`); `answer` serves the requests (a host.Service of
+    the debugger's). Returns what host.dump returns, plus "dll_output"
+    (what the DLL printed)."""
     to_helper_r, to_helper_w = os.pipe()
     from_helper_r, from_helper_w = os.pipe()
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -203,7 +204,8 @@ def run_isolated(dll_path, descriptions, answer, silence=DEFAULT_SILENCE):
     os.close(to_helper_r)
     entry_point = "loading the DLL"
     try:
-        send(to_helper_w, JOB, json.dumps({"dll": dll_path, "processes": descriptions}).encode())
+        send(to_helper_w, JOB, json.dumps(
+            {"library": library, "dll": dll_path, "processes": descriptions}).encode())
         while True:
             try:
                 op, payload = receive(from_helper_r, time.monotonic() + silence)

@@ -689,7 +689,7 @@ fn corrupted_memory_is_an_error_in_gdb_and_the_session_goes_on() {
         assert!(
             text.contains("  no communicators")
                 && text.contains("  Memory the DLL could not read:")
-                && text.contains("8 bytes at 0x8: Cannot access memory at address 0x8"),
+                && text.contains("8 bytes at 0x8: the page at 0x0 is not readable"),
             "{name}:\n{text}"
         );
     }

@@ -23,9 +23,6 @@ pub enum Error {
     #[error("pid {pid} is not an MPI process: {detail}")]
     NotMpi { pid: i32, detail: String },
 
-    #[error("message-queue DLL {}: untrusted: {detail}", path.display())]
-    DllUntrusted { path: PathBuf, detail: String },
-
     /// A type pack that does not read the running process right.
     #[error("{0}")]
     TypePackRefused(Box<PackRefusal>),
@@ -119,7 +116,6 @@ impl Error {
             | Self::TypePackRefused(_)
             | Self::MissingTypes(_)
             | Self::NoQueueSupport { .. } => NO_DEBUG_INFO,
-            Self::DllUntrusted { .. } => DLL_UNTRUSTED,
             Self::Usage(_) => USAGE,
             Self::Collect(_) => COLLECT,
             Self::Pmix { .. } => PMIX,

@@ -167,6 +167,7 @@ impl ImageSymbols for RecordedSymbols {
             None => self.fallback()?.find_type(name).map(|t| TypeLayout {
                 size: t.size,
                 fields: t.fields.clone(),
+                handle: None,
             }),
         }
     }
@@ -408,6 +409,7 @@ mod tests {
             (name == "t").then(|| TypeLayout {
                 size: Some(8),
                 fields: vec![("a".into(), 4)],
+                handle: None,
             })
         }
     }

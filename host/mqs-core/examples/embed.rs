@@ -144,6 +144,7 @@ impl ImageSymbols for MySymbols {
         Some(TypeLayout {
             size: t.size,
             fields: t.fields.clone(),
+            handle: None,
         })
     }
 }

@@ -65,6 +65,10 @@ pub enum Error {
     #[error("message-queue DLL {}: incompatible: {detail}", path.display())]
     DllIncompatible { path: PathBuf, detail: String },
 
+    /// A DLL someone other than root or the user could have written.
+    #[error("message-queue DLL {}: untrusted: {detail}", path.display())]
+    DllUntrusted { path: PathBuf, detail: String },
+
     /// The DLL says the MPI lacks what it needs to read the queues.
     #[error("{detail}")]
     NoDebugInfo { detail: String },
@@ -191,6 +195,7 @@ impl Error {
             Self::DllMissing { .. } => DLL_MISSING,
             Self::DllLoad { .. } => DLL_NOT_LOADABLE,
             Self::DllIncompatible { .. } => DLL_INCOMPATIBLE,
+            Self::DllUntrusted { .. } => DLL_UNTRUSTED,
             Self::BadInput { .. } => BAD_INPUT,
             Self::Read { .. }
             | Self::Launch(_)

@@ -18,7 +18,6 @@ use std::path::{Path, PathBuf};
 use mqs_core::interface::{Environment, Target};
 use mqs_core::process::LiveProcess;
 
-use super::start::Template;
 use crate::slurm::is_executable;
 
 /// The exported symbol that tells a PRRTE starter: its ssh launcher's
@@ -58,13 +57,6 @@ const OTHER_MANAGERS: [(&str, &str); 3] = [
 pub struct Agent {
     pub words: Vec<String>,
     pub from: String,
-}
-
-impl Agent {
-    /// The `--launcher` template it amounts to: `AGENT {host}`.
-    pub fn template(&self) -> crate::Result<Template> {
-        Template::parse(&format!("{} {{host}}", self.words.join(" ")))
-    }
 }
 
 /// The agent of a PRRTE starter, or why none can be used.
@@ -255,23 +247,6 @@ mod tests {
         let find = |name: &str| (name == "rsh").then(|| PathBuf::from("/usr/bin/rsh"));
         let agent = choose("ssh -p 22 : rsh -l me", "PRRTE's default", &find).unwrap();
         assert_eq!(agent.words, ["/usr/bin/rsh", "-l", "me"]);
-        let template = agent.template().unwrap();
-        let command = super::super::start::CollectorCommand {
-            program: "/bin/mqs-dump".into(),
-            args: vec!["__collector".into()],
-        };
-        let lines = template.commands(&["nodea".to_string()], &command).unwrap();
-        assert_eq!(
-            lines[0].1,
-            [
-                "/usr/bin/rsh",
-                "-l",
-                "me",
-                "nodea",
-                "/bin/mqs-dump",
-                "__collector"
-            ]
-        );
         let none = choose("ssh : rsh", "PRRTE's default", &|_| None).unwrap_err();
         assert_eq!(
             none,

@@ -44,6 +44,11 @@ pub struct Template {
 }
 
 impl Template {
+    /// The template a starter's remote shell amounts to: `AGENT {host}`.
+    pub fn for_agent(agent: &Agent) -> Result<Self> {
+        Self::parse(&format!("{} {{host}}", agent.words.join(" ")))
+    }
+
     pub fn parse(text: &str) -> Result<Self> {
         let words: Vec<String> = text.split_whitespace().map(str::to_string).collect();
         let has = |p: &str| words.iter().any(|w| w.contains(p));
@@ -366,6 +371,31 @@ mod tests {
             program: "/opt/mqs/mqs-dump".into(),
             args: vec!["__collector".into(), "--token".into(), "ab12".into()],
         }
+    }
+
+    #[test]
+    fn a_remote_shell_is_a_template_per_host() {
+        let agent = Agent {
+            words: vec!["/usr/bin/rsh".into(), "-l".into(), "me".into()],
+            from: "PRRTE's default".into(),
+        };
+        let template = Template::for_agent(&agent).unwrap();
+        let command = CollectorCommand {
+            program: "/bin/mqs-dump".into(),
+            args: vec!["__collector".into()],
+        };
+        let lines = template.commands(&["nodea".to_string()], &command).unwrap();
+        assert_eq!(
+            lines[0].1,
+            [
+                "/usr/bin/rsh",
+                "-l",
+                "me",
+                "nodea",
+                "/bin/mqs-dump",
+                "__collector"
+            ]
+        );
     }
 
     #[test]

@@ -447,7 +447,7 @@ pub(super) fn pick_dll(
         let named = locate::named_by_target(symbols, target)?;
         let path = locate::first_existing(&named)?;
         if !options.trust_dll {
-            locate::check_trusted(&path)?;
+            mqs_core::dll::check_trusted(&path)?;
         }
         Ok(path)
     };

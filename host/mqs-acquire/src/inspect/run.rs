@@ -13,8 +13,7 @@ use mqs_core::dll::capture::OutputCapture;
 use mqs_core::dll::{Dll, ProcessId, Session};
 use mqs_core::interface::Target;
 use mqs_core::model::{
-    DllInfo, JobDump, Launcher, NewProcess, NewProcessList, ProcessDump, RankFailure, Section,
-    SpawnedJob, SCHEMA_VERSION,
+    DllInfo, JobDump, Launcher, ProcessDump, RankFailure, Section, SpawnedJob, SCHEMA_VERSION,
 };
 use mqs_core::process::PageCache;
 use mqs_core::symbols::{LineTables, ObjectSymbols, SymbolCache};
@@ -505,10 +504,10 @@ pub(super) fn dump_group<T: Target>(
 ) -> Vec<(usize, Result<ProcessDump>)> {
     let _one_session_at_a_time = mqs_core::dll::exclusive();
     let setup = OutputCapture::start();
-    let session = Dll::load(dll_path).and_then(|dll| Ok((dll, Session::new(dll)?)));
+    let session = Dll::load(dll_path).and_then(Session::new);
     let mut setup_output = setup.map(OutputCapture::finish).unwrap_or_default();
-    let (dll, mut session) = match session {
-        Ok(pair) => pair,
+    let mut session = match session {
+        Ok(session) => session,
         Err(e) => {
             echo_verbose(&setup_output);
             // Every member fails the same way; the first carries the error,
@@ -558,7 +557,7 @@ pub(super) fn dump_group<T: Target>(
         step();
         let p = &prepared[i];
         let capture = OutputCapture::start();
-        let mut dump = process_dump(&session, process, &p.member, p.executable.clone(), dll);
+        let mut dump = process_dump(&session, process, &p.member, p.executable.clone());
         output.extend(capture.map(OutputCapture::finish).unwrap_or_default());
         output.splice(0..0, std::mem::take(&mut setup_output));
         echo_verbose(&output);
@@ -591,43 +590,10 @@ pub(super) fn process_dump(
     process: ProcessId,
     member: &Member,
     executable: String,
-    dll: &Dll,
 ) -> ProcessDump {
-    let (communicators, stats) = session.dump(process);
-    let new_processes = session.new_processes(process).map(|section| match section {
-        Section::Ok { value } => Section::Ok {
-            value: NewProcessList {
-                list: value.into_iter().map(NewProcess::from).collect(),
-            },
-        },
-        Section::NotAvailable { reason } => Section::NotAvailable { reason },
-        Section::Error { message } => Section::Error { message },
-    });
-    let spawn_breakpoint = session.spawn_breakpoint_name(process);
-    ProcessDump {
-        pid: member.pid,
-        global_rank: member.identity,
-        host: None,
-        spawned: spawned_of(member),
-        executable,
-        dll: DllInfo::new(
-            dll.path.display().to_string(),
-            dll.current_version(),
-            dll.compatibility,
-        ),
-        communicators,
-        new_processes,
-        spawn_breakpoint,
-        type_packs: Vec::new(),
-        unreadable: session.unreadable(process),
-        dll_output: Vec::new(),
-        held_by: session.target(process).held_by(),
-        os_state: session.target(process).os_state(),
-        stacks: None,
-        stats,
-        run_len: 1,
-        run_shifts_peers: false,
-    }
+    let mut dump = session.process_dump(process, member.pid, member.identity, executable);
+    dump.spawned = spawned_of(member);
+    dump
 }
 
 /// For a process started after the job: its job, its rank there and who

@@ -77,5 +77,6 @@ pub fn layout(fields: &[(&str, u64)]) -> TypeLayout {
     TypeLayout {
         size: None,
         fields: fields.iter().map(|(f, o)| ((*f).to_owned(), *o)).collect(),
+        handle: None,
     }
 }

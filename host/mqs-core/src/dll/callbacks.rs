@@ -208,30 +208,36 @@ unsafe fn field_offset(ty: *mut c_void, field: *const c_char) -> c_int {
     let Some(ty) = resolve::<TypeHandle>(ty) else {
         return -1;
     };
-    if let Some(image) = resolve::<ImageHandle>(ty.image) {
+    let image = resolve::<ImageHandle>(ty.image);
+    if let Some(image) = image {
         image.calls.count(|c| &mut c.field_offset);
     }
     // SAFETY: the DLL passes a C string or NULL.
     let Some(field) = (unsafe { name_arg(field) }) else {
         return -1;
     };
-    ty.layout
-        .field_offset(field)
-        .and_then(|off| c_int::try_from(off).ok())
-        .unwrap_or(-1)
+    match image {
+        Some(image) => image.symbols.field_offset(&ty.layout, field),
+        None => ty.layout.field_offset(field),
+    }
+    .and_then(|off| c_int::try_from(off).ok())
+    .unwrap_or(-1)
 }
 
 fn sizeof(ty: *mut c_void) -> c_int {
     let Some(ty) = resolve::<TypeHandle>(ty) else {
         return -1;
     };
-    if let Some(image) = resolve::<ImageHandle>(ty.image) {
+    let image = resolve::<ImageHandle>(ty.image);
+    if let Some(image) = image {
         image.calls.count(|c| &mut c.sizeof);
     }
-    ty.layout
-        .size
-        .and_then(|s| c_int::try_from(s).ok())
-        .unwrap_or(-1)
+    match image {
+        Some(image) => image.symbols.type_size(&ty.layout),
+        None => ty.layout.size,
+    }
+    .and_then(|s| c_int::try_from(s).ok())
+    .unwrap_or(-1)
 }
 
 fn get_global_rank(process: *mut c_void) -> c_int {

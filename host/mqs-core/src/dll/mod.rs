@@ -8,11 +8,13 @@ pub mod capture;
 mod handles;
 pub mod library;
 pub mod session;
+mod trust;
 pub mod watchdog;
 
 pub use callbacks::{codes as host_codes, is_verbose, set_verbose, VERBOSE_PREFIX};
 pub use library::Dll;
 pub use session::{ImageId, ProcessId, Session};
+pub use trust::check_trusted;
 
 /// DLLs keep global state (Open MPI's does) and the output capture moves the
 /// process's stdout and stderr: one session at a time in a process. Held

@@ -13,7 +13,10 @@ use super::handles::{ImageHandle, JobHandle, ProcessHandle};
 use super::library::{static_str, Dll};
 use super::{callbacks, watchdog};
 use crate::interface::{ImageSymbols, Target};
-use crate::model::{CallbackCounts, CommunicatorDump, CommunicatorList, DumpStats, Queue, Section};
+use crate::model::{
+    CallbackCounts, CommunicatorDump, CommunicatorList, DllInfo, DumpStats, NewProcess,
+    NewProcessList, ProcessDump, Queue, Section,
+};
 use crate::{Error, Result};
 
 /// Bounds on what the host accepts from a DLL, so that a DLL that never
@@ -461,6 +464,55 @@ impl<'t> Session<'t> {
         (rc == 0)
             .then(|| mqs_abi::decode_c_chars(&buf))
             .filter(|name| !name.is_empty())
+    }
+
+    /// Everything the DLL can tell about a process, as the model's
+    /// [`ProcessDump`]: its communicators and queues, MPI-2's new processes
+    /// and spawn breakpoint, what could not be read, and the counts. What
+    /// only the caller knows (the host, a spawned job, stacks, the DLL's
+    /// output, type packs) is left empty.
+    pub fn process_dump(
+        &self,
+        id: ProcessId,
+        pid: i32,
+        global_rank: i32,
+        executable: String,
+    ) -> ProcessDump {
+        let (communicators, stats) = self.dump(id);
+        let new_processes = self.new_processes(id).map(|section| match section {
+            Section::Ok { value } => Section::Ok {
+                value: NewProcessList {
+                    list: value.into_iter().map(NewProcess::from).collect(),
+                },
+            },
+            Section::NotAvailable { reason } => Section::NotAvailable { reason },
+            Section::Error { message } => Section::Error { message },
+        });
+        let target = self.target(id);
+        ProcessDump {
+            pid,
+            global_rank,
+            host: None,
+            spawned: None,
+            executable,
+            dll: DllInfo::new(
+                self.dll.path.display().to_string(),
+                self.dll.current_version(),
+                self.dll.compatibility,
+            ),
+            communicators,
+            new_processes,
+            spawn_breakpoint: self.spawn_breakpoint_name(id),
+            type_packs: Vec::new(),
+            unreadable: self.unreadable(id),
+            dll_output: Vec::new(),
+            held_by: target.held_by(),
+            os_state: target.os_state(),
+            stacks: None,
+            stats,
+            run_len: 1,
+            run_shifts_peers: false,
+        }
     }
 
     /// The target of a process, e.g. for its read counters.

@@ -8,6 +8,7 @@
 //! on (no breakpoint is planted while a DLL runs: launch mode's live in
 //! its tracer process).
 
+use std::cell::RefCell;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -93,8 +94,43 @@ fn watch(err: Option<i32>) {
     }
 }
 
+/// Who hears which entry point the DLL is entered at, on this thread.
+type Observer = Box<dyn FnMut(&'static str)>;
+
+thread_local! {
+    /// The observer, and the entry point it heard last.
+    static OBSERVER: RefCell<Option<(Observer, &'static str)>> = const { RefCell::new(None) };
+}
+
+/// Tells `observer` the name of each entry point this thread's session
+/// calls, when it differs from the one before (None: no one is told). An
+/// embedding whose DLL runs in a helper process uses it to say where a DLL
+/// that died or hung was (the helper sends each name to the debugger).
+pub fn observe_calls(observer: Option<Observer>) {
+    OBSERVER.with(|o| {
+        if let Ok(mut slot) = o.try_borrow_mut() {
+            *slot = observer.map(|f| (f, ""));
+        }
+    });
+}
+
+fn tell_observer(call: &'static str) {
+    OBSERVER.with(|o| {
+        // Not re-entered: an observer that calls into a DLL is not told.
+        if let Ok(mut slot) = o.try_borrow_mut() {
+            if let Some((observer, last)) = slot.as_mut() {
+                if *last != call {
+                    *last = call;
+                    observer(call);
+                }
+            }
+        }
+    });
+}
+
 /// Runs `f`, a call into the DLL entry point `call`, under the limit.
 pub(crate) fn guarded<R>(call: &'static str, f: impl FnOnce() -> R) -> R {
+    tell_observer(call);
     if LIMIT_MS.load(Ordering::Relaxed) == 0 {
         return f();
     }

@@ -14,6 +14,16 @@ pub trait ImageSymbols {
     fn find_function(&self, name: &str) -> Option<u64>;
     /// Layout of a named type (typedef name or struct tag).
     fn find_type(&self, name: &str) -> Option<TypeLayout>;
+    /// Offset of a member of a type this image gave: from the layout's own
+    /// list, unless the source answers members as they are asked (a
+    /// debugger, through [`TypeLayout::handle`]).
+    fn field_offset(&self, ty: &TypeLayout, name: &str) -> Option<u64> {
+        ty.field_offset(name)
+    }
+    /// Size of a type this image gave, likewise.
+    fn type_size(&self, ty: &TypeLayout) -> Option<u64> {
+        ty.size
+    }
 }
 
 /// Shared symbol sources are symbol sources.
@@ -29,6 +39,12 @@ macro_rules! forward_symbols {
             fn find_type(&self, name: &str) -> Option<TypeLayout> {
                 (**self).find_type(name)
             }
+            fn field_offset(&self, ty: &TypeLayout, name: &str) -> Option<u64> {
+                (**self).field_offset(ty, name)
+            }
+            fn type_size(&self, ty: &TypeLayout) -> Option<u64> {
+                (**self).type_size(ty)
+            }
         }
     };
 }
@@ -41,6 +57,11 @@ forward_symbols!(Rc);
 pub struct TypeLayout {
     pub size: Option<u64>,
     pub fields: Vec<(String, u64)>,
+    /// The source's own name for the type when it lists no members and
+    /// answers them one by one ([`ImageSymbols::field_offset`]): a
+    /// debugger's type, asked only for the members a DLL wants.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handle: Option<u64>,
 }
 
 impl TypeLayout {

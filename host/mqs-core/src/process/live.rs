@@ -378,10 +378,7 @@ impl Target for LiveProcess {
     }
 
     fn environment(&self) -> Result<Environment> {
-        let path = format!("/proc/{}/environ", self.pid);
-        std::fs::read(&path)
-            .map(|raw| Environment::parse(&raw))
-            .map_err(|e| maps::proc_error(self.pid, e, true))
+        environment_of(self.pid)
     }
 
     fn threads(&self) -> Result<Vec<Thread>> {
@@ -570,11 +567,17 @@ fn descendants(root: i32, limit: usize) -> Vec<Relative> {
         .map(|(pid, ppid)| Relative {
             pid,
             ppid,
-            environment: std::fs::read(format!("/proc/{pid}/environ"))
-                .map(|raw| Environment::parse(&raw))
-                .unwrap_or_default(),
+            environment: environment_of(pid).unwrap_or_default(),
         })
         .collect()
+}
+
+/// The environment a live process of this machine was started with
+/// (for one a debugger holds too: reading it needs no tracing).
+pub fn environment_of(pid: i32) -> Result<Environment> {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .map(|raw| Environment::parse(&raw))
+        .map_err(|e| maps::proc_error(pid, e, true))
 }
 
 #[cfg(test)]

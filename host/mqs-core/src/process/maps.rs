@@ -187,7 +187,7 @@ pub(crate) fn root_is_foreign(pid: i32) -> bool {
 /// `path` as process `pid` names it (in its own root, as its memory holds
 /// paths), as we reach it: through /proc/PID/root where its root is not ours
 /// and the file is there; else `path` itself.
-pub(crate) fn in_process_root(pid: i32, path: &Path) -> PathBuf {
+pub fn in_process_root(pid: i32, path: &Path) -> PathBuf {
     if !path.is_absolute() || !root_is_foreign(pid) {
         return path.to_path_buf();
     }

@@ -18,8 +18,9 @@ mod tracer;
 
 pub use self::core::{CoreFile, CoreOptions};
 pub use cache::{CacheStats, PageCache};
-pub use live::{LiveProcess, Mode, ProcessIdentity};
+pub use live::{environment_of, LiveProcess, Mode, ProcessIdentity};
 pub(crate) use maps::canonical;
+pub use maps::in_process_root;
 pub use ptrace::install_signal_cleanup;
 pub use snapshot::{SnapshotPage, SnapshotProcess};
 pub use tracer::{TraceEvent, Tracer};

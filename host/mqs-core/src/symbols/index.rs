@@ -377,6 +377,7 @@ impl ImageSymbols for SymbolIndex {
         Some(TypeLayout {
             size: info.size,
             fields: info.fields.clone(),
+            handle: None,
         })
     }
 }

@@ -131,7 +131,7 @@ impl Front {
                 }),
                 None => match start::agent_instead(starter) {
                     Some(Ok(agent)) => {
-                        let template = agent.template()?;
+                        let template = start::Template::for_agent(&agent)?;
                         let how = format!(
                             "started with the starter's remote shell '{}' ({}), as it starts \
                              its daemons",
