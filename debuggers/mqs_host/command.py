@@ -237,16 +237,17 @@ def run(targets, options):
         raise CommandError(str(e)) from None
     groups = {}
     failures = []
-    for index, (target, plan) in enumerate(zip(targets, plans)):
+    for index, plan in enumerate(plans):
         descriptions[index]["global_rank"] = plan["global_rank"]
+        descriptions[index]["chosen"] = plan.get("chosen")
         if "error" in plan:
             failures.append((index, plan["error"], plan["exit_code"]))
             continue
         groups.setdefault(os.path.realpath(plan["dll"]), []).append(index)
     dumps = []
+    outputs = []
     for path, members in groups.items():
-        group = [targets[i] for i in members]
-        answers = Answers(group)
+        answers = Answers([targets[i] for i in members])
         job = [descriptions[i] for i in members]
         try:
             if options.in_process:
@@ -257,16 +258,15 @@ def run(targets, options):
             failures.extend((i, str(e), EXIT_OTHER) for i in members)
             continue
         output = result.get("dll_output", [])
+        made = iter(result["dumps"])
         for index, outcome in zip(members, result["processes"]):
             if "error" in outcome:
                 failures.append((index, outcome["error"], outcome["exit_code"]))
                 continue
-            dump = outcome["ok"]
-            if plans[index].get("chosen"):
-                dump["dll"]["chosen"] = plans[index]["chosen"]
             if output:
-                dump["dll_output"], output = output, []
-            dumps.append(dump)
+                outputs.append([len(dumps), output])
+                output = []
+            dumps.append(next(made))
         for error in result.get("callback_errors", []):
             failures.append((members[0], "a callback failed: %s" % error, EXIT_OTHER))
     if not dumps and len(failures) == 1:
@@ -278,7 +278,8 @@ def run(targets, options):
         failed.append({"rank": rank if rank >= 0 else index, "pid": targets[index].pid,
                        "host": "", "message": message, "exit_code": code})
     try:
-        text = host.render(library, dumps, failed if options.json else [], options.json)
+        text = host.render(library, dumps, failed if options.json else [], outputs,
+                           options.json)
     except host.HostError as e:
         raise CommandError(str(e)) from None
     error = None

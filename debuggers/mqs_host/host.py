@@ -211,12 +211,13 @@ def plan(library, dll_path, trust_dll, by_default, descriptions, service):
 
 def dump(library, dll_path, descriptions, service):
     """Dumps the described processes (as for `plan`, with their
-    global_rank) with the DLL at `dll_path`, the debugger answering through
-    `service`.
+    global_rank and chosen) with the DLL at `dll_path`, the debugger
+    answering through `service`.
 
-    Returns {"processes": [{"ok": dump} or {"error": text, "exit_code": n}],
-    "callback_errors": [...]}; raises HostError when the DLL cannot be used
-    at all."""
+    Returns {"processes": [{"ok": true} or {"error": text, "exit_code": n}],
+    "dumps": [each dump's JSON text, in order], "callback_errors": [...]};
+    raises HostError when the DLL cannot be used at all. The dumps are
+    handed on to `render` as they are: never parsed here."""
     lib = load(library)
     binding = _Binding(service)
     job = json.dumps({"dll": dll_path, "processes": descriptions}).encode()
@@ -225,14 +226,18 @@ def dump(library, dll_path, descriptions, service):
         raise KeyboardInterrupt
     if rc != 0:
         raise HostError(text)
-    return {"processes": json.loads(text), "callback_errors": binding.errors}
+    summary, *dumps = text.split("\n")
+    return {"processes": json.loads(summary), "dumps": dumps,
+            "callback_errors": binding.errors}
 
 
-def render(library, processes, failures, as_json):
-    """mqs-dump's listing of these dumps: its text, or its --json document
-    (with the failures)."""
+def render(library, dumps, failures, outputs, as_json):
+    """mqs-dump's listing of these dumps (their JSON texts, as `dump` gave
+    them): its text, or its --json document (with the failures). `outputs`
+    pairs the index of a dump with what its DLL printed."""
     lib = load(library)
-    listing = json.dumps({"processes": processes, "failures": failures}).encode()
+    listing = ('{"processes": [%s], "failures": %s, "dll_output": %s}'
+               % (",".join(dumps), json.dumps(failures), json.dumps(outputs))).encode()
     rc, text = _call(lib, lib.mqs_debugger_render, listing, 1 if as_json else 0)
     if rc != 0:
         raise HostError(text)

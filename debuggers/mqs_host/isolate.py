@@ -144,8 +144,22 @@ def helper_main(requests, replies):
         ctypes.CDLL(None).fflush(None)
     except OSError:
         pass
-    send(requests, RESULT, json.dumps(result).encode())
+    send(requests, RESULT, encode_result(result))
     return 0
+
+
+def encode_result(result):
+    """host.dump's result as a frame: a line of JSON, then the dumps' JSON
+    texts a line each (never parsed or escaped again)."""
+    head = {k: v for k, v in result.items() if k != "dumps"}
+    return "\n".join([json.dumps(head)] + result["dumps"]).encode()
+
+
+def decode_result(payload):
+    head, *dumps = payload.decode("utf-8", "replace").split("\n")
+    result = json.loads(head)
+    result["dumps"] = dumps
+    return result
 
 
 # ---- The debugger's side -----------------------------------------------------
@@ -222,7 +236,7 @@ def run_isolated(library, dll_path, descriptions, answer, silence=DEFAULT_SILENC
                 entry_point = payload.decode("utf-8", "replace")
                 continue
             if op == RESULT:
-                result = json.loads(payload)
+                result = decode_result(payload)
                 result["dll_output"] = _lines(output)
                 return result
             if op == FAILED:

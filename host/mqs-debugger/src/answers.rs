@@ -188,6 +188,9 @@ pub struct Described {
     /// A live process of this machine (not a core file, not remote).
     #[serde(default)]
     pub local_live: bool,
+    /// How its DLL was chosen, when the user did not name it (the plan's).
+    #[serde(default)]
+    pub chosen: Option<String>,
 }
 
 fn unknown_rank() -> i32 {

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use mqs_core::dll::{watchdog, Dll, ProcessId, Session};
 use mqs_core::model::{JobDump, ProcessDump, RankFailure, Section, SCHEMA_VERSION};
@@ -21,24 +21,38 @@ pub struct Job {
 
 /// What became of one process, in the job's order: its dump, or why the
 /// DLL cannot show its queues (with mqs-dump's exit code for that error).
-#[derive(Debug, Serialize)]
+#[derive(Debug)]
 pub struct Outcome {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ok: Option<Box<ProcessDump>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub exit_code: Option<i32>,
+    pub dump: Result<Box<ProcessDump>, (String, i32)>,
 }
 
 impl Outcome {
     fn failed(error: &mqs_core::Error) -> Self {
         Outcome {
-            ok: None,
-            error: Some(error.to_string()),
-            exit_code: Some(error.exit_code()),
+            dump: Err((error.to_string(), error.exit_code())),
         }
     }
+}
+
+/// The dump's answer to the debugger: a first line saying what became of
+/// each process (`{"ok": true}` or `{"error", "exit_code"}`), then each
+/// dump on a line of its own (compact JSON holds no newline). The debugger
+/// hands the dumps on to the listing as they are, never parsing them: a
+/// dump of 20,000 operations is megabytes of JSON.
+pub fn answer_lines(outcomes: &[Outcome]) -> Result<String, serde_json::Error> {
+    let summary: Vec<serde_json::Value> = outcomes
+        .iter()
+        .map(|o| match &o.dump {
+            Ok(_) => serde_json::json!({ "ok": true }),
+            Err((error, code)) => serde_json::json!({ "error": error, "exit_code": code }),
+        })
+        .collect();
+    let mut text = serde_json::to_string(&summary)?;
+    for dump in outcomes.iter().filter_map(|o| o.dump.as_ref().ok()) {
+        text.push('\n');
+        text.push_str(&serde_json::to_string(dump)?);
+    }
+    Ok(text)
 }
 
 /// Reads every process of `job` through its DLL; an error only when the
@@ -75,11 +89,10 @@ pub fn dump(job: &Job, answers: Answers) -> Result<Vec<Outcome>, Error> {
         .map(|(added, p)| match added {
             Ok(id) => {
                 let mut dump = session.process_dump(id, p.pid, p.global_rank, p.executable.clone());
+                dump.dll.chosen.clone_from(&p.chosen);
                 number_by_world_rank(&mut dump);
                 Outcome {
-                    ok: Some(Box::new(dump)),
-                    error: None,
-                    exit_code: None,
+                    dump: Ok(Box::new(dump)),
                 }
             }
             Err(e) => Outcome::failed(&e),
@@ -123,12 +136,21 @@ pub struct Listing {
     pub processes: Vec<ProcessDump>,
     #[serde(default)]
     pub failures: Vec<RankFailure>,
+    /// What each DLL printed by itself (in its helper process), by the
+    /// index in `processes` of the first dump it made.
+    #[serde(default)]
+    pub dll_output: Vec<(usize, Vec<String>)>,
 }
 
 /// mqs-dump's listing of these dumps (its text, or `--json`'s document),
 /// in rank order, ranks the debugger could not tell last.
 pub fn render(listing: Listing, json: bool) -> String {
     let mut processes = listing.processes;
+    for (index, lines) in listing.dll_output {
+        if let Some(p) = processes.get_mut(index) {
+            p.dll_output = lines;
+        }
+    }
     processes.sort_by_key(|p| (p.global_rank < 0, p.global_rank));
     let job = JobDump {
         schema_version: SCHEMA_VERSION,

@@ -19,13 +19,16 @@
 //!   `{"global_rank", "dll", "chosen"}` or `{"global_rank", "error",
 //!   "exit_code"}`. Returns 0, or 1 with `out` the error.
 //! - `mqs_debugger_dump(job, answers, &out)`: reads the processes of `job`
-//!   (`{"dll": PATH, "processes": [..]}`) through the DLL; `out` is a JSON
-//!   list with, per process, `{"ok": DUMP}` (docs/json.md's process) or
-//!   `{"error": TEXT, "exit_code": N}`. Returns 0, or 1 with `out` the one
+//!   (`{"dll": PATH, "processes": [..]}`, each with its `global_rank` and
+//!   `chosen`, how its DLL was chosen, from the plan) through the DLL;
+//!   `out` is a line of JSON with, per process, `{"ok": true}` or
+//!   `{"error": TEXT, "exit_code": N}`, then each dump (docs/json.md's
+//!   process) on a line of its own. Returns 0, or 1 with `out` the one
 //!   line saying why the DLL cannot be used at all.
 //! - `mqs_debugger_render(listing, json, &out)`: mqs-dump's text (or, with
 //!   `json` non-zero, its `--json` document) of `{"processes": [DUMP..],
-//!   "failures": [..]}`. Returns 0, or 1 with `out` the error.
+//!   "failures": [..], "dll_output": [[INDEX, [LINE..]]..]}`. Returns 0, or
+//!   1 with `out` the error.
 //! - `mqs_debugger_free(out)`: frees a string either one returned.
 
 mod answers;
@@ -39,7 +42,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 pub use answers::Answers;
 pub use answers::Described;
 pub use error::Error;
-pub use job::{dump, render, Job, Listing, Outcome};
+pub use job::{answer_lines, dump, render, Job, Listing, Outcome};
 pub use plan::{plan, Planned, Request};
 
 /// The request's text.
@@ -128,7 +131,7 @@ pub unsafe extern "C" fn mqs_debugger_dump(
             let job: Job = serde_json::from_str(request_text(job)?)?;
             let answers = answers.as_ref().copied().ok_or(Error::Null)?;
             let outcomes = dump(&job, answers)?;
-            Ok(serde_json::to_string(&outcomes)?)
+            Ok(answer_lines(&outcomes)?)
         })
     }
 }

@@ -405,3 +405,34 @@ fn a_process_without_mpi_is_said_to_be_one() {
     assert!(error.contains("pid 9 is not an MPI process"), "{error}");
     assert_eq!(plan[0]["global_rank"], -1);
 }
+
+#[test]
+fn dumps_travel_a_line_each_and_their_dlls_output_is_listed_with_them() {
+    let dump: mqs_core::model::ProcessDump =
+        serde_json::from_str(&process_json(10, 0)).expect("a dump");
+    let outcomes = [
+        Outcome {
+            dump: Err(("no queues here".into(), 6)),
+        },
+        Outcome {
+            dump: Ok(Box::new(dump)),
+        },
+    ];
+    let text = answer_lines(&outcomes).expect("JSON");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(
+        lines[0],
+        r#"[{"error":"no queues here","exit_code":6},{"ok":true}]"#
+    );
+    let listing = format!(
+        r#"{{"processes": [{}], "dll_output": [[0, ["hello from the DLL"]]]}}"#,
+        lines[1]
+    );
+    let listing = CString::new(listing).unwrap();
+    // SAFETY: a C string and our out-pointer.
+    let (rc, text) = call(|out| unsafe { mqs_debugger_render(listing.as_ptr(), 0, out) });
+    assert_eq!(rc, 0, "{text}");
+    assert!(text.starts_with("Process 10 (rank 0): /bin/app"), "{text}");
+    assert!(text.contains("hello from the DLL"), "{text}");
+}
