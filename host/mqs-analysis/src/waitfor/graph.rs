@@ -144,9 +144,12 @@ impl Analysis<'_, '_> {
                 continue;
             }
             let mut path: Vec<Step> = Vec::new();
+            // Where each rank stands on the path: a ring of 100,000 ranks is
+            // one path, and looking along it at each step is quadratic.
+            let mut on_path: HashMap<i64, usize> = HashMap::new();
             let mut cur = start;
             loop {
-                if let Some(at) = path.iter().position(|s| s.rank == cur) {
+                if let Some(&at) = on_path.get(&cur) {
                     let cycle = path[at..].to_vec();
                     let sure = cycle.iter().all(|s| !inferred.contains(s.rank));
                     let c = found.len();
@@ -171,6 +174,7 @@ impl Analysis<'_, '_> {
                 let Some(step) = self.step_within(cur, stuck) else {
                     break;
                 };
+                on_path.insert(step.rank, path.len());
                 path.push(step);
                 cur = step.to;
                 if path.len() > stuck.len() + 1 {
