@@ -110,7 +110,10 @@ struct Pending {
     relative: ProcessDump,
 }
 
-/// Ranks `rank..rank + count` with pids `pid..pid + count` on one host.
+/// Ranks `rank..rank + count` with pids `pid..pid + count` on one host,
+/// repeated `blocks` times, each block `every` ranks and pids after the one
+/// before: a halo exchange's ranks inside a row, row after row, whose
+/// edges are states of their own.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Run {
     /// The front end's key of the host.
@@ -118,7 +121,63 @@ pub struct Run {
     pub rank: i32,
     pub pid: i32,
     pub count: u32,
+    #[serde(default = "one_block", skip_serializing_if = "is_one_block")]
+    pub blocks: u32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub every: u32,
+    /// Counters left at home ([`States::with_detail`]) are not sent.
+    #[serde(default, skip_serializing_if = "is_unset")]
     pub stats: DumpStats,
+}
+
+fn one_block() -> u32 {
+    1
+}
+
+fn is_one_block(blocks: &u32) -> bool {
+    *blocks == 1
+}
+
+fn is_zero(every: &u32) -> bool {
+    *every == 0
+}
+
+fn is_unset(stats: &DumpStats) -> bool {
+    *stats == DumpStats::default()
+}
+
+impl Run {
+    /// How many ranks it stands for.
+    fn ranks(&self) -> usize {
+        self.count as usize * self.blocks.max(1) as usize
+    }
+
+    /// Whether it is one rank alone.
+    fn is_single(&self) -> bool {
+        self.count == 1 && self.blocks <= 1
+    }
+
+    /// Its blocks, each a run of consecutive ranks.
+    fn each_block(&self) -> impl Iterator<Item = Run> + '_ {
+        (0..self.blocks.max(1)).map(move |b| self.block(b))
+    }
+
+    /// Its block `b` (from 0).
+    fn block(&self, b: u32) -> Run {
+        let shift = i32::try_from(u64::from(b) * u64::from(self.every)).unwrap_or(i32::MAX);
+        Run {
+            rank: self.rank.saturating_add(shift),
+            pid: self.pid.saturating_add(shift),
+            blocks: 1,
+            every: 0,
+            ..self.clone()
+        }
+    }
+
+    /// Its last block.
+    fn last_block(&self) -> Run {
+        self.block(self.blocks.max(1) - 1)
+    }
 }
 
 impl States {
@@ -138,11 +197,7 @@ impl States {
 
     /// How many ranks it holds.
     pub fn ranks(&self) -> usize {
-        self.list
-            .iter()
-            .flat_map(|s| &s.runs)
-            .map(|r| r.count as usize)
-            .sum()
+        self.list.iter().flat_map(|s| &s.runs).map(Run::ranks).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -166,6 +221,8 @@ impl States {
             rank,
             pid,
             count: 1,
+            blocks: 1,
+            every: 0,
             stats,
         };
         self.add_rank(process, run);
@@ -240,7 +297,7 @@ impl States {
         absorb_levels(&mut self.levels, &other.levels, 1);
         for state in other.list {
             // A state of one rank may be in a ring with ranks of ours.
-            if !state.relative && state.runs.len() == 1 && state.runs[0].count == 1 {
+            if !state.relative && state.runs.len() == 1 && state.runs[0].is_single() {
                 let run = state.runs.into_iter().next().expect("one run");
                 self.add_rank(state.dump, run);
             } else {
@@ -276,7 +333,7 @@ impl States {
     fn convert_pending(&mut self, relative_key: &[u8]) -> Option<usize> {
         let pending = self.pending.remove(relative_key)?;
         let state = &self.list[pending.at];
-        if state.relative || state.runs.len() != 1 || state.runs[0].count != 1 {
+        if state.relative || state.runs.len() != 1 || !state.runs[0].is_single() {
             return None;
         }
         self.index.remove(&pending.absolute_key);
@@ -287,15 +344,34 @@ impl States {
         Some(pending.at)
     }
 
-    /// Adds `runs` to state `at`, extending its last run where they go on.
+    /// Adds `runs` to state `at`, extending its last run where they go on,
+    /// and making runs of equal length at equal distances one run of blocks.
     fn join(&mut self, at: usize, runs: Vec<Run>) {
         self.last = Some(at);
         let list = &mut self.list[at].runs;
         for run in runs {
-            match list.last_mut() {
-                Some(last) if continues(last, &run) => last.count += run.count,
-                _ => list.push(run),
+            let Some(last) = list.last_mut() else {
+                list.push(run);
+                continue;
+            };
+            if run.blocks > 1 {
+                list.push(run);
+            } else if last.blocks <= 1 && continues(last, &run) {
+                last.count += run.count;
+            } else if last.blocks > 1 && continues(&last.last_block(), &run) {
+                // Its last block goes on past the others' length: a run of
+                // its own again.
+                let mut block = last.last_block();
+                last.blocks -= 1;
+                if last.blocks == 1 {
+                    last.every = 0;
+                }
+                block.count += run.count;
+                list.push(block);
+            } else {
+                list.push(run);
             }
+            fold_last(list);
         }
     }
 
@@ -321,12 +397,13 @@ impl States {
         }
     }
 
-    /// One dump per run, standing for the run's ranks (a compact job's,
-    /// see [`ProcessDump::run_len`]), with the key of its host.
+    /// One dump per run of consecutive ranks (a block), standing for its
+    /// ranks (a compact job's, see [`ProcessDump::run_len`]), with the key
+    /// of its host.
     pub fn runs(self) -> Vec<(String, ProcessDump)> {
         let mut out = Vec::new();
         for state in self.list {
-            for run in state.runs {
+            for run in state.runs.iter().flat_map(Run::each_block) {
                 let mut p = state.dump.clone();
                 p.pid = run.pid;
                 p.global_rank = run.rank;
@@ -350,6 +427,38 @@ impl States {
         }
         out
     }
+}
+
+/// Makes the last run of `list` the next block of the one before it: one
+/// block as long as each of that run's, on the same host with the same
+/// counters, as far after its last block (in ranks and pids alike) as its
+/// blocks are apart (any distance past its end, if it has one block).
+fn fold_last(list: &mut Vec<Run>) {
+    let [.., before, last] = list.as_mut_slice() else {
+        return;
+    };
+    if last.blocks > 1
+        || last.count != before.count
+        || last.host != before.host
+        || last.stats != before.stats
+        || before.rank < 0
+    {
+        return;
+    }
+    let end = before.last_block();
+    let apart = i64::from(last.rank) - i64::from(end.rank);
+    if apart != i64::from(last.pid) - i64::from(end.pid) || apart <= i64::from(before.count) {
+        return;
+    }
+    let Ok(apart) = u32::try_from(apart) else {
+        return;
+    };
+    if before.blocks > 1 && apart != before.every {
+        return;
+    }
+    before.every = apart;
+    before.blocks += 1;
+    list.pop();
 }
 
 /// Whether `next` extends `run`: the next rank and pid on the same host,
@@ -575,6 +684,84 @@ mod tests {
             .unwrap(),
         );
         p
+    }
+
+    /// Rows of 4 ranks: the first of each row (an edge) waits on tag 9,
+    /// the others on tag 1; pids follow ranks, counters are left home.
+    fn rows(ranks: std::ops::Range<i32>) -> States {
+        let mut states = States::with_detail(false);
+        for rank in ranks {
+            let tag = if rank % 4 == 0 { 9 } else { 1 };
+            states.add("a", dump(100 + rank, rank, tag, 0.5));
+        }
+        states
+    }
+
+    #[test]
+    fn a_state_broken_at_every_row_travels_as_one_run_of_blocks() {
+        let states = rows(0..12);
+        assert_eq!(states.list.len(), 2);
+        let inner = &states.list[1].runs;
+        assert_eq!(inner.len(), 1, "{inner:?}");
+        assert_eq!(
+            (
+                inner[0].rank,
+                inner[0].count,
+                inner[0].blocks,
+                inner[0].every
+            ),
+            (1, 3, 3, 4)
+        );
+        let edges = &states.list[0].runs;
+        assert_eq!(
+            (edges.len(), edges[0].count, edges[0].blocks, edges[0].every),
+            (1, 1, 3, 4)
+        );
+        // On the wire: runs without counters (they were left home).
+        let runs = serde_json::to_string(&states.list[1].runs).unwrap();
+        assert_eq!(
+            runs,
+            r#"[{"host":"a","rank":1,"pid":101,"count":3,"blocks":3,"every":4}]"#
+        );
+        let text = serde_json::to_string(&states).unwrap();
+        let back: States = serde_json::from_str(&text).unwrap();
+        let ranks: Vec<(i32, i32)> = back
+            .expand()
+            .into_iter()
+            .map(|(_, p)| (p.global_rank, p.pid))
+            .collect();
+        let mut want: Vec<(i32, i32)> = (0..12).map(|r| (r, 100 + r)).collect();
+        want.sort_by_key(|&(r, _)| (r % 4 != 0, r));
+        assert_eq!(
+            ranks, want,
+            "edges first (their state came first), then the rest"
+        );
+    }
+
+    #[test]
+    fn a_block_that_goes_on_past_the_others_is_a_run_again() {
+        let mut states = States::with_detail(false);
+        for rank in [1, 2, 5, 6, 7] {
+            states.add("a", dump(100 + rank, rank, 1, 0.5));
+        }
+        let runs: Vec<(i32, u32, u32)> = states.list[0]
+            .runs
+            .iter()
+            .map(|r| (r.rank, r.count, r.blocks))
+            .collect();
+        assert_eq!(runs, [(1, 2, 1), (5, 3, 1)]);
+        assert_eq!(states.ranks(), 5);
+        // Blocks merged from children keep their shape.
+        let mut parent = States::with_detail(false);
+        parent.merge(rows(0..12));
+        parent.merge(rows(12..24));
+        assert_eq!(parent.ranks(), 24);
+        let inner: Vec<(i32, u32, u32)> = parent.list[1]
+            .runs
+            .iter()
+            .map(|r| (r.rank, r.blocks, r.every))
+            .collect();
+        assert_eq!(inner, [(1, 3, 4), (13, 3, 4)]);
     }
 
     #[test]
