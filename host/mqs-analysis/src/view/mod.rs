@@ -168,19 +168,21 @@ pub fn job_view(dump: &JobDump, options: &ViewOptions) -> String {
                 // Ranks of one run share their operations, and so their text.
                 let text = match &last {
                     Some((seen, text)) if *seen == identity => text.clone(),
-                    _ if ops.is_empty() && !options.all => None,
-                    _ if ops.is_empty() => Some(format!("{}: none", class_words(class).0)),
-                    _ => {
-                        let texts: Vec<String> = ops.iter().map(|o| op_text(&job, o)).collect();
-                        Some(texts.join("; "))
-                    }
+                    _ => queue_text(&job, &ops, class, options),
                 };
                 if let Some(text) = &text {
-                    texts.add(rank, text.clone(), &ops);
+                    texts.add(rank, text, &ops);
                 }
                 last = Some((identity, text));
             }
-            let groups = texts.groups();
+            let groups = texts.groups(|rank| {
+                let ops: Vec<&Op<'_>> = job
+                    .ops_of(rank)
+                    .iter()
+                    .filter(|o| o.comm == index && o.class == class)
+                    .collect();
+                queue_text(&job, &ops, class, options).unwrap_or_default()
+            });
             for (text, ranks) in groups {
                 let _ = writeln!(block, "  {}: {text}", ranks.labelled());
             }
@@ -220,6 +222,23 @@ pub fn job_view(dump: &JobDump, options: &ViewOptions) -> String {
         );
     }
     out
+}
+
+/// A rank's operations on one queue of one communicator, as one line's
+/// text (None: nothing to say of an empty queue).
+fn queue_text(
+    job: &Job<'_>,
+    ops: &[&Op<'_>],
+    class: OpClass,
+    options: &ViewOptions,
+) -> Option<String> {
+    if ops.is_empty() {
+        return options
+            .all
+            .then(|| format!("{}: none", class_words(class).0));
+    }
+    let texts: Vec<String> = ops.iter().map(|o| op_text(job, o)).collect();
+    Some(texts.join("; "))
 }
 
 /// What the DLL could not tell, said per queue and summed over

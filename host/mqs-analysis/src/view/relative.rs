@@ -16,13 +16,34 @@ use crate::RankSet;
 const MIN_RELATIVE: usize = 3;
 
 /// The texts of one queue of one communicator, rank by rank.
+///
+/// A rank's own text is kept only as a fingerprint: in a ring or a halo
+/// exchange every rank's text differs, and 100,000 of them are tens of
+/// megabytes; the lines that need one make it again ([`QueueTexts::groups`]).
+/// Relative texts are few and kept once each.
 pub(super) struct QueueTexts<'c> {
     comm: &'c JobComm,
     /// Each member's own rank in the communicator, by global rank; None
     /// where the two are the same.
     local_of: Option<HashMap<i64, i64>>,
-    /// Each rank, its text, and its text with relative peers.
-    ranks: Vec<(i64, String, Option<String>)>,
+    /// Each rank, its text's fingerprint, and its relative text's number.
+    ranks: Vec<(i64, Fingerprint, Option<usize>)>,
+    relative_texts: Vec<String>,
+    relative_numbers: HashMap<String, usize>,
+}
+
+/// Two independent 64-bit hashes of a text: equal texts have equal
+/// fingerprints, and two of 100,000 different ones meet with a chance
+/// near 1e-29.
+type Fingerprint = (u64, u64);
+
+fn fingerprint(text: &str) -> Fingerprint {
+    use std::hash::{Hash, Hasher};
+    let mut first = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut first);
+    let mut second = std::collections::hash_map::DefaultHasher::new();
+    (0x9e37_79b9_7f4a_7c15u64, text).hash(&mut second);
+    (first.finish(), second.finish())
 }
 
 impl<'c> QueueTexts<'c> {
@@ -38,13 +59,24 @@ impl<'c> QueueTexts<'c> {
             comm,
             local_of,
             ranks: Vec::new(),
+            relative_texts: Vec::new(),
+            relative_numbers: HashMap::new(),
         }
     }
 
     /// Rank `rank`'s text, and its operations to read relative peers from.
-    pub(super) fn add(&mut self, rank: i64, text: String, ops: &[&Op<'_>]) {
-        let relative = self.relative(rank, ops);
-        self.ranks.push((rank, text, relative));
+    pub(super) fn add(&mut self, rank: i64, text: &str, ops: &[&Op<'_>]) {
+        let relative = self.relative(rank, ops).map(|text| {
+            let next = self.relative_texts.len();
+            *self
+                .relative_numbers
+                .entry(text)
+                .or_insert_with_key(|text| {
+                    self.relative_texts.push(text.clone());
+                    next
+                })
+        });
+        self.ranks.push((rank, fingerprint(text), relative));
     }
 
     /// The operations' text with each peer relative to `rank`; None where
@@ -94,34 +126,42 @@ impl<'c> QueueTexts<'c> {
         }
     }
 
-    /// The lines: each text with its ranks, in order of first appearance.
-    pub(super) fn groups(self) -> Vec<(String, RankSet)> {
-        let mut absolute: HashMap<&str, usize> = HashMap::new();
-        let mut relative: HashMap<&str, usize> = HashMap::new();
+    /// The lines: each text with its ranks, in order of first appearance;
+    /// `text_of` makes a rank's own text again where its line needs it.
+    pub(super) fn groups(self, text_of: impl Fn(i64) -> String) -> Vec<(String, RankSet)> {
+        let mut absolute: HashMap<Fingerprint, usize> = HashMap::new();
+        let mut relative = vec![0usize; self.relative_texts.len()];
         for (_, text, rel) in &self.ranks {
-            *absolute.entry(text).or_default() += 1;
+            *absolute.entry(*text).or_default() += 1;
             if let Some(rel) = rel {
-                *relative.entry(rel).or_default() += 1;
+                relative[*rel] += 1;
             }
         }
+        #[derive(PartialEq, Eq, Hash)]
+        enum Line {
+            Own(Fingerprint),
+            Relative(usize),
+        }
         let mut groups: Vec<(String, RankSet)> = Vec::new();
-        let mut group_of: HashMap<&str, usize> = HashMap::new();
+        let mut group_of: HashMap<Line, usize> = HashMap::new();
         for (rank, text, rel) in &self.ranks {
-            let chosen = match rel {
-                Some(rel)
-                    if relative[rel.as_str()] >= MIN_RELATIVE.max(absolute[text.as_str()] + 1) =>
-                {
-                    rel
+            let line = match rel {
+                Some(rel) if relative[*rel] >= MIN_RELATIVE.max(absolute[text] + 1) => {
+                    Line::Relative(*rel)
                 }
-                _ => text,
+                _ => Line::Own(*text),
             };
-            match group_of.get(chosen.as_str()) {
+            match group_of.get(&line) {
                 Some(&g) => {
                     groups[g].1.insert(*rank);
                 }
                 None => {
-                    group_of.insert(chosen, groups.len());
-                    groups.push((chosen.clone(), std::iter::once(*rank).collect()));
+                    let words = match line {
+                        Line::Relative(rel) => self.relative_texts[rel].clone(),
+                        Line::Own(_) => text_of(*rank),
+                    };
+                    group_of.insert(line, groups.len());
+                    groups.push((words, std::iter::once(*rank).collect()));
                 }
             }
         }
