@@ -78,6 +78,21 @@ pub fn named_by_target(symbols: &dyn ImageSymbols, target: &dyn Target) -> Resul
     Ok(paths.iter().map(|p| target.path_in_root(p)).collect())
 }
 
+/// The DLL the target names that mqs may load: the first that exists,
+/// refused unless only root or the user could have written it (unless
+/// `trust_dll`: the user vouches for it).
+pub fn usable_named(
+    symbols: &dyn ImageSymbols,
+    target: &dyn Target,
+    trust_dll: bool,
+) -> Result<PathBuf> {
+    let path = first_existing(&named_by_target(symbols, target)?)?;
+    if !trust_dll {
+        mqs_core::dll::check_trusted(&path)?;
+    }
+    Ok(path)
+}
+
 /// The first named DLL that exists.
 pub fn first_existing(paths: &[PathBuf]) -> Result<PathBuf> {
     paths

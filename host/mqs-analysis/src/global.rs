@@ -196,10 +196,6 @@ impl<'a> Job<'a> {
     pub fn new(dump: &'a JobDump) -> Self {
         let ranks = ranks_of(dump);
         let mut m = Matching::default();
-        // Room for every operation at once: grown by doubling, a job of
-        // 600,000 operations would hold room for a million, and both
-        // buffers while it moves.
-        m.ops.reserve_exact(operation_count(dump));
         // The job's communicator of each of a dump's communicators, found
         // once per dump: the ranks of a run share it.
         let mut matched: Option<(*const ProcessDump, Vec<Option<usize>>)> = None;
@@ -566,28 +562,6 @@ impl<'a> Matching<'a> {
             }
         }
     }
-}
-
-/// How many operations the job's ranks list (a run's dump once per rank).
-fn operation_count(dump: &JobDump) -> usize {
-    dump.processes
-        .iter()
-        .map(|p| {
-            let listed: usize = match &p.communicators {
-                Section::Ok { value } => value
-                    .list
-                    .iter()
-                    .flat_map(|c| OpClass::ALL.into_iter().map(|class| c.queue(class)))
-                    .map(|q| match q {
-                        Section::Ok { value } => value.operations.len(),
-                        _ => 0,
-                    })
-                    .sum(),
-                _ => 0,
-            };
-            listed.saturating_mul(p.run_len.max(1) as usize)
-        })
-        .sum()
 }
 
 /// Each operation's peer as a global rank, now that the groups are known.

@@ -93,6 +93,19 @@ unsafe fn answer(out: *mut *mut c_char, body: impl FnOnce() -> Result<String, Er
     rc
 }
 
+/// [`answer`] for an entry point whose request is JSON of shape `R`.
+///
+/// # Safety
+/// `request` is NULL or a NUL-terminated string; `out` as for [`answer`].
+unsafe fn answer_request<R: serde::de::DeserializeOwned>(
+    request: *const c_char,
+    out: *mut *mut c_char,
+    body: impl FnOnce(R) -> Result<String, Error>,
+) -> c_int {
+    // SAFETY: per this function's contract.
+    unsafe { answer(out, || body(serde_json::from_str(request_text(request)?)?)) }
+}
+
 /// The DLL and rank of each of the debugger's processes (see the crate's doc).
 ///
 /// # Safety
@@ -103,10 +116,9 @@ pub unsafe extern "C" fn mqs_debugger_plan(
     answers: *const Answers,
     out: *mut *mut c_char,
 ) -> c_int {
-    // SAFETY: per this function's contract.
+    // SAFETY: per this function's contract; `answers` is NULL or valid.
     unsafe {
-        answer(out, || {
-            let request: Request = serde_json::from_str(request_text(request)?)?;
+        answer_request(request, out, |request: Request| {
             let answers = answers.as_ref().copied().ok_or(Error::Null)?;
             Ok(serde_json::to_string(&plan(&request, answers))?)
         })
@@ -125,13 +137,11 @@ pub unsafe extern "C" fn mqs_debugger_dump(
     answers: *const Answers,
     out: *mut *mut c_char,
 ) -> c_int {
-    // SAFETY: per this function's contract.
+    // SAFETY: per this function's contract; `answers` is NULL or valid.
     unsafe {
-        answer(out, || {
-            let job: Job = serde_json::from_str(request_text(job)?)?;
+        answer_request(job, out, |job: Job| {
             let answers = answers.as_ref().copied().ok_or(Error::Null)?;
-            let outcomes = dump(&job, answers)?;
-            Ok(answer_lines(&outcomes)?)
+            Ok(answer_lines(&dump(&job, answers)?)?)
         })
     }
 }
@@ -148,8 +158,7 @@ pub unsafe extern "C" fn mqs_debugger_render(
 ) -> c_int {
     // SAFETY: per this function's contract.
     unsafe {
-        answer(out, || {
-            let listing: Listing = serde_json::from_str(request_text(listing)?)?;
+        answer_request(listing, out, |listing: Listing| {
             Ok(render(listing, json != 0))
         })
     }

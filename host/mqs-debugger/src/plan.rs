@@ -95,11 +95,7 @@ fn choose(
     if let Some(given) = &request.dll {
         return Ok((given.clone(), None));
     }
-    let named = locate::named_by_target(image, process)?;
-    let path = locate::first_existing(&named)?;
-    if !request.trust_dll {
-        mqs_core::dll::check_trusted(&path)?;
-    }
+    let path = locate::usable_named(image, process, request.trust_dll)?;
     let chosen = request.by_default.then(|| CHOSEN_NAMED.to_string());
     Ok((path, chosen))
 }

@@ -443,14 +443,7 @@ pub(super) fn pick_dll(
     target: &dyn Target,
     options: &Options,
 ) -> Result<Pick> {
-    let named = || -> Result<PathBuf> {
-        let named = locate::named_by_target(symbols, target)?;
-        let path = locate::first_existing(&named)?;
-        if !options.trust_dll {
-            mqs_core::dll::check_trusted(&path)?;
-        }
-        Ok(path)
-    };
+    let named = || locate::usable_named(symbols, target, options.trust_dll);
     let pick = match &options.dll {
         DllChoice::Given(path) => Pick {
             dll: path.clone(),

@@ -10,7 +10,7 @@
 
 use std::cell::RefCell;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -97,6 +97,10 @@ fn watch(err: Option<i32>) {
 /// Who hears which entry point the DLL is entered at, on this thread.
 type Observer = Box<dyn FnMut(&'static str)>;
 
+/// Whether any thread has an observer: each call into a DLL (one per
+/// operation) then costs one load, not a thread-local lookup.
+static OBSERVED: AtomicBool = AtomicBool::new(false);
+
 thread_local! {
     /// The observer, and the entry point it heard last.
     static OBSERVER: RefCell<Option<(Observer, &'static str)>> = const { RefCell::new(None) };
@@ -107,6 +111,9 @@ thread_local! {
 /// embedding whose DLL runs in a helper process uses it to say where a DLL
 /// that died or hung was (the helper sends each name to the debugger).
 pub fn observe_calls(observer: Option<Observer>) {
+    if observer.is_some() {
+        OBSERVED.store(true, Ordering::Relaxed);
+    }
     OBSERVER.with(|o| {
         if let Ok(mut slot) = o.try_borrow_mut() {
             *slot = observer.map(|f| (f, ""));
@@ -115,11 +122,14 @@ pub fn observe_calls(observer: Option<Observer>) {
 }
 
 fn tell_observer(call: &'static str) {
+    if !OBSERVED.load(Ordering::Relaxed) {
+        return;
+    }
     OBSERVER.with(|o| {
         // Not re-entered: an observer that calls into a DLL is not told.
         if let Ok(mut slot) = o.try_borrow_mut() {
             if let Some((observer, last)) = slot.as_mut() {
-                if *last != call {
+                if !std::ptr::eq(*last, call) {
                     *last = call;
                     observer(call);
                 }
