@@ -232,6 +232,27 @@ pub fn pid_in_namespace_of(member: u32, local: u32) -> io::Result<Option<u32>> {
         .map(|(ours, _)| ours))
 }
 
+/// The scheduler's autogroup of `pid` (`/proc/PID/autogroup` names it as
+/// "/autogroup-N nice K"), or None without autogroups.
+fn autogroup(pid: &str) -> Option<String> {
+    let text = fs::read_to_string(format!("/proc/{pid}/autogroup")).ok()?;
+    text.split_whitespace().next().map(str::to_owned)
+}
+
+/// Gives the autogroup of `pid` the niceness `nice` when it is not the
+/// caller's own. The kernel shares the CPU among autogroups (a session
+/// each) before a process's own niceness counts, and MPI launchers start
+/// each rank in a session of its own (hydra does): without this a job's
+/// every rank would weigh as much as the whole test. Best effort.
+pub fn set_autogroup_nice(pid: u32, nice: libc::c_int) {
+    let Some(theirs) = autogroup(&pid.to_string()) else {
+        return;
+    };
+    if autogroup("self").as_deref() != Some(theirs.as_str()) {
+        let _ = fs::write(format!("/proc/{pid}/autogroup"), nice.to_string());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
