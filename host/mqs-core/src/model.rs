@@ -183,7 +183,8 @@ pub struct ProcessDump {
     /// How many ranks this dump stands for: 1 for one process. More only
     /// in a compact job ([`JobDump::expand`]), where ranks in equal states
     /// stay one dump: global ranks `global_rank..global_rank + run_len`
-    /// with pids `pid..pid + run_len`, the same in all else but a
+    /// with pids `pid..pid + run_len` (pid 0: a collector tree's ranks by
+    /// number, whose pids the job view never names), the same in all else but a
     /// communicator whose local rank is `global_rank`, on which each rank
     /// is its own global rank (MPI_COMM_WORLD and its copies).
     #[serde(default = "one", skip_serializing_if = "is_one")]
@@ -215,14 +216,18 @@ fn is_one(n: &u32) -> bool {
 }
 
 impl ProcessDump {
-    /// The (pid, global rank) of each rank it stands for.
+    /// The (pid, global rank) of each rank it stands for (pid 0 for each
+    /// where the run's is 0: a run of ranks by number, whose pids were not
+    /// kept).
     pub fn run_members(&self) -> impl Iterator<Item = (i32, i32)> + '_ {
         (0..self.run_len.max(1)).map(|i| {
             let i = i32::try_from(i).unwrap_or(i32::MAX);
-            (
-                self.pid.saturating_add(i),
-                self.global_rank.saturating_add(i),
-            )
+            let pid = if self.pid == 0 {
+                0
+            } else {
+                self.pid.saturating_add(i)
+            };
+            (pid, self.global_rank.saturating_add(i))
         })
     }
 

@@ -226,7 +226,7 @@ fn collect(args: &CollectorArgs, host: &str, share: Share<'_, '_>) -> Result<(),
             "the front end"
         },
         kids,
-        states: States::with_detail(options.per_rank_detail),
+        states: States::with_detail(options.per_rank_detail).by_number(options.ranks_by_number),
         relayed: Vec::new(),
         limits,
         stop_limit,
@@ -476,6 +476,7 @@ impl Upward {
             (own + self.kids.merging).as_secs_f64() * 1e3,
         );
         if !self.states.is_empty() {
+            self.states.in_rank_order();
             let states = Box::new(std::mem::take(&mut self.states));
             protocol::send(&mut self.stream, &ToFront::States { states })
                 .map_err(|e| self.io("cannot send the dumps to", e))?;

@@ -221,6 +221,11 @@ pub struct ShareOptions {
     /// as one state. A front end that does not say wants it.
     #[serde(default = "per_rank_detail_by_default")]
     pub per_rank_detail: bool,
+    /// Ranks that no line names by pid travel by number, their hosts and
+    /// pids in a roll call ([`crate::collect::states::States::by_number`]):
+    /// for a job numbered by its ranks, without per-rank detail.
+    #[serde(default)]
+    pub ranks_by_number: bool,
 }
 
 fn per_rank_detail_by_default() -> bool {
@@ -236,6 +241,7 @@ impl Default for ShareOptions {
             debug_dirs: Vec::new(),
             stacks: false,
             per_rank_detail: true,
+            ranks_by_number: false,
         }
     }
 }

@@ -175,3 +175,68 @@ fn dot_draws_a_long_alike_cycle_as_one_node() {
         }
     }
 }
+
+#[test]
+fn dot_draws_a_large_graph_by_classes_with_its_outliers_on_their_own() {
+    // A 32 x 32 grid (no wrap): each rank receives from the neighbours it
+    // has; rank 37 is stopped by a signal, its neighbours wait for it.
+    let (nx, n) = (32i64, 1024i64);
+    let ops: Vec<Vec<OpSpec>> = (0..n)
+        .map(|r| {
+            let (x, y) = (r % nx, r / nx);
+            let mut mine = Vec::new();
+            for (dx, dy) in [(1, 0), (-1, 0), (0, 1), (0, -1)] {
+                let (px, py) = (x + dx, y + dy);
+                if (0..nx).contains(&px) && (0..nx).contains(&py) {
+                    mine.push((0, false, py * nx + px, 5));
+                }
+            }
+            mine
+        })
+        .collect();
+    let mut dump = job(n as usize, &[world(n)], &ops);
+    dump.processes[37].os_state = Some(mqs_core::interface::OsState::new('T', Some(19)));
+    let j = Job::new(&dump);
+    let graph = crate::view::dot::dot(&Analysis::new(&j));
+    let nodes = graph.lines().filter(|l| l.contains(" [label=")).count();
+    assert!(nodes <= 40, "{nodes} nodes:\n{graph}");
+    assert!(graph.lines().count() <= 200, "{graph}");
+    // The ranks inside the grid are one node, each receiving from its four
+    // neighbours: one edge back to its own class per distance.
+    let inside = graph
+        .lines()
+        .find(|l| l.contains("[label=\"899 ranks from 33 to 990 in 31 runs\\n"))
+        .unwrap_or_else(|| panic!("no class of the inner ranks:\n{graph}"));
+    let id = inside.split_whitespace().next().unwrap();
+    for d in ["+1", "-1", "+32", "-32"] {
+        assert!(
+            graph.contains(&format!(
+                "{id} -> {id} [style=solid, label=\"recv MPI_COMM_WORLD tag 5 (each to r{d})\"]"
+            )),
+            "{d}: {graph}"
+        );
+    }
+    // The stopped rank has a node of its own, and its neighbours' waits
+    // reach it.
+    assert!(
+        graph.contains("  r37 [label=\"rank 37\\nstopped by a signal (SIGSTOP)"),
+        "{graph}"
+    );
+    assert!(graph.contains(&format!("{id} -> r37 ")), "{graph}");
+    assert_eq!(
+        graph.matches(&format!("r37 -> {id} ")).count(),
+        1,
+        "{graph}"
+    );
+    assert!(
+        graph.contains("[label=\"ranks 1-30\\nstack unknown\"];"),
+        "{graph}"
+    );
+    // Fewer than 64 ranks in a graph: a node each, as before.
+    let small: Vec<Vec<OpSpec>> = (0..4).map(|r| vec![(0, false, (r + 1) % 4, 5)]).collect();
+    let dump = job(4, &[world(4)], &small);
+    let j = Job::new(&dump);
+    let graph = crate::view::dot::dot(&Analysis::new(&j));
+    assert!(graph.contains("r0 -> r1 [style=solid"), "{graph}");
+    assert!(!graph.contains("ranks "), "{graph}");
+}

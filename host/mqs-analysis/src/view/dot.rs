@@ -6,7 +6,8 @@
 //! waits only a rank's stack names (the blocking call it is in) blue,
 //! labelled `(stack)`. A long cycle of alike waits (a ring of 100,000
 //! ranks) is one node for its ranks with one red loop saying how each
-//! waits, not a node per rank.
+//! waits, not a node per rank; a graph of many ranks is drawn by classes
+//! of alike ranks (`classes.rs`).
 
 use std::collections::BTreeSet;
 use std::fmt::Write;
@@ -19,7 +20,7 @@ use crate::global::Peer;
 use crate::waitfor::WaitKind;
 use crate::{Analysis, RankSet};
 
-fn escape(s: &str) -> String {
+pub(super) fn escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
@@ -52,7 +53,7 @@ pub fn dot(analysis: &Analysis<'_, '_>) -> String {
         .collect();
     let collapsed: RankSet = alike.iter().flat_map(|(r, _)| r.iter()).collect();
     let mut involved = RankSet::new();
-    let mut edges = String::new();
+    let mut edges = Edges::default();
     for (i, w) in analysis.waits.iter().enumerate() {
         let Some(on) = &w.on else { continue };
         let in_alike_cycle = collapsed.contains(w.rank)
@@ -100,17 +101,28 @@ pub fn dot(analysis: &Analysis<'_, '_>) -> String {
                     } else {
                         ""
                     };
-                    let _ = writeln!(
-                        edges,
-                        "  r{} -> r{to} [style=bold, label=\"{name}: not entered\"{cycle}];",
-                        w.rank
-                    );
+                    edges.push(RankEdge {
+                        from: w.rank,
+                        to,
+                        style: "style=bold",
+                        label: format!("{name}: not entered"),
+                        color: cycle,
+                    });
                 }
             }
         }
     }
     unexpected_edges(analysis, &mut involved, &mut edges);
-    rank_nodes(analysis, &involved, &mut out);
+    let nodes = rank_nodes(analysis, &involved);
+    let mut tail = String::new();
+    if nodes.len() > super::classes::DRAWN_ONE_BY_ONE {
+        super::classes::draw(&nodes, &edges, &mut out, &mut tail);
+    } else {
+        for node in &nodes {
+            node.draw(&mut out);
+        }
+        edges.draw(&mut tail);
+    }
     for (k, (ranks, words)) in alike.iter().enumerate() {
         let _ = writeln!(
             out,
@@ -118,7 +130,7 @@ pub fn dot(analysis: &Analysis<'_, '_>) -> String {
             ranks.labelled()
         );
         let _ = writeln!(
-            edges,
+            tail,
             "  cycle{k} -> cycle{k} [label=\"{}\", color=red, penwidth=2.5, fontcolor=red];",
             escape(words)
         );
@@ -136,13 +148,87 @@ pub fn dot(analysis: &Analysis<'_, '_>) -> String {
             rest.labelled()
         );
     }
-    out.push_str(&edges);
+    out.push_str(&tail);
     let _ = writeln!(out, "}}");
     out
 }
 
+/// The graph's edges between ranks, and the lines of its OR-waits (a
+/// diamond each), in the order they were found.
+#[derive(Default)]
+pub(super) struct Edges {
+    pub list: Vec<Drawn>,
+}
+
+/// An edge between two ranks, or a line drawn as it is (with the ranks
+/// it names).
+pub(super) enum Drawn {
+    Ranks(RankEdge),
+    Line(String, i64),
+}
+
+/// An edge from rank `from` to rank `to`: its style, label and colour
+/// (the colour's attributes, each after a comma).
+pub(super) struct RankEdge {
+    pub from: i64,
+    pub to: i64,
+    pub style: &'static str,
+    pub label: String,
+    pub color: &'static str,
+}
+
+impl Edges {
+    fn push(&mut self, edge: RankEdge) {
+        self.list.push(Drawn::Ranks(edge));
+    }
+
+    fn line(&mut self, line: String, rank: i64) {
+        self.list.push(Drawn::Line(line, rank));
+    }
+
+    /// Every edge, a line each.
+    fn draw(&self, out: &mut String) {
+        for drawn in &self.list {
+            match drawn {
+                Drawn::Ranks(e) => {
+                    let _ = writeln!(
+                        out,
+                        "  r{} -> r{} [{}, label=\"{}\"{}];",
+                        e.from,
+                        e.to,
+                        e.style,
+                        escape(&e.label),
+                        e.color
+                    );
+                }
+                Drawn::Line(line, _) => {
+                    let _ = writeln!(out, "{line}");
+                }
+            }
+        }
+    }
+}
+
+/// A rank's node: its label's text after "rank N" and its colour.
+pub(super) struct RankNode {
+    pub rank: i64,
+    /// Escaped for DOT already.
+    pub place: String,
+    pub color: &'static str,
+}
+
+impl RankNode {
+    pub(super) fn draw(&self, out: &mut String) {
+        let _ = writeln!(
+            out,
+            "  r{} [label=\"rank {}\\n{}\"{}];",
+            self.rank, self.rank, self.place, self.color
+        );
+    }
+}
+
 /// Unexpected messages: sent by the peer, waiting at the receiver (dotted).
-fn unexpected_edges(analysis: &Analysis<'_, '_>, involved: &mut RankSet, edges: &mut String) {
+fn unexpected_edges(analysis: &Analysis<'_, '_>, involved: &mut RankSet, edges: &mut Edges) {
     let job = analysis.job;
     for op in &job.ops {
         if op.class != OpClass::UnexpectedMessages {
@@ -152,20 +238,22 @@ fn unexpected_edges(analysis: &Analysis<'_, '_>, involved: &mut RankSet, edges: 
             involved.insert(from);
             involved.insert(op.rank);
             let tag = op.tag.map_or("any tag".to_string(), |t| format!("tag {t}"));
-            let _ = writeln!(
-                edges,
-                "  r{from} -> r{} [style=dotted, color=gray40, fontcolor=gray40, label=\"unexpected {} {tag}\"];",
-                op.rank,
-                escape(&job.comms[op.comm].label())
-            );
+            edges.push(RankEdge {
+                from,
+                to: op.rank,
+                style: "style=dotted, color=gray40, fontcolor=gray40",
+                label: format!("unexpected {} {tag}", job.comms[op.comm].label()),
+                color: "",
+            });
         }
     }
 }
 
 /// A node for each rank an edge touches: where it stands, and whether it is
 /// deadlocked (red) or stopped (orange, with its state).
-fn rank_nodes(analysis: &Analysis<'_, '_>, involved: &RankSet, out: &mut String) {
+fn rank_nodes(analysis: &Analysis<'_, '_>, involved: &RankSet) -> Vec<RankNode> {
     let job = analysis.job;
+    let mut nodes = Vec::with_capacity(involved.len());
     for rank in involved.iter() {
         let place = job
             .rank(rank)
@@ -190,8 +278,9 @@ fn rank_nodes(analysis: &Analysis<'_, '_>, involved: &RankSet, out: &mut String)
         } else {
             ""
         };
-        let _ = writeln!(out, "  r{rank} [label=\"rank {rank}\\n{place}\"{color}];");
+        nodes.push(RankNode { rank, place, color });
     }
+    nodes
 }
 
 /// A wait on a point-to-point operation, as drawn: from the DLL's queues,
@@ -212,7 +301,7 @@ impl Edge {
         on: &RankSet,
         cycle_edges: &BTreeSet<(i64, usize, i64)>,
         involved: &mut RankSet,
-        edges: &mut String,
+        edges: &mut Edges,
     ) {
         let rank = analysis.waits[wait].rank;
         let tag = self
@@ -235,19 +324,21 @@ impl Edge {
         involved.insert(rank);
         if self.any {
             let node = format!("any{wait}");
-            let _ = writeln!(
-                edges,
-                "  {node} [shape=diamond, label=\"ANY_SOURCE\\n{} {}\"];",
-                escape(&self.comm),
-                tag
+            edges.line(
+                format!(
+                    "  {node} [shape=diamond, label=\"ANY_SOURCE\\n{} {}\"];",
+                    escape(&self.comm),
+                    tag
+                ),
+                rank,
             );
-            let _ = writeln!(
-                edges,
-                "  r{rank} -> {node} [{style}, label=\"{what} (OR-wait){from}\"{blue}];"
+            edges.line(
+                format!("  r{rank} -> {node} [{style}, label=\"{what} (OR-wait){from}\"{blue}];"),
+                rank,
             );
             for to in on.iter() {
                 involved.insert(to);
-                let _ = writeln!(edges, "  {node} -> r{to} [style=dotted];");
+                edges.line(format!("  {node} -> r{to} [style=dotted];"), to);
             }
             return;
         }
@@ -258,11 +349,13 @@ impl Edge {
             } else {
                 blue
             };
-            let _ = writeln!(
-                edges,
-                "  r{rank} -> r{to} [{style}, label=\"{what} {} {tag}{from}\"{cycle}];",
-                escape(&self.comm)
-            );
+            edges.push(RankEdge {
+                from: rank,
+                to,
+                style,
+                label: format!("{what} {} {tag}{from}", self.comm),
+                color: cycle,
+            });
         }
     }
 }

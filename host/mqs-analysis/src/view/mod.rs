@@ -3,6 +3,7 @@
 //! tree) and the wait-for graph as Graphviz DOT ([`dot`]). The per-process
 //! listing and JSON stay in `render`.
 
+mod classes;
 pub mod dot;
 mod relative;
 

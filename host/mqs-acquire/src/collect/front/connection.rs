@@ -489,22 +489,41 @@ impl Connection<'_> {
     fn relay_states(&mut self, mut states: protocol::States) -> Result<Next, String> {
         states.own_host_is(&self.key);
         let levels = std::mem::take(&mut states.levels);
+        let roll = std::mem::take(&mut states.roll);
         let began = Instant::now();
         let runs = states.runs();
         let expand = began.elapsed();
         self.tell(Event::Levels { levels, expand });
+        let mut events = Vec::with_capacity(roll.len() + runs.len());
+        for run in roll {
+            let key = self.below_or_own(run.host.clone())?;
+            events.push(Event::Roll { key, run });
+        }
         for (host, process) in runs {
-            let key = if host == self.key {
-                Some(host)
-            } else {
-                self.tagged(Some(host))
-            };
-            let key = key.ok_or("it relayed a host not below it")?;
             let process = Box::new(process);
-            if !self.tell(Event::Process { key, process }) {
+            events.push(match host {
+                Some(host) => Event::Process {
+                    key: self.below_or_own(host)?,
+                    process,
+                },
+                None => Event::Numbered { process },
+            });
+        }
+        for event in events {
+            if !self.tell(event) {
                 return Ok(Next::Finished);
             }
         }
         Ok(Next::Continue)
+    }
+
+    /// The key of `host`, a host of this root's subtree or the root's own.
+    fn below_or_own(&self, host: String) -> Result<String, &'static str> {
+        if host == self.key {
+            Ok(host)
+        } else {
+            self.tagged(Some(host))
+                .ok_or("it relayed a host not below it")
+        }
     }
 }

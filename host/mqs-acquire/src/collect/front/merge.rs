@@ -57,6 +57,8 @@ impl Run {
                 }
             }
             Event::Process { key, process } => self.received(&key, Ok(process)),
+            Event::Roll { key, run } => self.roll_call(&key, &run),
+            Event::Numbered { process } => self.numbered.push(*process),
             Event::Failure { key, failure } => self.received(&key, Err(failure)),
             Event::Done { key } => {
                 for key in self.through(&key) {
@@ -151,11 +153,32 @@ impl Run {
         host.results.push(what);
     }
 
+    /// Counts the ranks of `run`, a roll call's, as reported by their host:
+    /// their dumps come by number ([`Event::Numbered`]).
+    fn roll_call(&mut self, key: &str, run: &super::super::states::Run) {
+        let Some(host) = self.hosts.get_mut(key) else {
+            return;
+        };
+        for (pid, rank) in run.members() {
+            let member = host
+                .members
+                .iter()
+                .any(|m| m.pid == pid && m.identity == rank);
+            if !member || !host.reported.insert(pid) {
+                eprintln!(
+                    "mqs-dump: warning: the collector on host '{}' reported pid {pid} as rank \
+                     {rank}, which it was not asked for: ignored",
+                    host.name
+                );
+            }
+        }
+    }
+
     /// Everything read elsewhere, and a failure for every rank that was not.
     pub(super) fn results(
         &mut self,
     ) -> Vec<std::result::Result<ProcessDump, (RankFailure, Error)>> {
-        let mut out = Vec::new();
+        let mut out: Vec<_> = self.numbered.drain(..).map(Ok).collect();
         for host in self.hosts.values_mut() {
             for what in host.results.drain(..) {
                 out.push(match what {

@@ -123,6 +123,7 @@ impl Front {
                 debug_dirs: options.debug_dirs.clone(),
                 stacks: options.stacks,
                 per_rank_detail: collect.per_rank_detail,
+                ranks_by_number: !collect.per_rank_detail,
             },
             enabled: options.save.is_none(),
             collect,
@@ -242,6 +243,15 @@ enum Event {
     },
     Process {
         key: String,
+        process: Box<ProcessDump>,
+    },
+    /// Ranks a root's states name by number: their hosts and pids.
+    Roll {
+        key: String,
+        run: super::states::Run,
+    },
+    /// A dump of ranks by number (pid 0), accounted for by a `Roll`.
+    Numbered {
         process: Box<ProcessDump>,
     },
     Failure {
@@ -371,7 +381,12 @@ impl Front {
             step: target.spec.step.clone(),
         });
         run.await_callbacks();
-        run.assign(&self.share, self.collect.fanout);
+        // Processes found on nodes are numbered by host and pid later.
+        let share = ShareOptions {
+            ranks_by_number: false,
+            ..self.share.clone()
+        };
+        run.assign(&share, self.collect.fanout);
         self.run = Some(run);
         self.stopped();
     }

@@ -41,6 +41,9 @@ pub(super) struct Run {
     /// first), and the front end's longest expansion of one root's states.
     pub(super) levels: Vec<Level>,
     pub(super) expanding: Duration,
+    /// Dumps of ranks by number, from every root: the roll calls account
+    /// for their ranks host by host.
+    pub(super) numbered: Vec<mqs_core::model::ProcessDump>,
 }
 
 impl Run {
@@ -64,6 +67,7 @@ impl Run {
             steps: Vec::new(),
             levels: Vec::new(),
             expanding: Duration::ZERO,
+            numbered: Vec::new(),
         }
     }
 
