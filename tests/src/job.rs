@@ -1,5 +1,6 @@
 //! A fixture running as a real MPI job, and its teardown.
 
+use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
@@ -293,13 +294,6 @@ impl Job {
                 if u32::try_from(libc::getppid()).ok() != Some(parent) {
                     return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
                 }
-                // The job at the lowest priority: its ranks busy-poll, and
-                // on a small machine mqs-dump (and the test's other work)
-                // would otherwise get a core's fraction per spinning rank.
-                // What is read does not depend on it; how long it takes does.
-                if libc::setpriority(libc::PRIO_PROCESS, 0, JOB_NICENESS) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
                 Ok(())
             });
         }
@@ -340,9 +334,7 @@ impl Job {
         match job.wait_ready(&rx, opts.timeout, &mut eofs) {
             Ok(()) => {
                 job.refresh_pids();
-                for rec in &job.recorded {
-                    procfs::set_autogroup_nice(rec.pid, JOB_NICENESS);
-                }
+                job.lower_ranks_priority();
                 Ok(job)
             }
             Err(mut reason) => {
@@ -425,6 +417,35 @@ impl Job {
                     thread::sleep(POLL);
                 }
             }
+        }
+    }
+
+    /// The ranks at the lowest priority: they busy-poll, and on a small
+    /// machine mqs-dump (and the test's other work) would otherwise get a
+    /// core's fraction per spinning rank. What is read does not depend on
+    /// it; how long it takes does. The launcher and its daemons keep
+    /// theirs: the collectors they start for mqs-dump would inherit it.
+    fn lower_ranks_priority(&self) {
+        let ranks: Vec<u32> = if self.node_local_pids {
+            // Pids in the nodes' namespaces: the ranks are the processes
+            // of the job that run the fixture.
+            let comm: String = self.fixture.chars().take(15).collect();
+            self.recorded
+                .iter()
+                .map(|r| r.pid)
+                .filter(|&p| procfs::process_comm(p).as_deref() == Some(comm.as_str()))
+                .collect()
+        } else {
+            self.ranks.iter().map(|&(_, pid)| pid).collect()
+        };
+        let shared: HashSet<String> = self
+            .recorded
+            .iter()
+            .filter(|r| !ranks.contains(&r.pid))
+            .filter_map(|r| procfs::autogroup(&r.pid.to_string()))
+            .collect();
+        for pid in ranks {
+            procfs::lower_priority(pid, JOB_NICENESS, &shared);
         }
     }
 

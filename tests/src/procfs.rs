@@ -234,21 +234,41 @@ pub fn pid_in_namespace_of(member: u32, local: u32) -> io::Result<Option<u32>> {
 
 /// The scheduler's autogroup of `pid` (`/proc/PID/autogroup` names it as
 /// "/autogroup-N nice K"), or None without autogroups.
-fn autogroup(pid: &str) -> Option<String> {
+pub fn autogroup(pid: &str) -> Option<String> {
     let text = fs::read_to_string(format!("/proc/{pid}/autogroup")).ok()?;
     text.split_whitespace().next().map(str::to_owned)
 }
 
-/// Gives the autogroup of `pid` the niceness `nice` when it is not the
-/// caller's own. The kernel shares the CPU among autogroups (a session
-/// each) before a process's own niceness counts, and MPI launchers start
-/// each rank in a session of its own (hydra does): without this a job's
-/// every rank would weigh as much as the whole test. Best effort.
-pub fn set_autogroup_nice(pid: u32, nice: libc::c_int) {
+/// `pid`'s short name (`/proc/PID/comm`), or None if it is gone.
+pub fn process_comm(pid: u32) -> Option<String> {
+    let text = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    Some(text.trim_end_matches('\n').to_owned())
+}
+
+/// Gives every thread of `pid` the niceness `nice`, and its autogroup too
+/// when that is neither the caller's nor one of `shared` (the groups of
+/// processes left at their priority). The kernel shares the CPU among
+/// autogroups (a session each) before a thread's niceness counts, and
+/// hydra starts each rank in a session of its own. Best effort.
+pub fn lower_priority(pid: u32, nice: libc::c_int, shared: &HashSet<String>) {
+    if let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) {
+        for tid in tasks.flatten() {
+            let Some(tid) = tid
+                .file_name()
+                .to_str()
+                .and_then(|t| t.parse::<libc::id_t>().ok())
+            else {
+                continue;
+            };
+            // SAFETY: setpriority reads its three integers and touches no
+            // memory of ours; a thread that is gone makes it fail (ESRCH).
+            let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, nice) };
+        }
+    }
     let Some(theirs) = autogroup(&pid.to_string()) else {
         return;
     };
-    if autogroup("self").as_deref() != Some(theirs.as_str()) {
+    if autogroup("self").as_deref() != Some(theirs.as_str()) && !shared.contains(&theirs) {
         let _ = fs::write(format!("/proc/{pid}/autogroup"), nice.to_string());
     }
 }
