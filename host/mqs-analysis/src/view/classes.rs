@@ -9,7 +9,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt::Write;
 
-use super::dot::{escape, Drawn, Edges, RankEdge, RankNode};
+use super::drawing::{escape, Drawn, Edges, RankEdge, RankNode};
 use crate::RankSet;
 
 /// Up to this many ranks' nodes the graph is drawn rank by rank.

@@ -14,15 +14,12 @@ use std::fmt::Write;
 
 use mqs_abi::OpClass;
 
+use super::drawing::{escape, Edges, RankEdge, RankNode};
 use crate::calls::Blocked;
 use crate::collectives::whereabouts;
 use crate::global::Peer;
 use crate::waitfor::WaitKind;
 use crate::{Analysis, RankSet};
-
-pub(super) fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"")
-}
 
 /// The graph of `analysis` in DOT.
 pub fn dot(analysis: &Analysis<'_, '_>) -> String {
@@ -151,80 +148,6 @@ pub fn dot(analysis: &Analysis<'_, '_>) -> String {
     out.push_str(&tail);
     let _ = writeln!(out, "}}");
     out
-}
-
-/// The graph's edges between ranks, and the lines of its OR-waits (a
-/// diamond each), in the order they were found.
-#[derive(Default)]
-pub(super) struct Edges {
-    pub list: Vec<Drawn>,
-}
-
-/// An edge between two ranks, or a line drawn as it is (with the ranks
-/// it names).
-pub(super) enum Drawn {
-    Ranks(RankEdge),
-    Line(String, i64),
-}
-
-/// An edge from rank `from` to rank `to`: its style, label and colour
-/// (the colour's attributes, each after a comma).
-pub(super) struct RankEdge {
-    pub from: i64,
-    pub to: i64,
-    pub style: &'static str,
-    pub label: String,
-    pub color: &'static str,
-}
-
-impl Edges {
-    fn push(&mut self, edge: RankEdge) {
-        self.list.push(Drawn::Ranks(edge));
-    }
-
-    fn line(&mut self, line: String, rank: i64) {
-        self.list.push(Drawn::Line(line, rank));
-    }
-
-    /// Every edge, a line each.
-    fn draw(&self, out: &mut String) {
-        for drawn in &self.list {
-            match drawn {
-                Drawn::Ranks(e) => {
-                    let _ = writeln!(
-                        out,
-                        "  r{} -> r{} [{}, label=\"{}\"{}];",
-                        e.from,
-                        e.to,
-                        e.style,
-                        escape(&e.label),
-                        e.color
-                    );
-                }
-                Drawn::Line(line, _) => {
-                    let _ = writeln!(out, "{line}");
-                }
-            }
-        }
-    }
-}
-
-/// A rank's node: its label's text after "rank N" and its colour.
-pub(super) struct RankNode {
-    pub rank: i64,
-    /// Escaped for DOT already.
-    pub place: String,
-    pub color: &'static str,
-}
-
-impl RankNode {
-    pub(super) fn draw(&self, out: &mut String) {
-        let _ = writeln!(
-            out,
-            "  r{} [label=\"rank {}\\n{}\"{}];",
-            self.rank, self.rank, self.place, self.color
-        );
-    }
 }
 
 /// Unexpected messages: sent by the peer, waiting at the receiver (dotted).

@@ -5,6 +5,7 @@
 
 mod classes;
 pub mod dot;
+mod drawing;
 mod relative;
 
 use std::fmt::Write;
