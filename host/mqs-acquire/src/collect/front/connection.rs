@@ -494,22 +494,28 @@ impl Connection<'_> {
         let runs = states.runs();
         let expand = began.elapsed();
         self.tell(Event::Levels { levels, expand });
-        let mut events = Vec::with_capacity(roll.len() + runs.len());
-        for run in roll {
-            let key = self.below_or_own(run.host.clone())?;
-            events.push(Event::Roll { key, run });
-        }
-        for (host, process) in runs {
+        // Every host checked before any event is told: a root that names a
+        // host not below it is refused whole. Then each is told as it goes.
+        let roll_keys = roll
+            .iter()
+            .map(|run| self.below_or_own(run.host.clone()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let run_keys = runs
+            .iter()
+            .map(|(host, _)| host.clone().map(|h| self.below_or_own(h)).transpose())
+            .collect::<Result<Vec<_>, _>>()?;
+        let roll_events = roll
+            .into_iter()
+            .zip(roll_keys)
+            .map(|(run, key)| Event::Roll { key, run });
+        let run_events = runs.into_iter().zip(run_keys).map(|((_, process), key)| {
             let process = Box::new(process);
-            events.push(match host {
-                Some(host) => Event::Process {
-                    key: self.below_or_own(host)?,
-                    process,
-                },
+            match key {
+                Some(key) => Event::Process { key, process },
                 None => Event::Numbered { process },
-            });
-        }
-        for event in events {
+            }
+        });
+        for event in roll_events.chain(run_events) {
             if !self.tell(event) {
                 return Ok(Next::Finished);
             }

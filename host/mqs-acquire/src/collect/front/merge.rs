@@ -114,13 +114,7 @@ impl Run {
         // expected is taken rank by rank, so each is judged alone.
         if let Ok(run) = &what {
             if run.run_len > 1 {
-                let whole = run.run_members().all(|(pid, rank)| {
-                    !host.reported.contains(&pid)
-                        && host
-                            .members
-                            .iter()
-                            .any(|m| m.pid == pid && m.identity == rank)
-                });
+                let whole = run.run_members().all(|(pid, rank)| host.expects(pid, rank));
                 if !whole {
                     if let Ok(run) = what {
                         for one in run.split_run() {
@@ -138,19 +132,9 @@ impl Run {
             Ok(p) => (p.pid, p.global_rank),
             Err(f) => (f.pid, i32::try_from(f.rank).unwrap_or(-1)),
         };
-        let member = host
-            .members
-            .iter()
-            .any(|m| m.pid == pid && m.identity == identity);
-        if !member || !host.reported.insert(pid) {
-            eprintln!(
-                "mqs-dump: warning: the collector on host '{}' reported pid {pid} as rank \
-                 {identity}, which it was not asked for: ignored",
-                host.name
-            );
-            return;
+        if host.report(pid, identity) {
+            host.results.push(what);
         }
-        host.results.push(what);
     }
 
     /// Counts the ranks of `run`, a roll call's, as reported by their host:
@@ -160,17 +144,7 @@ impl Run {
             return;
         };
         for (pid, rank) in run.members() {
-            let member = host
-                .members
-                .iter()
-                .any(|m| m.pid == pid && m.identity == rank);
-            if !member || !host.reported.insert(pid) {
-                eprintln!(
-                    "mqs-dump: warning: the collector on host '{}' reported pid {pid} as rank \
-                     {rank}, which it was not asked for: ignored",
-                    host.name
-                );
-            }
+            host.report(pid, rank);
         }
     }
 

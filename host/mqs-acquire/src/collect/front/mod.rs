@@ -151,23 +151,34 @@ impl Front {
     /// refused the second time.
     fn hosts_of(&mut self, members: Vec<Member>) -> BTreeMap<String, Host> {
         let mut hosts: BTreeMap<String, Host> = BTreeMap::new();
+        // Each host's members by pid, and the key of the last member's
+        // host name (a table lists a host's ranks together).
+        let mut seen: std::collections::HashMap<(String, i32), usize> = Default::default();
+        let mut last: Option<(String, String)> = None;
         for member in members {
-            let host = hosts
-                .entry(host_key(&member.host))
-                .or_insert_with(|| Host::new(&member.host));
+            let key = match &last {
+                Some((name, key)) if *name == member.host => key.clone(),
+                _ => {
+                    let key = host_key(&member.host);
+                    last = Some((member.host.clone(), key.clone()));
+                    key
+                }
+            };
             // One process, listed twice on its host: dumped once.
-            if let Some(first) = host.members.iter().find(|m| m.pid == member.pid) {
+            if let Some(&of_rank) = seen.get(&(key.clone(), member.pid)) {
                 let e = Error::Unreachable {
                     pid: member.pid,
-                    detail: crate::members::Unusable::Duplicate {
-                        of_rank: first.rank,
-                    }
-                    .describe(&member),
+                    detail: crate::members::Unusable::Duplicate { of_rank }.describe(&member),
                 };
                 self.refused.push((inspect::failure(&member, &e), e));
                 continue;
             }
-            host.members.push(member);
+            seen.insert((key.clone(), member.pid), member.rank);
+            hosts
+                .entry(key)
+                .or_insert_with(|| Host::new(&member.host))
+                .members
+                .push(member);
         }
         hosts
     }
@@ -207,6 +218,31 @@ impl Host {
             listen: None,
             below: Vec::new(),
         }
+    }
+
+    /// Whether pid `pid` is a member of this host's as rank `rank`, and
+    /// not reported yet.
+    fn expects(&self, pid: i32, rank: i32) -> bool {
+        !self.reported.contains(&pid)
+            && self
+                .members
+                .iter()
+                .any(|m| m.pid == pid && m.identity == rank)
+    }
+
+    /// Counts pid `pid` as reported as rank `rank`, if it is expected;
+    /// else says so and it is ignored (false).
+    fn report(&mut self, pid: i32, rank: i32) -> bool {
+        if self.expects(pid, rank) {
+            self.reported.insert(pid);
+            return true;
+        }
+        eprintln!(
+            "mqs-dump: warning: the collector on host '{}' reported pid {pid} as rank \
+             {rank}, which it was not asked for: ignored",
+            self.name
+        );
+        false
     }
 }
 
@@ -332,6 +368,7 @@ impl Elsewhere for Front {
             results.extend(run.results());
             self.levels = (std::mem::take(&mut run.levels), run.expanding);
         }
+        give_back_freed_memory();
         if self.collect.compact {
             return results;
         }
@@ -342,6 +379,19 @@ impl Elsewhere for Front {
                 Err(e) => vec![Err(e)],
             })
             .collect()
+    }
+}
+
+/// Returns to the system what a collection freed: the buffers of its
+/// connection threads (one per host) stay in the allocator's free lists
+/// otherwise, 40 MB at 1,000 hosts and 100,000 ranks, while the analysis
+/// that follows allocates anew.
+fn give_back_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim walks the C allocator's own free lists and
+    // takes no pointer of ours; every allocation stays valid.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

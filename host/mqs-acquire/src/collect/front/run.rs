@@ -92,9 +92,16 @@ impl Run {
     /// Waits until every host has a collector, or the callback time is up.
     pub(super) fn await_callbacks(&mut self) {
         let deadline = Instant::now() + self.limits.callback();
+        // Each launcher command is asked after at most a poll's time, not
+        // after every event: a thousand hosts calling back would otherwise
+        // cost a million `wait4` calls.
+        let mut checked = Instant::now();
         while self.hosts.values().any(|h| h.stage == Stage::Waiting) && Instant::now() < deadline {
             self.next_event(deadline);
-            self.check_launched();
+            if checked.elapsed() >= POLL {
+                self.check_launched();
+                checked = Instant::now();
+            }
         }
         let mut registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
         registry.closed = true;
