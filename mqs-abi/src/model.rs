@@ -385,13 +385,36 @@ pub const BLOCKING_RECEIVE: &str = "blocking receive: ";
 
 /// The request address a [`request_line`] names.
 pub fn request_of(line: &str) -> Option<u64> {
-    let (_, hex) = line.rsplit_once(" request 0x")?;
-    u64::from_str_radix(hex, 16).ok()
+    // Asked of every line of every operation of every rank: the marker is
+    // looked for from the end by hand, which unlike `rsplit_once` sets up
+    // no substring searcher per line.
+    const MARK: &[u8] = b" request 0x";
+    let bytes = line.as_bytes();
+    let at = bytes.windows(MARK.len()).rposition(|w| w == MARK)?;
+    u64::from_str_radix(&line[at + MARK.len()..], 16).ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_lines_read_back() {
+        for address in [0, 1, 0x7f12_3456_7890, u64::MAX] {
+            assert_eq!(request_of(&request_line("receive", address)), Some(address));
+        }
+        // The last marker counts; anything else is no request.
+        assert_eq!(request_of("send request 0x1 request 0x2a"), Some(0x2a));
+        for line in [
+            "",
+            "request 0x1",
+            " request 0x",
+            " request 0xzz",
+            "receive 0x10",
+        ] {
+            assert_eq!(request_of(line), None, "{line:?}");
+        }
+    }
 
     fn chars(bytes: &[u8]) -> Vec<c_char> {
         bytes.iter().map(|&b| b as c_char).collect()

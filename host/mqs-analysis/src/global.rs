@@ -108,7 +108,7 @@ pub struct Op<'a> {
     pub shift: i64,
 }
 
-impl Op<'_> {
+impl<'a> Op<'a> {
     pub fn status(&self) -> OpStatus {
         self.op.status
     }
@@ -116,7 +116,7 @@ impl Op<'_> {
     /// Where the message waits, for one that arrived but that its
     /// receiver's MPI has not looked at yet (in its transport): what the
     /// DLL wrote after [`mqs_abi::IN_TRANSIT`] (`vader FIFO`).
-    pub fn in_transit(&self) -> Option<&str> {
+    pub fn in_transit(&self) -> Option<&'a str> {
         self.op
             .extra_text
             .first()
@@ -196,6 +196,10 @@ impl<'a> Job<'a> {
     pub fn new(dump: &'a JobDump) -> Self {
         let ranks = ranks_of(dump);
         let mut m = Matching::default();
+        // Sized once: at 100,000 ranks the operations are tens of
+        // megabytes, and a vector that doubles (then shrinks) to hold
+        // them holds twice that for a moment.
+        m.ops.reserve_exact(listed_operations(&ranks));
         // The job's communicator of each of a dump's communicators, found
         // once per dump: the ranks of a run share it.
         let mut matched: Option<(*const ProcessDump, Vec<Option<usize>>)> = None;
@@ -220,7 +224,6 @@ impl<'a> Job<'a> {
                 .enumerate()
                 .all(|(i, g)| *g == Some(i as i64));
         }
-        ops.shrink_to_fit();
         resolve_peers(&mut ops, &comms);
         let op_start = op_starts(&ranks, &ops);
         Job {
@@ -562,6 +565,37 @@ impl<'a> Matching<'a> {
             }
         }
     }
+}
+
+/// How many operations the ranks list, counted once per dump (the ranks
+/// of a run share theirs).
+fn listed_operations(ranks: &[Rank<'_>]) -> usize {
+    let mut last: Option<(*const ProcessDump, usize)> = None;
+    let mut all = 0;
+    for r in ranks {
+        let this = std::ptr::from_ref(r.process);
+        let count = match last {
+            Some((p, count)) if p == this => count,
+            _ => {
+                let count = match &r.process.communicators {
+                    Section::Ok { value } => value
+                        .list
+                        .iter()
+                        .flat_map(|c| OpClass::ALL.map(|class| c.queue(class)))
+                        .map(|q| match q {
+                            Section::Ok { value } => value.operations.len(),
+                            _ => 0,
+                        })
+                        .sum(),
+                    _ => 0,
+                };
+                last = Some((this, count));
+                count
+            }
+        };
+        all += count;
+    }
+    all
 }
 
 /// Each operation's peer as a global rank, now that the groups are known.

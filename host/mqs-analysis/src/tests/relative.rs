@@ -32,6 +32,45 @@ fn a_ring_of_a_thousand_ranks_is_one_line_and_its_outliers_theirs() {
 }
 
 #[test]
+fn a_peer_that_every_rank_names_keeps_its_number_in_a_relative_line() {
+    // A ring whose ranks also all wait for a message from rank 0: the
+    // ring's peer is relative, rank 0 is named as itself.
+    let n = 1000;
+    let ops: Vec<Vec<OpSpec>> = (0..n)
+        .map(|r| match r {
+            0 => vec![(0, false, n - 1, 10)],
+            _ => vec![(0, false, r - 1, 10), (0, false, 0, 5)],
+        })
+        .collect();
+    let dump = job(n as usize, &[world(n)], &ops);
+    let text = view::job_view(&dump, &ViewOptions::default());
+    assert_eq!(
+        queue_lines(&text),
+        [
+            "  rank 0: recv from rank 999 tag 10, 4 bytes",
+            "  rank 1: recv from rank 0 tag 10, 4 bytes; recv from rank 0 tag 5, 4 bytes",
+            "  ranks 2-999: recv from rank r-1 (mod 1000) tag 10, 4 bytes; recv from rank 0 \
+             tag 5, 4 bytes",
+        ],
+        "{text}"
+    );
+    // Where no peer is named by a quarter of the ranks, none is a hub: a
+    // ring alone stays relative throughout.
+    let ring: Vec<Vec<OpSpec>> = (0..n)
+        .map(|r| vec![(0, false, (r + n - 1) % n, 10)])
+        .collect();
+    let text = view::job_view(
+        &job(n as usize, &[world(n)], &ring),
+        &ViewOptions::default(),
+    );
+    assert_eq!(
+        queue_lines(&text),
+        ["  ranks 0-999: recv from rank r-1 (mod 1000) tag 10, 4 bytes"],
+        "{text}"
+    );
+}
+
+#[test]
 fn a_halo_exchange_reads_as_its_offsets() {
     // A 2-D periodic grid of 8 x 8 on MPI_COMM_WORLD: each rank receives
     // from its four neighbours and sends to them.

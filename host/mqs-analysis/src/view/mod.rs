@@ -57,25 +57,15 @@ fn class_words(class: OpClass) -> (&'static str, &'static str) {
     }
 }
 
-/// What an operation's text is made of: the operation the DLL reported
-/// (by address: the ranks of a run share it) and how the job read its
-/// peer and tag.
-type OpIdentity = (
-    *const mqs_core::model::Operation,
-    Peer,
-    Option<i64>,
-    Option<i64>,
-);
-
-fn identity_of(op: &Op<'_>) -> OpIdentity {
-    (std::ptr::from_ref(op.op), op.peer, op.local_peer, op.tag)
-}
-
 /// One operation within its communicator's block: `recv from rank 1
 /// ("ring" rank 6) tag 10, 4 bytes`.
 fn op_text(job: &Job<'_>, op: &Op<'_>) -> String {
-    let comm = &job.comms[op.comm];
-    let peer = match op.peer {
+    op_text_with_peer(op, &peer_words(&job.comms[op.comm], op))
+}
+
+/// The peer of `op`, an operation on `comm`: `rank 1 ("ring" rank 6)`.
+fn peer_words(comm: &JobComm, op: &Op<'_>) -> String {
+    match op.peer {
         Peer::Any => "ANY_SOURCE".to_string(),
         Peer::Rank(g) => match op.local_peer {
             Some(l) if l != g || !comm.is_identity() => {
@@ -84,8 +74,7 @@ fn op_text(job: &Job<'_>, op: &Op<'_>) -> String {
             _ => format!("rank {g}"),
         },
         Peer::Local(l) => format!("{} rank {l}", comm.label()),
-    };
-    op_text_with_peer(op, &peer)
+    }
 }
 
 /// [`op_text`] with the peer given in words.
@@ -148,12 +137,14 @@ pub fn job_view(dump: &JobDump, options: &ViewOptions) -> String {
             }
             // Ranks by the text of their operations on this queue, in
             // order of first appearance. Members and operations are both
-            // in rank order: one cursor walks the operations, and a rank
-            // whose operations are its predecessor's (ranks of one run
-            // share them) reuses its text.
-            let mut texts = relative::QueueTexts::new(comm);
+            // in rank order: one cursor walks the operations.
+            let mut texts = relative::QueueTexts::new(
+                comm,
+                job.ops
+                    .iter()
+                    .filter(|o| o.comm == index && o.class == class && options.rank_ok(o.rank)),
+            );
             let mut cursor = 0;
-            let mut last: Option<(Vec<OpIdentity>, Option<String>)> = None;
             for rank in comm.members.iter().filter(|r| options.rank_ok(*r)) {
                 while job.ops.get(cursor).is_some_and(|o| o.rank < rank) {
                     cursor += 1;
@@ -166,16 +157,10 @@ pub fn job_view(dump: &JobDump, options: &ViewOptions) -> String {
                     .iter()
                     .filter(|o| o.comm == index && o.class == class)
                     .collect();
-                let identity: Vec<OpIdentity> = ops.iter().map(|o| identity_of(o)).collect();
-                // Ranks of one run share their operations, and so their text.
-                let text = match &last {
-                    Some((seen, text)) if *seen == identity => text.clone(),
-                    _ => queue_text(&job, &ops, class, options),
-                };
-                if let Some(text) = &text {
-                    texts.add(rank, text, &ops);
+                // An empty queue has a line only when all are shown.
+                if !ops.is_empty() || options.all {
+                    texts.add(rank, &ops);
                 }
-                last = Some((identity, text));
             }
             let groups = texts.groups(|rank| {
                 let ops: Vec<&Op<'_>> = job

@@ -4,9 +4,14 @@
 //! r-1 (mod 8)"), they are one line. A queue's ranks are grouped both ways,
 //! and each rank goes to the larger of its two groups: a relative line
 //! stands for at least [`MIN_RELATIVE`] ranks, and the ranks that do not
-//! fit the pattern keep lines of their own.
+//! fit the pattern keep lines of their own. A peer that many of the
+//! queue's ranks name (a rank that all of a ring also send to) is a hub and
+//! keeps its own number in the relative line: "recv from rank r-1 (mod 8)
+//! tag 10; recv from rank 0 tag 5".
 
 use std::collections::HashMap;
+
+use mqs_abi::{OpClass, OpStatus};
 
 use crate::global::{JobComm, Op, Peer};
 use crate::RankSet;
@@ -20,7 +25,10 @@ const MIN_RELATIVE: usize = 3;
 /// A rank's own text is kept only as a fingerprint: in a ring or a halo
 /// exchange every rank's text differs, and 100,000 of them are tens of
 /// megabytes; the lines that need one make it again ([`QueueTexts::groups`]).
-/// Relative texts are few and kept once each.
+/// Relative texts are few and kept once each. Neither is written to tell
+/// ranks apart: each is told by what its words are made of ([`Said`]),
+/// which is the same exactly when the words are, and written once a line
+/// needs it.
 pub(super) struct QueueTexts<'c> {
     comm: &'c JobComm,
     /// Each member's own rank in the communicator, by global rank; None
@@ -29,25 +37,81 @@ pub(super) struct QueueTexts<'c> {
     /// Each rank, its text's fingerprint, and its relative text's number.
     ranks: Vec<(i64, Fingerprint, Option<usize>)>,
     relative_texts: Vec<String>,
-    relative_numbers: HashMap<String, usize>,
+    relative_numbers: HashMap<Vec<(Distance, Said<'c>)>, usize>,
+    /// The peers, by their rank in the communicator, that more than a
+    /// quarter of the queue's ranks name (and more than [`MIN_RELATIVE`]).
+    hubs: std::collections::HashSet<i64>,
 }
 
-/// Two independent 64-bit hashes of a text: equal texts have equal
-/// fingerprints, and two of 100,000 different ones meet with a chance
-/// near 1e-29.
+/// Two independent 64-bit hashes of a text's parts: equal parts have
+/// equal fingerprints, and two of 100,000 different ones meet with a
+/// chance near 1e-29.
 type Fingerprint = (u64, u64);
 
-fn fingerprint(text: &str) -> Fingerprint {
+fn fingerprint(parts: &impl std::hash::Hash) -> Fingerprint {
     use std::hash::{Hash, Hasher};
     let mut first = std::collections::hash_map::DefaultHasher::new();
-    text.hash(&mut first);
+    parts.hash(&mut first);
     let mut second = std::collections::hash_map::DefaultHasher::new();
-    (0x9e37_79b9_7f4a_7c15u64, text).hash(&mut second);
+    (0x9e37_79b9_7f4a_7c15u64, parts).hash(&mut second);
     (first.finish(), second.finish())
 }
 
+/// What an operation's words say besides its peer ([`super::op_text_with_peer`]):
+/// the same parts, the same words.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct Said<'o> {
+    class: OpClass,
+    tag: Option<i64>,
+    length: i64,
+    /// Where it waits in transit, else its status.
+    ending: Result<&'o str, OpStatus>,
+}
+
+impl<'o> Said<'o> {
+    fn of(op: &Op<'o>) -> Self {
+        Self {
+            class: op.class,
+            tag: op.tag,
+            length: op.op.desired_length,
+            ending: op.in_transit().ok_or(op.status()),
+        }
+    }
+}
+
+/// An operation's peer as its own words name it ([`super::op_text`]): the
+/// rank in the communicator only where the words give it.
+#[derive(PartialEq, Eq, Hash)]
+enum Named {
+    Any,
+    Rank(i64, Option<i64>),
+    Local(i64),
+}
+
+/// A peer relative to the rank: its distance in the communicator, or a
+/// hub by its own rank there.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Distance {
+    Any,
+    By(i64),
+    Hub(i64),
+}
+
+/// Where an operation's peer is in the communicator.
+enum Place {
+    Any,
+    At(i64),
+    /// A rank whose place in the communicator is not known.
+    Unknown,
+}
+
 impl<'c> QueueTexts<'c> {
-    pub(super) fn new(comm: &'c JobComm) -> Self {
+    /// The queue's texts on `comm`, whose operations (in rank order) are
+    /// `ops`: they tell which peers are hubs.
+    pub(super) fn new<'o>(comm: &'c JobComm, ops: impl Iterator<Item = &'o Op<'o>>) -> Self
+    where
+        'c: 'o,
+    {
         let local_of = (!comm.is_identity()).then(|| {
             comm.group
                 .iter()
@@ -55,33 +119,98 @@ impl<'c> QueueTexts<'c> {
                 .filter_map(|(local, global)| Some(((*global)?, local as i64)))
                 .collect()
         });
-        Self {
+        let mut texts = Self {
             comm,
             local_of,
             ranks: Vec::new(),
             relative_texts: Vec::new(),
             relative_numbers: HashMap::new(),
+            hubs: Default::default(),
+        };
+        texts.hubs = texts.hubs_of(ops);
+        texts
+    }
+
+    /// The peers named by more than a quarter of the ranks that list
+    /// operations (each rank counted once per peer).
+    fn hubs_of<'o>(&self, ops: impl Iterator<Item = &'o Op<'o>>) -> std::collections::HashSet<i64> {
+        // Each place's count and the last rank counted for it (a
+        // communicator of more than 2^22 ranks has no hubs).
+        let size = usize::try_from(self.comm.size)
+            .ok()
+            .filter(|&size| size <= 1 << 22)
+            .unwrap_or(0);
+        let mut named = vec![(0usize, i64::MIN); size];
+        let (mut ranks, mut last_rank) = (0usize, None);
+        for op in ops {
+            if last_rank != Some(op.rank) {
+                ranks += 1;
+                last_rank = Some(op.rank);
+            }
+            let Place::At(peer) = self.place_of(op) else {
+                continue;
+            };
+            if let Some((count, by)) = usize::try_from(peer).ok().and_then(|p| named.get_mut(p)) {
+                if *by != op.rank {
+                    *count += 1;
+                    *by = op.rank;
+                }
+            }
+        }
+        let floor = MIN_RELATIVE.max(ranks / 4);
+        (0i64..)
+            .zip(named)
+            .filter(|(_, (count, _))| *count > floor)
+            .map(|(peer, _)| peer)
+            .collect()
+    }
+
+    /// Where `op`'s peer is in the communicator.
+    fn place_of(&self, op: &Op<'_>) -> Place {
+        match op.peer {
+            Peer::Any => Place::Any,
+            Peer::Rank(global) => match op.local_peer.or(self.local_of.is_none().then_some(global))
+            {
+                Some(local) => Place::At(local),
+                None => Place::Unknown,
+            },
+            Peer::Local(local) => Place::At(local),
         }
     }
 
-    /// Rank `rank`'s text, and its operations to read relative peers from.
-    pub(super) fn add(&mut self, rank: i64, text: &str, ops: &[&Op<'_>]) {
-        let relative = self.relative(rank, ops).map(|text| {
+    /// Rank `rank`, with its operations on this queue.
+    pub(super) fn add(&mut self, rank: i64, ops: &[&Op<'c>]) {
+        let identity = self.comm.is_identity();
+        let own: Vec<(Named, Said<'_>)> = ops
+            .iter()
+            .map(|op| {
+                let named = match op.peer {
+                    Peer::Any => Named::Any,
+                    Peer::Rank(g) => Named::Rank(g, op.local_peer.filter(|&l| l != g || !identity)),
+                    Peer::Local(l) => Named::Local(l),
+                };
+                (named, Said::of(op))
+            })
+            .collect();
+        let own = fingerprint(&own);
+        let relative = self.relative(rank, ops).map(|parts| {
             let next = self.relative_texts.len();
-            *self
-                .relative_numbers
-                .entry(text)
-                .or_insert_with_key(|text| {
-                    self.relative_texts.push(text.clone());
+            match self.relative_numbers.get(&parts) {
+                Some(&number) => number,
+                None => {
+                    let text = self.relative_text(&parts, ops);
+                    self.relative_texts.push(text);
+                    self.relative_numbers.insert(parts, next);
                     next
-                })
+                }
+            }
         });
-        self.ranks.push((rank, fingerprint(text), relative));
+        self.ranks.push((rank, own, relative));
     }
 
-    /// The operations' text with each peer relative to `rank`; None where
-    /// none is a rank, or one's rank in the communicator is not known.
-    fn relative(&self, rank: i64, ops: &[&Op<'_>]) -> Option<String> {
+    /// The operations with each peer relative to `rank`; None where none
+    /// is a rank, or one's rank in the communicator is not known.
+    fn relative(&self, rank: i64, ops: &[&Op<'c>]) -> Option<Vec<(Distance, Said<'c>)>> {
         let size = self.comm.size;
         let me = match &self.local_of {
             None => rank,
@@ -90,29 +219,43 @@ impl<'c> QueueTexts<'c> {
         if size < 2 || ops.iter().all(|op| op.peer == Peer::Any) {
             return None;
         }
-        let mut texts = Vec::with_capacity(ops.len());
+        let mut parts = Vec::with_capacity(ops.len());
         for op in ops {
-            let peer = match op.peer {
-                Peer::Any => "ANY_SOURCE".to_owned(),
-                Peer::Rank(global) => {
-                    let local = op
-                        .local_peer
-                        .or(self.local_of.is_none().then_some(global))?;
-                    self.relative_peer(me, local)
+            let distance = match self.place_of(op) {
+                Place::Any => Distance::Any,
+                Place::Unknown => return None,
+                Place::At(peer) if self.hubs.contains(&peer) => Distance::Hub(peer),
+                Place::At(peer) => {
+                    let d = (peer - me).rem_euclid(size);
+                    Distance::By(if d > size / 2 { d - size } else { d })
                 }
-                Peer::Local(local) => self.relative_peer(me, local),
             };
-            texts.push(super::op_text_with_peer(op, &peer));
+            parts.push((distance, Said::of(op)));
         }
-        Some(texts.join("; "))
+        Some(parts)
+    }
+
+    /// The words of relative parts (`ops`, whose they are, give the rest).
+    fn relative_text(&self, parts: &[(Distance, Said<'_>)], ops: &[&Op<'_>]) -> String {
+        let texts: Vec<String> = parts
+            .iter()
+            .zip(ops)
+            .map(|((distance, _), op)| {
+                let peer = match distance {
+                    Distance::Any => "ANY_SOURCE".to_owned(),
+                    Distance::By(d) => self.relative_peer(*d),
+                    Distance::Hub(_) => super::peer_words(self.comm, op),
+                };
+                super::op_text_with_peer(op, &peer)
+            })
+            .collect();
+        texts.join("; ")
     }
 
     /// `rank r+1 (mod 8)`, or in a communicator whose ranks are not the
     /// job's, `"ring" rank r-1 (mod 8, r = its "ring" rank)`.
-    fn relative_peer(&self, me: i64, peer: i64) -> String {
+    fn relative_peer(&self, d: i64) -> String {
         let size = self.comm.size;
-        let d = (peer - me).rem_euclid(size);
-        let d = if d > size / 2 { d - size } else { d };
         let r = match d {
             0 => "r".to_owned(),
             d if d > 0 => format!("r+{d}"),
