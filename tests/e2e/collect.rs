@@ -786,3 +786,111 @@ fn nix_hostname() -> String {
     let out = Command::new("hostname").output().expect("hostname");
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
+
+/// Debian's hydra on two hosts, this one and a node: its `mpiexec` keeps
+/// no process table, so `mqs-dump --pid <mpiexec>` reads the ranks below
+/// it here and names each of the others as not read, saying where they
+/// can be read; done as it says (`mqs-dump --pid <hydra_pmi_proxy>` in
+/// the node), that reads them (and names this host's as the ones it
+/// cannot see).
+#[test]
+fn hydra_on_two_hosts_names_the_ranks_it_cannot_see_and_its_proxy_reads_them() {
+    let nodes = Nodes::start(&["nodeh"]).expect("nodes");
+    let mpi = Mpi::DebianMpich;
+    let exe = mqs_tests::build_fixture(mpi, "ring").expect("the ring for Debian's MPICH");
+    let mut cmd = Command::new(mpi.launcher().expect("Debian's mpiexec"));
+    cmd.args(["-launcher", "ssh", "-launcher-exec"])
+        .arg(nodes.agent())
+        .args(["-hosts", "localhost:2,nodeh:2", "-n", "4"])
+        .arg(&exe);
+    let options = LaunchOptions {
+        // Two hosts share no memory: UCX over TCP on the loopback.
+        env: vec![
+            ("UCX_TLS".into(), "self,tcp".into()),
+            ("UCX_NET_DEVICES".into(), "lo".into()),
+        ],
+        node_local_pids: true,
+        ..LaunchOptions::default()
+    };
+    let job = Job::launch_command(mpi, "ring", exe, 4, cmd, &Job::new_id("ring"), &options)
+        .expect("the ring on this host and the node");
+    let mpiexec = job.launcher_pid().to_string();
+
+    let (out, _) = timed(&["--pid", &mpiexec, "--json"]);
+    let dump = json(&out);
+    assert_eq!(
+        listed_ranks(&dump, "processes", "global_rank"),
+        [0, 1],
+        "{dump:#}"
+    );
+    assert_eq!(listed_ranks(&dump, "failures", "rank"), [2, 3], "{dump:#}");
+    for f in dump["failures"].as_array().expect("failures") {
+        let message = f["message"].as_str().expect("message");
+        assert!(
+            message.contains(&format!("(pid {mpiexec}) on this host"))
+                && message.contains("mqs-dump --pid <the pid of hydra_pmi_proxy on that host>"),
+            "{message}"
+        );
+    }
+    assert!(!out.status.success(), "ranks not read: not a success");
+    let text = stdout(&timed(&["--pid", &mpiexec]).0);
+    assert!(
+        text.contains("rank 2 (") && text.contains("not dumped"),
+        "{text}"
+    );
+
+    // As it says: the proxy in the node, by its pid there.
+    let node_ranks: Vec<u32> = mqs_tests::processes_with_env(JOB_ENV, job.id())
+        .into_iter()
+        .filter(|r| r.pid != job.launcher_pid())
+        .filter(|r| {
+            std::fs::read_link(format!("/proc/{}/ns/pid", r.pid)).ok()
+                != std::fs::read_link("/proc/self/ns/pid").ok()
+        })
+        .map(|r| r.pid)
+        .collect();
+    let proxy = node_ranks
+        .iter()
+        .filter_map(|&pid| mqs_tests::parent_pid(pid))
+        .find(|&p| {
+            mqs_tests::process_cmdline(p)
+                .is_some_and(|c| c.first().is_some_and(|a| a.ends_with("hydra_pmi_proxy")))
+        })
+        .expect("hydra's proxy in the node");
+    let local = mqs_tests::namespace_processes(proxy)
+        .expect("the node's processes")
+        .into_iter()
+        .find(|&(ours, _)| ours == proxy)
+        .map(|(_, theirs)| theirs)
+        .expect("the proxy's pid in the node");
+    let out = nodes
+        .command_in("nodeh", mqs_dump())
+        .expect("nsenter")
+        .args(["--pid", &local.to_string(), "--json"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("mqs-dump in the node");
+    let there = json(&out);
+    assert_eq!(
+        listed_ranks(&there, "processes", "global_rank"),
+        [2, 3],
+        "{there:#}"
+    );
+    // And from there, this host's ranks are the ones not seen.
+    assert_eq!(
+        listed_ranks(&there, "failures", "rank"),
+        [0, 1],
+        "{there:#}"
+    );
+    job.shutdown().expect("shutdown");
+}
+
+/// The ranks `dump`'s list `list` gives, each by its field `field`.
+fn listed_ranks(dump: &Value, list: &str, field: &str) -> Vec<i64> {
+    dump[list]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {list}: {dump:#}"))
+        .iter()
+        .map(|p| p[field].as_i64().expect("a rank"))
+        .collect()
+}

@@ -96,15 +96,56 @@ pub struct Found {
 /// (Debian's hydra `mpiexec`, through its proxy): its descendants that
 /// carry an MPI rank in their environment, ordered by rank.
 pub fn ranks_below(launcher: &dyn Target) -> Vec<i32> {
-    outermost_ranks(&found_below(launcher))
+    outermost_ranks(&found_below_here(launcher))
+}
+
+/// The ranks of the job a launcher that keeps no process table started
+/// that are not below it on this host: every rank its ranks' environment
+/// counts in MPI_COMM_WORLD but none of them holds (they run on other
+/// hosts, under the launcher's proxies there). Empty where the size is
+/// not told.
+pub fn ranks_elsewhere(launcher: &dyn Target) -> Vec<i32> {
+    missing_ranks(&found_below_here(launcher))
+}
+
+fn missing_ranks(found: &[Found]) -> Vec<i32> {
+    let outermost = outermost_ranks(found);
+    let here: HashSet<i32> = found
+        .iter()
+        .filter(|f| outermost.contains(&f.pid))
+        .filter_map(|f| f.env.rank)
+        .collect();
+    // The size every rank here agrees on, and no more than a job can have.
+    let sizes: HashSet<i32> = found
+        .iter()
+        .filter(|f| outermost.contains(&f.pid))
+        .filter_map(|f| f.env.size)
+        .collect();
+    let size = match sizes.into_iter().collect::<Vec<_>>()[..] {
+        [size] if (1..=1 << 24).contains(&size) => size,
+        _ => return Vec::new(),
+    };
+    (0..size).filter(|r| !here.contains(r)).collect()
 }
 
 /// The processes below `root` (at most [`MAX_DESCENDANTS`]), with what
 /// their environment says.
 fn found_below(root: &dyn Target) -> Vec<Found> {
+    found(root, |_| true)
+}
+
+/// [`found_below`], less processes in another PID namespace: a launcher
+/// that reaches other hosts through a remote shell that enters a container
+/// or node has their processes below it too, but they are another host's.
+fn found_below_here(root: &dyn Target) -> Vec<Found> {
+    found(root, |r| r.same_pid_namespace)
+}
+
+fn found(root: &dyn Target, keep: impl Fn(&mqs_core::interface::Relative) -> bool) -> Vec<Found> {
     let relatives = root.descendants(MAX_DESCENDANTS).unwrap_or_default();
     relatives
         .iter()
+        .filter(|r| keep(r))
         .map(|r| Found {
             pid: r.pid,
             ppid: r.ppid,
@@ -243,6 +284,33 @@ mod tests {
         ];
         assert_eq!(outermost_ranks(&found), [12, 13]);
         assert_eq!(outermost_ranks(&found[..1]), Vec::<i32>::new());
+    }
+
+    #[test]
+    fn the_ranks_a_launcher_started_elsewhere_are_those_its_size_counts_and_none_here_holds() {
+        // hydra's proxy 11 holds ranks 0 and 2 of 5 here (12, 13); rank 2's
+        // helper 14 says rank 2 as well.
+        let sized = |pid, ppid, rank, size| Found {
+            env: MpiEnvironment {
+                size,
+                ..found(pid, ppid, "", rank).env
+            },
+            ..found(pid, ppid, "", rank)
+        };
+        let here = [
+            sized(12, 11, 0, Some(5)),
+            sized(13, 11, 2, Some(5)),
+            sized(14, 13, 2, Some(5)),
+        ];
+        assert_eq!(missing_ranks(&here), [1, 3, 4]);
+        // Every rank here: none elsewhere.
+        let all = [sized(12, 11, 0, Some(2)), sized(13, 11, 1, Some(2))];
+        assert_eq!(missing_ranks(&all), Vec::<i32>::new());
+        // A size not told, or told two ways: nothing is claimed.
+        let untold = [sized(12, 11, 0, None)];
+        assert_eq!(missing_ranks(&untold), Vec::<i32>::new());
+        let torn = [sized(12, 11, 0, Some(4)), sized(13, 11, 1, Some(8))];
+        assert_eq!(missing_ranks(&torn), Vec::<i32>::new());
     }
 
     #[test]

@@ -153,6 +153,31 @@ fn dump_ranks_below(
         .map(|p| p.display().to_string())
         .unwrap_or_default();
     let mut job = dump_pids_with(&ranks, options, progress, &mut || None)?;
+    // Hydra's ranks on other hosts: named, with where to read them. (A
+    // PMIx launcher read this way has its note, which says why.)
+    let name = Path::new(&executable)
+        .file_name()
+        .map_or_else(|| "launcher".into(), |n| n.to_string_lossy().into_owned());
+    let elsewhere = match note {
+        None => crate::members::ranks_elsewhere(launcher),
+        Some(_) => Vec::new(),
+    };
+    for rank in elsewhere {
+        let error = Error::Collect(format!(
+            "rank {rank} is not below {name} (pid {pid}) on this host: it keeps no table of \
+             its ranks, and those on other hosts run under its proxy there; read them there \
+             with mqs-dump --pid <the pid of hydra_pmi_proxy on that host> (or, under Slurm, \
+             mqs-dump --slurm JOBID)",
+            pid = launcher.pid()
+        ));
+        job.failures.push(mqs_core::model::RankFailure {
+            rank: usize::try_from(rank).unwrap_or(0),
+            pid: 0,
+            host: String::new(),
+            message: error.to_string(),
+            exit_code: error.exit_code(),
+        });
+    }
     job.launcher = Some(Launcher {
         pid: launcher.pid(),
         executable,

@@ -43,6 +43,9 @@ pub struct Relative {
     pub pid: i32,
     pub ppid: i32,
     pub environment: Environment,
+    /// In the PID namespace of the process it is below: false for one in a
+    /// container or node started below it, whose pids are that one's own.
+    pub same_pid_namespace: bool,
 }
 
 /// The debugger that holds a live process stopped under ptrace, when mqs

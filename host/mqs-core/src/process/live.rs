@@ -562,12 +562,14 @@ fn descendants(root: i32, limit: usize) -> Vec<Relative> {
             frontier.push(pid);
         }
     }
+    let namespace = procfs::pid_namespace(root);
     found
         .into_iter()
         .map(|(pid, ppid)| Relative {
             pid,
             ppid,
             environment: environment_of(pid).unwrap_or_default(),
+            same_pid_namespace: procfs::pid_namespace(pid) == namespace,
         })
         .collect()
 }

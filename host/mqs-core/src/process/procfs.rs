@@ -131,6 +131,11 @@ pub(crate) fn tasks(pid: i32) -> io::Result<Vec<i32>> {
 }
 
 /// The command name of a process or thread, if it still exists.
+/// The PID namespace `pid` is in, as the kernel names it (`pid:[4026531836]`).
+pub(crate) fn pid_namespace(pid: i32) -> Option<PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok()
+}
+
 pub(crate) fn comm(pid: i32) -> Option<String> {
     let name = fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
     Some(name.trim_end_matches('\n').to_owned())
