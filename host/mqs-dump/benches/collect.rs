@@ -43,7 +43,8 @@
 //! default to 1,000 and 10,000 ranks (`--scale-sizes 100000` for more);
 //! a run that takes longer than `--scale-limit SECS` (default 600) or
 //! needs more than `--scale-memory GB` (default 8) of address space is
-//! ended, and what it measured until then is printed with the reason. Needs the Open MPI 4.1.4 -g build
+//! ended, and what it measured until then is printed with the reason.
+//! Each scale run starts 10 s after the last one ended. Needs the Open MPI 4.1.4 -g build
 //! (scripts/setup-mpis), Slurm and munge (the same) and root (for the
 //! nodes' namespaces and /etc/hosts). The machine's load is printed with
 //! the figures: the ranks of a hung job poll, and on a small machine they
@@ -465,6 +466,8 @@ fn load_average() -> String {
 const RANKS_PER_COLLECTOR: usize = 100;
 /// Distinct states of the synthetic ranks.
 const STATES: usize = 10;
+/// The pause before each scale run.
+const SETTLE: Duration = Duration::from_secs(10);
 
 /// The scale harness, flat and tree: one line per size, pattern and mode,
 /// then the tree's ratios (see the top of the file).
@@ -504,6 +507,10 @@ fn scale(
             job.save(&spec)?;
             let mut figures: Vec<[f64; 3]> = Vec::new();
             for (mode, k) in [("flat", 0), ("tree", fanout)] {
+                // The previous run's thousand collectors end, and its
+                // memory is given back, before this one starts: on 2 cores
+                // that cleanup would count against the next run.
+                std::thread::sleep(SETTLE);
                 let run = ScaleRun {
                     spec: &spec,
                     ranks,

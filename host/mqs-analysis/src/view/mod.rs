@@ -126,13 +126,18 @@ pub fn job_view(dump: &JobDump, options: &ViewOptions) -> String {
         );
     }
 
+    // The queues that list anything: only those have lines unless all are
+    // shown (a walk of every rank's empty queues is most of a large job's
+    // view otherwise).
+    let listing: std::collections::HashSet<(usize, OpClass)> =
+        job.ops.iter().map(|o| (o.comm, o.class)).collect();
     for (index, comm) in job.comms.iter().enumerate() {
         if !options.comm_ok(comm) {
             continue;
         }
         let mut block = String::new();
         for class in OpClass::ALL {
-            if !options.queue_ok(class) {
+            if !options.queue_ok(class) || !(options.all || listing.contains(&(index, class))) {
                 continue;
             }
             // Ranks by the text of their operations on this queue, in
