@@ -293,12 +293,19 @@ fn a_middle_collector_killed_during_the_dump_loses_its_subtree_only() {
 /// Jobs shaped as real ones (every rank's own addresses, counters, thread
 /// ids and peers): through a tree, the job view and the analysis are a
 /// flat collection's, the view fits a screen with the outliers named,
-/// the front end receives a fraction of the bytes; with per-rank detail
-/// the tree gives every rank's dump exactly as flat does.
+/// the front end receives a fraction of the bytes (for a ring whose ranks
+/// also wait on rank 0, as few as for the ring); with per-rank detail the
+/// tree gives every rank's dump exactly as flat does.
 #[test]
 fn real_patterns_through_a_tree_read_as_flat_in_a_few_lines() {
     const N: usize = 2000;
-    for pattern in [Pattern::Ring, Pattern::Halo, Pattern::Outliers] {
+    let mut tree_bytes = std::collections::HashMap::new();
+    for pattern in [
+        Pattern::Ring,
+        Pattern::Halo,
+        Pattern::Outliers,
+        Pattern::Hub,
+    ] {
         let templates = vec![template(0, "receives", &op(1, 8, 32))];
         let job = SyntheticJob::with_pattern(templates, N, 100, pattern).unwrap();
         let dir = scratch(pattern.name());
@@ -329,6 +336,7 @@ fn real_patterns_through_a_tree_read_as_flat_in_a_few_lines() {
         assert!(tree.view[0].ends_with(&named), "{name}: {}", tree.view[0]);
         let (t, f) = (tree.figure("frontend_bytes"), flat.figure("frontend_bytes"));
         assert!(t * 10 < f, "{name}: tree {t} bytes, flat {f}");
+        tree_bytes.insert(name, t);
         let detailed = read_with(&spec, 3, true);
         assert!(
             serde_json::to_value(&detailed.dump).unwrap()
@@ -337,4 +345,10 @@ fn real_patterns_through_a_tree_read_as_flat_in_a_few_lines() {
         );
         std::fs::remove_dir_all(&dir).unwrap();
     }
+    // Rank 0, that every rank of the hub job also waits on, stays fixed in
+    // the collectors' relative states: the job travels as few states as the
+    // ring (each rank a state of its own would be about 12 times the ring's
+    // bytes).
+    let (hub, ring) = (tree_bytes["hub"], tree_bytes["ring"]);
+    assert!(hub <= 3 * ring, "the hub job: {hub} bytes, the ring {ring}");
 }

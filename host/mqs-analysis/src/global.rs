@@ -537,7 +537,7 @@ impl<'a> Matching<'a> {
         for class in OpClass::ALL {
             match c.queue(class) {
                 Section::Ok { value } => {
-                    for op in &value.operations {
+                    for (i, op) in value.operations.iter().enumerate() {
                         self.ops.push(Op {
                             rank,
                             comm: index,
@@ -546,7 +546,8 @@ impl<'a> Matching<'a> {
                             local_peer: None,
                             tag: op.desired_tag.filter(|t| *t != MINUS_ONE_U32 && *t != -1),
                             op,
-                            shift,
+                            // A hub's peer stays for every rank of the run.
+                            shift: if value.is_fixed_in_run(i) { 0 } else { shift },
                         });
                     }
                     if let Some(why) = &value.truncated {

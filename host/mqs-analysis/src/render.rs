@@ -542,12 +542,14 @@ mod tests {
                                 value: Queue {
                                     operations: vec![],
                                     truncated: None,
+                                    fixed_in_run: Vec::new(),
                                 },
                             },
                             receives: Section::Ok {
                                 value: Queue {
                                     operations: vec![op],
                                     truncated: None,
+                                    fixed_in_run: Vec::new(),
                                 },
                             },
                             unexpected: Section::NotAvailable {

@@ -241,9 +241,20 @@ impl ProcessDump {
         }
     }
 
+    /// Forgets which operations a run keeps fixed ([`Queue::fixed_in_run`]):
+    /// a dump of one rank has no run.
+    pub fn clear_fixed_in_run(&mut self) {
+        if let Section::Ok { value } = &mut self.communicators {
+            for c in &mut value.list {
+                c.for_each_queue_mut(|q| q.fixed_in_run.clear());
+            }
+        }
+    }
+
     /// The dump of each rank it stands for.
-    pub fn split_run(self) -> Vec<ProcessDump> {
+    pub fn split_run(mut self) -> Vec<ProcessDump> {
         if self.run_len <= 1 {
+            self.clear_fixed_in_run();
             return vec![self];
         }
         let members: Vec<(i32, i32)> = self.run_members().collect();
@@ -265,6 +276,7 @@ impl ProcessDump {
                                 shift_queues(c, shift);
                             }
                         }
+                        c.for_each_queue_mut(|q| q.fixed_in_run.clear());
                     }
                 }
                 p
@@ -273,10 +285,27 @@ impl ProcessDump {
     }
 }
 
-/// Moves every peer of `c`'s queues `shift` ranks on ([`shifted_peer`]).
+/// Moves every peer of `c`'s queues `shift` ranks on ([`shifted_peer`]),
+/// but those of operations fixed in the run.
 fn shift_queues(c: &mut CommunicatorDump, shift: i64) {
     let size = c.size;
-    c.for_each_peer_mut(|peer| *peer = shifted_peer(*peer, shift, size));
+    c.for_each_queue_mut(|q| {
+        let fixed = std::mem::take(&mut q.fixed_in_run);
+        for (i, op) in q.operations.iter_mut().enumerate() {
+            if u32::try_from(i).is_ok_and(|i| fixed.contains(&i)) {
+                continue;
+            }
+            for peer in [
+                &mut op.desired_local_rank,
+                &mut op.desired_global_rank,
+                &mut op.actual_local_rank,
+                &mut op.actual_global_rank,
+            ] {
+                *peer = shifted_peer(*peer, shift, size);
+            }
+        }
+        q.fixed_in_run = fixed;
+    });
 }
 
 /// The threads of a process with their call stacks.
@@ -589,6 +618,15 @@ impl CommunicatorDump {
         }
     }
 
+    /// Each of its queues that was read, to change in place.
+    pub fn for_each_queue_mut(&mut self, mut each: impl FnMut(&mut Queue)) {
+        for queue in [&mut self.sends, &mut self.receives, &mut self.unexpected] {
+            if let Section::Ok { value } = queue {
+                each(value);
+            }
+        }
+    }
+
     pub fn new(comm: Communicator) -> Self {
         let pending = || Section::NotAvailable {
             reason: "not asked".into(),
@@ -628,6 +666,18 @@ pub struct Queue {
     /// Set when the DLL stopped with an error (or the host's bound was hit)
     /// after producing `operations`.
     pub truncated: Option<String>,
+    /// In a run whose peers shift ([`ProcessDump::run_shifts_peers`]): the
+    /// operations, by index, whose peers stay the same for every rank of
+    /// the run (a hub: rank 0, that every rank of a ring also waits on).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fixed_in_run: Vec<u32>,
+}
+
+impl Queue {
+    /// Whether operation `index`'s peers stay put in a run that shifts.
+    pub fn is_fixed_in_run(&self, index: usize) -> bool {
+        u32::try_from(index).is_ok_and(|i| self.fixed_in_run.contains(&i))
+    }
 }
 
 /// One pending operation, exactly as the DLL reported it.

@@ -1,5 +1,6 @@
 //! Synthetic jobs shaped as real applications are: a ring, a 3-D halo
-//! exchange, a ring with a few outliers. Every rank's dump carries what a
+//! exchange, a ring with a few outliers, a ring whose ranks all also wait
+//! on rank 0. Every rank's dump carries what a
 //! real rank's does and no other rank shares: its own buffer and request
 //! addresses, counters, frame addresses (ASLR) and thread ids; and in any
 //! neighbour pattern its peers are its own. Only what the job view and
@@ -26,6 +27,9 @@ pub enum Pattern {
     /// The ring, with [`OUTLIERS`] ranks spread over the job that have
     /// nothing pending.
     Outliers,
+    /// The ring, every rank but rank 0 also waiting for a message from
+    /// rank 0 (a hub: its peer is the same rank for all).
+    Hub,
 }
 
 /// How many ranks of an [`Pattern::Outliers`] job break the ring.
@@ -38,6 +42,7 @@ impl Pattern {
             "ring" => Some(Self::Ring),
             "halo" => Some(Self::Halo),
             "outliers" => Some(Self::Outliers),
+            "hub" => Some(Self::Hub),
             _ => None,
         }
     }
@@ -48,6 +53,7 @@ impl Pattern {
             Self::Ring => "ring",
             Self::Halo => "halo",
             Self::Outliers => "outliers",
+            Self::Hub => "hub",
         }
     }
 
@@ -85,6 +91,7 @@ impl Pattern {
                 let model = model_op(comm);
                 let peers: Vec<i64> = match self {
                     Self::Halo => halo_neighbours(r, n).to_vec(),
+                    Self::Hub if r > 0 => vec![(r + n - 1) % n, 0],
                     _ if self.outliers(ranks).contains(&rank) => Vec::new(),
                     _ => vec![(r + n - 1) % n],
                 };
@@ -141,6 +148,7 @@ fn queue(operations: Vec<PendingOperation>) -> Section<Queue> {
         value: Queue {
             operations,
             truncated: None,
+            fixed_in_run: Vec::new(),
         },
     }
 }

@@ -458,6 +458,7 @@ impl Upward {
         failures: Vec<RankFailure>,
     ) -> Result<(), String> {
         let began = Instant::now();
+        self.states.find_hubs(&processes);
         for process in processes {
             self.states.add(OWN_HOST, process);
         }

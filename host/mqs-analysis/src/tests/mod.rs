@@ -48,6 +48,7 @@ fn queue(ops: Vec<PendingOperation>) -> Section<Queue> {
         value: Queue {
             operations: ops,
             truncated: None,
+            fixed_in_run: Vec::new(),
         },
     }
 }

@@ -23,6 +23,7 @@ pub(super) fn arrived(dump: &mut JobDump, rank: usize, from: i64, tag: i64, plac
                     value: mqs_core::model::Queue {
                         operations: vec![message],
                         truncated: None,
+                        fixed_in_run: Vec::new(),
                     },
                 }
             }

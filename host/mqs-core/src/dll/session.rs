@@ -338,6 +338,7 @@ impl<'t> Session<'t> {
                     value: Queue {
                         operations: vec![],
                         truncated: None,
+                        fixed_in_run: Vec::new(),
                     },
                 }
             }
@@ -379,6 +380,7 @@ impl<'t> Session<'t> {
             value: Queue {
                 operations,
                 truncated,
+                fixed_in_run: Vec::new(),
             },
         }
     }

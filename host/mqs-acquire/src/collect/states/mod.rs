@@ -18,7 +18,7 @@
 //! either form that it equals; a new state starts with peers as they are,
 //! and becomes relative when the next new rank equals it only that way.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -65,7 +65,16 @@ pub struct States {
     pending: HashMap<Vec<u8>, Pending>,
     #[serde(skip)]
     pending_order: std::collections::VecDeque<Vec<u8>>,
+    /// Peers that many of the ranks name, by communicator (name and id)
+    /// and rank in it: in a relative form they stay as they are
+    /// ([`States::find_hubs`]).
+    #[serde(skip)]
+    hubs: HashSet<Hub>,
 }
+
+/// A peer that many ranks name: a communicator's name and id, and the
+/// peer's rank in it.
+type Hub = (String, u64, i64);
 
 /// How many single-rank states wait to become relative at most: the edge
 /// classes of a halo exchange are met again only a row or a plane later.
@@ -149,6 +158,47 @@ impl States {
         }
     }
 
+    /// Finds the hubs among the peers of `dumps` (the ranks about to be
+    /// added): a peer that more than a quarter of them (and more than 3)
+    /// name on a communicator on which each is its global rank, such as
+    /// rank 0 that every rank of a ring also waits on. In a relative form
+    /// it stays as it is (and does not move along a run), so that the
+    /// ring's ranks are still one state.
+    pub fn find_hubs(&mut self, dumps: &[ProcessDump]) {
+        let mut named: HashMap<Hub, usize> = HashMap::new();
+        for p in dumps {
+            let Section::Ok { value } = &p.communicators else {
+                continue;
+            };
+            let mut by_this: HashSet<Hub> = HashSet::new();
+            for c in value
+                .list
+                .iter()
+                .filter(|c| c.local_rank == i64::from(p.global_rank))
+            {
+                for q in [&c.sends, &c.receives, &c.unexpected] {
+                    let Section::Ok { value: q } = q else {
+                        continue;
+                    };
+                    for op in &q.operations {
+                        if (0..c.size).contains(&op.desired_local_rank) {
+                            by_this.insert((c.name.clone(), c.unique_id, op.desired_local_rank));
+                        }
+                    }
+                }
+            }
+            for hub in by_this {
+                *named.entry(hub).or_default() += 1;
+            }
+        }
+        let floor = 3usize.max(dumps.len() / 4);
+        self.hubs = named
+            .into_iter()
+            .filter(|(_, count)| *count > floor)
+            .map(|(hub, _)| hub)
+            .collect();
+    }
+
     /// How many ranks it holds.
     pub fn ranks(&self) -> usize {
         self.list.iter().flat_map(|s| &s.runs).map(Run::ranks).sum()
@@ -195,7 +245,7 @@ impl States {
         if let Some(at) = last.filter(|&at| !self.list[at].relative) {
             return at;
         }
-        let relative = relative_form(&dump, rank);
+        let relative = relative_form(&dump, rank, &self.hubs);
         if let Some(at) = last.filter(|&at| relative.as_ref() == Some(&self.list[at].dump)) {
             return at;
         }
@@ -355,6 +405,9 @@ impl States {
                 p.run_len = run.count.max(1);
                 p.run_shifts_peers = state.relative && p.run_len > 1;
                 restore(&mut p, state.relative);
+                if !p.run_shifts_peers {
+                    p.clear_fixed_in_run();
+                }
                 out.push(((!run.by_number).then_some(run.host), p));
             }
         }
@@ -497,17 +550,42 @@ fn peers_on_moving_comms(p: &mut ProcessDump, mut each: impl FnMut(&mut i64, i64
     }
 }
 
-/// `dump` (a normal form) with its peers relative to rank `rank`; None
-/// where it has no peer to make relative (both forms are one).
-fn relative_form(dump: &ProcessDump, rank: i32) -> Option<ProcessDump> {
+/// `dump` (a normal form) with its peers relative to rank `rank`, but an
+/// operation whose peer is one of `hubs`, which stays as it is and fixed in
+/// a run; None where it has no peer to make relative (both forms are one).
+fn relative_form(dump: &ProcessDump, rank: i32, hubs: &HashSet<Hub>) -> Option<ProcessDump> {
     let mut relative = dump.clone();
     let mut changed = false;
-    peers_on_moving_comms(&mut relative, |peer, size| {
-        if (0..size).contains(peer) {
-            *peer = RELATIVE + (*peer - i64::from(rank)).rem_euclid(size);
-            changed = true;
-        }
-    });
+    let Section::Ok { value } = &mut relative.communicators else {
+        return None;
+    };
+    for c in value
+        .list
+        .iter_mut()
+        .filter(|c| c.local_rank == SAME_AS_GLOBAL)
+    {
+        let (size, name, id) = (c.size, c.name.clone(), c.unique_id);
+        let is_hub = |peer: i64| !hubs.is_empty() && hubs.contains(&(name.clone(), id, peer));
+        c.for_each_queue_mut(|q| {
+            for (i, op) in q.operations.iter_mut().enumerate() {
+                if (0..size).contains(&op.desired_local_rank) && is_hub(op.desired_local_rank) {
+                    q.fixed_in_run.push(u32::try_from(i).unwrap_or(u32::MAX));
+                    continue;
+                }
+                for peer in [
+                    &mut op.desired_local_rank,
+                    &mut op.desired_global_rank,
+                    &mut op.actual_local_rank,
+                    &mut op.actual_global_rank,
+                ] {
+                    if (0..size).contains(peer) {
+                        *peer = RELATIVE + (*peer - i64::from(rank)).rem_euclid(size);
+                        changed = true;
+                    }
+                }
+            }
+        });
+    }
     changed.then_some(relative)
 }
 

@@ -272,6 +272,61 @@ fn a_ring_is_one_relative_state_and_expands_to_every_rank_exactly() {
 }
 
 #[test]
+fn a_ring_that_all_wait_on_rank_0_keeps_that_peer_fixed_and_expands_exactly() {
+    // Each rank receives from the one before it and has a message from
+    // rank 0 waiting: rank 0 is a hub, the ring's peer relative.
+    let size = 24;
+    let rank = |r: i64| {
+        let pid = 100 + (r % 12) as i32;
+        ring_rank_with(pid, r as i32, size, (r + size - 1) % size, 0)
+    };
+    let ranks: Vec<(String, ProcessDump)> = (0..size)
+        .map(|r| ((if r < 12 { "a" } else { "b" }).to_owned(), rank(r)))
+        .collect();
+    let states_of = |host: &str, hubs: bool| {
+        let mine: Vec<ProcessDump> = ranks
+            .iter()
+            .filter(|(h, _)| h == host)
+            .map(|(_, p)| p.clone())
+            .collect();
+        let mut states = States::new();
+        if hubs {
+            states.find_hubs(&mine);
+        }
+        for p in mine {
+            states.add(host, p);
+        }
+        states
+    };
+    let mut parent = states_of("a", true);
+    parent.merge(states_of("b", true));
+    // The ring (rank 0 in it: its own message from itself is the hub's),
+    // and rank 1, both of whose peers are rank 0.
+    assert_eq!(parent.list.len(), 2, "{:#?}", parent.list);
+    assert_eq!(parent.list.iter().filter(|s| s.relative).count(), 1);
+    let wire = serde_json::to_vec(&parent).unwrap();
+    let back: States = serde_json::from_slice(&wire).unwrap();
+    let runs = back.runs();
+    assert!(runs
+        .iter()
+        .any(|(_, p)| p.run_len == 12 && p.run_shifts_peers));
+    let mut expanded: Vec<(String, ProcessDump)> = runs
+        .into_iter()
+        .flat_map(|(h, p)| {
+            let h = h.expect("a run with pids");
+            p.split_run().into_iter().map(move |p| (h.clone(), p))
+        })
+        .collect();
+    expanded.sort_by_key(|(_, p)| p.global_rank);
+    assert_eq!(json(expanded), json(ranks.clone()));
+    // Without hubs every rank's message from rank 0 is at a distance of
+    // its own: no two ranks share a state.
+    let mut parent = states_of("a", false);
+    parent.merge(states_of("b", false));
+    assert_eq!(parent.list.len(), 24);
+}
+
+#[test]
 fn a_ring_of_one_rank_per_host_becomes_one_state_as_hosts_merge() {
     let size = 6;
     let mut parent = States::new();
