@@ -578,18 +578,7 @@ fn listed_operations(ranks: &[Rank<'_>]) -> usize {
         let count = match last {
             Some((p, count)) if p == this => count,
             _ => {
-                let count = match &r.process.communicators {
-                    Section::Ok { value } => value
-                        .list
-                        .iter()
-                        .flat_map(|c| OpClass::ALL.map(|class| c.queue(class)))
-                        .map(|q| match q {
-                            Section::Ok { value } => value.operations.len(),
-                            _ => 0,
-                        })
-                        .sum(),
-                    _ => 0,
-                };
+                let count = r.process.listed_operations();
                 last = Some((this, count));
                 count
             }

@@ -241,6 +241,22 @@ impl ProcessDump {
         }
     }
 
+    /// How many operations its queues list, over all its communicators.
+    pub fn listed_operations(&self) -> usize {
+        let Section::Ok { value } = &self.communicators else {
+            return 0;
+        };
+        value
+            .list
+            .iter()
+            .flat_map(|c| [&c.sends, &c.receives, &c.unexpected])
+            .map(|q| match q {
+                Section::Ok { value } => value.operations.len(),
+                _ => 0,
+            })
+            .sum()
+    }
+
     /// Forgets which operations a run keeps fixed ([`Queue::fixed_in_run`]):
     /// a dump of one rank has no run.
     pub fn clear_fixed_in_run(&mut self) {
@@ -285,6 +301,17 @@ impl ProcessDump {
     }
 }
 
+/// The ranks an operation names (wanted and actual, local and global),
+/// to change in place.
+pub fn peers_mut(op: &mut Operation) -> [&mut i64; 4] {
+    [
+        &mut op.desired_local_rank,
+        &mut op.desired_global_rank,
+        &mut op.actual_local_rank,
+        &mut op.actual_global_rank,
+    ]
+}
+
 /// Moves every peer of `c`'s queues `shift` ranks on ([`shifted_peer`]),
 /// but those of operations fixed in the run.
 fn shift_queues(c: &mut CommunicatorDump, shift: i64) {
@@ -295,12 +322,7 @@ fn shift_queues(c: &mut CommunicatorDump, shift: i64) {
             if u32::try_from(i).is_ok_and(|i| fixed.contains(&i)) {
                 continue;
             }
-            for peer in [
-                &mut op.desired_local_rank,
-                &mut op.desired_global_rank,
-                &mut op.actual_local_rank,
-                &mut op.actual_global_rank,
-            ] {
+            for peer in peers_mut(op) {
                 *peer = shifted_peer(*peer, shift, size);
             }
         }
@@ -606,16 +628,11 @@ impl CommunicatorDump {
     /// Each rank its queues' operations name (wanted and actual, local and
     /// global), to change in place.
     pub fn for_each_peer_mut(&mut self, mut each: impl FnMut(&mut i64)) {
-        for queue in [&mut self.sends, &mut self.receives, &mut self.unexpected] {
-            if let Section::Ok { value } = queue {
-                for op in &mut value.operations {
-                    each(&mut op.desired_local_rank);
-                    each(&mut op.desired_global_rank);
-                    each(&mut op.actual_local_rank);
-                    each(&mut op.actual_global_rank);
-                }
+        self.for_each_queue_mut(|q| {
+            for op in &mut q.operations {
+                peers_mut(op).into_iter().for_each(&mut each);
             }
-        }
+        });
     }
 
     /// Each of its queues that was read, to change in place.

@@ -572,12 +572,7 @@ fn relative_form(dump: &ProcessDump, rank: i32, hubs: &HashSet<Hub>) -> Option<P
                     q.fixed_in_run.push(u32::try_from(i).unwrap_or(u32::MAX));
                     continue;
                 }
-                for peer in [
-                    &mut op.desired_local_rank,
-                    &mut op.desired_global_rank,
-                    &mut op.actual_local_rank,
-                    &mut op.actual_global_rank,
-                ] {
+                for peer in mqs_core::model::peers_mut(op) {
                     if (0..size).contains(peer) {
                         *peer = RELATIVE + (*peer - i64::from(rank)).rem_euclid(size);
                         changed = true;
