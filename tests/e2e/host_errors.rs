@@ -243,7 +243,10 @@ fn permission_denied_without_cap_sys_ptrace() {
 fn permission_denied_when_traced_and_running() {
     let target = Spawned::start(&fake_mpi(), &[]);
     let pid = target.pid();
-    // Another debugger that attaches and lets the target run on.
+    // Another debugger that attaches and lets the target run on. It says
+    // when it holds the target stopped: only a running state seen after
+    // that is its `continue` (right after the attach the target still runs
+    // until the attach's stop lands, and gdb then holds it a while).
     let mut tracer = Command::new("gdb")
         .args([
             "-q",
@@ -252,13 +255,32 @@ fn permission_denied_when_traced_and_running() {
             "-p",
             &pid.to_string(),
             "-ex",
+            "echo MQS-ATTACHED\\n",
+            "-ex",
             "continue",
         ])
         .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("start gdb");
+    let gdb_out = tracer.stdout.take().expect("gdb's stdout");
+    let (attached_tx, attached) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(gdb_out).lines() {
+            match line {
+                Ok(l) if l.contains("MQS-ATTACHED") => {
+                    let _ = attached_tx.send(());
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+    });
+    attached
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("gdb did not attach");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let running = || {
         std::fs::read_to_string(format!("/proc/{pid}/stat"))
