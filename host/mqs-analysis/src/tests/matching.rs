@@ -479,3 +479,55 @@ fn a_receive_matched_from_a_stopped_rank_waits_for_it() {
     let words = Analysis::new(&j).words();
     assert!(words.contains("rank 3 has nothing pending"), "{words}");
 }
+
+/// Rank 0 receives from rank 1 (listed); rank 1 is in `MPI_Wait` with
+/// nothing listed; rank 2 is in `MPI_Send` to rank 1, which its queue
+/// does not list (under way in the transport, as MPICH's large messages
+/// are once matched). `stopped`: rank 2 stopped by a signal mid-send.
+fn waiting_for_a_send_under_way(stopped: bool) -> JobDump {
+    let mut dump = job(3, &[world(3)], &[vec![(0, false, 1, 1)], vec![], vec![]]);
+    in_call(&mut dump, 0, "MPI_Recv", 0, &[("source", 1), ("tag", 1)]);
+    in_call_with(&mut dump, 1, "MPI_Wait", None, &[], &[0x77]);
+    in_call(&mut dump, 2, "MPI_Send", 0, &[("dest", 1), ("tag", 2)]);
+    if stopped {
+        dump.processes[2].os_state = Some(OsState::new('T', Some(SIGSTOP)));
+    }
+    dump
+}
+
+#[test]
+fn a_rank_in_wait_with_nothing_listed_waits_for_a_stopped_rank_sending_to_it() {
+    let dump = waiting_for_a_send_under_way(true);
+    let j = Job::new(&dump);
+    let a = Analysis::new(&j);
+    let words = a.words();
+    assert!(!a.has_deadlock(), "{words}");
+    assert!(
+        words.contains(
+            "chain: rank 0 waits for rank 1 (recv tag 1 on MPI_COMM_WORLD), rank 1 waits for \
+             rank 2 (the message rank 2's stack is sending it (MPI_Send, tag 2 on \
+             MPI_COMM_WORLD), which neither rank's queues list; its other half is there, so \
+             only the peer's progress is missing); rank 2 (pid 1002) is stopped by a signal \
+             (SIGSTOP)"
+        ),
+        "{words}"
+    );
+    assert!(words.contains("the chain waits for rank 2"), "{words}");
+    // The DOT graph draws that edge too.
+    let dot = crate::view::dot::dot(&a);
+    assert!(dot.contains("r1 -> r2"), "{dot}");
+}
+
+#[test]
+fn a_send_under_way_to_a_rank_in_wait_is_no_deadlock_while_its_sender_runs() {
+    // Rank 2's send waits for rank 1, and rank 1 for rank 2's message: its
+    // MPI moves the message on, so neither is deadlocked, and the chain
+    // still ends at rank 1, which is inside MPI.
+    let dump = waiting_for_a_send_under_way(false);
+    let j = Job::new(&dump);
+    let a = Analysis::new(&j);
+    let words = a.words();
+    assert!(!a.has_deadlock(), "{words}");
+    assert!(a.maybe.is_empty(), "{words}");
+    assert!(!words.contains("possible deadlock"), "{words}");
+}

@@ -88,6 +88,23 @@ pub fn dot(analysis: &Analysis<'_, '_>) -> String {
                 };
                 edge.draw(analysis, i, on, &cycle_edges, &mut involved, &mut edges);
             }
+            // The receiving end of another rank's send on its stack.
+            WaitKind::Sending { call, op } => {
+                let Blocked::Ops { ops, .. } = &analysis.calls[call].blocked else {
+                    continue;
+                };
+                let op = &ops[op];
+                let edge = Edge {
+                    class: OpClass::PendingReceives,
+                    comm: op
+                        .comm
+                        .map_or("communicator not known".into(), |c| job.comms[c].label()),
+                    tag: op.tag,
+                    any: false,
+                    stack: true,
+                };
+                edge.draw(analysis, i, on, &cycle_edges, &mut involved, &mut edges);
+            }
             WaitKind::Collective(c) => {
                 let name = &analysis.collectives[c].name;
                 involved.insert(w.rank);

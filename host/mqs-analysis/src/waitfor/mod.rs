@@ -48,6 +48,11 @@ pub enum WaitKind {
     /// An operation only the stack names (its queue was not read, or does
     /// not list it): `op` of `Analysis::calls[call]`'s operations.
     Stack { call: usize, op: usize },
+    /// The message another rank's blocking send is sending it, which
+    /// neither rank's queues list (under way in the transport: matched,
+    /// its data still coming): `op` of `Analysis::calls[call]`'s
+    /// operations, a send on the sender's stack.
+    Sending { call: usize, op: usize },
 }
 
 /// One wait of one rank.
@@ -88,6 +93,10 @@ pub enum Basis {
     /// Every pending operation: its stack is in an MPI call whose waits
     /// mqs does not know.
     OtherCall,
+    /// Its stack is in `MPI_Wait*` on requests its DLL does not list, with
+    /// nothing pending, and other ranks are in blocking sends to it that
+    /// their DLL does not list either: it receives those messages.
+    Sender,
 }
 
 impl Basis {

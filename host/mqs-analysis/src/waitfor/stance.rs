@@ -8,6 +8,8 @@
 //! ([`super::matching`]): a send the peer has taken is no wait, and one
 //! whose other half the peer holds is met by progress alone.
 
+use std::collections::HashMap;
+
 use mqs_abi::{OpClass, OpStatus};
 
 use super::matching::{Fate, Half, Matcher};
@@ -38,6 +40,7 @@ pub(super) fn stances(
     members: &[Option<RankSet>],
 ) -> Stances {
     let matcher = Matcher::new(job);
+    let sending = unlisted_sends(calls);
     let mut out = Stances::default();
     let mut call_at = 0;
     for rank in &job.ranks {
@@ -52,6 +55,7 @@ pub(super) fn stances(
         let builder = Builder {
             job,
             matcher: &matcher,
+            sending: &sending,
             members,
             rank,
             out: &mut out,
@@ -59,6 +63,28 @@ pub(super) fn stances(
         builder.build(call, collectives);
     }
     out
+}
+
+/// The blocking sends on the ranks' stacks that their DLL does not list,
+/// by destination: `(call, op, sender)`, indices into `calls` and its
+/// operations, and the sender's rank.
+/// Such a send is under way in the transport (matched, or being copied),
+/// and its destination takes part in it.
+fn unlisted_sends(calls: &[Call]) -> HashMap<i64, Vec<(usize, usize, i64)>> {
+    let mut by_peer: HashMap<i64, Vec<(usize, usize, i64)>> = HashMap::new();
+    for (ci, call) in calls.iter().enumerate() {
+        let Blocked::Ops { ops, .. } = &call.blocked else {
+            continue;
+        };
+        for (oi, op) in ops.iter().enumerate() {
+            if let (OpClass::PendingSends, None, Peer::Rank(to)) = (op.class, op.listed, op.peer) {
+                if to != call.rank {
+                    by_peer.entry(to).or_default().push((ci, oi, call.rank));
+                }
+            }
+        }
+    }
+    by_peer
 }
 
 /// The kinds of pending operations a blocking call whose arguments are
@@ -83,6 +109,7 @@ pub(super) fn kinds_of(entry: &str) -> Option<&'static [OpClass]> {
 struct Builder<'b, 'j, 'a> {
     job: &'b Job<'a>,
     matcher: &'b Matcher,
+    sending: &'b HashMap<i64, Vec<(usize, usize, i64)>>,
     members: &'b [Option<RankSet>],
     rank: &'b Rank<'j>,
     out: &'b mut Stances,
@@ -142,6 +169,9 @@ impl Builder<'_, '_, '_> {
                 // meet holds it; one that returns on any of them may be
                 // waiting on a request already complete.
                 let every = calls::WAITS.iter().any(|(n, all)| n == entry && *all);
+                if self.job.waits_of(self.rank.rank).next().is_none() && self.receives_sends() {
+                    return;
+                }
                 if every {
                     self.queued(Basis::CallKind);
                 } else {
@@ -158,6 +188,33 @@ impl Builder<'_, '_, '_> {
                 None => self.queued(Basis::OtherCall),
             },
         }
+    }
+
+    /// A rank in `MPI_Wait*` with nothing listed, to which other ranks are
+    /// in blocking sends that their DLL does not list either: its wait is
+    /// most likely on those messages (under way in the transport: matched,
+    /// data still coming). As a receive matched and still arriving, each
+    /// holds it only while its sender cannot run (a sender stopped by a
+    /// signal mid-send). False when no rank sends to it so.
+    fn receives_sends(&mut self) -> bool {
+        let me = self.rank.rank;
+        let Some(sends) = self.sending.get(&me) else {
+            return false;
+        };
+        let start = self.out.waits.len();
+        for &(call, op, sender) in sends {
+            self.out.waits.push(Wait {
+                rank: me,
+                kind: WaitKind::Sending { call, op },
+                on: Some(std::iter::once(sender).collect()),
+                all: false,
+                from_stack: true,
+                progress: true,
+                undecided: false,
+            });
+        }
+        self.close(start, Basis::Sender, false);
+        true
     }
 
     /// The one receive of the rank the DLL marks as a blocking call's
@@ -294,7 +351,11 @@ impl Builder<'_, '_, '_> {
             .collect();
         // None listed: its operation is done and being completed, or the
         // DLL does not list it (then its queues say so, and it is not
-        // judged); it waits on nothing listed.
+        // judged); it waits on nothing listed, unless a rank is sending
+        // to it.
+        if ops.is_empty() && kinds.contains(&OpClass::PendingReceives) && self.receives_sends() {
+            return;
+        }
         self.listed_ops(&ops, Basis::CallKind, false);
     }
 

@@ -106,6 +106,22 @@ impl Analysis<'_, '_> {
                     call.entry
                 )
             }
+            WaitKind::Sending { call, op } => {
+                let call = &self.calls[call];
+                let Blocked::Ops { ops, .. } = &call.blocked else {
+                    return call.entry.clone();
+                };
+                let op = &ops[op];
+                let comm = op.comm.map_or("a communicator not known".to_string(), |c| {
+                    self.job.comms[c].label()
+                });
+                let tag = op.tag.map_or("any tag".to_string(), |t| format!("tag {t}"));
+                format!(
+                    "the message rank {}'s stack is sending it ({}, {tag} on {comm}), which \
+                     neither rank's queues list",
+                    call.rank, call.entry
+                )
+            }
         }
     }
 
@@ -217,6 +233,7 @@ impl Analysis<'_, '_> {
                 Blocked::Ops { ops, .. } => ops.get(op).map(|o| o.class),
                 _ => None,
             },
+            WaitKind::Sending { .. } => Some(mqs_abi::OpClass::PendingReceives),
             WaitKind::Collective(_) => None,
         }
     }
