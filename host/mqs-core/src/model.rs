@@ -207,6 +207,14 @@ pub fn shifted_peer(peer: i64, shift: i64, size: i64) -> i64 {
     (peer + shift).rem_euclid(size)
 }
 
+/// Whether a peer that `named_by` of `ranks` ranks name is a hub (rank 0
+/// that every rank of a ring also waits on): more than a quarter of them,
+/// and more than 3. A hub keeps its own number where the others' peers
+/// are told relative to each rank, in collectors' states and in the view.
+pub fn is_hub(named_by: usize, ranks: usize) -> bool {
+    named_by > 3usize.max(ranks / 4)
+}
+
 fn one() -> u32 {
     1
 }
@@ -317,16 +325,19 @@ pub fn peers_mut(op: &mut Operation) -> [&mut i64; 4] {
 fn shift_queues(c: &mut CommunicatorDump, shift: i64) {
     let size = c.size;
     c.for_each_queue_mut(|q| {
-        let fixed = std::mem::take(&mut q.fixed_in_run);
-        for (i, op) in q.operations.iter_mut().enumerate() {
-            if u32::try_from(i).is_ok_and(|i| fixed.contains(&i)) {
+        let Queue {
+            operations,
+            fixed_in_run,
+            ..
+        } = q;
+        for (i, op) in operations.iter_mut().enumerate() {
+            if u32::try_from(i).is_ok_and(|i| fixed_in_run.contains(&i)) {
                 continue;
             }
             for peer in peers_mut(op) {
                 *peer = shifted_peer(*peer, shift, size);
             }
         }
-        q.fixed_in_run = fixed;
     });
 }
 

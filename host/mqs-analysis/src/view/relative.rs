@@ -39,7 +39,7 @@ pub(super) struct QueueTexts<'c> {
     relative_texts: Vec<String>,
     relative_numbers: HashMap<Vec<(Distance, Said<'c>)>, usize>,
     /// The peers, by their rank in the communicator, that more than a
-    /// quarter of the queue's ranks name (and more than [`MIN_RELATIVE`]).
+    /// quarter of the queue's ranks name (`mqs_core::model::is_hub`).
     hubs: std::collections::HashSet<i64>,
 }
 
@@ -157,10 +157,9 @@ impl<'c> QueueTexts<'c> {
                 }
             }
         }
-        let floor = MIN_RELATIVE.max(ranks / 4);
         (0i64..)
             .zip(named)
-            .filter(|(_, (count, _))| *count > floor)
+            .filter(|(_, (count, _))| mqs_core::model::is_hub(*count, ranks))
             .map(|(peer, _)| peer)
             .collect()
     }

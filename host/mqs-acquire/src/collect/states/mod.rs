@@ -72,9 +72,10 @@ pub struct States {
     hubs: HashSet<Hub>,
 }
 
-/// A peer that many ranks name: a communicator's name and id, and the
-/// peer's rank in it.
-type Hub = (String, u64, i64);
+/// A peer that many ranks name: a communicator's id, and the peer's rank
+/// in it. (Ids that differ from process to process find no hub, and the
+/// peers stay relative: only less is merged.)
+type Hub = (u64, i64);
 
 /// How many single-rank states wait to become relative at most: the edge
 /// classes of a halo exchange are met again only a row or a plane later.
@@ -182,7 +183,7 @@ impl States {
                     };
                     for op in &q.operations {
                         if (0..c.size).contains(&op.desired_local_rank) {
-                            by_this.insert((c.name.clone(), c.unique_id, op.desired_local_rank));
+                            by_this.insert((c.unique_id, op.desired_local_rank));
                         }
                     }
                 }
@@ -191,10 +192,9 @@ impl States {
                 *named.entry(hub).or_default() += 1;
             }
         }
-        let floor = 3usize.max(dumps.len() / 4);
         self.hubs = named
             .into_iter()
-            .filter(|(_, count)| *count > floor)
+            .filter(|(_, count)| mqs_core::model::is_hub(*count, dumps.len()))
             .map(|(hub, _)| hub)
             .collect();
     }
@@ -564,8 +564,8 @@ fn relative_form(dump: &ProcessDump, rank: i32, hubs: &HashSet<Hub>) -> Option<P
         .iter_mut()
         .filter(|c| c.local_rank == SAME_AS_GLOBAL)
     {
-        let (size, name, id) = (c.size, c.name.clone(), c.unique_id);
-        let is_hub = |peer: i64| !hubs.is_empty() && hubs.contains(&(name.clone(), id, peer));
+        let (size, id) = (c.size, c.unique_id);
+        let is_hub = |peer: i64| !hubs.is_empty() && hubs.contains(&(id, peer));
         c.for_each_queue_mut(|q| {
             for (i, op) in q.operations.iter_mut().enumerate() {
                 if (0..size).contains(&op.desired_local_rank) && is_hub(op.desired_local_rank) {
