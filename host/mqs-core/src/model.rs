@@ -22,6 +22,48 @@ pub struct JobDump {
     pub failures: Vec<RankFailure>,
 }
 
+/// A [`JobDump`] serialized as expanded, one rank at a time
+/// ([`JobDump::each_rank`]).
+#[derive(Debug, Clone, Copy)]
+pub struct EachRank<'a>(&'a JobDump);
+
+impl Serialize for EachRank<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        // JobDump's own fields, in its order (a unit test holds the two
+        // alike).
+        let job = self.0;
+        let mut s = serializer.serialize_struct("JobDump", 4)?;
+        s.serialize_field("schema_version", &job.schema_version)?;
+        s.serialize_field("launcher", &job.launcher)?;
+        s.serialize_field("processes", &RanksOf(&job.processes))?;
+        s.serialize_field("failures", &job.failures)?;
+        s.end()
+    }
+}
+
+/// The dumps of every rank that `processes` (runs among them) stand for.
+struct RanksOf<'a>(&'a [ProcessDump]);
+
+impl Serialize for RanksOf<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use std::borrow::Cow;
+        serializer.collect_seq(self.0.iter().flat_map(|p| {
+            let single = (p.run_len <= 1).then(|| {
+                if p.has_fixed_in_run() {
+                    let mut one = p.clone();
+                    one.clear_fixed_in_run();
+                    Cow::Owned(one)
+                } else {
+                    Cow::Borrowed(p)
+                }
+            });
+            let members = (p.run_len > 1).then(|| p.each_rank().map(Cow::Owned));
+            single.into_iter().chain(members.into_iter().flatten())
+        }))
+    }
+}
+
 impl JobDump {
     /// How many ranks its dumps stand for.
     pub fn rank_count(&self) -> usize {
@@ -34,6 +76,14 @@ impl JobDump {
     /// Whether some dump stands for several ranks.
     pub fn is_compact(&self) -> bool {
         self.processes.iter().any(|p| p.run_len > 1)
+    }
+
+    /// The job as [`JobDump::expand`] would make it, to serialize: each
+    /// rank's dump is made as it is written and dropped after, so a job
+    /// of runs is written out in about the memory it takes itself. Its
+    /// JSON is the expanded job's, byte for byte.
+    pub fn each_rank(&self) -> EachRank<'_> {
+        EachRank(self)
     }
 
     /// One dump per rank: what `--json`, the per-rank listing and anything
@@ -267,6 +317,18 @@ impl ProcessDump {
 
     /// Forgets which operations a run keeps fixed ([`Queue::fixed_in_run`]):
     /// a dump of one rank has no run.
+    /// Whether some queue of it lists operations fixed in its run.
+    fn has_fixed_in_run(&self) -> bool {
+        let Section::Ok { value } = &self.communicators else {
+            return false;
+        };
+        value.list.iter().any(|c| {
+            [&c.sends, &c.receives, &c.unexpected]
+                .into_iter()
+                .any(|q| matches!(q, Section::Ok { value } if !value.fixed_in_run.is_empty()))
+        })
+    }
+
     pub fn clear_fixed_in_run(&mut self) {
         if let Section::Ok { value } = &mut self.communicators {
             for c in &mut value.list {
@@ -281,31 +343,37 @@ impl ProcessDump {
             self.clear_fixed_in_run();
             return vec![self];
         }
-        let members: Vec<(i32, i32)> = self.run_members().collect();
+        self.each_rank().collect()
+    }
+
+    /// The dump of each rank it stands for, made one at a time: a run of
+    /// 100,000 ranks is written out rank by rank without holding them all
+    /// ([`JobDump::each_rank`]).
+    pub fn each_rank(&self) -> impl Iterator<Item = ProcessDump> + '_ {
+        self.run_members().map(|(pid, rank)| self.member(pid, rank))
+    }
+
+    /// The dump of the member `rank` (pid `pid`) of its run.
+    fn member(&self, pid: i32, rank: i32) -> ProcessDump {
+        let mut p = self.clone();
+        p.pid = pid;
+        p.global_rank = rank;
+        p.run_len = 1;
+        p.run_shifts_peers = false;
         let first = self.global_rank;
-        members
-            .into_iter()
-            .map(|(pid, rank)| {
-                let mut p = self.clone();
-                p.pid = pid;
-                p.global_rank = rank;
-                p.run_len = 1;
-                p.run_shifts_peers = false;
-                let shift = i64::from(rank) - i64::from(first);
-                if let Section::Ok { value } = &mut p.communicators {
-                    for c in &mut value.list {
-                        if c.local_rank == i64::from(first) {
-                            c.local_rank = i64::from(rank);
-                            if self.run_shifts_peers {
-                                shift_queues(c, shift);
-                            }
-                        }
-                        c.for_each_queue_mut(|q| q.fixed_in_run.clear());
+        let shift = i64::from(rank) - i64::from(first);
+        if let Section::Ok { value } = &mut p.communicators {
+            for c in &mut value.list {
+                if c.local_rank == i64::from(first) {
+                    c.local_rank = i64::from(rank);
+                    if self.run_shifts_peers {
+                        shift_queues(c, shift);
                     }
                 }
-                p
-            })
-            .collect()
+                c.for_each_queue_mut(|q| q.fixed_in_run.clear());
+            }
+        }
+        p
     }
 }
 

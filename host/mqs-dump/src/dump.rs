@@ -299,9 +299,9 @@ pub fn run(args: &DumpArgs) -> ExitCode {
         Err(e) => return crate::output::fail(e),
     };
     let elapsed = started.elapsed();
-    // Outputs made rank by rank need each rank's own dump.
-    let per_rank = format == Format::Json
-        || (format == Format::Text && (job.rank_count() <= 1 || args.per_rank));
+    // The per-rank listing needs each rank's own dump; JSON makes each as
+    // it writes it (`JobDump::each_rank`).
+    let per_rank = format == Format::Text && (job.rank_count() <= 1 || args.per_rank);
     if per_rank && !args.deadlock {
         job.expand();
     }
@@ -365,7 +365,7 @@ pub fn run(args: &DumpArgs) -> ExitCode {
         return failed();
     }
     match format {
-        Format::Json => crate::output::emit_with(|out| render::write_json(&job, out)),
+        Format::Json => crate::output::emit_with(|out| render::write_json(&job.each_rank(), out)),
         Format::Dot => {
             let analysed = Job::new(&job);
             crate::output::emit(&view::dot::dot(&Analysis::new(&analysed)));

@@ -172,7 +172,7 @@ fn launcher(program: &Path, spec: &Path) -> Result<Template> {
 /// ends still leaves the first); a reader gone away is an error.
 fn report(args: &FrontArgs, read: Read, began: Instant) -> std::io::Result<()> {
     let Read {
-        mut job,
+        job,
         bytes,
         levels,
         expanding,
@@ -215,8 +215,8 @@ fn report(args: &FrontArgs, read: Read, began: Instant) -> std::io::Result<()> {
         text.lines().count()
     )?;
     if args.print_job {
-        job.expand();
-        serde_json::to_writer(&mut out, &job).map_err(std::io::Error::other)?;
+        // Rank by rank, as mqs-dump writes `--json`.
+        serde_json::to_writer(&mut out, &job.each_rank()).map_err(std::io::Error::other)?;
         writeln!(out)?;
         out.write_all(text.as_bytes())?;
     }

@@ -319,6 +319,23 @@ fn a_ring_that_all_wait_on_rank_0_keeps_that_peer_fixed_and_expands_exactly() {
         .collect();
     expanded.sort_by_key(|(_, p)| p.global_rank);
     assert_eq!(json(expanded), json(ranks.clone()));
+    // Written out rank by rank (`--json`), the job of runs is the JSON of
+    // the expanded job, byte for byte.
+    let back: States = serde_json::from_slice(&wire).unwrap();
+    let job = mqs_core::model::JobDump {
+        schema_version: mqs_core::model::SCHEMA_VERSION,
+        launcher: None,
+        processes: back.runs().into_iter().map(|(_, p)| p).collect(),
+        failures: Vec::new(),
+    };
+    assert!(job.is_compact());
+    let mut whole = job.clone();
+    whole.expand();
+    assert_eq!(whole.processes.len(), 24);
+    assert_eq!(
+        serde_json::to_string_pretty(&job.each_rank()).unwrap(),
+        serde_json::to_string_pretty(&whole).unwrap()
+    );
     // Without hubs every rank's message from rank 0 is at a distance of
     // its own: no two ranks share a state.
     let mut parent = states_of("a", false);
