@@ -253,7 +253,12 @@ pub fn unexpected<P: ProcessAccess + ?Sized>(
     let len = l.descriptor_read();
     let mut out = Vec::new();
     let mut seen = AddrSet::default();
-    let mut at = match t.read_ptr(head + l.list_next) {
+    // A worker pointer near the top of the address space (a corrupt
+    // one) puts the list's head past it.
+    let Some(first) = head.checked_add(l.list_next) else {
+        return (out, Some(Stop::BadPointer(head)));
+    };
+    let mut at = match t.read_ptr(first) {
         Ok(next) => next,
         Err(e) => return (out, Some(Stop::from_read(e, head))),
     };
@@ -611,5 +616,16 @@ mod tests {
         // An empty list.
         let (u, stop) = unexpected(&target(&empty_worker(&l)), &l, WORKER, 10);
         assert!(u.is_empty() && stop.is_none());
+    }
+
+    #[test]
+    fn a_worker_at_the_top_of_the_address_space_is_a_bad_pointer() {
+        // A corrupt worker pointer puts the unexpected list's head past
+        // the end of the address space: a stop, not an overflow.
+        let l = layout();
+        let p = empty_worker(&l);
+        let (u, stop) = unexpected(&target(&p), &l, u64::MAX - 8, 10);
+        assert!(u.is_empty());
+        assert!(matches!(stop, Some(Stop::BadPointer(_))), "{stop:?}");
     }
 }
