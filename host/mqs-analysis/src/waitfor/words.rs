@@ -4,7 +4,7 @@ use mqs_abi::OpStatus;
 
 use super::stance::op_words;
 use super::{peer_words, Analysis, Basis, Step, Stopped, WaitKind};
-use crate::calls::Blocked;
+use crate::calls::{Blocked, Call, CallOp};
 use crate::collectives::whereabouts;
 use crate::ranks::RankSet;
 
@@ -91,38 +91,40 @@ impl Analysis<'_, '_> {
                     None => c.name.clone(),
                 }
             }
-            WaitKind::Stack { call, op } => {
-                let call = &self.calls[call];
-                let Blocked::Ops { ops, .. } = &call.blocked else {
-                    return call.entry.clone();
-                };
-                let op = &ops[op];
-                let comm = op.comm.map_or("a communicator not known".to_string(), |c| {
-                    self.job.comms[c].label()
-                });
-                format!(
+            WaitKind::Stack { call, op } => match self.stack_op(call, op) {
+                Ok((call, op, comm)) => format!(
                     "{}, from its stack: {}",
                     op_words(op.class, op.peer, op.tag, &comm),
                     call.entry
-                )
-            }
-            WaitKind::Sending { call, op } => {
-                let call = &self.calls[call];
-                let Blocked::Ops { ops, .. } = &call.blocked else {
-                    return call.entry.clone();
-                };
-                let op = &ops[op];
-                let comm = op.comm.map_or("a communicator not known".to_string(), |c| {
-                    self.job.comms[c].label()
-                });
-                let tag = op.tag.map_or("any tag".to_string(), |t| format!("tag {t}"));
-                format!(
-                    "the message rank {}'s stack is sending it ({}, {tag} on {comm}), which \
-                     neither rank's queues list",
-                    call.rank, call.entry
-                )
-            }
+                ),
+                Err(entry) => entry,
+            },
+            WaitKind::Sending { call, op } => match self.stack_op(call, op) {
+                Ok((call, op, comm)) => {
+                    let tag = op.tag.map_or("any tag".to_string(), |t| format!("tag {t}"));
+                    format!(
+                        "the message rank {}'s stack is sending it ({}, {tag} on {comm}), \
+                         which neither rank's queues list",
+                        call.rank, call.entry
+                    )
+                }
+                Err(entry) => entry,
+            },
         }
+    }
+
+    /// Operation `op` of the call `call` on a stack, with its
+    /// communicator's label; the call's entry where it names no operations.
+    fn stack_op(&self, call: usize, op: usize) -> Result<(&Call, &CallOp, String), String> {
+        let call = &self.calls[call];
+        let Blocked::Ops { ops, .. } = &call.blocked else {
+            return Err(call.entry.clone());
+        };
+        let op = &ops[op];
+        let comm = op.comm.map_or("a communicator not known".to_string(), |c| {
+            self.job.comms[c].label()
+        });
+        Ok((call, op, comm))
     }
 
     /// Steps in words, `, `-separated: one by one, or, for more than
