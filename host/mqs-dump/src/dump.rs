@@ -490,18 +490,16 @@ fn collect_options(args: &DumpArgs) -> Result<CollectOptions, Error> {
         ));
     }
     let mut options = c.options()?;
-    // What only the job view, --deadlock and DOT read may keep ranks in
-    // equal states as one dump each run; every per-rank output expands.
-    options.compact = !args.json
-        && args
-            .format
-            .is_none_or(|f| f == Format::Text || f == Format::Dot)
-        && !args.per_rank
-        && !args.verbose
-        && args.confirm.is_none();
-    // The view and DOT alone compare ranks on what they read; --deadlock
-    // compares two snapshots of a live job by their addresses.
-    options.per_rank_detail = !options.compact || args.deadlock;
+    // The job view, --deadlock and DOT read ranks in equal states as one
+    // dump each run, and JSON writes each rank's dump from its run as it
+    // goes (`JobDump::each_rank`); the per-rank listing, --verbose's
+    // counters and --confirm's second look expand.
+    let json = args.json || args.format == Some(Format::Json);
+    options.compact = !args.per_rank && !args.verbose && args.confirm.is_none();
+    // The view and DOT alone compare ranks on what they read; JSON writes
+    // every rank's addresses, and --deadlock compares two snapshots of a
+    // live job by theirs.
+    options.per_rank_detail = !options.compact || args.deadlock || json;
     Ok(options)
 }
 
