@@ -23,6 +23,7 @@ pub use entry_points::{EntryPoint, Need, ENTRY_POINTS};
 pub use lines::{Lines, LinesBuf, Part};
 
 pub use model::{
-    decode_c_chars, encode_c_chars, request_line, request_of, Communicator, OpClass, OpStatus,
-    PendingOperation, ProcessLocation, ReturnCode, ANY_TAG, BLOCKING_RECEIVE, IN_TRANSIT,
+    decode_c_chars, encode_c_chars, request_line, request_of, request_parts, request_split,
+    Communicator, OpClass, OpStatus, PendingOperation, ProcessLocation, ReturnCode, ANY_TAG,
+    BLOCKING_RECEIVE, IN_TRANSIT,
 };

@@ -376,6 +376,16 @@ pub fn request_line(what: &str, address: u64) -> String {
     format!("{what} request {address:#x}")
 }
 
+/// [`request_line`] as parts of a [`crate::LinesBuf`] line, without the
+/// formatting machinery (the collectors renumber every operation's).
+pub fn request_parts(what: &str, address: u64) -> [crate::Part<'_>; 3] {
+    [
+        crate::Part::Text(what),
+        crate::Part::Lit(" request "),
+        crate::Part::Hex(address),
+    ]
+}
+
 /// How the first `extra_text` line of a receive starts when a blocking call
 /// (`MPI_Recv`) waits on it and it has no MPI request (mqs's DLL under
 /// Open MPI's pml ucx: the request lives on the caller's stack). A host
@@ -385,13 +395,20 @@ pub const BLOCKING_RECEIVE: &str = "blocking receive: ";
 
 /// The request address a [`request_line`] names.
 pub fn request_of(line: &str) -> Option<u64> {
+    request_split(line).map(|(_, address)| address)
+}
+
+/// What a [`request_line`] says the request is (`receive`), and its
+/// address.
+pub fn request_split(line: &str) -> Option<(&str, u64)> {
     // Asked of every line of every operation of every rank: the marker is
     // looked for from the end by hand, which unlike `rsplit_once` sets up
     // no substring searcher per line.
     const MARK: &[u8] = b" request 0x";
     let bytes = line.as_bytes();
     let at = bytes.windows(MARK.len()).rposition(|w| w == MARK)?;
-    u64::from_str_radix(&line[at + MARK.len()..], 16).ok()
+    let address = u64::from_str_radix(&line[at + MARK.len()..], 16).ok()?;
+    Some((&line[..at], address))
 }
 
 #[cfg(test)]
@@ -405,6 +422,15 @@ mod tests {
         }
         // The last marker counts; anything else is no request.
         assert_eq!(request_of("send request 0x1 request 0x2a"), Some(0x2a));
+        assert_eq!(
+            request_split("persistent receive request 0x10"),
+            Some(("persistent receive", 0x10))
+        );
+        for (what, address) in [("send", 0), ("receive", 0x7f12_3456_7890), ("x", u64::MAX)] {
+            let mut buf = crate::LinesBuf::with_capacity(32);
+            buf.push_parts(&request_parts(what, address));
+            assert_eq!(buf.finish(), [request_line(what, address).as_str()]);
+        }
         for line in [
             "",
             "request 0x1",

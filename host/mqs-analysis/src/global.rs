@@ -2,7 +2,9 @@
 //! matched across ranks, and every pending operation with its peer
 //! translated to a global rank. Built from the dump model only.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
 
 use mqs_abi::{OpClass, OpStatus};
 
@@ -142,7 +144,7 @@ pub struct Job<'a> {
     pub cut_short: BTreeMap<(String, String), RankSet>,
     /// (the dump's address, the DLL's `unique_id` there) -> index into
     /// `comms` (the ranks of a run share their dump).
-    by_id: HashMap<(usize, u64), usize>,
+    by_id: FxHashMap<(usize, u64), usize>,
 }
 
 /// The key communicators are matched by: name and group where the DLL
@@ -423,11 +425,11 @@ fn ranks_of(dump: &JobDump) -> Vec<Rank<'_>> {
 /// The job's communicators and operations, being matched rank by rank.
 #[derive(Default)]
 struct Matching<'a> {
-    keys: HashMap<CommKey, usize>,
+    keys: FxHashMap<CommKey, usize>,
     comms: Vec<JobComm>,
     not_available: BTreeMap<(String, String), RankSet>,
     cut_short: BTreeMap<(String, String), RankSet>,
-    by_id: HashMap<(usize, u64), usize>,
+    by_id: FxHashMap<(usize, u64), usize>,
     /// Peers are read once every communicator's group is known.
     ops: Vec<Op<'a>>,
 }

@@ -3,12 +3,16 @@
 //! scale runs write it, `target/mqs-scratch/scale-bench/*.json`) is made
 //! into one dump per rank, as a flat collection gives it, and each step of
 //! the job view is timed: the job's operations (`Job::new`), the wait-for
-//! analysis (`Analysis::new`), the view's text.
+//! analysis (`Analysis::new`), the view's text. First, what the leaves of
+//! a collector tree do with the same ranks: each host's dumps into states
+//! as its collector merges them for the job view (`states_s`, all hosts
+//! one after the other, and the states they make).
 //!
 //! `cargo bench -p mqs-dump --bench view -- --spec FILE [--rounds R]`
 
 use std::time::Instant;
 
+use mqs_acquire::collect::states::States;
 use mqs_analysis::view::{self, ViewOptions};
 use mqs_analysis::{Analysis, Job};
 use mqs_core::model::{JobDump, SCHEMA_VERSION};
@@ -35,7 +39,26 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     let spec = spec.ok_or("--spec FILE is needed (a scale run's spec)")?;
     let job = SyntheticJob::load(std::path::Path::new(&spec))?;
-    let processes = job.members().iter().map(|m| job.process(m)).collect();
+    let processes: Vec<_> = job.members().iter().map(|m| job.process(m)).collect();
+    for round in 0..rounds {
+        let (mut took, mut states) = (std::time::Duration::ZERO, 0);
+        for host in processes.chunks(job.per_host) {
+            let host = host.to_vec();
+            let t = Instant::now();
+            // As a leaf for the job view: ranks compared on what it reads.
+            let mut leaf = States::with_detail(false).by_number(true);
+            leaf.find_hubs(&host);
+            for p in host {
+                leaf.add("", p);
+            }
+            took += t.elapsed();
+            states += leaf.list.len();
+        }
+        println!(
+            "round={round} states_s={:.3} states={states}",
+            took.as_secs_f64()
+        );
+    }
     let dump = JobDump {
         schema_version: SCHEMA_VERSION,
         launcher: None,

@@ -6,8 +6,10 @@
 //! its label saying how far each goes ("each to r+1"). A rank with an
 //! OR-wait, whose diamond names it, keeps a node of its own.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
 use std::fmt::Write;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::drawing::{escape, Drawn, Edges, RankEdge, RankNode};
 use crate::RankSet;
@@ -37,9 +39,9 @@ struct Class<'a> {
 /// Draws `nodes` and `edges` by classes: nodes into `out`, edges into
 /// `tail`.
 pub(super) fn draw(nodes: &[RankNode], edges: &Edges, out: &mut String, tail: &mut String) {
-    let mut own_node: HashSet<i64> = HashSet::new();
-    let mut waited_on: HashMap<i64, usize> = HashMap::new();
-    let mut leaving: HashMap<i64, Vec<&RankEdge>> = HashMap::new();
+    let mut own_node: FxHashSet<i64> = FxHashSet::default();
+    let mut waited_on: FxHashMap<i64, usize> = FxHashMap::default();
+    let mut leaving: FxHashMap<i64, Vec<&RankEdge>> = FxHashMap::default();
     for drawn in &edges.list {
         match drawn {
             Drawn::Ranks(e) => {
@@ -60,8 +62,9 @@ pub(super) fn draw(nodes: &[RankNode], edges: &Edges, out: &mut String, tail: &m
     };
 
     let mut classes: Vec<Class> = Vec::new();
-    let mut by_key: HashMap<String, usize> = HashMap::new();
-    let mut class_of: HashMap<i64, usize> = HashMap::with_capacity(nodes.len());
+    let mut by_key: FxHashMap<String, usize> = FxHashMap::default();
+    let mut class_of: FxHashMap<i64, usize> =
+        FxHashMap::with_capacity_and_hasher(nodes.len(), Default::default());
     for (n, node) in nodes.iter().enumerate() {
         let words = |(reach, e): &(Reach, &RankEdge)| (*reach, e.style, e.label.clone(), e.color);
         let mut out_edges: Vec<(Reach, &RankEdge)> = leaving
@@ -121,7 +124,7 @@ pub(super) fn draw(nodes: &[RankNode], edges: &Edges, out: &mut String, tail: &m
         let from = id(class);
         let many = class.ranks.len() > 1;
         // A rank alone waits on a class by several distances: one edge.
-        let mut drawn: HashSet<String> = HashSet::new();
+        let mut drawn: FxHashSet<String> = FxHashSet::default();
         for (reach, e) in &class.edges {
             let targets: BTreeSet<usize> = class
                 .ranks

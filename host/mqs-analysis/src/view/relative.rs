@@ -9,9 +9,11 @@
 //! keeps its own number in the relative line: "recv from rank r-1 (mod 8)
 //! tag 10; recv from rank 0 tag 5".
 
-use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 
 use mqs_abi::{OpClass, OpStatus};
+use rustc_hash::{FxHashMap, FxHashSet};
+use twox_hash::XxHash3_128;
 
 use crate::global::{JobComm, Op, Peer};
 use crate::RankSet;
@@ -33,28 +35,45 @@ pub(super) struct QueueTexts<'c> {
     comm: &'c JobComm,
     /// Each member's own rank in the communicator, by global rank; None
     /// where the two are the same.
-    local_of: Option<HashMap<i64, i64>>,
+    local_of: Option<FxHashMap<i64, i64>>,
     /// Each rank, its text's fingerprint, and its relative text's number.
     ranks: Vec<(i64, Fingerprint, Option<usize>)>,
     relative_texts: Vec<String>,
-    relative_numbers: HashMap<Vec<(Distance, Said<'c>)>, usize>,
+    relative_numbers: FxHashMap<Vec<(Distance, Said<'c>)>, usize>,
+    /// The last rank's relative parts, and the bytes of its own
+    /// fingerprint: their buffers kept for the next.
+    scratch: Vec<(Distance, Said<'c>)>,
+    own: Wide,
     /// The peers, by their rank in the communicator, that more than a
     /// quarter of the queue's ranks name (`mqs_core::model::is_hub`).
-    hubs: std::collections::HashSet<i64>,
+    hubs: FxHashSet<i64>,
 }
 
-/// Two independent 64-bit hashes of a text's parts: equal parts have
-/// equal fingerprints, and two of 100,000 different ones meet with a
-/// chance near 1e-29.
-type Fingerprint = (u64, u64);
+/// A 128-bit hash of a text's parts (XXH3): equal parts have equal
+/// fingerprints, and two of 100,000 different ones meet with a chance
+/// near 1e-29.
+type Fingerprint = u128;
 
-fn fingerprint(parts: &impl std::hash::Hash) -> Fingerprint {
-    use std::hash::{Hash, Hasher};
-    let mut first = std::collections::hash_map::DefaultHasher::new();
-    parts.hash(&mut first);
-    let mut second = std::collections::hash_map::DefaultHasher::new();
-    (0x9e37_79b9_7f4a_7c15u64, parts).hash(&mut second);
-    (first.finish(), second.finish())
+/// Keeps what a `Hash` writes, to be hashed in one call (XXH3-128): the
+/// std hasher took two passes for 128 bits, and XXH3 fed field by field
+/// costs more than the copy (a tenth of a 100,000-rank view either way).
+#[derive(Default)]
+struct Wide(Vec<u8>);
+
+impl Wide {
+    fn fingerprint(&self) -> Fingerprint {
+        XxHash3_128::oneshot(&self.0)
+    }
+}
+
+impl Hasher for Wide {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes);
+    }
+
+    fn finish(&self) -> u64 {
+        self.fingerprint() as u64
+    }
 }
 
 /// What an operation's words say besides its peer ([`super::op_text_with_peer`]):
@@ -124,7 +143,9 @@ impl<'c> QueueTexts<'c> {
             local_of,
             ranks: Vec::new(),
             relative_texts: Vec::new(),
-            relative_numbers: HashMap::new(),
+            relative_numbers: FxHashMap::default(),
+            scratch: Vec::new(),
+            own: Wide::default(),
             hubs: Default::default(),
         };
         texts.hubs = texts.hubs_of(ops);
@@ -133,7 +154,7 @@ impl<'c> QueueTexts<'c> {
 
     /// The peers named by more than a quarter of the ranks that list
     /// operations (each rank counted once per peer).
-    fn hubs_of<'o>(&self, ops: impl Iterator<Item = &'o Op<'o>>) -> std::collections::HashSet<i64> {
+    fn hubs_of<'o>(&self, ops: impl Iterator<Item = &'o Op<'o>>) -> FxHashSet<i64> {
         // Each place's count and the last rank counted for it (a
         // communicator of more than 2^22 ranks has no hubs).
         let size = usize::try_from(self.comm.size)
@@ -180,49 +201,61 @@ impl<'c> QueueTexts<'c> {
     /// Rank `rank`, with its operations on this queue.
     pub(super) fn add(&mut self, rank: i64, ops: &[&Op<'c>]) {
         let identity = self.comm.is_identity();
-        let own: Vec<(Named, Said<'_>)> = ops
-            .iter()
-            .map(|op| {
-                let named = match op.peer {
-                    Peer::Any => Named::Any,
-                    Peer::Rank(g) => Named::Rank(g, op.local_peer.filter(|&l| l != g || !identity)),
-                    Peer::Local(l) => Named::Local(l),
-                };
-                (named, Said::of(op))
-            })
-            .collect();
-        let own = fingerprint(&own);
-        let relative = self.relative(rank, ops).map(|parts| {
+        // As the list of (peer named, the rest) would hash, without the
+        // list.
+        let mut own = std::mem::take(&mut self.own);
+        own.0.clear();
+        ops.len().hash(&mut own);
+        for op in ops {
+            let named = match op.peer {
+                Peer::Any => Named::Any,
+                Peer::Rank(g) => Named::Rank(g, op.local_peer.filter(|&l| l != g || !identity)),
+                Peer::Local(l) => Named::Local(l),
+            };
+            (named, Said::of(op)).hash(&mut own);
+        }
+        let fingerprint = own.fingerprint();
+        self.own = own;
+        let relative = self.relative(rank, ops).then(|| {
             let next = self.relative_texts.len();
-            match self.relative_numbers.get(&parts) {
+            match self.relative_numbers.get(self.scratch.as_slice()) {
                 Some(&number) => number,
                 None => {
-                    let text = self.relative_text(&parts, ops);
+                    let text = self.relative_text(&self.scratch, ops);
                     self.relative_texts.push(text);
-                    self.relative_numbers.insert(parts, next);
+                    self.relative_numbers.insert(self.scratch.clone(), next);
                     next
                 }
             }
         });
-        self.ranks.push((rank, own, relative));
+        self.ranks.push((rank, fingerprint, relative));
     }
 
-    /// The operations with each peer relative to `rank`; None where none
-    /// is a rank, or one's rank in the communicator is not known.
-    fn relative(&self, rank: i64, ops: &[&Op<'c>]) -> Option<Vec<(Distance, Said<'c>)>> {
+    /// The operations with each peer relative to `rank`, in `scratch`;
+    /// false where none is a rank, or one's rank in the communicator is
+    /// not known.
+    fn relative(&mut self, rank: i64, ops: &[&Op<'c>]) -> bool {
         let size = self.comm.size;
         let me = match &self.local_of {
             None => rank,
-            Some(map) => *map.get(&rank)?,
+            Some(map) => match map.get(&rank) {
+                Some(&me) => me,
+                None => return false,
+            },
         };
         if size < 2 || ops.iter().all(|op| op.peer == Peer::Any) {
-            return None;
+            return false;
         }
-        let mut parts = Vec::with_capacity(ops.len());
+        let mut parts = std::mem::take(&mut self.scratch);
+        parts.clear();
+        let mut known = true;
         for op in ops {
             let distance = match self.place_of(op) {
                 Place::Any => Distance::Any,
-                Place::Unknown => return None,
+                Place::Unknown => {
+                    known = false;
+                    break;
+                }
                 Place::At(peer) if self.hubs.contains(&peer) => Distance::Hub(peer),
                 Place::At(peer) => {
                     let d = (peer - me).rem_euclid(size);
@@ -231,7 +264,8 @@ impl<'c> QueueTexts<'c> {
             };
             parts.push((distance, Said::of(op)));
         }
-        Some(parts)
+        self.scratch = parts;
+        known
     }
 
     /// The words of relative parts (`ops`, whose they are, give the rest).
@@ -271,7 +305,7 @@ impl<'c> QueueTexts<'c> {
     /// The lines: each text with its ranks, in order of first appearance;
     /// `text_of` makes a rank's own text again where its line needs it.
     pub(super) fn groups(self, text_of: impl Fn(i64) -> String) -> Vec<(String, RankSet)> {
-        let mut absolute: HashMap<Fingerprint, usize> = HashMap::new();
+        let mut absolute: FxHashMap<Fingerprint, usize> = FxHashMap::default();
         let mut relative = vec![0usize; self.relative_texts.len()];
         for (_, text, rel) in &self.ranks {
             *absolute.entry(*text).or_default() += 1;
@@ -285,7 +319,7 @@ impl<'c> QueueTexts<'c> {
             Relative(usize),
         }
         let mut groups: Vec<(String, RankSet)> = Vec::new();
-        let mut group_of: HashMap<Line, usize> = HashMap::new();
+        let mut group_of: FxHashMap<Line, usize> = FxHashMap::default();
         for (rank, text, rel) in &self.ranks {
             let line = match rel {
                 Some(rel) if relative[*rel] >= MIN_RELATIVE.max(absolute[text] + 1) => {

@@ -2,7 +2,7 @@
 //! cycles among the rest, claimed or only possible; the chains of ranks
 //! that wait, through one another, for a rank that may move.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use super::{Analysis, Chain, Step, WaitKind};
 use crate::ranks::RankSet;
@@ -138,7 +138,7 @@ impl Analysis<'_, '_> {
         // (claimed or not).
         let mut found: Vec<(Vec<Step>, bool)> = Vec::new();
         let mut into: Vec<(Vec<Step>, usize)> = Vec::new();
-        let mut cycle_of: HashMap<i64, usize> = HashMap::new();
+        let mut cycle_of: FxHashMap<i64, usize> = FxHashMap::default();
         for start in stuck.iter() {
             if covered.contains(start) {
                 continue;
@@ -146,7 +146,7 @@ impl Analysis<'_, '_> {
             let mut path: Vec<Step> = Vec::new();
             // Where each rank stands on the path: a ring of 100,000 ranks is
             // one path, and looking along it at each step is quadratic.
-            let mut on_path: HashMap<i64, usize> = HashMap::new();
+            let mut on_path: FxHashMap<i64, usize> = FxHashMap::default();
             let mut cur = start;
             loop {
                 if let Some(&at) = on_path.get(&cur) {
@@ -217,7 +217,7 @@ impl Analysis<'_, '_> {
         // Each step leads to a rank let in earlier (or free from the
         // start), so one pass in order gives every step its sink and the
         // length of its path there.
-        let at: HashMap<i64, usize> = via.iter().enumerate().map(|(i, s)| (s.rank, i)).collect();
+        let at: FxHashMap<i64, usize> = via.iter().enumerate().map(|(i, s)| (s.rank, i)).collect();
         let mut sink = vec![0i64; via.len()];
         let mut depth = vec![0usize; via.len()];
         for (i, s) in via.iter().enumerate() {
@@ -235,7 +235,7 @@ impl Analysis<'_, '_> {
         // Chains by sink, in order of first appearance; each shows the
         // longest path (the first of that length).
         let mut chains: Vec<(Chain, usize)> = Vec::new();
-        let mut chain_of: HashMap<i64, usize> = HashMap::new();
+        let mut chain_of: FxHashMap<i64, usize> = FxHashMap::default();
         for (i, first) in via.iter().enumerate() {
             match chain_of.get(&sink[i]).map(|&c| &mut chains[c]) {
                 Some((chain, longest)) => {

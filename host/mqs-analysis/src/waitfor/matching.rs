@@ -9,7 +9,7 @@
 //! blocked inside MPI, so it waits only on a peer that cannot run (stopped
 //! by a signal, say). Anything else waits for the peer to act.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use mqs_abi::{OpClass, OpStatus};
 
@@ -67,7 +67,7 @@ impl Half {
 /// looks at every member, so a scan per receive would be quadratic).
 #[derive(Debug, Default)]
 pub struct Matcher {
-    sends_to: HashMap<(usize, i64), Vec<usize>>,
+    sends_to: FxHashMap<(usize, i64), Vec<usize>>,
     unread_sends: RankSet,
     unread_receives: RankSet,
     /// By communicator: every member is known, dumped, and its sends read
@@ -77,7 +77,7 @@ pub struct Matcher {
 
 impl Matcher {
     pub fn new(job: &Job<'_>) -> Self {
-        let mut sends_to: HashMap<(usize, i64), Vec<usize>> = HashMap::new();
+        let mut sends_to: FxHashMap<(usize, i64), Vec<usize>> = FxHashMap::default();
         for (i, op) in job.ops.iter().enumerate() {
             if let (OpClass::PendingSends, Peer::Rank(dest)) = (op.class, op.peer) {
                 sends_to.entry((op.comm, dest)).or_default().push(i);

@@ -30,6 +30,7 @@ mod stance;
 mod words;
 
 use mqs_core::interface::OsState;
+use rustc_hash::FxHashMap;
 
 use super::calls::{self, Call};
 use super::collectives::{self, Collective};
@@ -350,8 +351,7 @@ fn unjudged(job: &Job<'_>, calls: &[Call], stopped: &[Stopped]) -> Vec<Unjudged>
             why,
         }),
     };
-    let call_of: std::collections::HashMap<i64, &Call> =
-        calls.iter().map(|c| (c.rank, c)).collect();
+    let call_of: FxHashMap<i64, &Call> = calls.iter().map(|c| (c.rank, c)).collect();
     let halted: RankSet = stopped.iter().map(|s| s.rank).collect();
     for r in &job.ranks {
         if r.inside_mpi == Some(false)

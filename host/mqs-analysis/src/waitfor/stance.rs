@@ -8,7 +8,7 @@
 //! ([`super::matching`]): a send the peer has taken is no wait, and one
 //! whose other half the peer holds is met by progress alone.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use mqs_abi::{OpClass, OpStatus};
 
@@ -70,8 +70,8 @@ pub(super) fn stances(
 /// operations, and the sender's rank.
 /// Such a send is under way in the transport (matched, or being copied),
 /// and its destination takes part in it.
-fn unlisted_sends(calls: &[Call]) -> HashMap<i64, Vec<(usize, usize, i64)>> {
-    let mut by_peer: HashMap<i64, Vec<(usize, usize, i64)>> = HashMap::new();
+fn unlisted_sends(calls: &[Call]) -> FxHashMap<i64, Vec<(usize, usize, i64)>> {
+    let mut by_peer: FxHashMap<i64, Vec<(usize, usize, i64)>> = FxHashMap::default();
     for (ci, call) in calls.iter().enumerate() {
         let Blocked::Ops { ops, .. } = &call.blocked else {
             continue;
@@ -109,7 +109,7 @@ pub(super) fn kinds_of(entry: &str) -> Option<&'static [OpClass]> {
 struct Builder<'b, 'j, 'a> {
     job: &'b Job<'a>,
     matcher: &'b Matcher,
-    sending: &'b HashMap<i64, Vec<(usize, usize, i64)>>,
+    sending: &'b FxHashMap<i64, Vec<(usize, usize, i64)>>,
     members: &'b [Option<RankSet>],
     rank: &'b Rank<'j>,
     out: &'b mut Stances,

@@ -465,22 +465,23 @@ pub fn strip_per_rank_detail(p: &mut ProcessDump) {
                 };
                 for op in &mut queue.operations {
                     op.buffer = 0;
-                    if op
-                        .extra_text
-                        .iter()
-                        .any(|l| mqs_abi::request_of(l).is_some())
-                    {
-                        let mut lines = mqs_abi::Lines::new();
-                        for line in op.extra_text.iter() {
-                            match (mqs_abi::request_of(line), line.rsplit_once(" request 0x")) {
-                                (Some(address), Some((head, _))) => {
-                                    lines.push(&mqs_abi::request_line(head, number(address)));
-                                }
-                                _ => lines.push(line),
-                            }
-                        }
-                        op.extra_text = lines;
+                    // Every operation of every rank: the lines are written
+                    // again in one buffer, and only where one names a
+                    // request.
+                    let text = &op.extra_text;
+                    if !text.iter().any(|l| mqs_abi::request_split(l).is_some()) {
+                        continue;
                     }
+                    let mut lines = mqs_abi::LinesBuf::with_capacity(64);
+                    for line in text.iter() {
+                        match mqs_abi::request_split(line) {
+                            Some((what, address)) => {
+                                lines.push_parts(&mqs_abi::request_parts(what, number(address)))
+                            }
+                            None => lines.push(line),
+                        }
+                    }
+                    op.extra_text = lines.finish();
                 }
             }
         }
