@@ -9,6 +9,8 @@
 use mqs_abi::{Communicator, OpClass, PendingOperation};
 use serde::{Deserialize, Serialize};
 
+mod section;
+
 /// Bumped on any incompatible change of the JSON output.
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -670,8 +672,9 @@ impl CallbackCounts {
     }
 }
 
-/// Something the DLL may or may not be able to say.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Something the DLL may or may not be able to say. Written as an object
+/// tagged by `status`, first; read back by [`section`]'s own code.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum Section<T> {
     /// The DLL answered (possibly with a truncated list, see `error`).

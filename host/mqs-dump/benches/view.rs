@@ -6,7 +6,9 @@
 //! analysis (`Analysis::new`), the view's text. First, what the leaves of
 //! a collector tree do with the same ranks: each host's dumps into states
 //! as its collector merges them for the job view (`states_s`, all hosts
-//! one after the other, and the states they make).
+//! one after the other, and the states they make), and reading the
+//! job's JSON back (`json_s`: what the front end and a tree's parents do
+//! with what collectors send).
 //!
 //! `cargo bench -p mqs-dump --bench view -- --spec FILE [--rounds R]`
 
@@ -65,6 +67,17 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         processes,
         failures: Vec::new(),
     };
+    let json = serde_json::to_vec(&dump)?;
+    for round in 0..rounds {
+        let t = Instant::now();
+        let back: JobDump = serde_json::from_slice(&json)?;
+        println!(
+            "round={round} json_s={:.3} json_mb={:.0}",
+            t.elapsed().as_secs_f64(),
+            json.len() as f64 / 1e6
+        );
+        drop(back);
+    }
     println!(
         "view ranks={} pattern={}",
         dump.processes.len(),
