@@ -276,13 +276,20 @@ fn other_sources(args: &DumpArgs, options: &Options) -> Result<JobDump, Error> {
     }
 }
 
+impl DumpArgs {
+    /// What is printed: `--json` is `--format json`; text by default.
+    fn output_format(&self) -> Format {
+        match (self.json, self.format) {
+            (true, _) => Format::Json,
+            (false, Some(f)) => f,
+            (false, None) => Format::Text,
+        }
+    }
+}
+
 pub fn run(args: &DumpArgs) -> ExitCode {
     mqs_core::dll::set_verbose(args.verbose);
-    let format = match (args.json, args.format) {
-        (true, _) => Format::Json,
-        (false, Some(f)) => f,
-        (false, None) => Format::Text,
-    };
+    let format = args.output_format();
     let options = match args.read.options() {
         Ok(read) => Options {
             no_stop: args.no_stop,
@@ -494,7 +501,7 @@ fn collect_options(args: &DumpArgs) -> Result<CollectOptions, Error> {
     // dump each run, and JSON writes each rank's dump from its run as it
     // goes (`JobDump::each_rank`); the per-rank listing, --verbose's
     // counters and --confirm's second look expand.
-    let json = args.json || args.format == Some(Format::Json);
+    let json = args.output_format() == Format::Json;
     options.compact = !args.per_rank && !args.verbose && args.confirm.is_none();
     // The view and DOT alone compare ranks on what they read; JSON writes
     // every rank's addresses, and --deadlock compares two snapshots of a

@@ -5,7 +5,8 @@
 //! parents and front end do, for every rank) spent much of its time there.
 //! Our own writer puts the tag first: then the rest of the object is read
 //! straight into the variant. An object whose tag comes later (JSON edited
-//! by hand or by another tool) is buffered once, as the derive would.
+//! by hand or by another tool) is buffered once, as the derive would, and
+//! read the same way.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -37,31 +38,22 @@ struct Message {
     message: String,
 }
 
-/// The same shape through serde's derive: the way for an object whose tag
-/// is not first.
-#[derive(Deserialize)]
-#[serde(tag = "status", rename_all = "snake_case")]
-enum Tagged<T> {
-    Ok {
-        #[serde(flatten)]
-        value: T,
-    },
-    NotAvailable {
-        reason: String,
-    },
-    Error {
-        message: String,
-    },
-}
-
-impl<T> From<Tagged<T>> for Section<T> {
-    fn from(tagged: Tagged<T>) -> Self {
-        match tagged {
-            Tagged::Ok { value } => Section::Ok { value },
-            Tagged::NotAvailable { reason } => Section::NotAvailable { reason },
-            Tagged::Error { message } => Section::Error { message },
-        }
-    }
+/// The section a status makes of the rest of its object.
+fn section_of<'de, T: DeserializeOwned, D: Deserializer<'de>>(
+    status: Status,
+    rest: D,
+) -> Result<Section<T>, D::Error> {
+    Ok(match status {
+        Status::Ok => Section::Ok {
+            value: T::deserialize(rest)?,
+        },
+        Status::NotAvailable => Section::NotAvailable {
+            reason: Reason::deserialize(rest)?.reason,
+        },
+        Status::Error => Section::Error {
+            message: Message::deserialize(rest)?.message,
+        },
+    })
 }
 
 impl<'de, T: DeserializeOwned> Deserialize<'de> for Section<T> {
@@ -85,27 +77,18 @@ impl<'de, T: DeserializeOwned> Visitor<'de> for SectionVisitor<T> {
         };
         if first == STATUS {
             let status: Status = map.next_value()?;
-            let rest = MapAccessDeserializer::new(map);
-            return Ok(match status {
-                Status::Ok => Section::Ok {
-                    value: T::deserialize(rest)?,
-                },
-                Status::NotAvailable => Section::NotAvailable {
-                    reason: Reason::deserialize(rest)?.reason,
-                },
-                Status::Error => Section::Error {
-                    message: Message::deserialize(rest)?.message,
-                },
-            });
+            return section_of(status, MapAccessDeserializer::new(map));
         }
         let mut all = serde_json::Map::new();
         all.insert(first, map.next_value()?);
         while let Some((key, value)) = map.next_entry::<String, serde_json::Value>()? {
             all.insert(key, value);
         }
-        Tagged::<T>::deserialize(serde_json::Value::Object(all))
-            .map(Section::from)
-            .map_err(A::Error::custom)
+        let status = all
+            .remove(STATUS)
+            .ok_or_else(|| A::Error::missing_field(STATUS))?;
+        let status = Status::deserialize(status).map_err(A::Error::custom)?;
+        section_of(status, serde_json::Value::Object(all)).map_err(A::Error::custom)
     }
 }
 

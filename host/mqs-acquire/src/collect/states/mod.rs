@@ -465,23 +465,28 @@ pub fn strip_per_rank_detail(p: &mut ProcessDump) {
                 };
                 for op in &mut queue.operations {
                     op.buffer = 0;
-                    // Every operation of every rank: the lines are written
-                    // again in one buffer, and only where one names a
-                    // request.
+                    // Every operation of every rank: each line is looked at
+                    // once, and the lines are written again in one buffer
+                    // only from the first that names a request.
                     let text = &op.extra_text;
-                    if !text.iter().any(|l| mqs_abi::request_split(l).is_some()) {
-                        continue;
-                    }
-                    let mut lines = mqs_abi::LinesBuf::with_capacity(64);
-                    for line in text.iter() {
-                        match mqs_abi::request_split(line) {
-                            Some((what, address)) => {
-                                lines.push_parts(&mqs_abi::request_parts(what, number(address)))
+                    let mut rewritten: Option<mqs_abi::LinesBuf> = None;
+                    for (at, line) in text.iter().enumerate() {
+                        match (mqs_abi::request_split(line), &mut rewritten) {
+                            (Some((what, address)), lines) => {
+                                let lines = lines.get_or_insert_with(|| {
+                                    let mut lines = mqs_abi::LinesBuf::with_capacity(64);
+                                    text.iter().take(at).for_each(|l| lines.push(l));
+                                    lines
+                                });
+                                lines.push_parts(&mqs_abi::request_parts(what, number(address)));
                             }
-                            None => lines.push(line),
+                            (None, Some(lines)) => lines.push(line),
+                            (None, None) => {}
                         }
                     }
-                    op.extra_text = lines.finish();
+                    if let Some(lines) = rewritten {
+                        op.extra_text = lines.finish();
+                    }
                 }
             }
         }
