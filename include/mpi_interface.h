@@ -371,6 +371,19 @@ extern int mqs_get_communicator(mqs_process *, mqs_communicator *);
  * exports it. */
 extern int mqs_get_comm_group(mqs_process *, int *);
 
+/* An mqs extension, in no MPI's header: the current communicator's
+ * Cartesian topology (MPI_Cart_create), so that a debugger can name a
+ * peer by its offset on the grid. Writes the number of dimensions to
+ * *ndims and, when it is at most max_dims, the extent of each dimension
+ * to dims and whether it is periodic (1) or not (0) to periods, arrays of
+ * max_dims ints the debugger allocated. A rank's coordinates follow from
+ * its rank in the communicator (row-major, as MPI_Cart_coords gives
+ * them). mqs_ok: written; mqs_no_information: the communicator has no
+ * Cartesian topology, or the DLL cannot tell. Optional: a debugger must
+ * look it up by name and cope without it. */
+extern int mqs_get_comm_cartesian(mqs_process *, int max_dims, int *ndims,
+                                  int *dims, int *periods);
+
 /* Step to the next communicator: mqs_ok or mqs_end_of_list. A debugger
  * must not call it again after mqs_end_of_list. */
 extern int mqs_next_communicator(mqs_process *);

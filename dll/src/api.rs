@@ -120,6 +120,14 @@ pub fn get_comm_group(process: *mut abi::mqs_process) -> Result<Vec<i32>, DllErr
     with_process(process, |st, _| st.comm_group())?
 }
 
+/// `mqs_get_comm_cartesian`: the grid to write, None for
+/// `mqs_no_information`.
+pub fn get_comm_cartesian(
+    process: *mut abi::mqs_process,
+) -> Result<Option<mqs_abi::Cartesian>, DllError> {
+    with_process(process, |st, _| st.comm_cartesian())?
+}
+
 /// `mqs_next_communicator`.
 pub fn next_communicator(process: *mut abi::mqs_process) -> Result<ReturnCode, DllError> {
     with_process(process, |st, _| st.next_communicator())?

@@ -268,6 +268,57 @@ pub unsafe extern "C" fn mqs_get_comm_group(
     })
 }
 
+/// The current communicator's Cartesian grid (an mqs extension; the
+/// header says what it writes).
+///
+/// # Safety
+/// `process` is the debugger's handle; `dims` and `periods` NULL or arrays
+/// of `max_dims` ints; `ndims` NULL or an int.
+#[no_mangle]
+pub unsafe extern "C" fn mqs_get_comm_cartesian(
+    process: *mut abi::mqs_process,
+    max_dims: c_int,
+    ndims: *mut c_int,
+    dims: *mut c_int,
+    periods: *mut c_int,
+) -> c_int {
+    let Ok(max) = usize::try_from(max_dims) else {
+        return DllError::NullArgument.code();
+    };
+    if [ndims, dims, periods]
+        .iter()
+        .any(|p| p.is_null() || !p.is_aligned())
+    {
+        return DllError::NullArgument.code();
+    }
+    guard(|| match api::get_comm_cartesian(process) {
+        Ok(Some(cart)) => {
+            let n = cart.dims.len();
+            // SAFETY: non-NULL and aligned, checked above: the debugger's int.
+            unsafe { *ndims = c_int::try_from(n).unwrap_or(c_int::MAX) };
+            if n <= max {
+                // SAFETY: the debugger allocated `max_dims` ints in each,
+                // and `n` is at most that.
+                let (d, p) = unsafe {
+                    (
+                        std::slice::from_raw_parts_mut(dims, n),
+                        std::slice::from_raw_parts_mut(periods, n),
+                    )
+                };
+                for (slot, v) in d.iter_mut().zip(&cart.dims) {
+                    *slot = c_int::try_from(*v).unwrap_or(-1);
+                }
+                for (slot, v) in p.iter_mut().zip(&cart.periods) {
+                    *slot = c_int::from(*v);
+                }
+            }
+            ReturnCode::Ok.to_raw()
+        }
+        Ok(None) => ReturnCode::NoInformation.to_raw(),
+        Err(e) => e.code(),
+    })
+}
+
 /// Steps to the next communicator.
 ///
 /// # Safety

@@ -15,7 +15,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::fmt::{self, Debug};
 
-use mqs_abi::{Communicator, OpClass, PendingOperation, ProcessLocation, ReturnCode};
+use mqs_abi::{Cartesian, Communicator, OpClass, PendingOperation, ProcessLocation, ReturnCode};
 
 use crate::abi;
 use crate::access::{ImageAccess, ProcessAccess};
@@ -36,6 +36,11 @@ pub trait CommInfo {
     /// Global ranks of the group peers are named in: the remote group of
     /// an intercommunicator, the local group otherwise.
     fn remote_ranks(&self) -> &[i64];
+
+    /// Its Cartesian grid, where the MPI keeps one the backend reads.
+    fn cartesian(&self) -> Option<&Cartesian> {
+        None
+    }
 
     /// The global rank of a peer named by its rank in this communicator.
     fn peer_global(&self, rank: i64) -> i64 {
@@ -330,6 +335,9 @@ pub trait AnyProcess<I: ImageAccess>: Debug {
     /// `mqs_get_comm_group`: the global ranks of the current
     /// communicator's local group (exactly `size` entries).
     fn comm_group(&self) -> Result<Vec<i32>, DllError>;
+    /// `mqs_get_comm_cartesian`: the current communicator's grid, None if
+    /// it has none or the backend cannot tell.
+    fn comm_cartesian(&self) -> Result<Option<Cartesian>, DllError>;
     /// `mqs_next_communicator`. Past the end the iterator stays ended, so
     /// a debugger that calls again gets an error, not a crash.
     fn next_communicator(&mut self) -> Result<ReturnCode, DllError>;
@@ -404,6 +412,10 @@ impl<B: MpiBackend, I: ImageAccess> AnyProcess<I> for Process<B> {
             .iter()
             .map(|&r| i32::try_from(r).unwrap_or(-1))
             .collect())
+    }
+
+    fn comm_cartesian(&self) -> Result<Option<Cartesian>, DllError> {
+        Ok(self.current.get(&self.comms)?.cartesian().cloned())
     }
 
     fn next_communicator(&mut self) -> Result<ReturnCode, DllError> {

@@ -70,7 +70,7 @@ fn exports_exactly_the_entry_points(path: &Path, mpi2: bool) {
 fn the_dll_exports_its_entry_points_and_nothing_else() {
     let mpi2 = cfg!(feature = "mpi2");
     let wanted = entry_points(mpi2);
-    assert_eq!(wanted.len(), if mpi2 { 24 } else { 18 });
+    assert_eq!(wanted.len(), if mpi2 { 25 } else { 19 });
     exports_exactly_the_entry_points(&mqs_tests::dll_beside_test_binary(BUILD), mpi2);
 }
 

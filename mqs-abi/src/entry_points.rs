@@ -59,6 +59,8 @@ pub const ENTRY_POINTS: &[EntryPoint] = &[
     entry("mqs_get_communicator", Need::Required),
     // MPICH's DLL does not export it.
     entry("mqs_get_comm_group", Need::Optional),
+    // mqs's own extension (the header says what it writes).
+    entry("mqs_get_comm_cartesian", Need::Optional),
     entry("mqs_next_communicator", Need::Required),
     entry("mqs_setup_operation_iterator", Need::Required),
     entry("mqs_next_operation", Need::Required),

@@ -14,11 +14,13 @@
 //! statuses as Rust types, and owned communicators and operations with their
 //! fixed-size C strings decoded.
 
+pub mod cartesian;
 mod entry_points;
 pub mod ffi;
 mod lines;
 pub mod model;
 
+pub use cartesian::{offset_words, Cartesian, MAX_CART_DIMS};
 pub use entry_points::{EntryPoint, Need, ENTRY_POINTS};
 pub use lines::{Lines, LinesBuf, Part};
 

@@ -1011,3 +1011,126 @@ fn a_ring_read_in_part_is_cannot_tell() {
         assert_running_untraced(pid);
     }
 }
+
+/// The view of `cart.c` with 6 ranks: a 3x2 grid (periodic in dimension 0)
+/// on MPI_COMM_WORLD reversed, every rank waiting in MPI_Waitall for the
+/// neighbours above it that never send. Grid rank g is world rank 5-g;
+/// grid ranks 1, 3 and 5 (world 4, 2, 0) are the top row, without a
+/// neighbour above in dimension 1 ("top" below).
+const CART_HEADER: &str = "\"cart\" (6 ranks: world ranks 5-0 in its order";
+
+/// The "cart" block of a job view: each line's ranks, and its operations
+/// in any order (the order a DLL lists them in is its own: matching order
+/// where it reads ob1's queues, allocation order where it cannot).
+fn cart_block(text: &str) -> BTreeMap<String, BTreeSet<String>> {
+    text.lines()
+        .skip_while(|l| !l.starts_with(CART_HEADER))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.trim_start().split_once(": "))
+        .map(|(ranks, ops)| {
+            (
+                ranks.to_owned(),
+                ops.split("; ").map(str::to_owned).collect(),
+            )
+        })
+        .collect()
+}
+
+/// Our DLL reads the grid: peers are named by their offset on it, one line
+/// per row, and JSON carries it; the deadlock.
+fn check_cartesian(mpi: Mpi) {
+    let job = Job::launch(mpi, "cart", 6, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let pid = job.launcher_pid().to_string();
+    let recv = |offset: [i64; 2], tag: i64, complete: bool| {
+        let status = if complete { " (complete)" } else { "" };
+        format!(
+            "recv from {} tag {tag}, 4 bytes{status}",
+            mqs_abi::offset_words(&offset)
+        )
+    };
+    // Open MPI keeps the receives from below, complete, until MPI_Waitall
+    // returns.
+    let kept = mpi.family() == Family::OpenMpi;
+    let mut top = vec![recv([1, 0], 11, false)];
+    let mut bottom = vec![recv([1, 0], 11, false), recv([0, 1], 13, false)];
+    if kept {
+        top.extend([recv([-1, 0], 10, true), recv([0, -1], 12, true)]);
+        bottom.push(recv([-1, 0], 10, true));
+    }
+    let expected: BTreeMap<String, BTreeSet<String>> = [
+        ("ranks 0,2,4".to_owned(), top.into_iter().collect()),
+        ("ranks 1,3,5".to_owned(), bottom.into_iter().collect()),
+    ]
+    .into();
+    // The receives from below complete as the ranks progress.
+    let out = until(&["--pid", &pid, "--dll", "ours"], |out| {
+        cart_block(&stdout(out)) == expected
+    });
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}\n{}", stderr(&out));
+    let header = format!("{CART_HEADER}; a 3x2 grid, periodic in dimension 0):");
+    assert!(text.contains(&header), "{header:?} in:\n{text}");
+    let receives = if kept { 18 } else { 9 };
+    assert!(
+        text.contains(&format!("0 sends, {receives} receives, 0 unexpected")),
+        "{text}"
+    );
+
+    // JSON: the grid on "cart" alone.
+    let json = dump_json(job.launcher_pid(), &["--dll", "ours"]);
+    let processes = json["processes"].as_array().expect("processes");
+    assert_eq!(processes.len(), 6);
+    for process in processes {
+        for comm in process["communicators"]["list"].as_array().expect("list") {
+            let cartesian = &comm["cartesian"];
+            if comm["name"] == "cart" {
+                assert_eq!(
+                    *cartesian,
+                    serde_json::json!({"dims": [3, 2], "periods": [true, false]}),
+                    "{comm}"
+                );
+            } else {
+                assert!(cartesian.is_null(), "{comm}");
+            }
+        }
+    }
+
+    // Along dimension 0 every rank waits for the next: two cycles of 3.
+    let out = run(&["--pid", &pid, "--dll", "ours", "--deadlock"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(12), "{text}\n{}", stderr(&out));
+    assert!(text.contains("deadlocked: ranks 0-5"), "{text}");
+}
+
+#[test]
+fn a_cartesian_grid_by_offsets_openmpi_g() {
+    check_cartesian(Mpi::OpenMpiG);
+}
+
+#[test]
+fn a_cartesian_grid_by_offsets_openmpi_5_release() {
+    check_cartesian(Mpi::OpenMpi5Release);
+}
+
+/// Open MPI's own DLL has no grid to give: the view falls back to ranks
+/// relative to each rank's own grid rank (the DLL's statuses are its own,
+/// and vary).
+#[test]
+fn a_cartesian_grid_by_relative_ranks_through_open_mpi_s_dll() {
+    let job = Job::launch(Mpi::OpenMpiG, "cart", 6, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let pid = job.launcher_pid().to_string();
+    let up = "recv from \"cart\" rank r+2 (mod 6, r = its \"cart\" rank) tag 11, 4 bytes";
+    let out = until(&["--pid", &pid, "--dll", "mpi"], |out| {
+        stdout(out).contains(up)
+    });
+    let text = stdout(&out);
+    assert!(text.contains(&format!("{CART_HEADER}):")), "{text}");
+    assert!(!text.contains(" grid"), "{text}");
+    let json = dump_json(job.launcher_pid(), &["--dll", "mpi"]);
+    for process in json["processes"].as_array().expect("processes") {
+        for comm in process["communicators"]["list"].as_array().expect("list") {
+            assert!(comm["cartesian"].is_null(), "{comm}");
+        }
+    }
+}

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use mqs_abi::Communicator;
+use mqs_abi::{Cartesian, Communicator, MAX_CART_DIMS};
 
 use crate::access::ProcessAccess;
 use crate::iteration::CommInfo;
@@ -18,6 +18,8 @@ pub const MAX_COMM_SLOTS: u64 = 1 << 20;
 /// `OMPI_COMM_INTER` and `OMPI_COMM_ISFREED` in `c_flags`.
 const COMM_INTER: u64 = 0x1;
 const COMM_ISFREED: u64 = 0x10;
+/// `OMPI_COMM_CART` (Open MPI 2.0 and later): `c_topo` holds a grid.
+const COMM_CART: u64 = 0x100;
 
 /// One communicator as the DLL shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +44,8 @@ pub struct Comm {
     /// Open MPI 5's 128-bit id (`cid_base`, `cid_sub`): how a CID header
     /// names the communicator.
     pub extended_id: Option<(u64, u64)>,
+    /// Its grid, if `MPI_Cart_create` made it.
+    pub cart: Option<Cartesian>,
 }
 
 impl CommInfo for Comm {
@@ -60,6 +64,10 @@ impl CommInfo for Comm {
 
     fn remote_ranks(&self) -> &[i64] {
         &self.remote_ranks
+    }
+
+    fn cartesian(&self) -> Option<&Cartesian> {
+        self.cart.as_ref()
     }
 }
 
@@ -147,6 +155,8 @@ struct RawComm {
     local_group: u64,
     remote_group: u64,
     pml_comm: u64,
+    /// `c_topo`, 0 if the type has none.
+    topo: u64,
 }
 
 fn read_comm<P: ProcessAccess + ?Sized>(
@@ -180,7 +190,43 @@ fn read_comm<P: ProcessAccess + ?Sized>(
         local_group: v.ptr(c.local_group)?,
         remote_group: v.ptr(c.remote_group)?,
         pml_comm: c.pml_comm.map(|o| v.ptr(o)).transpose()?.unwrap_or(0),
+        topo: c
+            .cart
+            .map(|cart| v.ptr(cart.topo))
+            .transpose()?
+            .unwrap_or(0),
     })
+}
+
+/// The grid of a communicator whose flags say it has one: `c_topo`'s
+/// `mtc.cart`, its dimensions and periods (at most [`MAX_CART_DIMS`]),
+/// taken only if they make a grid of the communicator's size. None where
+/// anything does not read or fit: the peers are then shown by rank.
+fn read_cart<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    layout: &Layout,
+    raw: &RawComm,
+    size: i64,
+) -> Option<Cartesian> {
+    let cart = layout.comm.cart?;
+    if raw.flags & COMM_CART == 0 || raw.topo == 0 {
+        return None;
+    }
+    let holder = t.read_ptr(raw.topo.checked_add(cart.mtc)?).ok()?;
+    let ndims = usize::try_from(t.read_int(holder.checked_add(cart.ndims)?).ok()?).ok()?;
+    if ndims == 0 || ndims > MAX_CART_DIMS {
+        return None;
+    }
+    let ints = |field: u64| -> Option<Vec<i64>> {
+        let at = t.read_ptr(holder.checked_add(field)?).ok()?;
+        let width = u64::from(t.sizes.int);
+        let len = width * ndims as u64;
+        let v = t.view(t.check_ptr(at, width, len).ok()?, len).ok()?;
+        (0..ndims as u64).map(|i| v.int(i * width).ok()).collect()
+    };
+    let dims = ints(cart.dims)?;
+    let periods = ints(cart.periods)?.into_iter().map(|p| p != 0).collect();
+    Cartesian::checked(dims, periods, size)
 }
 
 /// Open MPI's communicator table is indexed by context id (5.x: `c_index`), and
@@ -259,6 +305,11 @@ pub fn build<P: ProcessAccess + ?Sized>(
         } else {
             local.clone()
         };
+        let cart = if inter {
+            None
+        } else {
+            read_cart(t, layout, &raw, local.len() as i64)
+        };
         let mut name = if raw.name.is_empty() {
             match raw.extended_id {
                 Some((base, sub)) => format!("(unnamed, id {}, cid {base:#x}:{sub:#x})", raw.id),
@@ -281,6 +332,7 @@ pub fn build<P: ProcessAccess + ?Sized>(
             remote_ranks: remote,
             pml_comm: raw.pml_comm,
             extended_id: raw.extended_id,
+            cart,
         });
     }
     built.comms.sort_by_key(|c| (c.id, c.addr));

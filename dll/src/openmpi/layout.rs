@@ -121,6 +121,21 @@ pub struct CommLayout {
     pub local_group: u64,
     pub remote_group: u64,
     pub pml_comm: Option<u64>,
+    /// `c_topo` and what a Cartesian topology keeps behind it, where the
+    /// types say.
+    pub cart: Option<CartLayout>,
+}
+
+/// A Cartesian communicator's grid: `c_topo` (a `mca_topo_base_module_t`),
+/// its `mtc` (a union of pointers, `cart` among them) and the
+/// `mca_topo_base_comm_cart_2_2_0_t` it points at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CartLayout {
+    pub topo: u64,
+    pub mtc: u64,
+    pub ndims: u64,
+    pub dims: u64,
+    pub periods: u64,
 }
 
 /// Sparse group storage: where `ompi_group_t` keeps it, and the layout of
@@ -546,6 +561,22 @@ fn resolve_comm<I: ImageAccess>(image: &I) -> Result<CommLayout, Missing> {
         local_group: c.field("c_local_group")?,
         remote_group: c.field("c_remote_group")?,
         pml_comm: c.opt("c_pml_comm"),
+        cart: resolve_cart(image, &c),
+    })
+}
+
+/// Open MPI's own DLL asks for these types too, so its debugger file keeps
+/// them in release builds (and type packs have them); without them no grid
+/// is shown, and nothing else changes.
+fn resolve_cart<I: ImageAccess>(image: &I, comm: &Ty<'_, I>) -> Option<CartLayout> {
+    let module = ty(image, "mca_topo_base_module_t").ok()?;
+    let cart = ty(image, "mca_topo_base_comm_cart_2_2_0_t").ok()?;
+    Some(CartLayout {
+        topo: comm.opt("c_topo")?,
+        mtc: module.opt("mtc")?,
+        ndims: cart.opt("ndims")?,
+        dims: cart.opt("dims")?,
+        periods: cart.opt("periods")?,
     })
 }
 

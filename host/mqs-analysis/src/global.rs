@@ -50,6 +50,8 @@ pub struct JobComm {
     pub group: Vec<Option<i64>>,
     /// The dumped ranks that list it.
     pub members: RankSet,
+    /// Its Cartesian grid, where a member's DLL told it.
+    pub cartesian: Option<mqs_abi::Cartesian>,
     /// Members rebuilt from their own reports disagreed.
     conflict: bool,
     /// Every local rank is its own global rank (set once the group is
@@ -504,7 +506,12 @@ impl<'a> Matching<'a> {
             let earlier: Vec<&CommunicatorDump> = list[..at].iter().collect();
             let key = key_of(p, c, &earlier);
             let index = match self.keys.get(&key) {
-                Some(&i) => i,
+                Some(&i) => {
+                    if self.comms[i].cartesian.is_none() && c.cartesian.is_some() {
+                        self.comms[i].cartesian.clone_from(&c.cartesian);
+                    }
+                    i
+                }
                 None => {
                     self.keys.insert(key, self.comms.len());
                     let mut comm = JobComm {
@@ -513,6 +520,7 @@ impl<'a> Matching<'a> {
                         size: c.size,
                         group: vec![None; usize::try_from(c.size.min(1 << 20)).unwrap_or(0)],
                         members: RankSet::new(),
+                        cartesian: c.cartesian.clone(),
                         conflict: false,
                         identity: false,
                     };

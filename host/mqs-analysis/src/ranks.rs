@@ -60,12 +60,22 @@ impl RankSet {
         set
     }
 
-    /// Parses `0-3,7` (ranges inclusive, in any order; spaces allowed).
+    /// Parses `0-3,7` (ranges inclusive, in any order; spaces allowed),
+    /// and progressions as they are written: `0,8,16,...,56`, `0-1,8-9,16-17,...,56-57`
+    /// (the three items before `...` give the step, the one after it the
+    /// last).
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut set = Self::new();
+        // The runs of the last three items, for a progression.
+        let mut last: Vec<(i64, i64)> = Vec::new();
+        let mut progression = false;
         for part in text.split(',').map(str::trim) {
             if part.is_empty() {
                 return Err(format!("empty item in rank list '{text}'"));
+            }
+            if part == "..." {
+                progression = true;
+                continue;
             }
             let number = |s: &str| {
                 s.trim()
@@ -74,7 +84,7 @@ impl RankSet {
                     .filter(|n| *n >= 0)
                     .ok_or_else(|| format!("'{s}' is not a rank in rank list '{text}'"))
             };
-            match part.split_once('-') {
+            let run = match part.split_once('-') {
                 Some((a, b)) => {
                     let (a, b) = (number(a)?, number(b)?);
                     if a > b {
@@ -83,14 +93,50 @@ impl RankSet {
                     if b - a > 1 << 20 {
                         return Err(format!("range {part} is too large"));
                     }
-                    set.insert_run(a, b);
+                    (a, b)
                 }
                 None => {
-                    set.insert(number(part)?);
+                    let a = number(part)?;
+                    (a, a)
                 }
+            };
+            if std::mem::take(&mut progression) {
+                set.insert_progression(&last, run)
+                    .map_err(|why| format!("'...' {why} in rank list '{text}'"))?;
             }
+            set.insert_run(run.0, run.1);
+            last.push(run);
+        }
+        if progression {
+            return Err(format!("'...' ends rank list '{text}'"));
         }
         Ok(set)
+    }
+
+    /// The runs of a progression between the three written before `...`
+    /// (`before`'s last three) and `end`, its last.
+    fn insert_progression(&mut self, before: &[(i64, i64)], end: (i64, i64)) -> Result<(), String> {
+        let [(a, b), (c, d), (e, g)] = before
+            .get(before.len().saturating_sub(3)..)
+            .and_then(|three| <[(i64, i64); 3]>::try_from(three).ok())
+            .ok_or("needs three items before it")?;
+        let (stride, len) = (c - a, b - a);
+        if stride <= len || e - c != stride || d - c != len || g - e != len || end.1 - end.0 != len
+        {
+            return Err("needs alike items at equal steps around it".into());
+        }
+        if (end.0 - e) % stride != 0 || end.0 <= e {
+            return Err("is not followed by a later item of its steps".into());
+        }
+        if (end.0 - e) / stride > 1 << 20 {
+            return Err("stands for too many items".into());
+        }
+        let mut at = e + stride;
+        while at < end.0 {
+            self.insert_run(at, at + len);
+            at += stride;
+        }
+        Ok(())
     }
 
     /// The index of the first run that ends at or after `rank`.
@@ -231,13 +277,65 @@ impl RankSet {
         None
     }
 
-    /// `rank 3` or `ranks 0-2,5`.
+    /// `rank 3` or `ranks 0-2,5`; a set that takes more than
+    /// [`LABEL_WIDTH`] characters to write (a face of a 3-D grid: rows of
+    /// ranks in plane after plane) as its [`RankSet::summary`].
     pub fn labelled(&self) -> String {
+        let text = self.to_string();
         if self.len() == 1 {
-            format!("rank {self}")
+            format!("rank {text}")
+        } else if text.len() > LABEL_WIDTH {
+            self.summary()
         } else {
-            format!("ranks {self}")
+            format!("ranks {text}")
         }
+    }
+
+    /// `9000 ranks from 33 to 990 in 30 runs`.
+    pub fn summary(&self) -> String {
+        match (self.runs.first(), self.runs.last()) {
+            (Some(first), Some(last)) => format!(
+                "{} ranks from {} to {} in {} runs",
+                self.len,
+                first.0,
+                last.1,
+                self.runs.len()
+            ),
+            _ => "no ranks".to_owned(),
+        }
+    }
+
+    /// How many runs from `runs[at]` on are alike (equally long) and
+    /// equally spaced: 1 if the next is not.
+    fn progression_at(&self, at: usize) -> usize {
+        let runs = &self.runs[at..];
+        let (Some(&(a, b)), Some(&(c, _))) = (runs.first(), runs.get(1)) else {
+            return 1;
+        };
+        let stride = c - a;
+        let mut n = 1;
+        while let Some(&(x, y)) = runs.get(n) {
+            if y - x != b - a || x - runs[n - 1].0 != stride {
+                break;
+            }
+            n += 1;
+        }
+        n
+    }
+}
+
+/// The widest rank list a label writes out (see [`RankSet::labelled`]).
+pub const LABEL_WIDTH: usize = 80;
+
+/// The fewest alike, equally spaced runs written as a progression: `0,8,16,...,56`.
+const PROGRESSION: usize = 5;
+
+/// `7` or `3-5`.
+fn write_run(f: &mut fmt::Formatter<'_>, (start, end): (i64, i64)) -> fmt::Result {
+    if end == start {
+        write!(f, "{start}")
+    } else {
+        write!(f, "{start}-{end}")
     }
 }
 
@@ -266,14 +364,25 @@ impl fmt::Display for RankSet {
         if self.runs.is_empty() {
             return f.write_str("none");
         }
-        for (i, &(start, end)) in self.runs.iter().enumerate() {
+        // Alike runs at equal distances (a row of a grid, a face of it,
+        // every 8th rank) as the first three, `...` and the last.
+        let mut i = 0;
+        while i < self.runs.len() {
             if i > 0 {
                 f.write_str(",")?;
             }
-            if end == start {
-                write!(f, "{start}")?;
+            let n = self.progression_at(i);
+            if n >= PROGRESSION {
+                for run in &self.runs[i..i + 3] {
+                    write_run(f, *run)?;
+                    f.write_str(",")?;
+                }
+                f.write_str("...,")?;
+                write_run(f, self.runs[i + n - 1])?;
+                i += n;
             } else {
-                write!(f, "{start}-{end}")?;
+                write_run(f, self.runs[i])?;
+                i += 1;
             }
         }
         Ok(())
@@ -324,6 +433,46 @@ mod tests {
         assert_eq!(RankSet::new().to_string(), "none");
         assert_eq!(RankSet::parse("4").unwrap().labelled(), "rank 4");
         assert_eq!(RankSet::parse("4,5").unwrap().labelled(), "ranks 4-5");
+    }
+
+    #[test]
+    fn alike_runs_at_equal_steps_are_written_as_a_progression() {
+        let every_8th: RankSet = (0..8).map(|i| i * 8).collect();
+        assert_eq!(every_8th.to_string(), "0,8,16,...,56");
+        let rows: RankSet = (0..6)
+            .flat_map(|i| [i * 10 + 1, i * 10 + 2, i * 10 + 3])
+            .chain([100, 200])
+            .collect();
+        assert_eq!(rows.to_string(), "1-3,11-13,21-23,...,51-53,100,200");
+        // Four alike runs are written out.
+        let four: RankSet = (0..4).map(|i| i * 8).collect();
+        assert_eq!(four.to_string(), "0,8,16,24");
+        // Read back as written.
+        for set in [every_8th, rows, four] {
+            assert_eq!(RankSet::parse(&set.to_string()).unwrap(), set);
+        }
+        for bad in [
+            "0,8,...,56",
+            "0,8,16,...",
+            "0,8,16,...,57",
+            "0,8,17,...,56",
+            "0,8,16,...,0",
+            "0-1,8,16,...,56",
+        ] {
+            assert!(RankSet::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_long_list_is_labelled_by_its_summary() {
+        // The inner ranks of a 3-D grid's face: rows in plane after plane.
+        let face: RankSet = (1..40)
+            .flat_map(|z| (1..9).map(move |y| z * 100 + y * 10))
+            .collect();
+        assert_eq!(face.labelled(), "312 ranks from 110 to 3980 in 312 runs");
+        assert_eq!(face.summary(), face.labelled());
+        let short: RankSet = (0..8).map(|i| i * 8).collect();
+        assert_eq!(short.labelled(), "ranks 0,8,16,...,56");
     }
 
     /// The runs against a plain sorted set, on pseudo-random inserts.

@@ -538,6 +538,7 @@ mod tests {
                             size: 2,
                             local_rank: 0,
                             group: Some(vec![0, 1]),
+                            cartesian: None,
                             sends: Section::Ok {
                                 value: Queue {
                                     operations: vec![],

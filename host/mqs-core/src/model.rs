@@ -701,6 +701,11 @@ pub struct CommunicatorDump {
     pub local_rank: i64,
     /// Global rank of each member, when the DLL can tell (mqs_get_comm_group).
     pub group: Option<Vec<i64>>,
+    /// Its Cartesian grid, when the DLL can tell (mqs's extension
+    /// `mqs_get_comm_cartesian`); each member's coordinates follow from
+    /// its `local_rank`, row-major.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cartesian: Option<mqs_abi::Cartesian>,
     pub sends: Section<Queue>,
     pub receives: Section<Queue>,
     pub unexpected: Section<Queue>,
@@ -736,6 +741,7 @@ impl CommunicatorDump {
             size: comm.size,
             local_rank: comm.local_rank,
             group: None,
+            cartesian: None,
             sends: pending(),
             receives: pending(),
             unexpected: pending(),

@@ -204,6 +204,7 @@ mod tests {
                     size: 4,
                     local_rank: world_rank,
                     group: None,
+                    cartesian: None,
                     sends: empty(),
                     receives: empty(),
                     unexpected: empty(),

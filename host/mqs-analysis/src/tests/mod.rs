@@ -87,6 +87,7 @@ fn job_of(n: usize, comms: &[(&str, Vec<i64>)], ops: &[Vec<Placed>]) -> JobDump 
                         size: group.len() as i64,
                         local_rank: local_rank as i64,
                         group: Some(group.clone()),
+                        cartesian: None,
                         sends: mine(OpClass::PendingSends),
                         receives: mine(OpClass::PendingReceives),
                         unexpected: mine(OpClass::UnexpectedMessages),

@@ -279,3 +279,99 @@ fn dot_draws_a_large_graph_by_classes_with_its_outliers_on_their_own() {
     assert!(graph.contains("r0 -> r1 [style=solid"), "{graph}");
     assert!(!graph.contains("ranks "), "{graph}");
 }
+
+/// A 3-D grid of `dims` on MPI_COMM_WORLD (rank = row-major coordinates),
+/// each rank receiving from each neighbour it has (tag 5), the grid told
+/// as the DLL tells it.
+fn grid_job(dims: [i64; 3], periods: [bool; 3]) -> JobDump {
+    let n: i64 = dims.iter().product();
+    let grid = mqs_abi::Cartesian::checked(dims.to_vec(), periods.to_vec(), n).unwrap();
+    let ops: Vec<Vec<OpSpec>> = (0..n)
+        .map(|r| {
+            let mut c = [0i64; mqs_abi::MAX_CART_DIMS];
+            assert!(grid.coords(r, &mut c));
+            let mut mine = Vec::new();
+            for d in 0..3 {
+                for step in [-1, 1] {
+                    let mut p = [c[0], c[1], c[2]];
+                    p[d] += step;
+                    if periods[d] {
+                        p[d] = p[d].rem_euclid(dims[d]);
+                    } else if !(0..dims[d]).contains(&p[d]) {
+                        continue;
+                    }
+                    mine.push((0, false, (p[0] * dims[1] + p[1]) * dims[2] + p[2], 5));
+                }
+            }
+            mine
+        })
+        .collect();
+    let mut dump = job(n as usize, &[world(n)], &ops);
+    for p in &mut dump.processes {
+        if let Section::Ok { value } = &mut p.communicators {
+            value.list[0].cartesian = Some(grid.clone());
+        }
+    }
+    dump
+}
+
+#[test]
+fn a_periodic_grid_reads_as_one_line_of_offsets() {
+    let dump = grid_job([8, 6, 5], [true, true, true]);
+    let text = view::job_view(&dump, &ViewOptions::default());
+    assert_eq!(
+        queue_lines(&text),
+        [
+            "  ranks 0-239: recv from (-1,0,0) tag 5, 4 bytes; recv from (+1,0,0) tag 5, 4 \
+             bytes; recv from (0,-1,0) tag 5, 4 bytes; recv from (0,+1,0) tag 5, 4 bytes; recv \
+             from (0,0,-1) tag 5, 4 bytes; recv from (0,0,+1) tag 5, 4 bytes"
+        ],
+        "{text}"
+    );
+    assert!(
+        text.contains("MPI_COMM_WORLD (ranks 0-239; a 8x6x5 grid, periodic):"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_grid_that_ends_has_a_line_per_face() {
+    // Not periodic in dimension 2: the ranks at z = 0 lack (0,0,-1), those
+    // at z = 4 (0,0,+1); every other rank shares the inner line.
+    let dump = grid_job([4, 4, 5], [true, true, false]);
+    let text = view::job_view(&dump, &ViewOptions::default());
+    let inner = "recv from (-1,0,0) tag 5, 4 bytes; recv from (+1,0,0) tag 5, 4 bytes; recv from \
+                 (0,-1,0) tag 5, 4 bytes; recv from (0,+1,0) tag 5, 4 bytes";
+    assert_eq!(
+        queue_lines(&text),
+        [
+            format!("  ranks 0,5,10,...,75: {inner}; recv from (0,0,+1) tag 5, 4 bytes"),
+            format!(
+                "  ranks 1-3,6-8,11-13,...,76-78: {inner}; recv from (0,0,-1) tag 5, 4 bytes; \
+                 recv from (0,0,+1) tag 5, 4 bytes"
+            ),
+            format!("  ranks 4,9,14,...,79: {inner}; recv from (0,0,-1) tag 5, 4 bytes"),
+        ],
+        "{text}"
+    );
+    assert!(
+        text.contains("(ranks 0-79; a 4x4x5 grid, periodic in dimensions 0,1):"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_rank_on_a_line_of_its_own_names_its_peers_where_they_are_on_the_grid() {
+    // 3 x 3, periodic: rank 4 alone receives from rank 0 (tag 9).
+    let mut dump = grid_job([3, 3, 1], [true, true, true]);
+    if let Section::Ok { value } = &mut dump.processes[4].communicators {
+        if let Section::Ok { value: q } = &mut value.list[0].receives {
+            q.operations = vec![op(0, 9, 0x10)];
+        }
+    }
+    let text = view::job_view(&dump, &ViewOptions::default());
+    assert!(
+        queue_lines(&text).contains(&"  rank 4: recv from rank 0 (at (0,0,0)) tag 9, 4 bytes"),
+        "{text}"
+    );
+}

@@ -168,15 +168,9 @@ const RUNS_LISTED: usize = 8;
 /// `ranks 1-30`, or for a class of many runs (a halo's inner ranks, row
 /// after row) `9,000 ranks from 33 to 990 in 30 runs`.
 fn short_label(ranks: &RankSet) -> String {
-    let runs = ranks.runs();
-    match (runs.first(), runs.last()) {
-        (Some(first), Some(last)) if runs.len() > RUNS_LISTED => format!(
-            "{} ranks from {} to {} in {} runs",
-            ranks.len(),
-            first.0,
-            last.1,
-            runs.len()
-        ),
-        _ => ranks.labelled(),
+    if ranks.runs().len() > RUNS_LISTED {
+        ranks.summary()
+    } else {
+        ranks.labelled()
     }
 }

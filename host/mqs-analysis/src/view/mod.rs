@@ -63,17 +63,45 @@ fn op_text(job: &Job<'_>, op: &Op<'_>) -> String {
     op_text_with_peer(op, &peer_words(&job.comms[op.comm], op))
 }
 
-/// The peer of `op`, an operation on `comm`: `rank 1 ("ring" rank 6)`.
+/// The peer of `op`, an operation on `comm`: `rank 1 ("ring" rank 6)`,
+/// on a grid with its coordinates: `rank 1 ("cart" rank 4 at (2,0))`.
 fn peer_words(comm: &JobComm, op: &Op<'_>) -> String {
     match op.peer {
         Peer::Any => "ANY_SOURCE".to_string(),
         Peer::Rank(g) => match op.local_peer {
             Some(l) if l != g || !comm.is_identity() => {
-                format!("rank {g} ({} rank {l})", comm.label())
+                format!("rank {g} ({} rank {l}{})", comm.label(), at(comm, l))
             }
-            _ => format!("rank {g}"),
+            _ => match at(comm, g) {
+                at if at.is_empty() => format!("rank {g}"),
+                at => format!("rank {g} ({})", &at[1..]),
+            },
         },
-        Peer::Local(l) => format!("{} rank {l}", comm.label()),
+        Peer::Local(l) => format!("{} rank {l}{}", comm.label(), at(comm, l)),
+    }
+}
+
+/// ` at (2,0)`: where rank `local` of `comm` is on its grid, if it has one.
+fn at(comm: &JobComm, local: i64) -> String {
+    let Some(grid) = comm.cartesian.as_ref().filter(|g| g.size() == comm.size) else {
+        return String::new();
+    };
+    let mut coords = [0i64; mqs_abi::MAX_CART_DIMS];
+    if !grid.coords(local, &mut coords) {
+        return String::new();
+    }
+    let parts: Vec<String> = coords[..grid.dims.len()]
+        .iter()
+        .map(i64::to_string)
+        .collect();
+    format!(" at ({})", parts.join(","))
+}
+
+/// `; a 3x2 grid, periodic in dimension 0` for a communicator with one.
+fn grid_words(comm: &JobComm) -> String {
+    match comm.cartesian.as_ref().filter(|g| g.size() == comm.size) {
+        Some(grid) => format!("; a {} grid, {}", grid.shape(), grid.wrapping()),
+        None => String::new(),
     }
 }
 
@@ -196,7 +224,7 @@ pub fn job_view(dump: &JobDump, options: &ViewOptions) -> String {
                 )
             }
         };
-        let _ = writeln!(out, "{} ({members}):", comm.label());
+        let _ = writeln!(out, "{} ({members}{}):", comm.label(), grid_words(comm));
         out.push_str(&block);
     }
 

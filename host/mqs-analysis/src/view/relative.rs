@@ -11,7 +11,7 @@
 
 use std::hash::{Hash, Hasher};
 
-use mqs_abi::{OpClass, OpStatus};
+use mqs_abi::{Cartesian, OpClass, OpStatus, MAX_CART_DIMS};
 use rustc_hash::{FxHashMap, FxHashSet};
 use twox_hash::XxHash3_128;
 
@@ -107,14 +107,19 @@ enum Named {
     Local(i64),
 }
 
-/// A peer relative to the rank: its distance in the communicator, or a
-/// hub by its own rank there.
+/// A peer relative to the rank: its distance in the communicator, its
+/// offset on the communicator's grid, or a hub by its own rank there.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 enum Distance {
     Any,
     By(i64),
+    On(Offset),
     Hub(i64),
 }
+
+/// An offset on a Cartesian grid, one step count per dimension (the
+/// grid's dimensions used, the rest 0).
+type Offset = [i32; MAX_CART_DIMS];
 
 /// Where an operation's peer is in the communicator.
 enum Place {
@@ -246,6 +251,7 @@ impl<'c> QueueTexts<'c> {
         if size < 2 || ops.iter().all(|op| op.peer == Peer::Any) {
             return false;
         }
+        let grid = self.grid();
         let mut parts = std::mem::take(&mut self.scratch);
         parts.clear();
         let mut known = true;
@@ -257,6 +263,13 @@ impl<'c> QueueTexts<'c> {
                     break;
                 }
                 Place::At(peer) if self.hubs.contains(&peer) => Distance::Hub(peer),
+                Place::At(peer) if grid.is_some() => match grid.and_then(|g| offset(g, me, peer)) {
+                    Some(offset) => Distance::On(offset),
+                    None => {
+                        known = false;
+                        break;
+                    }
+                },
                 Place::At(peer) => {
                     let d = (peer - me).rem_euclid(size);
                     Distance::By(if d > size / 2 { d - size } else { d })
@@ -277,12 +290,26 @@ impl<'c> QueueTexts<'c> {
                 let peer = match distance {
                     Distance::Any => "ANY_SOURCE".to_owned(),
                     Distance::By(d) => self.relative_peer(*d),
+                    Distance::On(offset) => {
+                        let n = self.grid().map_or(0, |g| g.dims.len());
+                        let steps: Vec<i64> = offset[..n].iter().map(|&d| i64::from(d)).collect();
+                        mqs_abi::offset_words(&steps)
+                    }
                     Distance::Hub(_) => super::peer_words(self.comm, op),
                 };
                 super::op_text_with_peer(op, &peer)
             })
             .collect();
         texts.join("; ")
+    }
+
+    /// The communicator's grid, where it has one its size: peers are then
+    /// told by their offset on it.
+    fn grid(&self) -> Option<&'c Cartesian> {
+        self.comm
+            .cartesian
+            .as_ref()
+            .filter(|g| g.size() == self.comm.size)
     }
 
     /// `rank r+1 (mod 8)`, or in a communicator whose ranks are not the
@@ -343,4 +370,18 @@ impl<'c> QueueTexts<'c> {
         }
         groups
     }
+}
+
+/// The offset on `grid` from rank `me` to rank `peer` (ranks in its
+/// communicator), None if either is off it.
+fn offset(grid: &Cartesian, me: i64, peer: i64) -> Option<Offset> {
+    let mut steps = [0i64; MAX_CART_DIMS];
+    if !grid.offset(me, peer, &mut steps) {
+        return None;
+    }
+    let mut out = [0i32; MAX_CART_DIMS];
+    for (slot, step) in out.iter_mut().zip(steps) {
+        *slot = i32::try_from(step).ok()?;
+    }
+    Some(out)
 }

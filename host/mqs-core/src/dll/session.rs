@@ -292,6 +292,7 @@ impl<'t> Session<'t> {
             }
             let mut comm = CommunicatorDump::new(Communicator::from_raw(&out));
             comm.group = self.comm_group(handle, comm.size);
+            comm.cartesian = self.comm_cartesian(handle, comm.size);
             for (class, stats) in OpClass::ALL.into_iter().zip(per_class.iter_mut()) {
                 let before = Counters::now(process);
                 *comm.queue_mut(class) = self.walk_queue(handle, class);
@@ -323,6 +324,35 @@ impl<'t> Session<'t> {
             get(handle.cast(), ranks.as_mut_ptr().cast())
         });
         (rc == 0).then(|| ranks.into_iter().map(i64::from).collect())
+    }
+
+    /// The grid of the current communicator, where the DLL has mqs's
+    /// extension and the communicator one: taken only if it is a grid of
+    /// the communicator's size.
+    fn comm_cartesian(&self, handle: *mut c_void, size: i64) -> Option<mqs_abi::Cartesian> {
+        let get = self.dll.entry.common.mqs_get_comm_cartesian?;
+        let mut ndims: c_int = 0;
+        let mut dims = [0 as c_int; mqs_abi::MAX_CART_DIMS];
+        let mut periods = [0 as c_int; mqs_abi::MAX_CART_DIMS];
+        // SAFETY: registered handle; both arrays hold MAX_CART_DIMS ints,
+        // the count passed.
+        let rc = watchdog::guarded("mqs_get_comm_cartesian", || unsafe {
+            get(
+                handle.cast(),
+                mqs_abi::MAX_CART_DIMS as c_int,
+                &raw mut ndims,
+                dims.as_mut_ptr(),
+                periods.as_mut_ptr(),
+            )
+        });
+        let n = usize::try_from(ndims)
+            .ok()
+            .filter(|&n| rc == 0 && n <= mqs_abi::MAX_CART_DIMS)?;
+        mqs_abi::Cartesian::checked(
+            dims[..n].iter().map(|&d| i64::from(d)).collect(),
+            periods[..n].iter().map(|&p| p != 0).collect(),
+            size,
+        )
     }
 
     fn walk_queue(&self, handle: *mut c_void, class: OpClass) -> Section<Queue> {
