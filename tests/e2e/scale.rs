@@ -321,18 +321,21 @@ fn real_patterns_through_a_tree_read_as_flat_in_a_few_lines() {
             tree.view.len(),
             tree.view.join("\n")
         );
+        // Each line's ranks fit a screen's width, however many runs they
+        // are (a halo's faces: rows in plane after plane).
+        for line in tree.view.iter().filter(|l| l.starts_with("  ")) {
+            let ranks = line.trim_start().split(": ").next().unwrap_or_default();
+            assert!(ranks.len() <= 90, "{name}: {line}");
+        }
         let words = |dump: &JobDump| {
             let job = mqs_analysis::Job::new(dump);
             mqs_analysis::Analysis::new(&job).words()
         };
         assert_eq!(words(&tree.dump), words(&flat.dump), "{name}: --deadlock");
         // The outliers (nothing pending) are named in the summary.
-        let outliers: Vec<String> = pattern.outliers(N).iter().map(usize::to_string).collect();
-        let named = if outliers.is_empty() {
-            "nothing pending: none".to_owned()
-        } else {
-            format!("nothing pending: {}", outliers.join(","))
-        };
+        let outliers: mqs_analysis::RankSet =
+            pattern.outliers(N).iter().map(|&r| r as i64).collect();
+        let named = format!("nothing pending: {outliers}");
         assert!(tree.view[0].ends_with(&named), "{name}: {}", tree.view[0]);
         let (t, f) = (tree.figure("frontend_bytes"), flat.figure("frontend_bytes"));
         assert!(t * 10 < f, "{name}: tree {t} bytes, flat {f}");

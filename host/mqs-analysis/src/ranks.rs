@@ -327,8 +327,9 @@ impl RankSet {
 /// The widest rank list a label writes out (see [`RankSet::labelled`]).
 pub const LABEL_WIDTH: usize = 80;
 
-/// The fewest alike, equally spaced runs written as a progression: `0,8,16,...,56`.
-const PROGRESSION: usize = 5;
+/// The fewest alike, equally spaced runs written as a progression
+/// (`0,8,16,...,56`): it leaves out at least three.
+const PROGRESSION: usize = 7;
 
 /// `7` or `3-5`.
 fn write_run(f: &mut fmt::Formatter<'_>, (start, end): (i64, i64)) -> fmt::Result {
@@ -439,14 +440,14 @@ mod tests {
     fn alike_runs_at_equal_steps_are_written_as_a_progression() {
         let every_8th: RankSet = (0..8).map(|i| i * 8).collect();
         assert_eq!(every_8th.to_string(), "0,8,16,...,56");
-        let rows: RankSet = (0..6)
+        let rows: RankSet = (0..8)
             .flat_map(|i| [i * 10 + 1, i * 10 + 2, i * 10 + 3])
             .chain([100, 200])
             .collect();
-        assert_eq!(rows.to_string(), "1-3,11-13,21-23,...,51-53,100,200");
-        // Four alike runs are written out.
-        let four: RankSet = (0..4).map(|i| i * 8).collect();
-        assert_eq!(four.to_string(), "0,8,16,24");
+        assert_eq!(rows.to_string(), "1-3,11-13,21-23,...,71-73,100,200");
+        // Six alike runs are written out.
+        let four: RankSet = (0..6).map(|i| i * 8).collect();
+        assert_eq!(four.to_string(), "0,8,16,24,32,40");
         // Read back as written.
         for set in [every_8th, rows, four] {
             assert_eq!(RankSet::parse(&set.to_string()).unwrap(), set);
