@@ -57,6 +57,10 @@ pub struct JobComm {
     /// Every local rank is its own global rank (set once the group is
     /// complete: the job view asks for each operation).
     identity: bool,
+    /// Each member's local rank by its global rank, on a communicator
+    /// with a grid whose ranks are not the job's (waits are told by their
+    /// offset on it).
+    locals: Option<rustc_hash::FxHashMap<i64, i64>>,
 }
 
 impl JobComm {
@@ -79,6 +83,22 @@ impl JobComm {
     /// Whether every local rank is its own global rank (WORLD-like).
     pub fn is_identity(&self) -> bool {
         self.identity
+    }
+
+    /// Its grid, if it has one of its size.
+    pub fn grid(&self) -> Option<&mqs_abi::Cartesian> {
+        self.cartesian.as_ref().filter(|g| g.size() == self.size)
+    }
+
+    /// The local rank of global rank `global` on a communicator with a
+    /// grid (None elsewhere, or if it is not a member).
+    pub fn grid_local(&self, global: i64) -> Option<i64> {
+        self.grid()?;
+        match &self.locals {
+            _ if self.identity => (0..self.size).contains(&global).then_some(global),
+            Some(map) => map.get(&global).copied(),
+            None => None,
+        }
     }
 }
 
@@ -227,6 +247,14 @@ impl<'a> Job<'a> {
                 .iter()
                 .enumerate()
                 .all(|(i, g)| *g == Some(i as i64));
+            if !comm.identity && comm.grid().is_some() {
+                comm.locals = Some(
+                    (0i64..)
+                        .zip(&comm.group)
+                        .filter_map(|(local, g)| Some(((*g)?, local)))
+                        .collect(),
+                );
+            }
         }
         resolve_peers(&mut ops, &comms);
         let op_start = op_starts(&ranks, &ops);
@@ -523,6 +551,7 @@ impl<'a> Matching<'a> {
                         cartesian: c.cartesian.clone(),
                         conflict: false,
                         identity: false,
+                        locals: None,
                     };
                     // The DLL's group: the same for every member (it is
                     // part of the key).

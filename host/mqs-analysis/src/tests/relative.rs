@@ -375,3 +375,49 @@ fn a_rank_on_a_line_of_its_own_names_its_peers_where_they_are_on_the_grid() {
         "{text}"
     );
 }
+
+/// A 2-D grid of `nx` x `ny` (row-major: y fastest) on MPI_COMM_WORLD, told
+/// as a grid when `grid`, whose every rank blocks receiving (tag 10) from
+/// the neighbour `step` away (wrapping): a cycle per row or column.
+fn cycles_on_a_grid(nx: i64, ny: i64, step: [i64; 2], grid: bool) -> String {
+    let n = nx * ny;
+    let ops: Vec<Vec<OpSpec>> = (0..n)
+        .map(|r| {
+            let (x, y) = (r / ny, r % ny);
+            let peer = (x + step[0]).rem_euclid(nx) * ny + (y + step[1]).rem_euclid(ny);
+            vec![(0, false, peer, 10)]
+        })
+        .collect();
+    let mut dump = job(n as usize, &[world(n)], &ops);
+    if grid {
+        let cart = mqs_abi::Cartesian::checked(vec![nx, ny], vec![true, true], n);
+        for p in &mut dump.processes {
+            if let Section::Ok { value } = &mut p.communicators {
+                value.list[0].cartesian.clone_from(&cart);
+            }
+        }
+    }
+    all_blocked_in(&mut dump, "MPI_Recv");
+    let j = Job::new(&dump);
+    Analysis::new(&j).words()
+}
+
+#[test]
+fn alike_cycles_are_told_once() {
+    // Columns: each rank waits for the one 50 ranks on, 50 cycles of 40.
+    assert_eq!(
+        cycles_on_a_grid(40, 50, [1, 0], false),
+        "deadlock: 50 cycles alike: ranks 0-1999 each wait for rank r+50 (mod 2000) (recv tag \
+         10 on MPI_COMM_WORLD)\ndeadlocked: ranks 0-1999 in 50 cycles\n"
+    );
+    // Rows: the last of each row waits for its first, so the ranks are
+    // not at one distance; told by rank, one cycle a line.
+    let rows = cycles_on_a_grid(20, 12, [0, 1], false);
+    assert_eq!(rows.lines().count(), 21, "{rows}");
+    // Told by the offset on the grid where the DLL gave it.
+    assert_eq!(
+        cycles_on_a_grid(20, 12, [0, 1], true),
+        "deadlock: 20 cycles alike: ranks 0-239 each wait for the rank at (0,+1) on \
+         MPI_COMM_WORLD (recv tag 10 on MPI_COMM_WORLD)\ndeadlocked: ranks 0-239 in 20 cycles\n"
+    );
+}

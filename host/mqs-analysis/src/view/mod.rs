@@ -83,7 +83,7 @@ fn peer_words(comm: &JobComm, op: &Op<'_>) -> String {
 
 /// ` at (2,0)`: where rank `local` of `comm` is on its grid, if it has one.
 fn at(comm: &JobComm, local: i64) -> String {
-    let Some(grid) = comm.cartesian.as_ref().filter(|g| g.size() == comm.size) else {
+    let Some(grid) = comm.grid() else {
         return String::new();
     };
     let mut coords = [0i64; mqs_abi::MAX_CART_DIMS];
@@ -99,7 +99,7 @@ fn at(comm: &JobComm, local: i64) -> String {
 
 /// `; a 3x2 grid, periodic in dimension 0` for a communicator with one.
 fn grid_words(comm: &JobComm) -> String {
-    match comm.cartesian.as_ref().filter(|g| g.size() == comm.size) {
+    match comm.grid() {
         Some(grid) => format!("; a {} grid, {}", grid.shape(), grid.wrapping()),
         None => String::new(),
     }

@@ -306,10 +306,7 @@ impl<'c> QueueTexts<'c> {
     /// The communicator's grid, where it has one its size: peers are then
     /// told by their offset on it.
     fn grid(&self) -> Option<&'c Cartesian> {
-        self.comm
-            .cartesian
-            .as_ref()
-            .filter(|g| g.size() == self.comm.size)
+        self.comm.grid()
     }
 
     /// `rank r+1 (mod 8)`, or in a communicator whose ranks are not the

@@ -143,12 +143,22 @@ impl Analysis<'_, '_> {
     /// Alike steps told once ([`Analysis::steps_words`]), or None where
     /// they are few or not alike.
     pub(crate) fn alike_steps_words(&self, steps: &[Step]) -> Option<String> {
+        self.alike_steps(steps)
+            .map(|(ranks, each)| format!("{} {each}", ranks.labelled()))
+    }
+
+    /// Steps that all wait alike, more than [`STEPS_ONE_BY_ONE`] of them:
+    /// their ranks, and what each waits for (`each wait for rank r-1 (mod
+    /// 100000) (recv tag 10 on MPI_COMM_WORLD)`); on a grid, where the
+    /// ranks are not at one distance (a cycle along an inner dimension,
+    /// which wraps), by the offset on it (`each wait for the rank at
+    /// (+1,0,0) on "cart" (recv tag 11 on "cart")`).
+    fn alike_steps(&self, steps: &[Step]) -> Option<(RankSet, String)> {
         // Distances are taken modulo the job's size (its highest rank + 1).
         let n = self.job.ranks.iter().map(|r| r.rank + 1).max().unwrap_or(0);
         if steps.len() <= STEPS_ONE_BY_ONE || n < 2 {
             return None;
         }
-        let offset = |s: &Step| (s.to - s.rank).rem_euclid(n);
         let words = |s: &Step| {
             format!(
                 "{}{}",
@@ -156,24 +166,55 @@ impl Analysis<'_, '_> {
                 self.progress_words(s.wait)
             )
         };
-        let (first_offset, first_words) = (offset(&steps[0]), words(&steps[0]));
-        if steps
-            .iter()
-            .any(|s| offset(s) != first_offset || words(s) != first_words)
-        {
+        let first_words = words(&steps[0]);
+        if steps.iter().any(|s| words(s) != first_words) {
             return None;
         }
-        let d = if first_offset > n / 2 {
-            first_offset - n
-        } else {
-            first_offset
-        };
         let ranks: RankSet = steps.iter().map(|s| s.rank).collect();
-        Some(format!(
-            "{} each wait for rank r{}{d} (mod {n}) ({first_words})",
-            ranks.labelled(),
-            if d >= 0 { "+" } else { "" }
+        let offset = |s: &Step| (s.to - s.rank).rem_euclid(n);
+        let first_offset = offset(&steps[0]);
+        if steps.iter().all(|s| offset(s) == first_offset) {
+            let d = if first_offset > n / 2 {
+                first_offset - n
+            } else {
+                first_offset
+            };
+            let sign = if d >= 0 { "+" } else { "" };
+            return Some((
+                ranks,
+                format!("each wait for rank r{sign}{d} (mod {n}) ({first_words})"),
+            ));
+        }
+        let (comm, first) = self.grid_step(&steps[0])?;
+        if steps.iter().any(|s| {
+            self.grid_step(s)
+                .is_none_or(|(c, o)| c != comm || o != first)
+        }) {
+            return None;
+        }
+        Some((
+            ranks,
+            format!(
+                "each wait for the rank at {} on {} ({first_words})",
+                mqs_abi::offset_words(&first),
+                self.job.comms[comm].label()
+            ),
         ))
+    }
+
+    /// The communicator of a step's wait, and the offset from the waiting
+    /// rank to the one it waits for on that communicator's grid, if it has
+    /// one.
+    fn grid_step(&self, s: &Step) -> Option<(usize, Vec<i64>)> {
+        let WaitKind::Op(i) = self.waits[s.wait].kind else {
+            return None;
+        };
+        let index = self.job.ops[i].comm;
+        let comm = &self.job.comms[index];
+        let grid = comm.grid()?;
+        let (me, to) = (comm.grid_local(s.rank)?, comm.grid_local(s.to)?);
+        let mut offset = vec![0i64; grid.dims.len()];
+        grid.offset(me, to, &mut offset).then_some((index, offset))
     }
 
     /// What a progress wait lacks, said after its operation.
@@ -294,6 +335,39 @@ impl Analysis<'_, '_> {
 
     /// One cycle's lines: its steps, and the OR-waits of its ranks that
     /// cannot break it.
+    /// The cycles, each in its lines; cycles whose steps all wait alike
+    /// and alike one another (a grid's rows, each a cycle along one
+    /// dimension: thousands in a large job) told once: `deadlock: 50
+    /// cycles alike: ranks 0-1999 each wait for rank r+50 (mod 2000) (recv
+    /// tag 10 on MPI_COMM_WORLD)`.
+    fn deadlock_lines(&self, out: &mut String) {
+        let mut alike: Vec<(String, RankSet, usize)> = Vec::new();
+        for cycle in &self.cycles {
+            let mut lines = String::new();
+            self.cycle_lines(cycle, "deadlock", &mut lines);
+            match self.alike_steps(cycle) {
+                Some((ranks, each)) if lines.lines().count() == 1 => {
+                    match alike.iter_mut().find(|(e, _, _)| *e == each) {
+                        Some((_, all, count)) => {
+                            all.extend(ranks.iter());
+                            *count += 1;
+                        }
+                        None => alike.push((each, ranks, 1)),
+                    }
+                }
+                _ => out.push_str(&lines),
+            }
+        }
+        for (each, ranks, count) in alike {
+            let cycles = if count == 1 {
+                String::new()
+            } else {
+                format!("{count} cycles alike: ")
+            };
+            out.push_str(&format!("deadlock: {cycles}{} {each}\n", ranks.labelled()));
+        }
+    }
+
     fn cycle_lines(&self, cycle: &[Step], head: &str, out: &mut String) {
         out.push_str(&format!("{head}: {}\n", self.steps_words(cycle)));
         out.extend(self.undecided_line(cycle));
@@ -547,9 +621,7 @@ impl Analysis<'_, '_> {
     /// The analysis in words, one finding a line.
     pub fn words(&self) -> String {
         let mut out = String::new();
-        for cycle in &self.cycles {
-            self.cycle_lines(cycle, "deadlock", &mut out);
-        }
+        self.deadlock_lines(&mut out);
         if !self.feeders.is_empty() {
             let ranks: RankSet = self.feeders.iter().map(|s| s.rank).collect();
             out.push_str(&format!(
