@@ -1134,3 +1134,10 @@ fn a_cartesian_grid_by_relative_ranks_through_open_mpi_s_dll() {
         }
     }
 }
+
+/// Debian's own Open MPI, stripped: the grid's types come from its type
+/// pack, as every other type does.
+#[test]
+fn a_cartesian_grid_by_offsets_stock_open_mpi() {
+    check_cartesian(Mpi::DebianOpenMpi);
+}
