@@ -43,6 +43,7 @@ pub mod callbacks;
 pub mod cursor;
 pub mod errors;
 pub mod exports;
+pub mod grid;
 pub mod iteration;
 pub mod messages;
 #[cfg(feature = "mpi2")]

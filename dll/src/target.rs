@@ -415,6 +415,14 @@ impl<'a, P: ProcessAccess + ?Sized> Target<'a, P> {
         ))
     }
 
+    /// `n` C `int`s in a row, sign-extended (one read).
+    pub fn read_ints(&self, addr: u64, n: usize) -> Result<Vec<i64>, ReadError> {
+        let width = u64::from(self.sizes.int);
+        let len = width.checked_mul(n as u64).ok_or(ReadError::OutOfRange)?;
+        let v = self.view(self.check_ptr(addr, width, len)?, len)?;
+        (0..n as u64).map(|i| v.int(i * width)).collect()
+    }
+
     /// A `size_t`.
     pub fn read_size_t(&self, addr: u64) -> Result<u64, ReadError> {
         self.read_uint(addr, self.sizes.size_t)

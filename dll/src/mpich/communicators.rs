@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use mqs_abi::{Cartesian, Communicator, MAX_CART_DIMS};
+use mqs_abi::{Cartesian, Communicator};
 
 use crate::access::ProcessAccess;
 use crate::iteration::CommInfo;
@@ -214,7 +214,7 @@ pub enum TopoKeyval {
 
 /// The grid of an intracommunicator of `size` ranks whose attribute list
 /// starts at `head`: the topology attribute's `MPIR_Topology`, taken only
-/// if it is Cartesian, of `size` nodes, with 1 to [`MAX_CART_DIMS`]
+/// if it is Cartesian, of `size` nodes, with 1 to [`mqs_abi::MAX_CART_DIMS`]
 /// dimensions whose extents make `size`. At most [`MAX_ATTRIBUTES`] are
 /// followed, a repeated one ends the list. None where anything does not
 /// read or fit: the peers are then shown by rank.
@@ -275,20 +275,13 @@ fn read_topology<P: ProcessAccess + ?Sized>(
     if v.int(cart.kind).ok()? != TOPO_KIND_CART || v.int(cart.nnodes).ok()? != size {
         return None;
     }
-    let ndims = usize::try_from(v.int(cart.ndims).ok()?).ok()?;
-    if ndims == 0 || ndims > MAX_CART_DIMS {
-        return None;
-    }
-    let ints = |field: u64| -> Option<Vec<i64>> {
-        let p = v.ptr(field).ok()?;
-        let width = u64::from(t.sizes.int);
-        let len = width * ndims as u64;
-        let raw = t.view(t.check_ptr(p, width, len).ok()?, len).ok()?;
-        (0..ndims as u64).map(|i| raw.int(i * width).ok()).collect()
-    };
-    let dims = ints(cart.dims)?;
-    let periods = ints(cart.periodic)?.into_iter().map(|p| p != 0).collect();
-    Cartesian::checked(dims, periods, size)
+    crate::grid::read_grid(
+        t,
+        v.int(cart.ndims).ok()?,
+        v.ptr(cart.dims).ok()?,
+        v.ptr(cart.periodic).ok()?,
+        size,
+    )
 }
 
 /// Why MPICH made a communicator for itself, if it did.

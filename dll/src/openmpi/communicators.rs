@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use mqs_abi::{Cartesian, Communicator, MAX_CART_DIMS};
+use mqs_abi::{Cartesian, Communicator};
 
 use crate::access::ProcessAccess;
 use crate::iteration::CommInfo;
@@ -199,8 +199,8 @@ fn read_comm<P: ProcessAccess + ?Sized>(
 }
 
 /// The grid of a communicator whose flags say it has one: `c_topo`'s
-/// `mtc.cart`, its dimensions and periods (at most [`MAX_CART_DIMS`]),
-/// taken only if they make a grid of the communicator's size. None where
+/// `mtc.cart`, its dimensions and periods, taken only if they make a grid
+/// of the communicator's size (`crate::grid::read_grid`). None where
 /// anything does not read or fit: the peers are then shown by rank.
 fn read_cart<P: ProcessAccess + ?Sized>(
     t: &Target<'_, P>,
@@ -213,20 +213,10 @@ fn read_cart<P: ProcessAccess + ?Sized>(
         return None;
     }
     let holder = t.read_ptr(raw.topo.checked_add(cart.mtc)?).ok()?;
-    let ndims = usize::try_from(t.read_int(holder.checked_add(cart.ndims)?).ok()?).ok()?;
-    if ndims == 0 || ndims > MAX_CART_DIMS {
-        return None;
-    }
-    let ints = |field: u64| -> Option<Vec<i64>> {
-        let at = t.read_ptr(holder.checked_add(field)?).ok()?;
-        let width = u64::from(t.sizes.int);
-        let len = width * ndims as u64;
-        let v = t.view(t.check_ptr(at, width, len).ok()?, len).ok()?;
-        (0..ndims as u64).map(|i| v.int(i * width).ok()).collect()
-    };
-    let dims = ints(cart.dims)?;
-    let periods = ints(cart.periods)?.into_iter().map(|p| p != 0).collect();
-    Cartesian::checked(dims, periods, size)
+    let ndims = t.read_int(holder.checked_add(cart.ndims)?).ok()?;
+    let dims = t.read_ptr(holder.checked_add(cart.dims)?).ok()?;
+    let periods = t.read_ptr(holder.checked_add(cart.periods)?).ok()?;
+    crate::grid::read_grid(t, ndims, dims, periods, size)
 }
 
 /// Open MPI's communicator table is indexed by context id (5.x: `c_index`), and
