@@ -303,6 +303,7 @@ fn real_patterns_through_a_tree_read_as_flat_in_a_few_lines() {
     for pattern in [
         Pattern::Ring,
         Pattern::Halo,
+        Pattern::Grid,
         Pattern::Outliers,
         Pattern::Hub,
     ] {
@@ -326,6 +327,30 @@ fn real_patterns_through_a_tree_read_as_flat_in_a_few_lines() {
         for line in tree.view.iter().filter(|l| l.starts_with("  ")) {
             let ranks = line.trim_start().split(": ").next().unwrap_or_default();
             assert!(ranks.len() <= 90, "{name}: {line}");
+        }
+        // Told by its grid, the halo is one line.
+        if pattern == Pattern::Grid {
+            let recv = |offset: &str, tag: i64| format!("recv from {offset} tag {tag}, 32 bytes");
+            let ops: Vec<String> = [
+                "(0,0,-1)", "(0,0,+1)", "(0,-1,0)", "(0,+1,0)", "(-1,0,0)", "(+1,0,0)",
+            ]
+            .iter()
+            .zip(10..)
+            .map(|(offset, tag)| recv(offset, tag))
+            .collect();
+            let lines: Vec<&String> = tree.view.iter().filter(|l| l.starts_with("  ")).collect();
+            assert_eq!(
+                lines,
+                [&format!("  ranks 0-1999: {}", ops.join("; "))],
+                "{name}"
+            );
+            assert!(
+                tree.view
+                    .iter()
+                    .any(|l| l.ends_with("; a 20x10x10 grid, periodic):")),
+                "{name}: {:#?}",
+                tree.view
+            );
         }
         let words = |dump: &JobDump| {
             let job = mqs_analysis::Job::new(dump);

@@ -30,8 +30,9 @@
 //! a tree of collectors (fan-out
 //! `--scale-fanout K`, default mqs-dump's). Besides those 10 states
 //! (pattern `states`), jobs shaped as real ones (`--scale-patterns
-//! states,ring,halo,outliers,hub`, default all): a ring, a 3-D halo exchange
-//! with 6 neighbours, a ring with 5 outlier ranks, and a ring whose ranks
+//! states,ring,halo,grid,outliers,hub`, default all): a ring, a 3-D halo
+//! exchange with 6 neighbours, the same on a communicator that knows its
+//! Cartesian grid, a ring with 5 outlier ranks, and a ring whose ranks
 //! also wait on rank 0, every rank with its
 //! own addresses, counters, thread ids and peers (`mqs_tests::scale::Pattern`).
 //! One line per run: `scale ranks=N pattern=P mode=flat|tree fanout=K
@@ -101,7 +102,7 @@ fn parse_args() -> Result<Args, Box<dyn std::error::Error>> {
         scale_limit: Duration::from_secs(600),
         scale_memory: 8 << 30,
         scale_fanout: mqs_acquire::collect::DEFAULT_FANOUT,
-        scale_patterns: ["states", "ring", "halo", "outliers", "hub"]
+        scale_patterns: ["states", "ring", "halo", "grid", "outliers", "hub"]
             .iter()
             .filter_map(|p| mqs_tests::scale::Pattern::parse(p))
             .collect(),
@@ -151,7 +152,7 @@ fn parse_args() -> Result<Args, Box<dyn std::error::Error>> {
                     .split(',')
                     .map(|p| {
                         mqs_tests::scale::Pattern::parse(p).ok_or(format!(
-                            "--scale-patterns: no pattern {p} (states, ring, halo, outliers, hub)"
+                            "--scale-patterns: no pattern {p} (states, ring, halo, grid, outliers, hub)"
                         ))
                     })
                     .collect::<Result<_, _>>()?;

@@ -24,6 +24,9 @@ pub enum Pattern {
     /// A periodic 3-D grid (as near a cube as the size allows): each rank
     /// waits for a message from each of its 6 neighbours.
     Halo,
+    /// The halo on a communicator that knows its grid (as
+    /// `MPI_Cart_create` makes, read by the DLL: `cartesian`).
+    Grid,
     /// The ring, with [`OUTLIERS`] ranks spread over the job that have
     /// nothing pending.
     Outliers,
@@ -41,6 +44,7 @@ impl Pattern {
             "states" => Some(Self::States),
             "ring" => Some(Self::Ring),
             "halo" => Some(Self::Halo),
+            "grid" => Some(Self::Grid),
             "outliers" => Some(Self::Outliers),
             "hub" => Some(Self::Hub),
             _ => None,
@@ -52,6 +56,7 @@ impl Pattern {
             Self::States => "states",
             Self::Ring => "ring",
             Self::Halo => "halo",
+            Self::Grid => "grid",
             Self::Outliers => "outliers",
             Self::Hub => "hub",
         }
@@ -90,7 +95,7 @@ impl Pattern {
             if let Some(comm) = value.list.get_mut(world) {
                 let model = model_op(comm);
                 let peers: Vec<i64> = match self {
-                    Self::Halo => halo_neighbours(r, n).to_vec(),
+                    Self::Halo | Self::Grid => halo_neighbours(r, n).to_vec(),
                     Self::Hub if r > 0 => vec![(r + n - 1) % n, 0],
                     _ if self.outliers(ranks).contains(&rank) => Vec::new(),
                     _ => vec![(r + n - 1) % n],
@@ -101,12 +106,19 @@ impl Pattern {
                     .map(|(i, &peer)| op_from(&model, peer, 10 + i as i64))
                     .collect();
                 let sends = match self {
-                    Self::Halo => Vec::new(),
+                    Self::Halo | Self::Grid => Vec::new(),
                     _ if peers.is_empty() => Vec::new(),
                     _ => vec![op_from(&model, (r + 1) % n, 20)],
                 };
                 comm.receives = queue(receives);
                 comm.sends = queue(sends);
+                if self == Self::Grid {
+                    // Rank x + nx*(y + ny*z): z varies slowest, so the
+                    // grid's dimensions, row-major, are (nz, ny, nx).
+                    let [nx, ny, nz] = halo_grid(n);
+                    comm.cartesian =
+                        mqs_abi::Cartesian::checked(vec![nz, ny, nx], vec![true; 3], n);
+                }
                 comm.unexpected = queue(Vec::new());
             }
         }
