@@ -66,35 +66,36 @@ fn op_text(job: &Job<'_>, op: &Op<'_>) -> String {
 /// The peer of `op`, an operation on `comm`: `rank 1 ("ring" rank 6)`,
 /// on a grid with its coordinates: `rank 1 ("cart" rank 4 at (2,0))`.
 fn peer_words(comm: &JobComm, op: &Op<'_>) -> String {
+    let at = |local: i64| grid_place(comm, local).map(|at| format!(" {at}"));
     match op.peer {
         Peer::Any => "ANY_SOURCE".to_string(),
         Peer::Rank(g) => match op.local_peer {
-            Some(l) if l != g || !comm.is_identity() => {
-                format!("rank {g} ({} rank {l}{})", comm.label(), at(comm, l))
-            }
-            _ => match at(comm, g) {
-                at if at.is_empty() => format!("rank {g}"),
-                at => format!("rank {g} ({})", &at[1..]),
+            Some(l) if l != g || !comm.is_identity() => format!(
+                "rank {g} ({} rank {l}{})",
+                comm.label(),
+                at(l).unwrap_or_default()
+            ),
+            _ => match grid_place(comm, g) {
+                Some(at) => format!("rank {g} ({at})"),
+                None => format!("rank {g}"),
             },
         },
-        Peer::Local(l) => format!("{} rank {l}{}", comm.label(), at(comm, l)),
+        Peer::Local(l) => format!("{} rank {l}{}", comm.label(), at(l).unwrap_or_default()),
     }
 }
 
-/// ` at (2,0)`: where rank `local` of `comm` is on its grid, if it has one.
-fn at(comm: &JobComm, local: i64) -> String {
-    let Some(grid) = comm.grid() else {
-        return String::new();
-    };
+/// `at (2,0)`: where rank `local` of `comm` is on its grid, if it has one.
+fn grid_place(comm: &JobComm, local: i64) -> Option<String> {
+    let grid = comm.grid()?;
     let mut coords = [0i64; mqs_abi::MAX_CART_DIMS];
     if !grid.coords(local, &mut coords) {
-        return String::new();
+        return None;
     }
     let parts: Vec<String> = coords[..grid.dims.len()]
         .iter()
         .map(i64::to_string)
         .collect();
-    format!(" at ({})", parts.join(","))
+    Some(format!("at ({})", parts.join(",")))
 }
 
 /// `; a 3x2 grid, periodic in dimension 0` for a communicator with one.

@@ -4,7 +4,10 @@
 //! r-1 (mod 8)"), they are one line. A queue's ranks are grouped both ways,
 //! and each rank goes to the larger of its two groups: a relative line
 //! stands for at least [`MIN_RELATIVE`] ranks, and the ranks that do not
-//! fit the pattern keep lines of their own. A peer that many of the
+//! fit the pattern keep lines of their own. On a communicator that knows
+//! its Cartesian grid, a peer is told by its offset on it instead
+//! ("recv from (+1,0,0)"): across a periodic grid's wrap the distance in
+//! ranks changes, the offset does not. A peer that many of the
 //! queue's ranks name (a rank that all of a ring also send to) is a hub and
 //! keeps its own number in the relative line: "recv from rank r-1 (mod 8)
 //! tag 10; recv from rank 0 tag 5".
@@ -251,7 +254,7 @@ impl<'c> QueueTexts<'c> {
         if size < 2 || ops.iter().all(|op| op.peer == Peer::Any) {
             return false;
         }
-        let grid = self.grid();
+        let grid = self.comm.grid();
         let mut parts = std::mem::take(&mut self.scratch);
         parts.clear();
         let mut known = true;
@@ -291,7 +294,7 @@ impl<'c> QueueTexts<'c> {
                     Distance::Any => "ANY_SOURCE".to_owned(),
                     Distance::By(d) => self.relative_peer(*d),
                     Distance::On(offset) => {
-                        let n = self.grid().map_or(0, |g| g.dims.len());
+                        let n = self.comm.grid().map_or(0, |g| g.dims.len());
                         let steps: Vec<i64> = offset[..n].iter().map(|&d| i64::from(d)).collect();
                         mqs_abi::offset_words(&steps)
                     }
@@ -301,12 +304,6 @@ impl<'c> QueueTexts<'c> {
             })
             .collect();
         texts.join("; ")
-    }
-
-    /// The communicator's grid, where it has one its size: peers are then
-    /// told by their offset on it.
-    fn grid(&self) -> Option<&'c Cartesian> {
-        self.comm.grid()
     }
 
     /// `rank r+1 (mod 8)`, or in a communicator whose ranks are not the
