@@ -707,6 +707,7 @@ static struct {
     __typeof__(&mqs_setup_communicator_iterator) setup_communicator_iterator;
     __typeof__(&mqs_get_communicator) get_communicator;
     __typeof__(&mqs_get_comm_group) get_comm_group;
+    __typeof__(&mqs_get_comm_cartesian) get_comm_cartesian;
     __typeof__(&mqs_next_communicator) next_communicator;
     __typeof__(&mqs_setup_operation_iterator) setup_operation_iterator;
     __typeof__(&mqs_next_operation) next_operation;
@@ -755,6 +756,8 @@ static int load_dll(const char *path)
 #undef NEED
     /* Optional, as for padb. */
     LOOKUP(h, get_comm_group);
+    /* mqs's own extension: only our DLL has it. */
+    LOOKUP(h, get_comm_cartesian);
     return 0;
 }
 
@@ -952,6 +955,24 @@ static int session(struct target *t, FILE *out)
                 fprintf(out, "group error %d\n", rc);
             }
             free(ranks);
+        }
+        if (dll.get_comm_cartesian) {
+            enum { MAX_DIMS = 16 };
+            int ndims = -1;
+            int *dims = garbage_object(MAX_DIMS * sizeof *dims);
+            int *periods = garbage_object(MAX_DIMS * sizeof *periods);
+            rc = dll.get_comm_cartesian(ph, MAX_DIMS, &ndims, dims, periods);
+            note_code(rc);
+            if (rc == mqs_ok && (ndims < 1 || ndims > MAX_DIMS))
+                st.unwritten++;
+            else if (rc == mqs_ok && out) {
+                fputs("cartesian", out);
+                for (int i = 0; i < ndims; i++)
+                    fprintf(out, " %d%s", dims[i], periods[i] ? "p" : "");
+                fputc('\n', out);
+            }
+            free(dims);
+            free(periods);
         }
         queue(ph, mqs_pending_receives, out);
         queue(ph, mqs_unexpected_messages, out);

@@ -16,7 +16,7 @@ mca_pml_ob1_comm_t mca_pml_ob1_comm_proc_t mca_pml_ob1_recv_frag_t mca_btl_base_
 mca_pml_ob1_common_hdr_t mca_pml_ob1_match_hdr_t mca_pml_ob1_rendezvous_hdr_t
 mca_pml_ob1_hdr_t mca_pml_ob1_send_request_t mca_pml_ob1_recv_request_t
 mca_btl_vader_component_t mca_btl_vader_endpoint_t mca_btl_vader_hdr_t vader_fifo_t
-opal_process_info_t
+opal_process_info_t mca_topo_base_module_t mca_topo_base_comm_cart_2_2_0_t
 """.split()
 
 SYMBOLS = """
