@@ -1141,9 +1141,3 @@ fn a_cartesian_grid_by_relative_ranks_through_open_mpi_s_dll() {
 fn a_cartesian_grid_by_offsets_stock_open_mpi() {
     check_cartesian(Mpi::DebianOpenMpi);
 }
-
-/// MPICH keeps the grid in an attribute of the communicator.
-#[test]
-fn a_cartesian_grid_by_offsets_mpich() {
-    check_cartesian(Mpi::Mpich);
-}

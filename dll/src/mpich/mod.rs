@@ -19,8 +19,6 @@ pub mod requests;
 pub mod ucx;
 
 #[cfg(test)]
-mod cart_tests;
-#[cfg(test)]
 mod debugq_tests;
 #[cfg(test)]
 mod pool_tests;
@@ -42,7 +40,7 @@ use crate::transit;
 use crate::types::Missing;
 use crate::walk::Stop;
 
-use communicators::{Comm, ListHead, PoolSymbols, TopoKeyval, OWN_JOB};
+use communicators::{Comm, ListHead, PoolSymbols, OWN_JOB};
 use layout::{Device, Layout, Queues, RequestDevice};
 use requests::{Class, Found, OpContext, Scan};
 
@@ -148,9 +146,6 @@ pub struct Symbols {
     pub dt_builtin: Option<u64>,
     pub dt_direct: Option<u64>,
     pub dt_mem: Option<u64>,
-    /// `&MPIR_Topology_keyval`, where the symbol table has it and the
-    /// types say where a topology is.
-    pub topo_keyval: Option<u64>,
 }
 
 fn resolve_symbols<I: ImageAccess>(image: &I, layout: &Layout) -> Result<Symbols, Failure> {
@@ -225,10 +220,6 @@ fn resolve_symbols<I: ImageAccess>(image: &I, layout: &Layout) -> Result<Symbols
         dt_mem: (datatypes && layout.alloc.is_some())
             .then(|| image.find_symbol(SYM_DT_MEM))
             .flatten(),
-        topo_keyval: layout
-            .comm
-            .cart
-            .and_then(|_| image.find_symbol(layout::SYM_TOPO_KEYVAL)),
     })
 }
 
@@ -714,16 +705,11 @@ impl MpiBackend for Mpich {
     fn build_list(&mut self, call: &mut Call<'_>, head: ListHead) -> Listed<Self> {
         let t = call.target();
         let syms = self.symbols.ok_or(DllError::ImageHasNoQueues)?;
-        // Which attribute is a topology: read once per list.
-        let keyval = syms
-            .topo_keyval
-            .and_then(|a| t.read_int(a).ok())
-            .map_or(TopoKeyval::Unknown, TopoKeyval::Known);
         let built = match (syms.comms, self.layout.comm_pool) {
             (CommSource::Pool(p), Some(pool)) => {
-                communicators::build_from_pool(&t, &self.layout, &pool, p, call.names, keyval)?
+                communicators::build_from_pool(&t, &self.layout, &pool, p, call.names)?
             }
-            _ => communicators::build(&t, &self.layout, head.head, call.names, keyval)?,
+            _ => communicators::build(&t, &self.layout, head.head, call.names)?,
         };
         let cx = &mut *call.cx;
         if built.skipped > 0 {
