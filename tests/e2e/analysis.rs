@@ -1141,3 +1141,10 @@ fn a_cartesian_grid_by_relative_ranks_through_open_mpi_s_dll() {
 fn a_cartesian_grid_by_offsets_stock_open_mpi() {
     check_cartesian(Mpi::DebianOpenMpi);
 }
+
+/// MPICH keeps the grid in an attribute of the communicator; our DLL asks
+/// for its types once the process has made a topology.
+#[test]
+fn a_cartesian_grid_by_offsets_mpich() {
+    check_cartesian(Mpi::Mpich);
+}

@@ -8,11 +8,13 @@
 
 use std::collections::{HashMap, HashSet};
 
-use mqs_abi::Communicator;
+use mqs_abi::{Cartesian, Communicator};
 
 use crate::access::ProcessAccess;
 use crate::iteration::CommInfo;
-use crate::mpich::layout::{CommDevice, CommPoolLayout, Layout, RankMapLayout};
+use crate::mpich::layout::{
+    CartLayout, CommDevice, CommPoolLayout, Layout, RankMapLayout, TOPO_KIND_CART,
+};
 use crate::mpich::objects::{self, Block, Cut, Place};
 use crate::names::{identity_of, NameMap, ProcName};
 use crate::target::{ReadError, Target, View};
@@ -22,6 +24,13 @@ use crate::walk::Stop;
 pub const MAX_COMMS: usize = 1 << 17;
 /// Most members a group may have.
 pub const MAX_GROUP: u64 = 1 << 20;
+/// Most attributes followed on a communicator's list in search of its
+/// topology.
+pub const MAX_ATTRIBUTES: usize = 64;
+
+/// `MPI_KEYVAL_INVALID` (MPICH's `mpi.h`): `MPIR_Topology_keyval` before the
+/// first topology is made, and after `MPI_Finalize`.
+pub const KEYVAL_INVALID: i64 = 0x2400_0000;
 
 /// Builtin handles: `MPI_COMM_WORLD`, `MPI_COMM_SELF` and MPICH's own
 /// `MPIR_ICOMM_WORLD` (its internal copy of the world).
@@ -59,6 +68,8 @@ pub struct Comm {
     pub local_ranks: Vec<i64>,
     /// Global ranks of the group peers are named in.
     pub remote_ranks: Vec<i64>,
+    /// Its grid, if `MPI_Cart_create` made it.
+    pub cart: Option<Cartesian>,
 }
 
 impl CommInfo for Comm {
@@ -79,6 +90,10 @@ impl CommInfo for Comm {
 
     fn remote_ranks(&self) -> &[i64] {
         &self.remote_ranks
+    }
+
+    fn cartesian(&self) -> Option<&Cartesian> {
+        self.cart.as_ref()
     }
 }
 
@@ -154,6 +169,9 @@ struct Raw {
     inter: bool,
     hierarchy: Option<i64>,
     name: String,
+    /// `attributes`: the head of its attribute list, 0 if none (or the
+    /// types do not say).
+    attributes: u64,
 }
 
 fn decode<P: ProcessAccess + ?Sized>(
@@ -174,7 +192,96 @@ fn decode<P: ProcessAccess + ?Sized>(
         inter: comm_kind == Some(COMM_KIND_INTER),
         hierarchy: c.hierarchy_kind.and_then(|o| v.int(o).ok()),
         name: v.chars(c.name, c.name_len)?,
+        attributes: c
+            .cart
+            .and_then(|cart| v.ptr(cart.attributes).ok())
+            .unwrap_or(0),
     })
+}
+
+/// Which attribute holds a communicator's topology.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopoKeyval {
+    /// The value of `MPIR_Topology_keyval`: the attribute whose keyval has
+    /// this handle. `MPI_KEYVAL_INVALID` until the first topology is made,
+    /// when no attribute has it.
+    Known(i64),
+    /// The symbol was not found (a stripped symbol table) or not read:
+    /// any attribute whose value is a Cartesian topology of the
+    /// communicator's size.
+    Unknown,
+}
+
+/// The grid of an intracommunicator of `size` ranks whose attribute list
+/// starts at `head`: the topology attribute's `MPIR_Topology`, taken only
+/// if it is Cartesian, of `size` nodes, with 1 to [`mqs_abi::MAX_CART_DIMS`]
+/// dimensions whose extents make `size`. At most [`MAX_ATTRIBUTES`] are
+/// followed, a repeated one ends the list. None where anything does not
+/// read or fit: the peers are then shown by rank.
+fn read_cart<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    cart: &CartLayout,
+    head: u64,
+    size: i64,
+    keyval: TopoKeyval,
+) -> Option<Cartesian> {
+    let mut seen = HashSet::new();
+    let mut cur = head;
+    while cur != 0 && seen.len() < MAX_ATTRIBUTES && seen.insert(cur) {
+        let a = t
+            .view(
+                t.check_ptr(cur, t.ptr_align(), cart.attr_read).ok()?,
+                cart.attr_read,
+            )
+            .ok()?;
+        let value = a.ptr(cart.attr_value).ok()?;
+        match keyval {
+            TopoKeyval::Known(want) => {
+                let k = a.ptr(cart.attr_keyval).ok()?;
+                let handle = t
+                    .check_ptr(k, 4, cart.keyval_handle + 4)
+                    .and_then(|k| t.read_int(k + cart.keyval_handle))
+                    .ok();
+                if handle == Some(want) {
+                    // The topology's own attribute: a graph's is no grid.
+                    return read_topology(t, cart, value, size);
+                }
+            }
+            TopoKeyval::Unknown => {
+                if let Some(grid) = read_topology(t, cart, value, size) {
+                    return Some(grid);
+                }
+            }
+        }
+        cur = a.ptr(cart.attr_next).ok()?;
+    }
+    None
+}
+
+/// The grid of the `MPIR_Topology` at `at`, if it is a Cartesian one of
+/// `size` ranks.
+fn read_topology<P: ProcessAccess + ?Sized>(
+    t: &Target<'_, P>,
+    cart: &CartLayout,
+    at: u64,
+    size: i64,
+) -> Option<Cartesian> {
+    let v = t
+        .view(
+            t.check_ptr(at, t.ptr_align(), cart.topo_read).ok()?,
+            cart.topo_read,
+        )
+        .ok()?;
+    if v.int(cart.kind).ok()? != TOPO_KIND_CART || v.int(cart.nnodes).ok()? != size {
+        return None;
+    }
+    crate::grid::read_grid(
+        t,
+        v.int(cart.ndims).ok()?,
+        v.ptr(cart.dims).ok()?,
+        v.ptr(cart.periodic).ok()?,
+        size,
+    )
 }
 
 /// Why MPICH made a communicator for itself, if it did.
@@ -465,6 +572,7 @@ pub fn build<P: ProcessAccess + ?Sized>(
     layout: &Layout,
     head: u64,
     names: Option<&NameMap>,
+    keyval: TopoKeyval,
 ) -> Result<Built, ReadError> {
     let size = layout.comm.size;
     let mut seen = HashSet::new();
@@ -507,7 +615,7 @@ pub fn build<P: ProcessAccess + ?Sized>(
         raws.push((cur, bytes));
         cur = next;
     }
-    translate(t, layout, raws, names, built)
+    translate(t, layout, raws, names, keyval, built)
 }
 
 /// The communicators read whole (`raws`: each one's address and bytes),
@@ -517,6 +625,7 @@ fn translate<P: ProcessAccess + ?Sized>(
     layout: &Layout,
     raws: Vec<(u64, Vec<u8>)>,
     names: Option<&NameMap>,
+    keyval: TopoKeyval,
     mut built: Built,
 ) -> Result<Built, ReadError> {
     let decoded: Vec<(u64, Vec<u8>, Option<Raw>)> = raws
@@ -567,6 +676,15 @@ fn translate<P: ProcessAccess + ?Sized>(
         // MPICH built says (they differ only in corrupt memory).
         let mut local_ranks = local_ranks;
         local_ranks.resize(size as usize, -1);
+        // `MPI_Cart_create` makes intracommunicators only; until the first
+        // topology is made no attribute is one.
+        let cart = match (layout.comm.cart, keyval) {
+            (_, TopoKeyval::Known(KEYVAL_INVALID)) => None,
+            (Some(cart), _) if !raw.inter && raw.attributes != 0 => {
+                read_cart(t, &cart, raw.attributes, size, keyval)
+            }
+            _ => None,
+        };
         built.comms.push(Comm {
             addr,
             handle: raw.handle,
@@ -579,6 +697,7 @@ fn translate<P: ProcessAccess + ?Sized>(
             internal,
             local_ranks,
             remote_ranks,
+            cart,
         });
     }
     // As MPICH's own DLL lists them: by receive context id.
@@ -709,11 +828,12 @@ pub fn build_from_pool<P: ProcessAccess + ?Sized>(
     pool: &CommPoolLayout,
     syms: PoolSymbols,
     names: Option<&NameMap>,
+    keyval: TopoKeyval,
 ) -> Result<Built, ReadError> {
     let (raws, stop) = pool_objects(t, layout, pool, syms)?;
     let built = Built {
         stop,
         ..Built::default()
     };
-    translate(t, layout, raws, names, built)
+    translate(t, layout, raws, names, keyval, built)
 }

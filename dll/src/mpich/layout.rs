@@ -113,6 +113,47 @@ pub struct CommLayout {
     pub name_len: u64,
     pub next: u64,
     pub device: CommDevice,
+    /// `attributes` and what a Cartesian topology's attribute holds, where
+    /// the types say.
+    pub cart: Option<CartLayout>,
+}
+
+/// `MPI_CART`: `MPIR_Topology.kind` of a Cartesian topology (MPICH's
+/// `mpi.h`: `MPIR_Topo_type { MPI_GRAPH=1, MPI_CART=2, MPI_DIST_GRAPH=3 }`).
+pub const TOPO_KIND_CART: i64 = 2;
+/// The keyval of MPICH's topology attribute (`static int` in
+/// `src/mpi/topo/topoutil.c`: a local symbol, absent where the symbol
+/// table was stripped).
+pub const SYM_TOPO_KEYVAL: &str = "MPIR_Topology_keyval";
+
+/// A communicator's Cartesian grid as MPICH keeps it: an attribute on
+/// `MPIR_Comm.attributes` (a list of `MPIR_Attribute`, linked through
+/// `next`) whose keyval (`MPII_Keyval`, its `handle`) is
+/// `MPIR_Topology_keyval` and whose `value` points at an `MPIR_Topology`
+/// `{ kind; union topo { graph; cart; dist_graph } topo; }`, its `cart` an
+/// `MPII_Cart_topology { nnodes; ndims; int *dims; int *periodic; ... }`.
+/// The union's members all start it, so `topo.cart`'s fields are `topo`'s
+/// offset plus theirs in `MPII_Cart_topology` (`union topo` is tagged: no
+/// path names its members).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CartLayout {
+    /// `MPIR_Comm.attributes`.
+    pub attributes: u64,
+    /// `MPIR_Attribute`: bytes read of it, and its fields.
+    pub attr_read: u64,
+    pub attr_keyval: u64,
+    pub attr_next: u64,
+    pub attr_value: u64,
+    /// `MPII_Keyval.handle`.
+    pub keyval_handle: u64,
+    /// `MPIR_Topology`: bytes read of it (up to the last field decoded),
+    /// its `kind`, and `topo.cart`'s fields from its start.
+    pub topo_read: u64,
+    pub kind: u64,
+    pub nnodes: u64,
+    pub ndims: u64,
+    pub dims: u64,
+    pub periodic: u64,
 }
 
 /// `MPIR_Group` and its `MPII_Group_pmap_t` entries.
@@ -701,6 +742,50 @@ fn resolve_comm<I: ImageAccess>(
         name_len,
         next: c.field("comm_next")?,
         device: comm_device,
+        // Resolved for a process once it has made a topology
+        // (`Mpich::check`): most jobs never do, and the lookups cost a
+        // debugger that answers through another process a round trip each.
+        cart: None,
+    })
+}
+
+/// Where a Cartesian communicator's grid is, if every type says. These
+/// types are in every MPICH built with debug information; the attribute's
+/// is asked for first, and where it is missing nothing else is (a type
+/// found nowhere costs the debugger a search of every object's DWARF).
+/// Without them no grid is shown, and nothing else changes.
+pub fn resolve_cart<I: ImageAccess>(image: &I) -> Option<CartLayout> {
+    let attributes = ty(image, "MPIR_Comm").ok()?.opt("attributes")?;
+    let attr = ty(image, "MPIR_Attribute").ok()?;
+    let attr_keyval = attr.opt("keyval")?;
+    let attr_next = attr.opt("next")?;
+    let attr_value = attr.opt("value")?;
+    let keyval = ty(image, "MPII_Keyval").ok()?;
+    let topology = ty(image, "MPIR_Topology").ok()?;
+    let cart = ty(image, "MPII_Cart_topology").ok()?;
+    let topo = topology.opt("topo")?;
+    let kind = topology.opt("kind")?;
+    let nnodes = topo.checked_add(cart.opt("nnodes")?)?;
+    let ndims = topo.checked_add(cart.opt("ndims")?)?;
+    let dims = topo.checked_add(cart.opt("dims")?)?;
+    let periodic = topo.checked_add(cart.opt("periodic")?)?;
+    // Pointers are at most 8 bytes wide, ints 4.
+    let topo_read = [kind + 4, nnodes + 4, ndims + 4, dims + 8, periodic + 8]
+        .into_iter()
+        .max()?;
+    Some(CartLayout {
+        attributes,
+        attr_read: attr_keyval.max(attr_next).max(attr_value) + 8,
+        attr_keyval,
+        attr_next,
+        attr_value,
+        keyval_handle: keyval.opt("handle")?,
+        topo_read,
+        kind,
+        nnodes,
+        ndims,
+        dims,
+        periodic,
     })
 }
 

@@ -19,6 +19,8 @@ pub mod requests;
 pub mod ucx;
 
 #[cfg(test)]
+mod cart_tests;
+#[cfg(test)]
 mod debugq_tests;
 #[cfg(test)]
 mod pool_tests;
@@ -40,7 +42,7 @@ use crate::transit;
 use crate::types::Missing;
 use crate::walk::Stop;
 
-use communicators::{Comm, ListHead, PoolSymbols, OWN_JOB};
+use communicators::{Comm, ListHead, PoolSymbols, TopoKeyval, OWN_JOB};
 use layout::{Device, Layout, Queues, RequestDevice};
 use requests::{Class, Found, OpContext, Scan};
 
@@ -146,6 +148,9 @@ pub struct Symbols {
     pub dt_builtin: Option<u64>,
     pub dt_direct: Option<u64>,
     pub dt_mem: Option<u64>,
+    /// `&MPIR_Topology_keyval`, where the symbol table has it and the
+    /// types say where a topology is.
+    pub topo_keyval: Option<u64>,
 }
 
 fn resolve_symbols<I: ImageAccess>(image: &I, layout: &Layout) -> Result<Symbols, Failure> {
@@ -220,6 +225,7 @@ fn resolve_symbols<I: ImageAccess>(image: &I, layout: &Layout) -> Result<Symbols
         dt_mem: (datatypes && layout.alloc.is_some())
             .then(|| image.find_symbol(SYM_DT_MEM))
             .flatten(),
+        topo_keyval: image.find_symbol(layout::SYM_TOPO_KEYVAL),
     })
 }
 
@@ -622,6 +628,19 @@ impl MpiBackend for Mpich {
     fn check<I: ImageAccess>(&mut self, call: &mut Call<'_>, image: &I) -> Result<(), Failure> {
         let syms = resolve_symbols(image, &self.layout)?;
         let t = call.target();
+        // Where a grid is kept, asked of the debugger only once this
+        // process has made a topology (its keyval is set).
+        let made_topology = syms
+            .topo_keyval
+            .and_then(|at| t.read_int(at).ok())
+            .is_some_and(|k| k != communicators::KEYVAL_INVALID);
+        if made_topology && self.layout.comm.cart.is_none() {
+            if let Some(cart) = layout::resolve_cart(image) {
+                let mut with_cart = (*self.layout).clone();
+                with_cart.comm.cart = Some(cart);
+                self.layout = Arc::new(with_cart);
+            }
+        }
         let cx = &mut *call.cx;
         self.comm_marker(&t, syms.comms).map_err(|e| Failure {
             code: e.into(),
@@ -705,11 +724,16 @@ impl MpiBackend for Mpich {
     fn build_list(&mut self, call: &mut Call<'_>, head: ListHead) -> Listed<Self> {
         let t = call.target();
         let syms = self.symbols.ok_or(DllError::ImageHasNoQueues)?;
+        // Which attribute is a topology: read once per list.
+        let keyval = syms
+            .topo_keyval
+            .and_then(|a| t.read_int(a).ok())
+            .map_or(TopoKeyval::Unknown, TopoKeyval::Known);
         let built = match (syms.comms, self.layout.comm_pool) {
             (CommSource::Pool(p), Some(pool)) => {
-                communicators::build_from_pool(&t, &self.layout, &pool, p, call.names)?
+                communicators::build_from_pool(&t, &self.layout, &pool, p, call.names, keyval)?
             }
-            _ => communicators::build(&t, &self.layout, head.head, call.names)?,
+            _ => communicators::build(&t, &self.layout, head.head, call.names, keyval)?,
         };
         let cx = &mut *call.cx;
         if built.skipped > 0 {
