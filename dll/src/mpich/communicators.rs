@@ -199,21 +199,15 @@ fn decode<P: ProcessAccess + ?Sized>(
     })
 }
 
-/// Which attribute holds a communicator's topology.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TopoKeyval {
-    /// The value of `MPIR_Topology_keyval`: the attribute whose keyval has
-    /// this handle. `MPI_KEYVAL_INVALID` until the first topology is made,
-    /// when no attribute has it.
-    Known(i64),
-    /// The symbol was not found (a stripped symbol table) or not read:
-    /// any attribute whose value is a Cartesian topology of the
-    /// communicator's size.
-    Unknown,
-}
+/// Which attribute holds a communicator's topology: the value of
+/// `MPIR_Topology_keyval`, the handle of its keyval (None where the symbol
+/// was not found or read: no grid is looked for; `MPI_KEYVAL_INVALID`
+/// until the first topology is made, when no attribute has it).
+pub type TopoKeyval = Option<i64>;
 
 /// The grid of an intracommunicator of `size` ranks whose attribute list
-/// starts at `head`: the topology attribute's `MPIR_Topology`, taken only
+/// starts at `head`: the `MPIR_Topology` of the attribute whose keyval's
+/// handle is `keyval`, taken only
 /// if it is Cartesian, of `size` nodes, with 1 to [`mqs_abi::MAX_CART_DIMS`]
 /// dimensions whose extents make `size`. At most [`MAX_ATTRIBUTES`] are
 /// followed, a repeated one ends the list. None where anything does not
@@ -223,7 +217,7 @@ fn read_cart<P: ProcessAccess + ?Sized>(
     cart: &CartLayout,
     head: u64,
     size: i64,
-    keyval: TopoKeyval,
+    keyval: i64,
 ) -> Option<Cartesian> {
     let mut seen = HashSet::new();
     let mut cur = head;
@@ -235,23 +229,14 @@ fn read_cart<P: ProcessAccess + ?Sized>(
             )
             .ok()?;
         let value = a.ptr(cart.attr_value).ok()?;
-        match keyval {
-            TopoKeyval::Known(want) => {
-                let k = a.ptr(cart.attr_keyval).ok()?;
-                let handle = t
-                    .check_ptr(k, 4, cart.keyval_handle + 4)
-                    .and_then(|k| t.read_int(k + cart.keyval_handle))
-                    .ok();
-                if handle == Some(want) {
-                    // The topology's own attribute: a graph's is no grid.
-                    return read_topology(t, cart, value, size);
-                }
-            }
-            TopoKeyval::Unknown => {
-                if let Some(grid) = read_topology(t, cart, value, size) {
-                    return Some(grid);
-                }
-            }
+        let k = a.ptr(cart.attr_keyval).ok()?;
+        let handle = t
+            .check_ptr(k, 4, cart.keyval_handle + 4)
+            .and_then(|k| t.read_int(k + cart.keyval_handle))
+            .ok();
+        if handle == Some(keyval) {
+            // The topology's own attribute: a graph's is no grid.
+            return read_topology(t, cart, value, size);
         }
         cur = a.ptr(cart.attr_next).ok()?;
     }
@@ -679,9 +664,10 @@ fn translate<P: ProcessAccess + ?Sized>(
         // `MPI_Cart_create` makes intracommunicators only; until the first
         // topology is made no attribute is one.
         let cart = match (layout.comm.cart, keyval) {
-            (_, TopoKeyval::Known(KEYVAL_INVALID)) => None,
-            (Some(cart), _) if !raw.inter && raw.attributes != 0 => {
-                read_cart(t, &cart, raw.attributes, size, keyval)
+            (Some(cart), Some(want))
+                if want != KEYVAL_INVALID && !raw.inter && raw.attributes != 0 =>
+            {
+                read_cart(t, &cart, raw.attributes, size, want)
             }
             _ => None,
         };

@@ -42,7 +42,7 @@ use crate::transit;
 use crate::types::Missing;
 use crate::walk::Stop;
 
-use communicators::{Comm, ListHead, PoolSymbols, TopoKeyval, OWN_JOB};
+use communicators::{Comm, ListHead, PoolSymbols, OWN_JOB};
 use layout::{Device, Layout, Queues, RequestDevice};
 use requests::{Class, Found, OpContext, Scan};
 
@@ -725,10 +725,7 @@ impl MpiBackend for Mpich {
         let t = call.target();
         let syms = self.symbols.ok_or(DllError::ImageHasNoQueues)?;
         // Which attribute is a topology: read once per list.
-        let keyval = syms
-            .topo_keyval
-            .and_then(|a| t.read_int(a).ok())
-            .map_or(TopoKeyval::Unknown, TopoKeyval::Known);
+        let keyval = syms.topo_keyval.and_then(|a| t.read_int(a).ok());
         let built = match (syms.comms, self.layout.comm_pool) {
             (CommSource::Pool(p), Some(pool)) => {
                 communicators::build_from_pool(&t, &self.layout, &pool, p, call.names, keyval)?
